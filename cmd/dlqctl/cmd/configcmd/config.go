@@ -1,0 +1,153 @@
+// Package configcmd is `dlqctl config`: view the file, switch and edit
+// contexts.
+package configcmd
+
+import (
+	"fmt"
+
+	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/internal/config"
+	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+)
+
+// NewCmdConfig is the `config` noun.
+func NewCmdConfig(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "View the config file and manage contexts (named brokers)",
+	}
+	cmd.AddCommand(newCmdView(f), newCmdUseContext(f), newCmdSetContext(f, nil))
+	return cmd
+}
+
+func newCmdView(f *cmdutil.Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:     "view",
+		Short:   "Print the config file and the settings in force",
+		Args:    cobra.NoArgs,
+		Example: "  $ dlqctl config view\n  $ dlqctl --context staging config view -o json",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.Config()
+			if err != nil {
+				return err
+			}
+			s, err := f.Settings()
+			if err != nil {
+				return err
+			}
+			fm, _ := f.Format()
+			// The token itself is never printed: only where it comes from.
+			inForce := map[string]string{"context": s.Context, "server": s.Server, "ledger": redactLedger(s.Ledger), "token": tokenState(s)}
+			if !fm.Human() {
+				return render.Document(f.IO.Out, fm, map[string]any{"path": c.Path(), "config": c, "inForce": inForce})
+			}
+			out, err := yaml.Marshal(c)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(f.IO.Out, "# %s\n%s", c.Path(), out)
+			fmt.Fprintf(f.IO.Out, "# in force: context=%q server=%s ledger=%s token=%s\n", s.Context, s.Server, redactLedger(s.Ledger), tokenState(s))
+			return nil
+		},
+	}
+}
+
+func tokenState(s *config.Settings) string {
+	if s.Token == "" {
+		return "none"
+	}
+	return "set (from " + s.TokenSource + ")"
+}
+
+func redactLedger(dsn string) string {
+	if _, _, shown, err := ledgerParse(dsn); err == nil {
+		return shown
+	}
+	return "(invalid)"
+}
+
+func newCmdUseContext(f *cmdutil.Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:     "use-context NAME",
+		Short:   "Make a context the current one",
+		Args:    cobra.ExactArgs(1),
+		Example: "  $ dlqctl config use-context prod",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.Config()
+			if err != nil {
+				return err
+			}
+			if _, ok := c.Contexts[args[0]]; !ok {
+				return cmdutil.UsageError(fmt.Errorf("no context %q in %s; create it with dlqctl config set-context %s --server URL", args[0], c.Path(), args[0]))
+			}
+			c.CurrentContext = args[0]
+			if err := c.Save(); err != nil {
+				return cmdutil.UsageError(fmt.Errorf("writing %s: %v", c.Path(), err))
+			}
+			fmt.Fprintf(f.IO.ErrOut, "Switched to context %q.\n", args[0])
+			return nil
+		},
+	}
+}
+
+// SetContextOptions are set-context's flags.
+type SetContextOptions struct {
+	Name, Server, TokenFile, Ledger string
+	Use                             bool
+}
+
+func newCmdSetContext(f *cmdutil.Factory, runF func(*SetContextOptions) error) *cobra.Command {
+	o := &SetContextOptions{}
+	cmd := &cobra.Command{
+		Use:   "set-context NAME [--server URL] [--token-file FILE] [--ledger DSN]",
+		Short: "Create or change a context",
+		Args:  cobra.ExactArgs(1),
+		Example: `  $ dlqctl config set-context prod --server https://queen.prod.internal:6632 \
+      --token-file ~/.config/dlqctl/prod.token --ledger postgres://dlqctl@db/dlqctl --use`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name = args[0]
+			if runF != nil {
+				return runF(o)
+			}
+			c, err := f.Config()
+			if err != nil {
+				return err
+			}
+			ctx := c.Contexts[o.Name]
+			if ctx == nil {
+				ctx = &config.Context{}
+				c.Contexts[o.Name] = ctx
+			}
+			fl := cmd.Flags()
+			if fl.Changed("server") {
+				ctx.Server = o.Server
+			}
+			if fl.Changed("token-file") {
+				ctx.TokenFile = o.TokenFile
+			}
+			if fl.Changed("ledger") {
+				if _, _, _, err := ledgerParse(o.Ledger); err != nil {
+					return cmdutil.UsageError(err)
+				}
+				ctx.Ledger = o.Ledger
+			}
+			if o.Use || c.CurrentContext == "" {
+				c.CurrentContext = o.Name
+			}
+			if err := c.Save(); err != nil {
+				return cmdutil.UsageError(fmt.Errorf("writing %s: %v", c.Path(), err))
+			}
+			fmt.Fprintf(f.IO.ErrOut, "Context %q saved in %s.\n", o.Name, c.Path())
+			return nil
+		},
+	}
+	// These shadow the global flags of the same names: here they say what
+	// the context stores, not how this run connects.
+	cmd.Flags().StringVar(&o.Server, "server", "", "the context's broker URL")
+	cmd.Flags().StringVar(&o.TokenFile, "token-file", "", "the context's token file")
+	cmd.Flags().StringVar(&o.Ledger, "ledger", "", "the context's ledger DSN")
+	cmd.Flags().BoolVar(&o.Use, "use", false, "also make it the current context")
+	return cmd
+}

@@ -1,0 +1,5 @@
+package configcmd
+
+import "github.com/dlqctl/dlqctl/pkg/ledger"
+
+func ledgerParse(dsn string) (ledger.Engine, string, string, error) { return ledger.ParseDSN(dsn) }

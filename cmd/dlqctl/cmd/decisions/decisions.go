@@ -1,0 +1,247 @@
+// Package decisions is `dlqctl decisions`: the audit log of batches.
+package decisions
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/spf13/cobra"
+)
+
+// NewCmdDecisions is the `decisions` noun.
+func NewCmdDecisions(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "decisions",
+		Short: "The audit log: every batch decided or executed, by whom and why",
+	}
+	cmd.AddCommand(NewCmdLs(f, nil), NewCmdShow(f, nil))
+	return cmd
+}
+
+// LsOptions are `decisions ls`'s flags.
+type LsOptions struct {
+	Action     string
+	Since      string
+	Limit      int
+	AllBrokers bool
+}
+
+// NewCmdLs lists batches.
+func NewCmdLs(f *cmdutil.Factory, runF func(*LsOptions) error) *cobra.Command {
+	o := &LsOptions{}
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List batches, newest first",
+		Example: `  $ dlqctl decisions ls
+  $ dlqctl decisions ls --action discard --since 7d -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch o.Action {
+			case "", ledger.ActionReplay, ledger.ActionDiscard, ledger.ActionHold:
+			default:
+				return cmdutil.FlagErrorf("invalid --action %q: valid actions are replay, discard, hold", o.Action)
+			}
+			if o.Limit < 0 {
+				return cmdutil.FlagErrorf("invalid --limit %d", o.Limit)
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return lsRun(cmd.Context(), f, o)
+		},
+	}
+	cmd.Flags().StringVar(&o.Action, "action", "", "only this action: replay, discard, hold")
+	cmd.Flags().StringVar(&o.Since, "since", "", "only batches decided since (RFC 3339 or a duration ago)")
+	cmd.Flags().IntVar(&o.Limit, "limit", 50, "at most this many (0 = all)")
+	cmd.Flags().BoolVar(&o.AllBrokers, "all-brokers", false, "batches of every broker the ledger serves, not only --server's")
+	return cmd
+}
+
+func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
+	fm, err := f.Format()
+	if err != nil {
+		return err
+	}
+	filter := ledger.BatchFilter{Action: o.Action, Limit: o.Limit}
+	if o.Since != "" {
+		if filter.Since, err = replay.ParseTime(o.Since, f.Now()); err != nil {
+			return cmdutil.FlagErrorf("--since: %v", err)
+		}
+	}
+	if !o.AllBrokers {
+		s, err := f.Settings()
+		if err != nil {
+			return err
+		}
+		filter.Broker = brokerKey(s.Server)
+	}
+	ld, err := f.Ledger(ctx)
+	if err != nil {
+		return err
+	}
+	batches, err := ld.Batches(ctx, filter)
+	if err != nil {
+		return err
+	}
+	if !fm.Human() {
+		st := render.NewStream(f.IO.Out, fm)
+		for _, b := range batches {
+			if err := st.Write(b); err != nil {
+				return err
+			}
+		}
+		return st.Close()
+	}
+	if len(batches) == 0 {
+		fmt.Fprintln(f.IO.ErrOut, "No decisions recorded.")
+		return nil
+	}
+	now := f.Now()
+	header := []string{"BATCH", "ACTION", "BY", "AT", "SIZE", "STATUS", "OUTCOME", "WHY"}
+	if fm == render.Wide {
+		header = append(header, "OWNER", "UNTIL", "SELECTION", "BROKER")
+	}
+	var rows [][]string
+	for _, b := range batches {
+		action := b.Action
+		if b.Action == ledger.ActionHold && !b.Until.IsZero() {
+			action += " until " + render.Timestamp(b.Until)
+		}
+		r := []string{b.ID, action, b.By, render.Age(now.Sub(b.At)) + " ago", strconv.Itoa(b.Size), b.Status, Outcome(b.Outcome), b.Why}
+		if fm == render.Wide {
+			r = append(r, b.Owner, render.Timestamp(b.Until), b.Selection, b.Broker)
+		}
+		rows = append(rows, r)
+	}
+	return render.WriteTable(f.IO.Out, header, rows)
+}
+
+// Outcome renders outcome counts as "12 replayed, 1 failed".
+func Outcome(m map[string]int) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d %s", m[k], k))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ShowOptions are `decisions show`'s flags.
+type ShowOptions struct {
+	BatchID string
+}
+
+// NewCmdShow shows one batch.
+func NewCmdShow(f *cmdutil.Factory, runF func(*ShowOptions) error) *cobra.Command {
+	o := &ShowOptions{}
+	return &cobra.Command{
+		Use:     "show BATCH",
+		Short:   "Show a batch: its decision, manifest, journal and audit",
+		Example: "  $ dlqctl decisions show 20261130T031502-9f3a\n  $ dlqctl decisions show 20261130T0315 -o json",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.BatchID = args[0]
+			if runF != nil {
+				return runF(o)
+			}
+			return showRun(cmd.Context(), f, o)
+		},
+	}
+}
+
+// ShowResult is `decisions show -o json`.
+type ShowResult struct {
+	Batch    *ledger.Batch         `json:"batch"`
+	Manifest []ledger.ManifestItem `json:"manifest"`
+	Journal  []ledger.Entry        `json:"journal"`
+	Audit    []ledger.AuditEntry   `json:"audit"`
+}
+
+func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
+	fm, err := f.Format()
+	if err != nil {
+		return err
+	}
+	ld, err := f.Ledger(ctx)
+	if err != nil {
+		return err
+	}
+	b, err := ld.Batch(ctx, o.BatchID)
+	if err != nil {
+		return err
+	}
+	man, err := ld.Manifest(ctx, b.ID)
+	if err != nil {
+		return err
+	}
+	jr, err := ld.BatchEntries(ctx, b.ID)
+	if err != nil {
+		return err
+	}
+	au, err := ld.AuditFor(ctx, b.ID)
+	if err != nil {
+		return err
+	}
+	if !fm.Human() {
+		return render.Document(f.IO.Out, fm, ShowResult{Batch: b, Manifest: man, Journal: jr, Audit: au})
+	}
+	w := f.IO.Out
+	kv := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(w, "%-12s %s\n", k+":", v)
+		}
+	}
+	kv("Batch", b.ID)
+	kv("Broker", b.Broker)
+	kv("Action", b.Action)
+	kv("By", b.By)
+	kv("At", render.Timestamp(b.At))
+	kv("Why", b.Why)
+	kv("Owner", b.Owner)
+	if !b.Until.IsZero() {
+		kv("Until", render.Timestamp(b.Until))
+	}
+	kv("Selection", b.Selection)
+	kv("Destination", b.Destination)
+	kv("Size", strconv.Itoa(b.Size))
+	kv("Status", b.Status)
+	if !b.ExecutedAt.IsZero() {
+		kv("Executed", render.Timestamp(b.ExecutedAt))
+	}
+	kv("Outcome", Outcome(b.Outcome))
+	state := map[string]string{}
+	for _, e := range jr {
+		state[e.Address.String()] = e.State
+	}
+	fmt.Fprintln(w, "\nManifest:")
+	var rows [][]string
+	for _, m := range man {
+		st := state[m.Address.String()]
+		if st == "" {
+			st = "-"
+		}
+		rows = append(rows, []string{m.Address.String(), m.Queue, strings.Join(m.Groups, ","), render.Timestamp(m.FailedAt), st, render.Truncate(m.Error, 60)})
+	}
+	if err := render.WriteTable(w, []string{"ADDRESS", "QUEUE", "CG", "FAILED-AT", "STATE", "ERROR"}, rows); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nAudit:")
+	for _, a := range au {
+		fmt.Fprintf(w, "  %s  %-22s %s  %s\n", render.Timestamp(a.At), a.Kind, a.By, a.Detail)
+	}
+	return nil
+}

@@ -1,0 +1,425 @@
+package dlq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/internal/config"
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/spf13/cobra"
+)
+
+// CheckOptions are `dlq check`'s flags.
+type CheckOptions struct {
+	Queues    []string
+	MaxAge    string
+	TriageSLO string
+	Format    string
+
+	maxAge, triageSLO time.Duration
+}
+
+// NewCmdCheck is the SLO gate for CI and cron.
+func NewCmdCheck(f *cmdutil.Factory, runF func(*CheckOptions) error) *cobra.Command {
+	o := &CheckOptions{}
+	cmd := &cobra.Command{
+		Use:   "check [--queue Q…] [--max-age D] [--triage-slo D]",
+		Short: "The SLO gate: exit 1 when a dead letter is too old or undecided too long",
+		Long: `Check evaluates each queue and consumer group against its thresholds:
+max-age breaches when the oldest dead letter not under an active hold is
+older than it; triage-slo when a dead letter with no decision (an active
+hold counts as one) is older than it; a row that vanished from the broker
+with no recorded decision (seen by dlq sync) always breaches. Thresholds
+come from the flags, then the config file's policies; a queue with none at
+all is held to max-age 0, so a single dead letter breaches. The oldest
+dead letter is found in O(log N) requests, not by reading the DLQ.
+Exit 0 when all hold, 1 on any breach.`,
+		Example: `  $ dlqctl dlq check
+  $ dlqctl dlq check --queue orders --max-age 1h --triage-slo 4h
+  $ dlqctl dlq check --format github          # workflow annotations
+  $ dlqctl dlq check --format prometheus > /var/lib/node_exporter/textfile/dlq.prom`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.MaxAge != "" {
+				if o.maxAge, err = cmdutil.ParseDurationFlag("max-age", o.MaxAge, config.ParseDuration); err != nil {
+					return err
+				}
+			}
+			if o.TriageSLO != "" {
+				if o.triageSLO, err = cmdutil.ParseDurationFlag("triage-slo", o.TriageSLO, config.ParseDuration); err != nil {
+					return err
+				}
+			}
+			switch o.Format {
+			case "", "github", "prometheus":
+			default:
+				return cmdutil.FlagErrorf("invalid --format %q: valid formats are github, prometheus (or -o table|json|yaml)", o.Format)
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return checkRun(cmd.Context(), f, o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&o.Queues, "queue", nil, "check only these queues (repeatable)")
+	fl.StringVar(&o.MaxAge, "max-age", "", "breach when the oldest dead letter is older than this (overrides policies)")
+	fl.StringVar(&o.TriageSLO, "triage-slo", "", "breach when a dead letter has had no decision for longer than this (overrides policies)")
+	fl.StringVar(&o.Format, "format", "", "github (workflow annotations) or prometheus (textfile exposition)")
+	return cmd
+}
+
+// Scope is one checked queue and consumer group.
+type Scope struct {
+	Queue             string   `json:"queue"`
+	ConsumerGroup     string   `json:"consumerGroup"`
+	Owner             string   `json:"owner,omitempty"`
+	Depth             int      `json:"depth"`
+	OldestAgeSeconds  float64  `json:"oldestAgeSeconds"`
+	OldestAddress     string   `json:"oldestAddress,omitempty"`
+	OldestHeld        bool     `json:"oldestHeld"`
+	MaxAgeSeconds     *float64 `json:"maxAgeSeconds"`
+	TriageSLOSeconds  *float64 `json:"triageSloSeconds"`
+	DefaultedMaxAge   bool     `json:"defaultedMaxAge"` // no threshold configured: held to max-age 0
+	UndecidedPastSLO  int      `json:"undecidedPastSlo"`
+	VanishedUndecided int      `json:"vanishedUndecided"`
+	Breaches          []string `json:"breaches"`
+	Requests          int      `json:"requests"`
+}
+
+// CheckResult is `dlq check -o json`.
+type CheckResult struct {
+	Broker    string  `json:"broker"`
+	CheckedAt string  `json:"checkedAt"`
+	OK        bool    `json:"ok"`
+	Scopes    []Scope `json:"scopes"`
+	Notes     []string `json:"notes,omitempty"`
+}
+
+func secs(d time.Duration) *float64 {
+	s := d.Seconds()
+	return &s
+}
+
+func checkRun(ctx context.Context, f *cmdutil.Factory, o *CheckOptions) error {
+	fm, err := f.Format()
+	if err != nil {
+		return err
+	}
+	cfg, err := f.Config()
+	if err != nil {
+		return err
+	}
+	cl, err := f.Client()
+	if err != nil {
+		return err
+	}
+	var dec map[client.Address]ledger.Decision
+	var vanished []ledger.Archived
+	ld, lerr := f.Ledger(ctx)
+	if lerr != nil {
+		return lerr
+	}
+	if dec, err = ld.LatestDecisions(ctx, cl.Server()); err != nil {
+		return err
+	}
+	if vanished, err = ld.ArchivedRows(ctx, cl.Server(), ledger.ArchiveFilter{VanishedOnly: true}); err != nil {
+		return err
+	}
+	res, err := Check(ctx, cl, cfg, dec, vanished, o.Queues, o.maxAge, o.triageSLO, f.Now())
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.Format == "github":
+		writeGitHub(f.IO.Out, res)
+	case o.Format == "prometheus":
+		writePrometheus(f.IO.Out, res)
+	case !fm.Human():
+		if err := render.Document(f.IO.Out, fm, res); err != nil {
+			return err
+		}
+	default:
+		writeCheckTable(f, res)
+	}
+	if !res.OK {
+		return cmdutil.ErrBreach
+	}
+	return nil
+}
+
+// Check evaluates every scope. It is the whole gate, minus I/O to the
+// ledger, so tests call it directly.
+func Check(ctx context.Context, cl *client.Client, cfg *config.Config, dec map[client.Address]ledger.Decision,
+	vanished []ledger.Archived, queues []string, maxAge, triageSLO time.Duration, now time.Time) (*CheckResult, error) {
+	res := &CheckResult{Broker: cl.Server(), CheckedAt: render.Timestamp(now), OK: true}
+	groups := map[string][]string{}
+	if qs, err := cl.Queues(ctx); err == nil {
+		for _, q := range qs {
+			groups[q.Name] = q.ConsumerGroups
+			if len(queues) == 0 || contains(queues, q.Name) {
+				if !contains(res.queueNames(), q.Name) {
+					res.Scopes = append(res.Scopes, Scope{Queue: q.Name})
+				}
+			}
+		}
+	} else if errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) {
+		return nil, err
+	}
+	for _, q := range queues {
+		if !contains(res.queueNames(), q) {
+			res.Scopes = append(res.Scopes, Scope{Queue: q})
+		}
+	}
+	if len(res.Scopes) == 0 {
+		// No queue list from the broker: find the queues in the DLQ itself.
+		res.Notes = append(res.Notes, "the broker did not list its queues; the DLQ was read whole to find them")
+		seen := map[string]bool{}
+		for r, err := range cl.Rows(ctx, client.ListQuery{Limit: pageSize}) {
+			if err != nil {
+				return nil, err
+			}
+			if !seen[r.Queue] {
+				seen[r.Queue] = true
+				res.Scopes = append(res.Scopes, Scope{Queue: r.Queue})
+			}
+		}
+	}
+	// One scope per consumer group where the broker names them.
+	var scopes []Scope
+	for _, s := range res.Scopes {
+		gs := groups[s.Queue]
+		if len(gs) == 0 {
+			scopes = append(scopes, s)
+			continue
+		}
+		for _, g := range gs {
+			scopes = append(scopes, Scope{Queue: s.Queue, ConsumerGroup: g})
+		}
+	}
+	sort.Slice(scopes, func(i, j int) bool {
+		if scopes[i].Queue != scopes[j].Queue {
+			return scopes[i].Queue < scopes[j].Queue
+		}
+		return scopes[i].ConsumerGroup < scopes[j].ConsumerGroup
+	})
+	held := func(a client.Address) bool {
+		d, ok := dec[a]
+		return ok && d.Action == ledger.ActionHold && d.Active(now)
+	}
+	decided := func(a client.Address) bool {
+		d, ok := dec[a]
+		return ok && d.Active(now)
+	}
+	for i := range scopes {
+		s := &scopes[i]
+		pol, _ := cfg.PolicyFor(s.Queue)
+		s.Owner = pol.Owner
+		ma, slo := pol.MaxAge.D(), pol.TriageSLO.D()
+		if maxAge > 0 {
+			ma = maxAge
+		}
+		if triageSLO > 0 {
+			slo = triageSLO
+		}
+		hasMA, hasSLO := ma > 0, slo > 0
+		if !hasMA && !hasSLO {
+			hasMA, s.DefaultedMaxAge = true, true
+		}
+		if hasMA {
+			s.MaxAgeSeconds = secs(ma)
+		}
+		if hasSLO {
+			s.TriageSLOSeconds = secs(slo)
+		}
+		q := client.ListQuery{Queue: s.Queue, ConsumerGroup: s.ConsumerGroup}
+		ext, err := cl.FindOldest(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		s.Requests = ext.Requests
+		s.Depth = ext.Depth
+		if ext.Oldest != nil {
+			s.OldestAgeSeconds = now.Sub(ext.Oldest.FailedAt).Seconds()
+			s.OldestAddress = ext.Oldest.Address().String()
+			s.OldestHeld = held(ext.Oldest.Address())
+		}
+		cutoff := time.Duration(-1)
+		if hasMA {
+			cutoff = ma
+		}
+		if hasSLO && (cutoff < 0 || slo < cutoff) {
+			cutoff = slo
+		}
+		tail, n, err := cl.RowsOlderThan(ctx, q, ext, now.Add(-cutoff))
+		if err != nil {
+			return nil, err
+		}
+		s.Requests += n
+		var oldestUnheld *client.Row
+		for k := range tail {
+			r := &tail[k]
+			if !held(r.Address()) && (oldestUnheld == nil || r.FailedAt.Before(oldestUnheld.FailedAt)) {
+				oldestUnheld = r
+			}
+			if hasSLO && now.Sub(r.FailedAt) > slo && !decided(r.Address()) {
+				s.UndecidedPastSLO++
+			}
+		}
+		if hasMA && oldestUnheld != nil && now.Sub(oldestUnheld.FailedAt) > ma {
+			why := fmt.Sprintf("oldest dead letter %s is %s old (max-age %s)", oldestUnheld.Address(), render.Age(now.Sub(oldestUnheld.FailedAt)), ma)
+			if s.DefaultedMaxAge {
+				why = fmt.Sprintf("%s dead letter(s), oldest %s old; no policy for this queue, so it is held to max-age 0", strconv.Itoa(s.Depth), render.Age(now.Sub(oldestUnheld.FailedAt)))
+			}
+			s.Breaches = append(s.Breaches, why)
+		}
+		if s.UndecidedPastSLO > 0 {
+			s.Breaches = append(s.Breaches, fmt.Sprintf("%d dead letter(s) undecided past the triage SLO of %s", s.UndecidedPastSLO, slo))
+		}
+		seenAddr := map[client.Address]bool{}
+		for _, v := range vanished {
+			if v.Queue != s.Queue || (s.ConsumerGroup != "" && v.ConsumerGroup != s.ConsumerGroup) || decided(v.Address) || seenAddr[v.Address] {
+				continue
+			}
+			seenAddr[v.Address] = true
+			s.VanishedUndecided++
+		}
+		if s.VanishedUndecided > 0 {
+			s.Breaches = append(s.Breaches, fmt.Sprintf("%d dead letter(s) vanished from the broker with no recorded decision", s.VanishedUndecided))
+		}
+		if s.Breaches == nil {
+			s.Breaches = []string{}
+		} else {
+			res.OK = false
+		}
+	}
+	res.Scopes = scopes
+	return res, nil
+}
+
+func (r *CheckResult) queueNames() []string {
+	out := make([]string, len(r.Scopes))
+	for i, s := range r.Scopes {
+		out[i] = s.Queue
+	}
+	return out
+}
+
+func contains(s []string, x string) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func fmtThreshold(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return (time.Duration(*p) * time.Second).String()
+}
+
+func writeCheckTable(f *cmdutil.Factory, res *CheckResult) {
+	pal := f.Palette()
+	header := []string{"QUEUE", "CG", "OWNER", "DEPTH", "OLDEST", "MAX-AGE", "UNDECIDED>SLO", "VANISHED", "STATUS"}
+	var rows [][]string
+	for _, s := range res.Scopes {
+		status := pal.Green("ok")
+		if len(s.Breaches) > 0 {
+			status = pal.Red("BREACH")
+		}
+		oldest := "-"
+		if s.Depth > 0 {
+			oldest = render.Age(time.Duration(s.OldestAgeSeconds * float64(time.Second)))
+			if s.OldestHeld {
+				oldest += " (held)"
+			}
+		}
+		ma := fmtThreshold(s.MaxAgeSeconds)
+		if s.DefaultedMaxAge {
+			ma = "0 (no policy)"
+		}
+		rows = append(rows, []string{s.Queue, orDash(s.ConsumerGroup), orDash(s.Owner), strconv.Itoa(s.Depth), oldest, ma,
+			strconv.Itoa(s.UndecidedPastSLO), strconv.Itoa(s.VanishedUndecided), status})
+	}
+	_ = render.WriteTable(f.IO.Out, header, rows)
+	for _, n := range res.Notes {
+		fmt.Fprintln(f.IO.ErrOut, "note: "+n)
+	}
+	for _, s := range res.Scopes {
+		for _, b := range s.Breaches {
+			fmt.Fprintf(f.IO.ErrOut, "%s %s: %s\n", pal.Red("breach"), scopeName(s), b)
+		}
+	}
+}
+
+func scopeName(s Scope) string {
+	if s.ConsumerGroup == "" {
+		return s.Queue
+	}
+	return s.Queue + "/" + s.ConsumerGroup
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// writeGitHub prints workflow commands: an ::error per breach, a ::notice
+// per healthy scope. Values are escaped as the runner requires.
+func writeGitHub(w io.Writer, res *CheckResult) {
+	esc := strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A")
+	escProp := strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C")
+	for _, s := range res.Scopes {
+		title := "DLQ " + scopeName(s)
+		if s.Owner != "" {
+			title += " (owner " + s.Owner + ")"
+		}
+		if len(s.Breaches) == 0 {
+			fmt.Fprintf(w, "::notice title=%s::%s\n", escProp.Replace(title), esc.Replace(fmt.Sprintf("ok: depth %d", s.Depth)))
+			continue
+		}
+		for _, b := range s.Breaches {
+			fmt.Fprintf(w, "::error title=%s::%s\n", escProp.Replace(title), esc.Replace(b))
+		}
+	}
+}
+
+// writePrometheus prints the text exposition format for a node_exporter
+// textfile collector.
+func writePrometheus(w io.Writer, res *CheckResult) {
+	lbl := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+	labels := func(s Scope) string {
+		return fmt.Sprintf(`queue="%s",consumer_group="%s",owner="%s"`, lbl.Replace(s.Queue), lbl.Replace(s.ConsumerGroup), lbl.Replace(s.Owner))
+	}
+	metric := func(name, help string, val func(Scope) float64) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
+		for _, s := range res.Scopes {
+			fmt.Fprintf(w, "%s{%s} %s\n", name, labels(s), strconv.FormatFloat(val(s), 'f', -1, 64))
+		}
+	}
+	metric("dlqctl_dlq_oldest_age_seconds", "Age of the oldest dead letter.", func(s Scope) float64 { return s.OldestAgeSeconds })
+	metric("dlqctl_dlq_depth", "Dead-letter rows.", func(s Scope) float64 { return float64(s.Depth) })
+	metric("dlqctl_dlq_undecided_past_slo", "Dead letters with no decision older than the triage SLO.", func(s Scope) float64 { return float64(s.UndecidedPastSLO) })
+	metric("dlqctl_dlq_vanished_undecided", "Dead letters that left the broker with no recorded decision.", func(s Scope) float64 { return float64(s.VanishedUndecided) })
+	metric("dlqctl_dlq_breach", "1 when the scope breaches its thresholds.", func(s Scope) float64 {
+		if len(s.Breaches) > 0 {
+			return 1
+		}
+		return 0
+	})
+}

@@ -1,0 +1,141 @@
+package dlq
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/internal/config"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/spf13/cobra"
+)
+
+// DecideOptions are `dlq decide`'s flags.
+type DecideOptions struct {
+	Selection cmdutil.SelectionFlags
+	Action    string
+	Why       string
+	By        string
+	Owner     string
+	Until     string
+	Args      []string
+}
+
+// NewCmdDecide records a decision for a batch without executing it.
+func NewCmdDecide(f *cmdutil.Factory, runF func(*DecideOptions) error) *cobra.Command {
+	o := &DecideOptions{}
+	cmd := &cobra.Command{
+		Use:   "decide [ADDRESS...] [selection flags] --action replay|discard|hold --why TEXT",
+		Short: "Record a decision (replay, discard, hold) for a batch without executing it",
+		Long: `Decide snapshots the selection into a batch and records who decided what,
+when and why. It executes nothing: run the batch later with
+dlq replay --batch ID or dlq rm --batch ID. hold means "under
+investigation until --until": it stops the undecided alert of dlq check
+until then. Prints the batch id.`,
+		Example: `  $ dlqctl dlq decide --class 1a2b3c4d --action hold --until 24h --why "waiting on the inventory fix" --owner team-billing
+  $ dlqctl dlq decide --queue orders --action replay --why "v4 parser deployed"
+  $ dlqctl dlq replay --batch "$(dlqctl dlq decide --queue orders --action replay --why fixed)" --yes`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Args = args
+			switch o.Action {
+			case ledger.ActionReplay, ledger.ActionDiscard, ledger.ActionHold:
+			case "":
+				return cmdutil.FlagErrorf("--action is required: replay, discard or hold")
+			default:
+				return cmdutil.FlagErrorf("invalid --action %q: valid actions are replay, discard, hold", o.Action)
+			}
+			if o.Why == "" {
+				return cmdutil.FlagErrorf("--why is required: say why (it is recorded in the ledger)")
+			}
+			if o.Action == ledger.ActionHold && o.Until == "" {
+				return cmdutil.FlagErrorf("--action hold needs --until (a time, or a duration from now such as 24h)")
+			}
+			if o.Action != ledger.ActionHold && o.Until != "" {
+				return cmdutil.FlagErrorf("--until goes with --action hold only")
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return decideRun(cmd.Context(), f, o)
+		},
+	}
+	cmdutil.AddSelectionFlags(cmd, &o.Selection, true)
+	fl := cmd.Flags()
+	fl.StringVar(&o.Action, "action", "", "replay, discard or hold")
+	fl.StringVar(&o.Why, "why", "", "why (required)")
+	fl.StringVar(&o.By, "by", "", "who decided (default: the OS user)")
+	fl.StringVar(&o.Owner, "owner", "", "the team that owns the follow-up")
+	fl.StringVar(&o.Until, "until", "", "for hold: until when (RFC 3339, or a duration from now such as 24h)")
+	return cmd
+}
+
+// parseUntil reads --until: RFC 3339, or a duration from now.
+func parseUntil(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		if !t.After(now) {
+			return time.Time{}, fmt.Errorf("--until %s is in the past", s)
+		}
+		return t.UTC(), nil
+	}
+	d, err := config.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return time.Time{}, fmt.Errorf("invalid --until %q: want RFC 3339 or a duration from now (4h, 2d)", s)
+	}
+	return now.Add(d).UTC(), nil
+}
+
+func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error {
+	fm, err := f.Format()
+	if err != nil {
+		return err
+	}
+	sel, err := o.Selection.Build(f, o.Args)
+	if err != nil {
+		return err
+	}
+	if err := cmdutil.RequireSelection(sel, "dlq decide"); err != nil {
+		return err
+	}
+	now := f.Now()
+	var until time.Time
+	if o.Until != "" {
+		if until, err = parseUntil(o.Until, now); err != nil {
+			return cmdutil.FlagErrorf("%v", err)
+		}
+	}
+	cl, err := f.Client()
+	if err != nil {
+		return err
+	}
+	ld, err := f.Ledger(ctx)
+	if err != nil {
+		return err
+	}
+	items, err := replay.Snapshot(ctx, cl, sel, pageSize)
+	if err != nil {
+		return err
+	}
+	if len(items) == 0 {
+		if len(sel.Addresses) > 0 {
+			return cmdutil.NotFoundf("none of the given addresses is dead-lettered; nothing recorded")
+		}
+		return cmdutil.UsageError(fmt.Errorf("no dead letter matches the selection; nothing recorded"))
+	}
+	by := o.By
+	if by == "" {
+		by = f.User()
+	}
+	b := &ledger.Batch{Broker: cl.Server(), Action: o.Action, By: by, At: now, Why: o.Why, Owner: o.Owner, Until: until, Selection: sel.String()}
+	if err := ld.CreateBatch(ctx, b, toManifest(items)); err != nil {
+		return err
+	}
+	if !fm.Human() {
+		return render.Document(f.IO.Out, fm, b)
+	}
+	fmt.Fprintf(f.IO.ErrOut, "Recorded %s of %s by %s.\n", o.Action, plural(len(items), "message", "messages"), by)
+	fmt.Fprintln(f.IO.Out, b.ID)
+	return nil
+}

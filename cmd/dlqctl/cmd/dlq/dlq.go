@@ -1,0 +1,98 @@
+// Package dlq holds the `dlqctl dlq` verbs: ls, show, replay, rm, decide,
+// check, stats, sync.
+package dlq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/spf13/cobra"
+)
+
+// NewCmdDLQ is the `dlq` noun.
+func NewCmdDLQ(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dlq",
+		Short: "Inspect, replay, discard and decide on dead letters",
+	}
+	cmd.AddCommand(
+		NewCmdLs(f, nil),
+		NewCmdShow(f, nil),
+		NewCmdReplay(f, nil),
+		NewCmdRm(f, nil),
+		NewCmdDecide(f, nil),
+		NewCmdCheck(f, nil),
+		NewCmdStats(f, nil),
+		NewCmdSync(f, nil),
+	)
+	return cmd
+}
+
+// pageSize is how many rows dlqctl asks the list route for at a time.
+const pageSize = 500
+
+// Row is a dead-letter row as ls prints it in json, ndjson and yaml. The
+// field names are part of the contract (README "JSON fields").
+type Row struct {
+	Address       string          `json:"address"`
+	PartitionID   string          `json:"partitionId"`
+	TransactionID string          `json:"transactionId"`
+	MessageID     string          `json:"messageId"`
+	Queue         string          `json:"queue"`
+	Partition     string          `json:"partition"`
+	ConsumerGroup string          `json:"consumerGroup"`
+	ErrorMessage  string          `json:"errorMessage"`
+	ErrorClass    string          `json:"errorClass"`
+	RetryCount    int             `json:"retryCount"`
+	FailedAt      string          `json:"failedAt"`
+	AgeSeconds    int64           `json:"ageSeconds"`
+	IsEncrypted   bool            `json:"isEncrypted"`
+	Undecryptable bool            `json:"undecryptable"`
+	Decision      string          `json:"decision,omitempty"`
+	DecisionBatch string          `json:"decisionBatch,omitempty"`
+	Data          json.RawMessage `json:"data,omitempty"`
+}
+
+func toRow(r client.Row, now time.Time, d *ledger.Decision) Row {
+	out := Row{Address: r.Address().String(), PartitionID: r.PartitionID, TransactionID: r.TransactionID, MessageID: r.ID,
+		Queue: r.Queue, Partition: r.Partition, ConsumerGroup: r.ConsumerGroup, ErrorMessage: r.ErrorMessage,
+		ErrorClass: replay.ClassID(r.ErrorMessage), RetryCount: r.RetryCount, FailedAt: render.Timestamp(r.FailedAt),
+		AgeSeconds: int64(now.Sub(r.FailedAt).Seconds()), IsEncrypted: r.IsEncrypted, Undecryptable: r.Undecryptable(), Data: r.Data}
+	if d != nil {
+		out.Decision, out.DecisionBatch = d.Label(now), d.BatchID
+	}
+	return out
+}
+
+// decisions loads the latest decision per address. A ledger that cannot
+// be reached only costs the DECISION column (with a warning): the DLQ is
+// still worth seeing at 3am. A ledger that is misconfigured is an error.
+func decisions(ctx context.Context, f *cmdutil.Factory, broker string) (map[client.Address]ledger.Decision, error) {
+	ld, err := f.Ledger(ctx)
+	if err == nil {
+		var m map[client.Address]ledger.Decision
+		if m, err = ld.LatestDecisions(ctx, broker); err == nil {
+			return m, nil
+		}
+	}
+	if errors.Is(err, ledger.ErrUnavailable) {
+		fmt.Fprintf(f.IO.ErrOut, "warning: decisions not shown: %v\n", err)
+		return map[client.Address]ledger.Decision{}, nil
+	}
+	return nil, err
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

@@ -1,0 +1,330 @@
+package dlq
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/schollz/progressbar/v3"
+)
+
+// ExecFlags are the flags replay and rm share.
+type ExecFlags struct {
+	Why     string
+	By      string
+	Yes     bool
+	DryRun  bool
+	Rate    float64
+	Burst   int
+	BatchID string
+}
+
+// batchInput is what a batch executes: a fresh snapshot, or a recorded
+// batch's frozen manifest.
+type batchInput struct {
+	items   []replay.Item
+	batch   *ledger.Batch // set when executing a recorded batch
+	fresh   bool
+	missing []client.Address // explicit addresses that are not dead-lettered
+	absent  map[client.Address]bool
+	planAt  time.Time
+}
+
+// gather snapshots the selection, or loads a recorded batch's manifest and
+// checks which of its addresses are still dead-lettered.
+func gather(ctx context.Context, f *cmdutil.Factory, cl *client.Client, ld *ledger.Store, sel *replay.Selection, batchID, action string) (*batchInput, error) {
+	in := &batchInput{planAt: f.Now()}
+	if batchID != "" {
+		b, err := ld.Batch(ctx, batchID)
+		if err != nil {
+			return nil, err
+		}
+		if b.Broker != cl.Server() {
+			return nil, cmdutil.UsageError(fmt.Errorf("batch %s belongs to broker %s, not %s (use --server or --context)", b.ID, b.Broker, cl.Server()))
+		}
+		want := map[string]string{replay.Replay: ledger.ActionReplay, replay.Discard: ledger.ActionDiscard}[action]
+		if b.Action != want {
+			verb := map[string]string{ledger.ActionReplay: "dlq replay", ledger.ActionDiscard: "dlq rm", ledger.ActionHold: "nothing (a hold is not executed)"}[b.Action]
+			return nil, cmdutil.UsageError(fmt.Errorf("batch %s records a %s decision; execute it with %s", b.ID, b.Action, verb))
+		}
+		man, err := ld.Manifest(ctx, b.ID)
+		if err != nil {
+			return nil, err
+		}
+		in.batch = b
+		in.items = manifestItems(man)
+		// A recorded manifest may be old: find what is still dead-lettered,
+		// so nothing is deleted that is not (an older server's DELETE
+		// removes live messages too).
+		want2 := map[client.Address]bool{}
+		for _, it := range in.items {
+			want2[it.Address] = true
+		}
+		present := map[client.Address]bool{}
+		for r, err := range cl.Rows(ctx, client.ListQuery{Limit: pageSize}) {
+			if err != nil {
+				return nil, err
+			}
+			if want2[r.Address()] {
+				present[r.Address()] = true
+			}
+		}
+		in.absent = map[client.Address]bool{}
+		for a := range want2 {
+			if !present[a] {
+				in.absent[a] = true
+			}
+		}
+		return in, nil
+	}
+	items, err := replay.Snapshot(ctx, cl, sel, pageSize)
+	if err != nil {
+		return nil, err
+	}
+	in.items, in.fresh = items, true
+	if len(sel.Addresses) > 0 {
+		found := map[client.Address]bool{}
+		for _, it := range items {
+			found[it.Address] = true
+		}
+		for _, a := range sel.Addresses {
+			if !found[a] {
+				in.missing = append(in.missing, a)
+			}
+		}
+	}
+	return in, nil
+}
+
+func manifestItems(man []ledger.ManifestItem) []replay.Item {
+	items := make([]replay.Item, 0, len(man))
+	for _, m := range man {
+		it := replay.Item{Address: m.Address, Queue: m.Queue, Partition: m.Partition}
+		groups := m.Groups
+		if len(groups) == 0 {
+			groups = []string{""}
+		}
+		for _, g := range groups {
+			it.Rows = append(it.Rows, client.Row{PartitionID: m.Address.PartitionID, TransactionID: m.Address.TransactionID,
+				Queue: m.Queue, Partition: m.Partition, ConsumerGroup: g, ErrorMessage: m.Error, RetryCount: m.RetryCount,
+				FailedAt: m.FailedAt, Data: m.Payload})
+		}
+		items = append(items, it)
+	}
+	return items
+}
+
+func toManifest(items []replay.Item) []ledger.ManifestItem {
+	out := make([]ledger.ManifestItem, len(items))
+	for i, it := range items {
+		r := it.Newest()
+		out[i] = ledger.ManifestItem{Address: it.Address, Queue: it.Queue, Partition: it.Partition, Groups: it.Groups(),
+			Error: r.ErrorMessage, RetryCount: r.RetryCount, FailedAt: r.FailedAt, Payload: r.Data, Undecryptable: it.Undecryptable()}
+	}
+	return out
+}
+
+// reportMissing names explicit addresses that are not dead-lettered.
+func reportMissing(f *cmdutil.Factory, missing []client.Address) {
+	for _, a := range missing {
+		fmt.Fprintf(f.IO.ErrOut, "not found: no dead-letter row at %s (nothing done to it)\n", a)
+	}
+}
+
+// printPlan writes the plan for people (stderr) or as a document.
+func printPlan(f *cmdutil.Factory, fm render.Format, p replay.Plan, dry bool) error {
+	if !fm.Human() && dry {
+		return render.Document(f.IO.Out, fm, p)
+	}
+	w := f.IO.ErrOut
+	pal := f.ErrPalette()
+	verb := map[string]string{replay.Replay: "Replay", replay.Discard: "Discard"}[p.Action]
+	fmt.Fprintf(w, "%s plan: %s (%s)\n", pal.Bold(verb), plural(p.Addresses, "message", "messages"), plural(p.Rows, "dead-letter row", "dead-letter rows"))
+	queues := make([]string, 0, len(p.ByQueue))
+	for q := range p.ByQueue {
+		queues = append(queues, q)
+	}
+	sort.Strings(queues)
+	for _, q := range queues {
+		fmt.Fprintf(w, "  queue %-20s %d\n", q, p.ByQueue[q])
+	}
+	fmt.Fprintln(w, "  by failure class:")
+	for i, c := range p.ByClass {
+		if i == 10 {
+			fmt.Fprintf(w, "    … and %d more classes\n", len(p.ByClass)-10)
+			break
+		}
+		fmt.Fprintf(w, "    %s  %5d  %s\n", c.Class, c.Count, render.Truncate(c.Pattern, 80))
+	}
+	fmt.Fprintf(w, "  destination: %s\n", p.Destination)
+	if p.Via != "" {
+		fmt.Fprintf(w, "  path: %s\n", p.Via)
+	}
+	if p.Rate > 0 {
+		fmt.Fprintf(w, "  rate: %g/s, estimated %s\n", p.Rate, p.Estimated.Round(time.Second))
+	} else {
+		fmt.Fprintln(w, "  rate: unlimited")
+	}
+	for _, fo := range p.FanOut {
+		fmt.Fprintf(w, "  %s a re-push reaches every consumer group of %s: %s will also be delivered to %s, which did not fail them. Use --to-queue for a recovery queue only the failed group reads.\n",
+			pal.Yellow("warning:"), fo.Queue, plural(fo.Messages, "message", "messages"), strings.Join(fo.AlsoReaches, ","))
+	}
+	if p.Undecryptable > 0 {
+		fmt.Fprintf(w, "  %s %s show an undecryptable envelope in the list; each is checked against the detail route and left in place if it cannot be decrypted.\n", pal.Yellow("warning:"), plural(p.Undecryptable, "message", "messages"))
+	}
+	if p.OverGenCap > 0 {
+		fmt.Fprintf(w, "  %s %s past --max-generation will be skipped (they keep failing after replays).\n", pal.Yellow("warning:"), plural(p.OverGenCap, "message is", "messages are"))
+	}
+	if p.OtherGroups > 0 {
+		fmt.Fprintf(w, "  %s deleting also discards %s of other consumer groups for the same messages (a delete acts on the message's address).\n", pal.Yellow("warning:"), plural(p.OtherGroups, "row", "rows"))
+	}
+	if dry {
+		fmt.Fprintln(w, "Dry run: nothing was written to the broker or the ledger.")
+	}
+	return nil
+}
+
+// confirm asks for a yes on a terminal; without one, --yes is required.
+func confirm(f *cmdutil.Factory, question string) error {
+	if !f.IO.CanPrompt() {
+		return cmdutil.FlagErrorf("refusing to act without --yes (not a terminal to ask on)")
+	}
+	fmt.Fprintf(f.IO.ErrOut, "%s [y/N] ", question)
+	line, _ := bufio.NewReader(f.IO.In).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return nil
+	}
+	return &cmdutil.ExitError{Code: cmdutil.ExitUsage, Err: errors.New("not confirmed; nothing done")}
+}
+
+// progress returns a progress callback drawing a bar on a TTY stderr.
+func progress(f *cmdutil.Factory, total int, verb string) (func(int), func()) {
+	if !f.IO.IsStderrTTY() || total == 0 {
+		return nil, func() {}
+	}
+	bar := progressbar.NewOptions(total,
+		progressbar.OptionSetWriter(f.IO.ErrOut),
+		progressbar.OptionSetDescription(verb),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("msg"),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+		progressbar.OptionEnableColorCodes(f.IO.ColorEnabledStderr()),
+	)
+	return func(done int) { _ = bar.Set(done) }, func() { _ = bar.Finish() }
+}
+
+// printReport writes the end summary and returns the command's error.
+func printReport(f *cmdutil.Factory, fm render.Format, rep *replay.Report, resume string, missing []client.Address) error {
+	if !fm.Human() {
+		if err := render.Document(f.IO.Out, fm, rep); err != nil {
+			return err
+		}
+	} else {
+		w := f.IO.ErrOut
+		pal := f.ErrPalette()
+		fmt.Fprintf(w, "Batch %s: ", pal.Bold(rep.BatchID))
+		var parts []string
+		add := func(n int, s string, paint func(string) string) {
+			if n > 0 || s == "failed" {
+				parts = append(parts, paint(fmt.Sprintf("%d %s", n, s)))
+			}
+		}
+		id := func(s string) string { return s }
+		if rep.Action == replay.Replay {
+			add(rep.Replayed, "replayed", pal.Green)
+			add(rep.Duplicate, "duplicate-suppressed", id)
+		} else {
+			add(rep.Discarded, "discarded", pal.Green)
+			add(rep.Replayed, "finished earlier replays", id)
+		}
+		add(rep.AlreadyGone, "already gone", id)
+		add(rep.AlreadyDone, "already done", id)
+		if rep.Failed > 0 {
+			add(rep.Failed, "failed", pal.Red)
+		} else {
+			parts = append(parts, "0 failed")
+		}
+		add(rep.Unknown, "unknown", pal.Red)
+		add(rep.SkippedEncrypted, "skipped-encrypted", pal.Yellow)
+		add(rep.SkippedGeneration, "skipped-generation", pal.Yellow)
+		add(rep.Claimed, "claimed by another run", id)
+		add(rep.NotStarted, "not started", pal.Yellow)
+		fmt.Fprintf(w, "%s in %s\n", strings.Join(parts, ", "), rep.Elapsed.Round(time.Millisecond))
+		for _, l := range rep.Listed {
+			fmt.Fprintf(w, "  %s  %s\n", l.Address, l.Reason)
+		}
+		if rep.Stopped != "" {
+			fmt.Fprintf(w, "%s %s\n", pal.Yellow("Stopped:"), rep.Stopped)
+		}
+	}
+	if rep.Interrupted || rep.Stopped != "" {
+		fmt.Fprintf(f.IO.ErrOut, "Resume with: %s\n", resume)
+	}
+	reportMissing(f, missing)
+	switch {
+	case rep.Interrupted:
+		return cmdutil.ErrInterrupted
+	case !rep.Clean():
+		return cmdutil.ErrBreach
+	case len(missing) > 0:
+		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Silent: true}
+	}
+	return nil
+}
+
+// newSince counts dead letters matching a fresh selection that arrived
+// after the plan: they are not silently added to a frozen batch.
+func newSince(ctx context.Context, cl *client.Client, sel *replay.Selection, planAt time.Time, own map[string]bool) int {
+	n := 0
+	for r, err := range cl.Rows(ctx, sel.Query(pageSize)) {
+		if err != nil || r.FailedAt.Before(planAt) {
+			break // newest first: nothing older can be new
+		}
+		if sel.Match(r) && !own[r.TransactionID] {
+			n++
+		}
+	}
+	return n
+}
+
+// queueGroups lists consumer groups per queue from the broker's queue list
+// (where it names them) and from the rows in hand.
+func queueGroups(ctx context.Context, cl *client.Client, items []replay.Item) map[string][]string {
+	out := map[string][]string{}
+	seen := map[string]map[string]bool{}
+	add := func(q, g string) {
+		if seen[q] == nil {
+			seen[q] = map[string]bool{}
+		}
+		if !seen[q][g] {
+			seen[q][g] = true
+			out[q] = append(out[q], g)
+		}
+	}
+	if qs, err := cl.Queues(ctx); err == nil {
+		for _, q := range qs {
+			for _, g := range q.ConsumerGroups {
+				add(q.Name, g)
+			}
+		}
+	}
+	for _, it := range items {
+		for _, g := range it.Groups() {
+			add(it.Queue, g)
+		}
+	}
+	return out
+}

@@ -1,0 +1,327 @@
+package dlq
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/spf13/cobra"
+)
+
+// LsOptions are `dlq ls`'s flags.
+type LsOptions struct {
+	Selection cmdutil.SelectionFlags
+	GroupBy   string
+	Args      []string
+}
+
+// NewCmdLs lists dead letters.
+func NewCmdLs(f *cmdutil.Factory, runF func(*LsOptions) error) *cobra.Command {
+	o := &LsOptions{}
+	cmd := &cobra.Command{
+		Use:   "ls [ADDRESS...]",
+		Short: "List dead letters, newest failure first, or grouped",
+		Long: `List dead letters, newest failure first. AGE is coloured against the queue's
+max-age policy on a terminal. --group-by prints one row per group; for
+error, the group is a failure class: error texts with numbers, UUIDs, hex
+ids and quoted values replaced by placeholders, with a stable class id to
+pass to --class. -o ndjson streams: output starts before the last page.`,
+		Example: `  $ dlqctl dlq ls
+  $ dlqctl dlq ls --queue orders --failed-after 2h -o wide
+  $ dlqctl dlq ls --group-by error
+  $ dlqctl dlq ls --class 1a2b3c4d -o ndjson | dlqctl dlq replay --from-file - --dry-run`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Args = args
+			switch o.GroupBy {
+			case "", "error", "queue", "cg", "partition":
+			default:
+				return cmdutil.FlagErrorf("invalid --group-by %q: valid values are error, queue, cg, partition", o.GroupBy)
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return lsRun(cmd.Context(), f, o)
+		},
+	}
+	cmdutil.AddSelectionFlags(cmd, &o.Selection, false)
+	cmd.Flags().StringVar(&o.GroupBy, "group-by", "", "one row per group: error, queue, cg or partition")
+	return cmd
+}
+
+func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
+	fm, err := f.Format()
+	if err != nil {
+		return err
+	}
+	sel, err := o.Selection.Build(f, o.Args)
+	if err != nil {
+		return err
+	}
+	cl, err := f.Client()
+	if err != nil {
+		return err
+	}
+	dec, err := decisions(ctx, f, cl.Server())
+	if err != nil {
+		return err
+	}
+	now := f.Now()
+	rows := func(yield func(client.Row, error) bool) {
+		n := 0
+		for r, err := range cl.Rows(ctx, sel.Query(pageSize)) {
+			if err != nil {
+				yield(r, err)
+				return
+			}
+			if !sel.Match(r) {
+				continue
+			}
+			if !yield(r, nil) {
+				return
+			}
+			n++
+			if sel.Limit > 0 && n >= sel.Limit {
+				return
+			}
+		}
+	}
+	if o.GroupBy != "" {
+		return lsGroups(f, fm, o.GroupBy, rows, now)
+	}
+	if !fm.Human() {
+		st := render.NewStream(f.IO.Out, fm)
+		if f.IO.IsStdoutTTY() {
+			st.FlushEach()
+		}
+		for r, err := range rows {
+			if err != nil {
+				st.Close()
+				return err
+			}
+			var d *ledger.Decision
+			if x, ok := dec[r.Address()]; ok {
+				d = &x
+			}
+			if err := st.Write(toRow(r, now, d)); err != nil {
+				return err
+			}
+		}
+		return st.Close()
+	}
+	return lsTable(f, fm, rows, dec, now)
+}
+
+func lsTable(f *cmdutil.Factory, fm render.Format, rows func(func(client.Row, error) bool), dec map[client.Address]ledger.Decision, now time.Time) error {
+	cfg, err := f.Config()
+	if err != nil {
+		return err
+	}
+	pal := f.Palette()
+	header := []string{"AGE", "QUEUE", "PARTITION", "CG", "RETRIES", "ERROR", "ADDRESS", "DECISION"}
+	if fm == render.Wide {
+		header = append(header, "MESSAGE-ID", "FAILED-AT", "ENCRYPTED")
+	}
+	var table [][]string
+	var ages []time.Duration
+	var queues []string
+	var oldest client.Row
+	classes := map[string]struct{}{}
+	undecided := 0
+	for r, err := range rows {
+		if err != nil {
+			return err
+		}
+		age := now.Sub(r.FailedAt)
+		decision := "-"
+		if d, ok := dec[r.Address()]; ok {
+			decision = d.Label(now)
+			if !d.Active(now) {
+				undecided++
+			}
+		} else {
+			undecided++
+		}
+		classes[replay.ClassID(r.ErrorMessage)] = struct{}{}
+		if oldest.PartitionID == "" || r.FailedAt.Before(oldest.FailedAt) {
+			oldest = r
+		}
+		errText := r.ErrorMessage
+		if r.Undecryptable() {
+			errText = "[undecryptable] " + errText
+		}
+		line := []string{render.Age(age), r.Queue, r.Partition, r.ConsumerGroup, strconv.Itoa(r.RetryCount), errText, r.Address().String(), decision}
+		if fm == render.Wide {
+			enc := "no"
+			switch {
+			case r.Undecryptable():
+				enc = "undecryptable"
+			case r.IsEncrypted:
+				enc = "yes"
+			}
+			line = append(line, r.ID, render.Timestamp(r.FailedAt), enc)
+		}
+		table = append(table, line)
+		ages = append(ages, age)
+		queues = append(queues, r.Queue)
+	}
+	if len(table) == 0 {
+		fmt.Fprintln(f.IO.ErrOut, "No dead letters match.")
+		return nil
+	}
+	tty := f.IO.IsStdoutTTY()
+	if tty {
+		truncateColumn(table, header, 5, f.IO.TerminalWidth())
+		for i := range table {
+			maxAge := time.Duration(0)
+			if p, ok := cfg.PolicyFor(queues[i]); ok {
+				maxAge = p.MaxAge.D()
+			}
+			table[i][0] = pal.Age(table[i][0], ages[i], maxAge)
+		}
+		fmt.Fprintf(f.IO.Out, "%s, oldest %s (%s in %s), %s, %s\n\n",
+			pal.Bold(plural(len(table), "dead letter", "dead letters")), render.Age(now.Sub(oldest.FailedAt)),
+			oldest.Address(), oldest.Queue, plural(len(classes), "failure class", "failure classes"), plural(undecided, "undecided", "undecided"))
+	}
+	return render.WriteTable(f.IO.Out, header, table)
+}
+
+// truncateColumn shortens column col so the table fits width.
+func truncateColumn(table [][]string, header []string, col, width int) {
+	if width <= 0 {
+		return
+	}
+	widths := make([]int, len(header))
+	for i, h := range header {
+		widths[i] = len(h)
+	}
+	for _, r := range table {
+		for i, c := range r {
+			widths[i] = max(widths[i], len([]rune(c)))
+		}
+	}
+	others := 0
+	for i, w := range widths {
+		if i != col {
+			others += w + 3
+		}
+	}
+	room := max(width-others, 16)
+	for _, r := range table {
+		r[col] = render.Truncate(r[col], room)
+	}
+}
+
+type group struct {
+	Key      string    `json:"key"`
+	Class    string    `json:"class,omitempty"`
+	Pattern  string    `json:"pattern,omitempty"`
+	Count    int       `json:"count"`
+	Oldest   time.Time `json:"oldestFailedAt"`
+	Newest   time.Time `json:"newestFailedAt"`
+	Example  string    `json:"exampleAddress"`
+	Queues   []string  `json:"queues"`
+	queueSet map[string]struct{}
+}
+
+func lsGroups(f *cmdutil.Factory, fm render.Format, by string, rows func(func(client.Row, error) bool), now time.Time) error {
+	groups := map[string]*group{}
+	for r, err := range rows {
+		if err != nil {
+			return err
+		}
+		var key string
+		switch by {
+		case "error":
+			key = replay.ClassID(r.ErrorMessage)
+		case "queue":
+			key = r.Queue
+		case "cg":
+			key = r.Queue + "/" + r.ConsumerGroup
+		case "partition":
+			key = r.Queue + "/" + r.Partition
+		}
+		g := groups[key]
+		if g == nil {
+			g = &group{Key: key, Oldest: r.FailedAt, Newest: r.FailedAt, Example: r.Address().String(), queueSet: map[string]struct{}{}}
+			if by == "error" {
+				g.Class, g.Pattern = key, replay.NormalizeError(r.ErrorMessage)
+			}
+			groups[key] = g
+		}
+		g.Count++
+		if r.FailedAt.Before(g.Oldest) {
+			g.Oldest = r.FailedAt
+		}
+		if r.FailedAt.After(g.Newest) {
+			g.Newest = r.FailedAt
+		}
+		if _, ok := g.queueSet[r.Queue]; !ok {
+			g.queueSet[r.Queue] = struct{}{}
+			g.Queues = append(g.Queues, r.Queue)
+		}
+	}
+	list := make([]*group, 0, len(groups))
+	for _, g := range groups {
+		sort.Strings(g.Queues)
+		list = append(list, g)
+	}
+	// Biggest group first; ties by oldest first, then key, so output is stable.
+	sort.Slice(list, func(i, j int) bool {
+		a, b := list[i], list[j]
+		if a.Count != b.Count {
+			return a.Count > b.Count
+		}
+		if !a.Oldest.Equal(b.Oldest) {
+			return a.Oldest.Before(b.Oldest)
+		}
+		return a.Key < b.Key
+	})
+	if !fm.Human() {
+		st := render.NewStream(f.IO.Out, fm)
+		for _, g := range list {
+			if err := st.Write(g); err != nil {
+				return err
+			}
+		}
+		return st.Close()
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(f.IO.ErrOut, "No dead letters match.")
+		return nil
+	}
+	var header []string
+	var table [][]string
+	for _, g := range list {
+		age := func(t time.Time) string { return render.Age(now.Sub(t)) }
+		switch by {
+		case "error":
+			header = []string{"CLASS", "COUNT", "OLDEST", "NEWEST", "QUEUES", "ERROR", "EXAMPLE"}
+			table = append(table, []string{g.Class, strconv.Itoa(g.Count), age(g.Oldest), age(g.Newest), joinComma(g.Queues), g.Pattern, g.Example})
+		default:
+			header = []string{map[string]string{"queue": "QUEUE", "cg": "QUEUE/CG", "partition": "QUEUE/PARTITION"}[by], "COUNT", "OLDEST", "NEWEST", "EXAMPLE"}
+			table = append(table, []string{g.Key, strconv.Itoa(g.Count), age(g.Oldest), age(g.Newest), g.Example})
+		}
+	}
+	if f.IO.IsStdoutTTY() && by == "error" {
+		truncateColumn(table, header, 5, f.IO.TerminalWidth())
+	}
+	return render.WriteTable(f.IO.Out, header, table)
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += ","
+		}
+		out += x
+	}
+	return out
+}

@@ -1,0 +1,53 @@
+package dlq
+
+import (
+	"context"
+
+	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/spf13/cobra"
+)
+
+// RmOptions are `dlq rm`'s flags.
+type RmOptions struct {
+	Selection cmdutil.SelectionFlags
+	Exec      ExecFlags
+	Args      []string
+}
+
+// NewCmdRm discards dead letters, archiving each row first.
+func NewCmdRm(f *cmdutil.Factory, runF func(*RmOptions) error) *cobra.Command {
+	o := &RmOptions{}
+	cmd := &cobra.Command{
+		Use:   "rm [ADDRESS...] [selection flags]",
+		Short: "Discard dead letters: archive each row in the ledger, then delete it",
+		Long: `Discard snapshots the selection, records the batch, archives every row in the
+ledger (payload included, so a discard is recoverable) and then deletes it,
+at --rate. A row already gone is counted as such. Only addresses just seen
+in the DLQ are deleted: an address that is not dead-lettered is a not-found
+(exit 5), never a delete. A delete acts on the message's address, so it
+also discards the rows of other consumer groups for that message; the plan
+says when.`,
+		Example: `  $ dlqctl dlq rm --class 9c1d2e3f --dry-run
+  $ dlqctl dlq rm 6f1c0a4e-…/order:8812:v3 --why "test order, never valid" --yes
+  $ dlqctl dlq rm --queue notifications --failed-before 7d --why "expired receipts" --rate 50 --yes`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Args = args
+			if err := validateExec(cmd, &o.Exec); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return rmRun(cmd.Context(), f, o)
+		},
+	}
+	cmdutil.AddSelectionFlags(cmd, &o.Selection, true)
+	addExecFlags(cmd, &o.Exec, "rm")
+	return cmd
+}
+
+func rmRun(ctx context.Context, f *cmdutil.Factory, o *RmOptions) error {
+	return execute(ctx, f, execSpec{action: replay.Discard, verb: "rm", flags: &o.Exec, sel: &o.Selection, args: o.Args,
+		configure: func(opts *replay.Options) error { opts.Concurrency = 1; return nil }, allRows: true})
+}

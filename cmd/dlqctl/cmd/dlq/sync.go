@@ -1,0 +1,93 @@
+package dlq
+
+import (
+	"context"
+	"fmt"
+
+	"time"
+
+	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/spf13/cobra"
+)
+
+// SyncOptions are `dlq sync`'s flags.
+type SyncOptions struct {
+	Queue string
+}
+
+// NewCmdSync mirrors the DLQ into the ledger's archive.
+func NewCmdSync(f *cmdutil.Factory, runF func(*SyncOptions) error) *cobra.Command {
+	o := &SyncOptions{}
+	cmd := &cobra.Command{
+		Use:   "sync",
+		Short: "Mirror the DLQ into the ledger's archive and mark rows that vanished",
+		Long: `Sync reads the whole DLQ (or one queue) into the ledger's archive: payload,
+error, retries, failedAt, first and last seen. Rows that left the broker
+since the last sync with no recorded replay or discard are marked vanished:
+the only way to catch a dead letter lost to retention or to someone else's
+delete. dlq check reports them.`,
+		Example: `  $ dlqctl dlq sync
+  $ dlqctl dlq sync && dlqctl dlq check     # the cron pattern`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(o)
+			}
+			return syncRun(cmd.Context(), f, o)
+		},
+	}
+	cmd.Flags().StringVar(&o.Queue, "queue", "", "sync only this queue")
+	return cmd
+}
+
+func syncRun(ctx context.Context, f *cmdutil.Factory, o *SyncOptions) error {
+	fm, err := f.Format()
+	if err != nil {
+		return err
+	}
+	cl, err := f.Client()
+	if err != nil {
+		return err
+	}
+	ld, err := f.Ledger(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := Sync(ctx, cl, ld, o.Queue, f.Now)
+	if err != nil {
+		return err
+	}
+	if !fm.Human() {
+		return render.Document(f.IO.Out, fm, res)
+	}
+	fmt.Fprintf(f.IO.ErrOut, "Synced %s from %s: %d left with a recorded decision, %s.\n",
+		plural(res.Seen, "row", "rows"), cl.Server(), res.Gone, plural(res.Vanished, "vanished with no decision", "vanished with no decision"))
+	return nil
+}
+
+// Sync archives every row of the DLQ (or a queue) and marks what left.
+// A failed read marks nothing: a partial view must not call rows vanished.
+func Sync(ctx context.Context, cl *client.Client, ld *ledger.Store, queue string, now func() time.Time) (ledger.SyncResult, error) {
+	start := now()
+	a := ld.NewArchiver(cl.Server(), start)
+	for r, err := range cl.Rows(ctx, client.ListQuery{Queue: queue, Limit: pageSize}) {
+		if err != nil {
+			return ledger.SyncResult{}, err
+		}
+		if queue != "" && r.Queue != queue {
+			continue
+		}
+		if err := a.Add(ctx, r); err != nil {
+			return ledger.SyncResult{}, err
+		}
+	}
+	if err := a.Flush(ctx); err != nil {
+		return ledger.SyncResult{}, err
+	}
+	res, err := ld.MarkGone(ctx, cl.Server(), queue, start, now())
+	res.Seen = a.Count()
+	return res, err
+}

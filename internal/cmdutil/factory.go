@@ -1,0 +1,196 @@
+package cmdutil
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"os"
+	"os/user"
+	"sync"
+	"time"
+
+	"github.com/dlqctl/dlqctl/internal/config"
+	"github.com/dlqctl/dlqctl/internal/iostreams"
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/spf13/pflag"
+)
+
+// Globals are the root's persistent flags, filled by cobra.
+type Globals struct {
+	Server, Token, TokenFile, Context, Ledger, ConfigPath string
+	Output                                                string
+	Timeout                                               time.Duration
+	NoColor, Debug, Insecure                              bool
+	CAFile                                                string
+}
+
+// Factory hands commands their dependencies, built on first use: a
+// command pays for the network or the ledger only when it asks.
+type Factory struct {
+	IO      *iostreams.IOStreams
+	Globals *Globals
+	Getenv  func(string) string
+	Now     func() time.Time
+	// HTTPClient, when set, replaces the transport built from the flags.
+	HTTPClient *http.Client
+	// Retry backoff for the client; tests shorten it.
+	Backoff time.Duration
+
+	flagSet *pflag.FlagSet // the root's persistent flags, to tell set from default
+
+	once     sync.Once
+	cfg      *config.Config
+	settings *config.Settings
+	cfgErr   error
+
+	clientOnce sync.Once
+	cl         *client.Client
+	clErr      error
+
+	ledgerOnce sync.Once
+	ld         *ledger.Store
+	ldErr      error
+
+	pal *render.Palette
+}
+
+// NewFactory returns a factory for the process.
+func NewFactory(io *iostreams.IOStreams) *Factory {
+	return &Factory{IO: io, Globals: &Globals{}, Getenv: os.Getenv, Now: time.Now}
+}
+
+func (f *Factory) load() {
+	f.once.Do(func() {
+		path, explicit := f.Globals.ConfigPath, f.Globals.ConfigPath != ""
+		if !explicit {
+			if p := f.Getenv("DLQCTL_CONFIG"); p != "" {
+				path, explicit = p, true
+			} else {
+				path = config.DefaultPath()
+			}
+		}
+		f.cfg, f.cfgErr = config.Load(path, explicit)
+		if f.cfgErr != nil {
+			return
+		}
+		f.settings, f.cfgErr = config.Resolve(f.cfg, f.flags(), f.Getenv)
+	})
+}
+
+// SetFlags gives the factory the parsed persistent flags.
+func (f *Factory) SetFlags(fs *pflag.FlagSet) { f.flagSet = fs }
+
+func (f *Factory) flags() config.Flags {
+	return config.Flags{Server: f.Globals.Server, Token: f.Globals.Token, TokenFile: f.Globals.TokenFile,
+		Context: f.Globals.Context, Ledger: f.Globals.Ledger, Set: f.flagSet}
+}
+
+// Config returns the config file's contents.
+func (f *Factory) Config() (*config.Config, error) {
+	f.load()
+	return f.cfg, f.cfgErr
+}
+
+// Settings returns the resolved connection settings.
+func (f *Factory) Settings() (*config.Settings, error) {
+	f.load()
+	return f.settings, f.cfgErr
+}
+
+// Client returns the broker client.
+func (f *Factory) Client() (*client.Client, error) {
+	f.clientOnce.Do(func() {
+		s, err := f.Settings()
+		if err != nil {
+			f.clErr = err
+			return
+		}
+		hc := f.HTTPClient
+		if hc == nil {
+			if f.Globals.Insecure {
+				fmt.Fprintln(f.IO.ErrOut, "warning: --insecure-skip-tls-verify: the broker's certificate is not checked; anyone on the path can read the token and the payloads")
+			}
+			hc, err = client.NewHTTPClient(client.TLSOptions{CAFile: f.Globals.CAFile, InsecureSkipVerify: f.Globals.Insecure, Timeout: f.Globals.Timeout})
+			if err != nil {
+				f.clErr = UsageError(err)
+				return
+			}
+		}
+		opts := client.Options{Server: s.Server, Token: s.Token, HTTPClient: hc, Backoff: f.Backoff}
+		if f.Globals.Debug {
+			opts.Debug = f.IO.ErrOut
+		}
+		f.cl, f.clErr = client.New(opts)
+		if f.clErr != nil {
+			f.clErr = UsageError(f.clErr)
+		}
+	})
+	return f.cl, f.clErr
+}
+
+// Ledger opens the ledger.
+func (f *Factory) Ledger(ctx context.Context) (*ledger.Store, error) {
+	f.ledgerOnce.Do(func() {
+		s, err := f.Settings()
+		if err != nil {
+			f.ldErr = err
+			return
+		}
+		f.ld, f.ldErr = ledger.Open(ctx, s.Ledger)
+	})
+	return f.ld, f.ldErr
+}
+
+// Close releases what was opened.
+func (f *Factory) Close() {
+	if f.ld != nil {
+		f.ld.Close()
+	}
+}
+
+// Palette is the one palette bound to Out.
+func (f *Factory) Palette() *render.Palette {
+	if f.pal == nil {
+		f.pal = render.NewPalette(f.IO.Out, f.IO.ColorEnabled())
+	}
+	return f.pal
+}
+
+// ErrPalette is a palette for ErrOut.
+func (f *Factory) ErrPalette() *render.Palette {
+	return render.NewPalette(f.IO.ErrOut, f.IO.ColorEnabledStderr())
+}
+
+// Format returns the -o format.
+func (f *Factory) Format() (render.Format, error) {
+	fm, err := render.ParseFormat(f.Globals.Output)
+	if err != nil {
+		return "", FlagErrorf("%v", err)
+	}
+	return fm, nil
+}
+
+// User is who decisions are recorded as by default: the OS user.
+func (f *Factory) User() string {
+	if u := f.Getenv("DLQCTL_USER"); u != "" {
+		return u
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	if u := f.Getenv("USER"); u != "" {
+		return u
+	}
+	return "unknown"
+}
+
+// Nonce is a short random hex string.
+func Nonce() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,105 @@
+package cmdutil
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/spf13/cobra"
+)
+
+// SelectionFlags are the selection flags shared by ls, replay, rm and decide.
+type SelectionFlags struct {
+	Queue, ConsumerGroup, Partition, Error string
+	FailedAfter, FailedBefore             string
+	Class                                 string
+	Limit                                 int
+	FromFile                              string
+	All                                   bool
+}
+
+// AddSelectionFlags binds the selection flags; withAll adds --all.
+func AddSelectionFlags(cmd *cobra.Command, s *SelectionFlags, withAll bool) {
+	fl := cmd.Flags()
+	fl.StringVar(&s.Queue, "queue", "", "only dead letters of this queue")
+	fl.StringVar(&s.ConsumerGroup, "cg", "", "only rows of this consumer group")
+	fl.StringVar(&s.Partition, "partition", "", "only this partition (by name)")
+	fl.StringVar(&s.Error, "error", "", "only rows whose errorMessage matches this regular expression")
+	fl.StringVar(&s.FailedAfter, "failed-after", "", "only rows that failed after this time (RFC 3339, or a duration ago such as 2h)")
+	fl.StringVar(&s.FailedBefore, "failed-before", "", "only rows that failed before this time (RFC 3339, or a duration ago)")
+	fl.StringVar(&s.Class, "class", "", "only this failure class (an id from ls --group-by error)")
+	fl.IntVar(&s.Limit, "limit", 0, "at most this many (0 = no limit)")
+	fl.StringVar(&s.FromFile, "from-file", "", "addresses to select, one a line or as NDJSON rows of ls -o ndjson (- for stdin)")
+	if withAll {
+		fl.BoolVar(&s.All, "all", false, "select the whole DLQ (required when no other selection is given)")
+	}
+}
+
+// Build turns the flags and address arguments into a compiled selection.
+func (s *SelectionFlags) Build(f *Factory, args []string) (*replay.Selection, error) {
+	sel := &replay.Selection{Queue: s.Queue, ConsumerGroup: s.ConsumerGroup, Partition: s.Partition,
+		Error: s.Error, Class: s.Class, Limit: s.Limit, All: s.All}
+	now := f.Now()
+	var err error
+	if s.FailedAfter != "" {
+		if sel.FailedAfter, err = replay.ParseTime(s.FailedAfter, now); err != nil {
+			return nil, FlagErrorf("--failed-after: %v", err)
+		}
+	}
+	if s.FailedBefore != "" {
+		if sel.FailedBefore, err = replay.ParseTime(s.FailedBefore, now); err != nil {
+			return nil, FlagErrorf("--failed-before: %v", err)
+		}
+	}
+	for _, a := range args {
+		addr, err := client.ParseAddress(a)
+		if err != nil {
+			return nil, FlagErrorf("%v", err)
+		}
+		sel.Addresses = append(sel.Addresses, addr)
+	}
+	if s.FromFile != "" {
+		var addrs []client.Address
+		if s.FromFile == "-" {
+			addrs, err = replay.ReadAddresses(f.IO.In)
+		} else {
+			fh, ferr := os.Open(s.FromFile)
+			if ferr != nil {
+				return nil, UsageError(fmt.Errorf("--from-file: %v", ferr))
+			}
+			addrs, err = replay.ReadAddresses(fh)
+			fh.Close()
+		}
+		if err != nil {
+			return nil, UsageError(fmt.Errorf("--from-file %s: %v", s.FromFile, err))
+		}
+		if len(addrs) == 0 {
+			return nil, UsageError(fmt.Errorf("--from-file %s holds no address", s.FromFile))
+		}
+		sel.Addresses = append(sel.Addresses, addrs...)
+	}
+	if err := sel.Compile(); err != nil {
+		return nil, FlagErrorf("%v", err)
+	}
+	return sel, nil
+}
+
+// RequireSelection refuses an empty selection for commands that act:
+// the whole DLQ must be asked for with --all.
+func RequireSelection(sel *replay.Selection, verb string) error {
+	if sel.Empty() {
+		return FlagErrorf("%s needs a selection (--queue, --cg, --error, --class, addresses, --from-file, …) or --all for the whole DLQ", verb)
+	}
+	return nil
+}
+
+// ParseDurationFlag parses a duration flag value with its name in the error.
+func ParseDurationFlag(name, v string, parse func(string) (time.Duration, error)) (time.Duration, error) {
+	d, err := parse(v)
+	if err != nil {
+		return 0, FlagErrorf("--%s: %v", name, err)
+	}
+	return d, nil
+}

@@ -1,0 +1,297 @@
+// Package config reads and writes dlqctl's config file and resolves the
+// connection settings (flag > env > context > default). It is the only
+// place viper is used.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/adrg/xdg"
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
+)
+
+// DefaultServer is the broker URL when nothing else names one.
+const DefaultServer = "http://localhost:6632"
+
+// Config is the config file.
+type Config struct {
+	CurrentContext string              `mapstructure:"current-context" yaml:"current-context,omitempty"`
+	Contexts       map[string]*Context `mapstructure:"contexts" yaml:"contexts,omitempty"`
+	Policies       []Policy            `mapstructure:"policies" yaml:"policies,omitempty"`
+
+	path string
+}
+
+// Context is a named broker profile.
+type Context struct {
+	Server    string `mapstructure:"server" yaml:"server,omitempty"`
+	TokenFile string `mapstructure:"token-file" yaml:"token-file,omitempty"`
+	Ledger    string `mapstructure:"ledger" yaml:"ledger,omitempty"`
+}
+
+// Policy holds a queue's thresholds; Queue "*" is the default.
+type Policy struct {
+	Queue     string   `mapstructure:"queue" yaml:"queue"`
+	Owner     string   `mapstructure:"owner" yaml:"owner,omitempty"`
+	MaxAge    Duration `mapstructure:"max-age" yaml:"max-age,omitempty"`
+	TriageSLO Duration `mapstructure:"triage-slo" yaml:"triage-slo,omitempty"`
+}
+
+// Duration is a time.Duration written as "1h30m" in the file; zero = unset.
+type Duration time.Duration
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalYAML writes the duration as text.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// PolicyFor returns the policy for a queue: an exact match, else "*".
+func (c *Config) PolicyFor(queue string) (Policy, bool) {
+	var def *Policy
+	for i := range c.Policies {
+		p := &c.Policies[i]
+		if p.Queue == queue {
+			return *p, true
+		}
+		if p.Queue == "*" {
+			def = p
+		}
+	}
+	if def != nil {
+		return *def, true
+	}
+	return Policy{}, false
+}
+
+// Path is where the config was read from (and is written to).
+func (c *Config) Path() string { return c.path }
+
+// DefaultPath is $XDG_CONFIG_HOME/dlqctl/config.yaml.
+func DefaultPath() string {
+	return filepath.Join(xdg.ConfigHome, "dlqctl", "config.yaml")
+}
+
+// DefaultLedger is sqlite://$XDG_STATE_HOME/dlqctl/ledger.db.
+func DefaultLedger() string {
+	return "sqlite://" + filepath.Join(xdg.StateHome, "dlqctl", "ledger.db")
+}
+
+// ErrInvalid marks a config that cannot be used (exit 2).
+var ErrInvalid = errors.New("invalid configuration")
+
+// Load reads the config file. A missing file at the default path is an
+// empty config; a missing file that was named explicitly is an error.
+func Load(path string, explicit bool) (*Config, error) {
+	c := &Config{path: path, Contexts: map[string]*Context{}}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if explicit {
+			return nil, fmt.Errorf("%w: config file %s does not exist", ErrInvalid, path)
+		}
+		return c, nil
+	}
+	v := viper.New()
+	v.SetConfigFile(path)
+	v.SetConfigType("yaml")
+	if err := v.ReadInConfig(); err != nil {
+		return nil, fmt.Errorf("%w: reading %s: %v", ErrInvalid, path, firstLine(err.Error()))
+	}
+	hook := mapstructure.ComposeDecodeHookFunc(durationHook)
+	if err := v.Unmarshal(c, viper.DecodeHook(hook)); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, path, firstLine(err.Error()))
+	}
+	if c.Contexts == nil {
+		c.Contexts = map[string]*Context{}
+	}
+	for i, p := range c.Policies {
+		if p.Queue == "" {
+			return nil, fmt.Errorf("%w: %s: policy %d has no queue (use \"*\" for the default)", ErrInvalid, path, i+1)
+		}
+	}
+	return c, nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+func durationHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeOf(Duration(0)) {
+		return data, nil
+	}
+	switch v := data.(type) {
+	case string:
+		d, err := ParseDuration(v)
+		if err != nil {
+			return nil, err
+		}
+		return Duration(d), nil
+	case int:
+		return Duration(time.Duration(v) * time.Second), nil
+	}
+	return data, nil
+}
+
+// ParseDuration accepts Go durations plus a day unit ("2d", "1d12h").
+func ParseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, fmt.Errorf("empty duration")
+	}
+	var days time.Duration
+	if i := strings.Index(s, "d"); i > 0 {
+		var n int
+		if _, err := fmt.Sscanf(s[:i], "%d", &n); err != nil || fmt.Sprint(n) != s[:i] || n < 0 {
+			return 0, fmt.Errorf("invalid duration %q: want e.g. 90m, 4h, 2d", s)
+		}
+		days = time.Duration(n) * 24 * time.Hour
+		s = s[i+1:]
+		if s == "" {
+			return days, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("invalid duration %q: want e.g. 90m, 4h, 2d", s)
+	}
+	return days + d, nil
+}
+
+// Save writes the config back to its path (0600: it may name token files).
+func (c *Config) Save() error {
+	out, err := yaml.Marshal(c)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(c.path), 0o700); err != nil {
+		return err
+	}
+	tmp := c.path + ".tmp"
+	if err := os.WriteFile(tmp, out, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, c.path)
+}
+
+// Settings are the resolved connection settings.
+type Settings struct {
+	Context     string
+	Server      string
+	Token       string
+	TokenSource string // where the token came from, for messages (never the token)
+	Ledger      string
+}
+
+// Flags are the global flags as parsed; Changed reports whether the user set one.
+type Flags struct {
+	Server, Token, TokenFile, Context, Ledger string
+	Set                                       *pflag.FlagSet
+}
+
+func (f Flags) changed(name string) bool {
+	fl := f.Set.Lookup(name)
+	return fl != nil && fl.Changed
+}
+
+// Resolve applies flag > env > context > default. getenv is os.Getenv in
+// production.
+func Resolve(c *Config, f Flags, getenv func(string) string) (*Settings, error) {
+	v := viper.New()
+	for _, b := range []struct {
+		key  string
+		envs []string
+	}{
+		{"server", []string{"DLQCTL_SERVER", "QUEEN_SERVER"}},
+		{"ledger", []string{"DLQCTL_LEDGER"}},
+		{"context", []string{"DLQCTL_CONTEXT"}},
+	} {
+		if f.changed(b.key) {
+			v.Set(b.key, f.Set.Lookup(b.key).Value.String())
+			continue
+		}
+		for _, e := range b.envs {
+			if val := getenv(e); val != "" {
+				v.Set(b.key, val)
+				break
+			}
+		}
+	}
+	s := &Settings{Context: v.GetString("context")}
+	if s.Context == "" {
+		s.Context = c.CurrentContext
+	}
+	var ctx Context
+	if s.Context != "" {
+		cp, ok := c.Contexts[s.Context]
+		if !ok {
+			if f.changed("context") || getenv("DLQCTL_CONTEXT") != "" {
+				return nil, fmt.Errorf("%w: no context %q in %s (see dlqctl config view)", ErrInvalid, s.Context, c.path)
+			}
+			return nil, fmt.Errorf("%w: current-context %q is not defined in %s", ErrInvalid, s.Context, c.path)
+		}
+		ctx = *cp
+	}
+	v.SetDefault("server", firstNonEmpty(ctx.Server, DefaultServer))
+	v.SetDefault("ledger", firstNonEmpty(ctx.Ledger, DefaultLedger()))
+	s.Server = v.GetString("server")
+	s.Ledger = v.GetString("ledger")
+
+	switch {
+	case f.changed("token"):
+		s.Token, s.TokenSource = f.Token, "--token"
+	case f.changed("token-file"):
+		t, err := readToken(f.TokenFile)
+		if err != nil {
+			return nil, err
+		}
+		s.Token, s.TokenSource = t, "--token-file"
+	case getenv("DLQCTL_TOKEN") != "":
+		s.Token, s.TokenSource = getenv("DLQCTL_TOKEN"), "DLQCTL_TOKEN"
+	case getenv("QUEEN_TOKEN") != "":
+		s.Token, s.TokenSource = getenv("QUEEN_TOKEN"), "QUEEN_TOKEN"
+	case ctx.TokenFile != "":
+		t, err := readToken(ctx.TokenFile)
+		if err != nil {
+			return nil, err
+		}
+		s.Token, s.TokenSource = t, "context "+s.Context+" token-file"
+	}
+	return s, nil
+}
+
+func readToken(path string) (string, error) {
+	if strings.HasPrefix(path, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			path = filepath.Join(home, path[2:])
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: reading token file: %v", ErrInvalid, err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("%w: token file %s is empty", ErrInvalid, path)
+	}
+	return t, nil
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}

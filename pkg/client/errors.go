@@ -1,0 +1,86 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinels the exit-code mapper and the replay engine switch on.
+var (
+	// ErrNoDeadLetterRow: the address has no dead-letter row (404 "No
+	// dead-letter row for this address", or an older server's "Message not
+	// found").
+	ErrNoDeadLetterRow = errors.New("no dead-letter row at this address")
+	// ErrRouteMissing: the broker has no such route (an older server
+	// without /retry answers an HTML 404).
+	ErrRouteMissing = errors.New("the broker has no such route")
+	// ErrUnauthorized: 401, no or invalid token.
+	ErrUnauthorized = errors.New("authentication refused")
+	// ErrForbidden: 403, the token lacks the access level.
+	ErrForbidden = errors.New("permission refused")
+	// ErrUnavailable: the broker could not be reached or answered 5xx.
+	ErrUnavailable = errors.New("broker unavailable")
+	// ErrBadResponse: the broker answered something that is not the
+	// expected JSON shape.
+	ErrBadResponse = errors.New("unreadable broker response")
+)
+
+// NoDeadLetterText is the body a current broker sends with a 404 for an
+// address that is not dead-lettered.
+const NoDeadLetterText = "No dead-letter row for this address"
+
+// HTTPError is a failed call: the request, the status and the first bytes
+// of the body. Kind is one of the sentinels above and is what errors.Is
+// matches.
+type HTTPError struct {
+	Method string
+	URL    string // without credentials; the token never travels in URLs
+	Status int
+	Body   string
+	Kind   error
+	Err    error // transport error, if any
+}
+
+func (e *HTTPError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s: ", e.Method, e.URL)
+	switch {
+	case e.Err != nil:
+		fmt.Fprintf(&b, "%v", e.Err)
+	case e.Status != 0:
+		fmt.Fprintf(&b, "HTTP %d", e.Status)
+	}
+	if e.Kind != nil && e.Err == nil {
+		fmt.Fprintf(&b, " (%v)", e.Kind)
+	}
+	if e.Body != "" {
+		fmt.Fprintf(&b, ": %s", e.Body)
+	}
+	switch {
+	case errors.Is(e.Kind, ErrUnauthorized):
+		b.WriteString("; check --token, --token-file or DLQCTL_TOKEN")
+	case errors.Is(e.Kind, ErrForbidden):
+		b.WriteString("; this token lacks the access level for the call (read-write is needed to delete, push or replay)")
+	case errors.Is(e.Kind, ErrUnavailable):
+		b.WriteString("; check --server and that the broker is up")
+	}
+	return b.String()
+}
+
+func (e *HTTPError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{e.Kind, e.Err}
+	}
+	return []error{e.Kind}
+}
+
+// snippet returns the first bytes of a body, on one line, for messages.
+func snippet(b []byte) string {
+	const max = 120
+	s := strings.Join(strings.Fields(string(b)), " ")
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return s
+}

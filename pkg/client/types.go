@@ -1,0 +1,217 @@
+// Package client is a typed HTTP client for the Queen broker's dead-letter
+// API (see CONTRACT.md). It pages, retries idempotent calls, redacts the
+// bearer token from every trace, and maps the broker's many ways of saying
+// "no" onto typed errors.
+package client
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Row is one dead-letter row as the list route returns it. A message that
+// several consumer groups dead-lettered has several rows under one Address.
+type Row struct {
+	ID            string          `json:"id"`
+	TransactionID string          `json:"transactionId"`
+	PartitionID   string          `json:"partitionId"`
+	Queue         string          `json:"queue"`
+	Partition     string          `json:"partition"`
+	ConsumerGroup string          `json:"consumerGroup"`
+	ErrorMessage  string          `json:"errorMessage"`
+	RetryCount    int             `json:"retryCount"`
+	Data          json.RawMessage `json:"data,omitempty"`
+	IsEncrypted   bool            `json:"isEncrypted,omitempty"`
+	FailedAt      time.Time       `json:"failedAt"`
+}
+
+// rowWire tolerates the field variations of real servers: failedAt may be
+// missing (createdAt is its alias), data may be null.
+type rowWire struct {
+	ID            string          `json:"id"`
+	TransactionID string          `json:"transactionId"`
+	PartitionID   string          `json:"partitionId"`
+	Queue         string          `json:"queue"`
+	Partition     string          `json:"partition"`
+	ConsumerGroup string          `json:"consumerGroup"`
+	ErrorMessage  *string         `json:"errorMessage"`
+	RetryCount    *int            `json:"retryCount"`
+	Data          json.RawMessage `json:"data"`
+	IsEncrypted   *bool           `json:"isEncrypted"`
+	CreatedAt     *time.Time      `json:"createdAt"`
+	FailedAt      *time.Time      `json:"failedAt"`
+}
+
+// UnmarshalJSON accepts createdAt as the alias of failedAt.
+func (r *Row) UnmarshalJSON(b []byte) error {
+	var w rowWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*r = Row{ID: w.ID, TransactionID: w.TransactionID, PartitionID: w.PartitionID,
+		Queue: w.Queue, Partition: w.Partition, ConsumerGroup: w.ConsumerGroup}
+	if w.ErrorMessage != nil {
+		r.ErrorMessage = *w.ErrorMessage
+	}
+	if w.RetryCount != nil {
+		r.RetryCount = *w.RetryCount
+	}
+	if len(w.Data) > 0 && !bytes.Equal(w.Data, []byte("null")) {
+		r.Data = w.Data
+	}
+	if w.IsEncrypted != nil {
+		r.IsEncrypted = *w.IsEncrypted
+	}
+	switch {
+	case w.FailedAt != nil:
+		r.FailedAt = w.FailedAt.UTC()
+	case w.CreatedAt != nil:
+		r.FailedAt = w.CreatedAt.UTC()
+	}
+	if r.PartitionID == "" || r.TransactionID == "" {
+		return fmt.Errorf("dead-letter row without partitionId or transactionId")
+	}
+	return nil
+}
+
+// Address names the message a row belongs to.
+func (r Row) Address() Address { return Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID} }
+
+// Undecryptable reports whether the row's payload is a stored encryption
+// envelope rather than the message: replaying it would publish garbage.
+func (r Row) Undecryptable() bool { return IsEnvelope(r.Data) }
+
+// IsEnvelope reports whether a payload is an encryption envelope: an object
+// whose keys are exactly encrypted, iv and authTag.
+func IsEnvelope(data json.RawMessage) bool {
+	if len(data) == 0 || data[0] != '{' {
+		d := bytes.TrimSpace(data)
+		if len(d) == 0 || d[0] != '{' {
+			return false
+		}
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(data, &m) != nil || len(m) != 3 {
+		return false
+	}
+	for _, k := range []string{"encrypted", "iv", "authTag"} {
+		if _, ok := m[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Address is PARTITION_ID/TRANSACTION_ID, the key of a dead-lettered message.
+type Address struct {
+	PartitionID   string
+	TransactionID string
+}
+
+func (a Address) String() string { return a.PartitionID + "/" + a.TransactionID }
+
+// IsZero reports whether the address is unset.
+func (a Address) IsZero() bool { return a.PartitionID == "" && a.TransactionID == "" }
+
+// MarshalText writes the PARTITION_ID/TRANSACTION_ID form.
+func (a Address) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
+
+// ParseAddress parses PARTITION_ID/TRANSACTION_ID. The transaction id may
+// itself contain slashes only if the partition id does not, so the split is
+// at the first slash.
+func ParseAddress(s string) (Address, error) {
+	s = strings.TrimSpace(s)
+	p, t, ok := strings.Cut(s, "/")
+	if !ok || p == "" || t == "" {
+		return Address{}, fmt.Errorf("invalid address %q: want PARTITION_ID/TRANSACTION_ID", s)
+	}
+	if strings.ContainsAny(p, " \t\r\n?#%") {
+		return Address{}, fmt.Errorf("invalid address %q: partition id has a space or one of ?#%%", s)
+	}
+	return Address{PartitionID: p, TransactionID: t}, nil
+}
+
+// PathSafe reports whether the transaction id can be put in a URL path on
+// a broker that does not percent-decode path segments.
+func (a Address) PathSafe() bool { return pathSafe(a.PartitionID) && pathSafe(a.TransactionID) }
+
+func pathSafe(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.ContainsRune("._~:-@!$&'()*+,;=", c):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Message is the detail of one message (GET /api/v1/messages/{p}/{t}).
+type Message struct {
+	ID            string          `json:"id"`
+	TransactionID string          `json:"transactionId"`
+	PartitionID   string          `json:"partitionId"`
+	Queue         string          `json:"queue"`
+	Partition     string          `json:"partition"`
+	Status        string          `json:"status"`
+	Payload       json.RawMessage `json:"payload"`
+	IsEncrypted   bool            `json:"isEncrypted"`
+	RetryCount    int             `json:"retryCount"`
+	ErrorMessage  string          `json:"errorMessage"`
+	CreatedAt     *time.Time      `json:"createdAt,omitempty"`
+}
+
+// PushItem is one message to publish.
+type PushItem struct {
+	Queue         string          `json:"queue"`
+	Partition     string          `json:"partition,omitempty"`
+	Payload       json.RawMessage `json:"payload"`
+	TransactionID string          `json:"transactionId,omitempty"`
+}
+
+// PushResult is the broker's answer for one pushed item.
+type PushResult struct {
+	Index         int    `json:"index"`
+	TransactionID string `json:"transaction_id"`
+	MessageID     string `json:"message_id"`
+	Status        string `json:"status"`
+	QueueName     string `json:"queueName,omitempty"`
+	Error         string `json:"error,omitempty"`
+}
+
+// Accepted reports whether the broker holds the message now (queued, or
+// already held under that transaction id).
+func (p PushResult) Accepted() bool { return p.Status == "queued" || p.Status == "duplicate" }
+
+// RetryResult is the answer of the /retry endpoint.
+type RetryResult struct {
+	Success       bool        `json:"success"`
+	Queue         string      `json:"queue"`
+	Partition     string      `json:"partition"`
+	ReplayedAs    *PushResult `json:"replayedAs"`
+	DLQRowRemoved bool        `json:"dlqRowRemoved"`
+	Error         string      `json:"error,omitempty"`
+}
+
+// Health is GET /health.
+type Health struct {
+	Status   string `json:"status"`
+	Database string `json:"database"`
+	Version  any    `json:"version,omitempty"`
+}
+
+// Queue is one entry of GET /api/v1/resources/queues.
+type Queue struct {
+	Name              string `json:"name"`
+	RetryLimit        int    `json:"retryLimit"`
+	DeadLetterQueue   *bool  `json:"deadLetterQueue,omitempty"`
+	EncryptionEnabled bool   `json:"encryptionEnabled"`
+	ConsumerGroups    []string `json:"consumerGroups,omitempty"`
+}

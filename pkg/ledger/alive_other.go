@@ -1,0 +1,6 @@
+//go:build !unix
+
+package ledger
+
+// Without a portable liveness probe, a claim is held until its lease ends.
+func processAlive(int) bool { return true }

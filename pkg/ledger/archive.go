@@ -1,0 +1,184 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+)
+
+// Archived is one dead-letter row as the ledger's archive keeps it.
+type Archived struct {
+	Broker        string          `json:"broker"`
+	Address       client.Address  `json:"address"`
+	ConsumerGroup string          `json:"consumerGroup"`
+	Queue         string          `json:"queue"`
+	Partition     string          `json:"partition"`
+	MessageID     string          `json:"messageId,omitempty"`
+	Error         string          `json:"errorMessage"`
+	RetryCount    int             `json:"retryCount"`
+	FailedAt      time.Time       `json:"failedAt"`
+	Payload       json.RawMessage `json:"data,omitempty"`
+	FirstSeen     time.Time       `json:"firstSeen"`
+	LastSeen      time.Time       `json:"lastSeen"`
+	GoneAt        time.Time       `json:"goneAt,omitzero"`
+	Vanished      bool            `json:"vanished"`
+}
+
+// Archiver writes rows to the archive in chunks inside one transaction per
+// chunk; Close flushes.
+type Archiver struct {
+	s      *Store
+	broker string
+	now    time.Time
+	buf    []client.Row
+	n      int
+}
+
+// NewArchiver starts archiving rows seen at now.
+func (s *Store) NewArchiver(broker string, now time.Time) *Archiver {
+	return &Archiver{s: s, broker: broker, now: now}
+}
+
+// Add queues a row; it is written when the chunk fills or on Flush.
+func (a *Archiver) Add(ctx context.Context, r client.Row) error {
+	a.buf = append(a.buf, r)
+	if len(a.buf) >= 1000 {
+		return a.Flush(ctx)
+	}
+	return nil
+}
+
+// Count is how many rows were archived.
+func (a *Archiver) Count() int { return a.n + len(a.buf) }
+
+// Flush writes the queued rows: new rows are inserted, known ones get
+// last_seen (and lose any gone mark: they are back).
+func (a *Archiver) Flush(ctx context.Context) error {
+	if len(a.buf) == 0 {
+		return nil
+	}
+	s := a.s
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap("archiving", err)
+	}
+	defer tx.Rollback()
+	stmt, err := tx.PrepareContext(ctx, s.rebind(`INSERT INTO archive (broker, partition_id, transaction_id, consumer_group, failed_at, message_id, queue, partition_name, error, retry_count, payload, first_seen, last_seen)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (broker, partition_id, transaction_id, consumer_group, failed_at)
+		DO UPDATE SET last_seen = excluded.last_seen, gone_at = NULL, vanished = 0,
+			payload = CASE WHEN excluded.payload IS NULL THEN archive.payload ELSE excluded.payload END`))
+	if err != nil {
+		return s.wrap("archiving", err)
+	}
+	defer stmt.Close()
+	seen := fmtTime(a.now)
+	for _, r := range a.buf {
+		var payload any
+		if len(r.Data) > 0 {
+			payload = string(r.Data)
+		}
+		if _, err := stmt.ExecContext(ctx, a.broker, r.PartitionID, r.TransactionID, r.ConsumerGroup, fmtTime(r.FailedAt), r.ID,
+			r.Queue, r.Partition, r.ErrorMessage, r.RetryCount, payload, seen, seen); err != nil {
+			return s.wrap("archiving", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return s.wrap("archiving", err)
+	}
+	a.n += len(a.buf)
+	a.buf = a.buf[:0]
+	return nil
+}
+
+// SyncResult counts what a sync found.
+type SyncResult struct {
+	Seen     int `json:"seen"`
+	Gone     int `json:"gone"`     // left the broker with a recorded replay or discard
+	Vanished int `json:"vanished"` // left the broker with no recorded decision
+}
+
+// MarkGone closes a sync: every archived row of the broker (and queue,
+// when the sync was scoped to one) not seen since syncStart has left the
+// broker. Those no replay or discard decision covers are vanished.
+func (s *Store) MarkGone(ctx context.Context, broker, queue string, syncStart, now time.Time) (SyncResult, error) {
+	var r SyncResult
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return r, s.wrap("marking vanished rows", err)
+	}
+	defer tx.Rollback()
+	scope := ` broker = ? AND gone_at IS NULL AND last_seen < ?`
+	args := []any{broker, fmtTime(syncStart)}
+	if queue != "" {
+		scope += ` AND queue = ?`
+		args = append(args, queue)
+	}
+	res, err := s.exec(ctx, tx, `UPDATE archive SET gone_at = ?, vanished = 1 WHERE`+scope+` AND NOT EXISTS (
+		SELECT 1 FROM batch_items bi JOIN batches b ON b.id = bi.batch_id
+		WHERE bi.broker = archive.broker AND bi.partition_id = archive.partition_id AND bi.transaction_id = archive.transaction_id
+		AND b.action IN ('replay', 'discard'))`, append([]any{fmtTime(now)}, args...)...)
+	if err != nil {
+		return r, s.wrap("marking vanished rows", err)
+	}
+	n, _ := res.RowsAffected()
+	r.Vanished = int(n)
+	res, err = s.exec(ctx, tx, `UPDATE archive SET gone_at = ?, vanished = 0 WHERE`+scope, append([]any{fmtTime(now)}, args...)...)
+	if err != nil {
+		return r, s.wrap("marking gone rows", err)
+	}
+	n, _ = res.RowsAffected()
+	r.Gone = int(n)
+	return r, s.wrap("marking vanished rows", tx.Commit())
+}
+
+// ArchiveFilter narrows ArchivedRows.
+type ArchiveFilter struct {
+	Queue        string
+	VanishedOnly bool
+	Address      *client.Address
+}
+
+// ArchivedRows reads the archive of a broker.
+func (s *Store) ArchivedRows(ctx context.Context, broker string, f ArchiveFilter) ([]Archived, error) {
+	q := `SELECT broker, partition_id, transaction_id, consumer_group, queue, partition_name, message_id, error, retry_count, failed_at, payload, first_seen, last_seen, gone_at, vanished
+		FROM archive WHERE broker = ?`
+	args := []any{broker}
+	if f.Queue != "" {
+		q += ` AND queue = ?`
+		args = append(args, f.Queue)
+	}
+	if f.VanishedOnly {
+		q += ` AND vanished = 1`
+	}
+	if f.Address != nil {
+		q += ` AND partition_id = ? AND transaction_id = ?`
+		args = append(args, f.Address.PartitionID, f.Address.TransactionID)
+	}
+	q += ` ORDER BY failed_at DESC`
+	rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
+	if err != nil {
+		return nil, s.wrap("reading the archive", err)
+	}
+	defer rows.Close()
+	var out []Archived
+	for rows.Next() {
+		var a Archived
+		var failed, first, last, gone, payload sql.NullString
+		var vanished int
+		if err := rows.Scan(&a.Broker, &a.Address.PartitionID, &a.Address.TransactionID, &a.ConsumerGroup, &a.Queue, &a.Partition, &a.MessageID,
+			&a.Error, &a.RetryCount, &failed, &payload, &first, &last, &gone, &vanished); err != nil {
+			return nil, s.wrap("reading the archive", err)
+		}
+		a.FailedAt, a.FirstSeen, a.LastSeen, a.GoneAt = parseTime(failed), parseTime(first), parseTime(last), parseTime(gone)
+		if payload.Valid {
+			a.Payload = json.RawMessage(payload.String)
+		}
+		a.Vanished = vanished != 0
+		out = append(out, a)
+	}
+	return out, s.wrap("reading the archive", rows.Err())
+}

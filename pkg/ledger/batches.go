@@ -1,0 +1,431 @@
+package ledger
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+)
+
+// The decision actions.
+const (
+	ActionReplay  = "replay"
+	ActionDiscard = "discard"
+	ActionHold    = "hold"
+)
+
+// Batch statuses.
+const (
+	StatusRecorded    = "recorded"    // decided, not executed
+	StatusRunning     = "running"     // execution started (or was interrupted by a crash)
+	StatusInterrupted = "interrupted" // stopped by SIGINT or a guard; resumable
+	StatusDone        = "done"        // executed, no failures
+	StatusFailed      = "failed"      // executed, some addresses failed or are unknown
+)
+
+// Batch is one recorded decision and, once executed, its outcome.
+type Batch struct {
+	ID          string         `json:"id"`
+	Broker      string         `json:"broker"`
+	Action      string         `json:"action"`
+	By          string         `json:"by"`
+	At          time.Time      `json:"at"`
+	Why         string         `json:"why"`
+	Owner       string         `json:"owner,omitempty"`
+	Until       time.Time      `json:"until,omitzero"`
+	Selection   string         `json:"selection"`
+	Size        int            `json:"size"`
+	Destination string         `json:"destination,omitempty"`
+	ExecutedAt  time.Time      `json:"executedAt,omitzero"`
+	Status      string         `json:"status"`
+	Outcome     map[string]int `json:"outcome,omitempty"`
+}
+
+// ManifestItem is one frozen address of a batch with a snapshot of its row.
+type ManifestItem struct {
+	Address       client.Address  `json:"address"`
+	Queue         string          `json:"queue"`
+	Partition     string          `json:"partition"`
+	Groups        []string        `json:"consumerGroups"`
+	Error         string          `json:"errorMessage"`
+	RetryCount    int             `json:"retryCount"`
+	FailedAt      time.Time       `json:"failedAt"`
+	Payload       json.RawMessage `json:"data,omitempty"`
+	Undecryptable bool            `json:"undecryptable,omitempty"`
+}
+
+// NewBatchID returns a sortable, readable id: UTC time plus 4 random hex.
+func NewBatchID(now time.Time) string {
+	var b [2]byte
+	_, _ = rand.Read(b[:])
+	return now.UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// CreateBatch records a batch and its frozen manifest in one transaction:
+// an interrupted write leaves no half-recorded batch.
+func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []ManifestItem) error {
+	if b.ID == "" {
+		b.ID = NewBatchID(b.At)
+	}
+	if b.Status == "" {
+		b.Status = StatusRecorded
+	}
+	b.Size = len(items)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap("recording the batch", err)
+	}
+	defer tx.Rollback()
+	if _, err := s.exec(ctx, tx, `INSERT INTO batches (id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, status)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		b.ID, b.Broker, b.Action, b.By, fmtTime(b.At), b.Why, b.Owner, nullTime(b.Until), b.Selection, b.Size, b.Destination, b.Status); err != nil {
+		return s.wrap("recording the batch", err)
+	}
+	stmt, err := tx.PrepareContext(ctx, s.rebind(`INSERT INTO batch_items (batch_id, seq, broker, partition_id, transaction_id, queue, partition_name, groups, error, retry_count, failed_at, payload, undecryptable)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`))
+	if err != nil {
+		return s.wrap("recording the manifest", err)
+	}
+	defer stmt.Close()
+	for i, it := range items {
+		groups, _ := json.Marshal(it.Groups)
+		var payload any
+		if len(it.Payload) > 0 {
+			payload = string(it.Payload)
+		}
+		if _, err := stmt.ExecContext(ctx, b.ID, i, b.Broker, it.Address.PartitionID, it.Address.TransactionID, it.Queue, it.Partition,
+			string(groups), it.Error, it.RetryCount, fmtTime(it.FailedAt), payload, boolInt(it.Undecryptable)); err != nil {
+			return s.wrap("recording the manifest", err)
+		}
+	}
+	if err := s.auditTx(ctx, tx, b.At, b.Broker, b.ID, "decided", b.By,
+		fmt.Sprintf("%s of %d address(es): %s", b.Action, b.Size, b.Why)); err != nil {
+		return err
+	}
+	return s.wrap("recording the batch", tx.Commit())
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+const batchCols = `id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, executed_at, status, outcome`
+
+func scanBatch(sc interface{ Scan(...any) error }) (*Batch, error) {
+	var b Batch
+	var at, until, executed sql.NullString
+	var outcome string
+	if err := sc.Scan(&b.ID, &b.Broker, &b.Action, &b.By, &at, &b.Why, &b.Owner, &until, &b.Selection, &b.Size,
+		&b.Destination, &executed, &b.Status, &outcome); err != nil {
+		return nil, err
+	}
+	b.At, b.Until, b.ExecutedAt = parseTime(at), parseTime(until), parseTime(executed)
+	_ = json.Unmarshal([]byte(outcome), &b.Outcome)
+	return &b, nil
+}
+
+// Batch returns a batch by id or by a unique prefix of its id.
+func (s *Store) Batch(ctx context.Context, id string) (*Batch, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT `+batchCols+` FROM batches WHERE id = ? OR id LIKE ? ORDER BY id LIMIT 3`), id, escapeLike(id)+"%")
+	if err != nil {
+		return nil, s.wrap("reading the batch", err)
+	}
+	defer rows.Close()
+	var found []*Batch
+	for rows.Next() {
+		b, err := scanBatch(rows)
+		if err != nil {
+			return nil, s.wrap("reading the batch", err)
+		}
+		if b.ID == id {
+			return b, nil
+		}
+		found = append(found, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("reading the batch", err)
+	}
+	switch len(found) {
+	case 0:
+		return nil, fmt.Errorf("%w: no batch %q (see dlqctl decisions ls)", ErrNotFound, id)
+	case 1:
+		return found[0], nil
+	}
+	return nil, fmt.Errorf("%w: batch id %q is ambiguous; give more of it", ErrNotFound, id)
+}
+
+func escapeLike(s string) string {
+	return strings.NewReplacer("%", "", "_", "").Replace(s)
+}
+
+// BatchFilter narrows Batches.
+type BatchFilter struct {
+	Broker string // "" = every broker
+	Action string
+	Since  time.Time
+	Limit  int
+}
+
+// Batches lists batches, newest first.
+func (s *Store) Batches(ctx context.Context, f BatchFilter) ([]Batch, error) {
+	q := `SELECT ` + batchCols + ` FROM batches WHERE 1=1`
+	var args []any
+	if f.Broker != "" {
+		q += ` AND broker = ?`
+		args = append(args, f.Broker)
+	}
+	if f.Action != "" {
+		q += ` AND action = ?`
+		args = append(args, f.Action)
+	}
+	if !f.Since.IsZero() {
+		q += ` AND at >= ?`
+		args = append(args, fmtTime(f.Since))
+	}
+	q += ` ORDER BY at DESC, id DESC`
+	if f.Limit > 0 {
+		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
+	}
+	rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
+	if err != nil {
+		return nil, s.wrap("listing batches", err)
+	}
+	defer rows.Close()
+	var out []Batch
+	for rows.Next() {
+		b, err := scanBatch(rows)
+		if err != nil {
+			return nil, s.wrap("listing batches", err)
+		}
+		out = append(out, *b)
+	}
+	return out, s.wrap("listing batches", rows.Err())
+}
+
+// Manifest returns a batch's frozen addresses in their recorded order.
+func (s *Store) Manifest(ctx context.Context, batchID string) ([]ManifestItem, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT partition_id, transaction_id, queue, partition_name, groups, error, retry_count, failed_at, payload, undecryptable
+		FROM batch_items WHERE batch_id = ? ORDER BY seq`), batchID)
+	if err != nil {
+		return nil, s.wrap("reading the manifest", err)
+	}
+	defer rows.Close()
+	var out []ManifestItem
+	for rows.Next() {
+		var it ManifestItem
+		var groups string
+		var failed, payload sql.NullString
+		var undec int
+		if err := rows.Scan(&it.Address.PartitionID, &it.Address.TransactionID, &it.Queue, &it.Partition, &groups, &it.Error,
+			&it.RetryCount, &failed, &payload, &undec); err != nil {
+			return nil, s.wrap("reading the manifest", err)
+		}
+		_ = json.Unmarshal([]byte(groups), &it.Groups)
+		it.FailedAt = parseTime(failed)
+		if payload.Valid {
+			it.Payload = json.RawMessage(payload.String)
+		}
+		it.Undecryptable = undec != 0
+		out = append(out, it)
+	}
+	return out, s.wrap("reading the manifest", rows.Err())
+}
+
+// SetBatchStatus records an execution's progress and outcome counts.
+func (s *Store) SetBatchStatus(ctx context.Context, id, status string, executedAt time.Time, outcome map[string]int) error {
+	out, _ := json.Marshal(outcome)
+	_, err := s.exec(ctx, s.db, `UPDATE batches SET status = ?, executed_at = COALESCE(executed_at, ?), outcome = ? WHERE id = ?`,
+		status, nullTime(executedAt), string(out), id)
+	return s.wrap("recording the batch outcome", err)
+}
+
+// Decision is the latest decision that covers an address.
+type Decision struct {
+	BatchID string    `json:"batchId"`
+	Action  string    `json:"action"`
+	By      string    `json:"by"`
+	At      time.Time `json:"at"`
+	Why     string    `json:"why"`
+	Until   time.Time `json:"until,omitzero"`
+	Status  string    `json:"status"`
+}
+
+// Label is the DECISION column's text: "replay", "hold until …", etc.
+func (d Decision) Label(now time.Time) string {
+	if d.Action == ActionHold {
+		if !d.Until.IsZero() && now.After(d.Until) {
+			return "hold (expired)"
+		}
+		return "hold"
+	}
+	if d.Status == StatusDone {
+		return d.Action + "d"
+	}
+	return d.Action
+}
+
+// Active reports whether the decision stops the undecided alert at now: a
+// hold only until its until.
+func (d Decision) Active(now time.Time) bool {
+	if d.Action == ActionHold {
+		return d.Until.IsZero() || now.Before(d.Until)
+	}
+	return true
+}
+
+// LatestDecisions returns, for every address of a broker that any batch
+// covers, its latest decision. It reads the whole decision history of the
+// broker once (one query), so callers join in memory.
+func (s *Store) LatestDecisions(ctx context.Context, broker string) (map[client.Address]Decision, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT bi.partition_id, bi.transaction_id, b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status
+		FROM batch_items bi JOIN batches b ON b.id = bi.batch_id WHERE bi.broker = ? ORDER BY b.at, b.id`), broker)
+	if err != nil {
+		return nil, s.wrap("reading decisions", err)
+	}
+	defer rows.Close()
+	out := map[client.Address]Decision{}
+	for rows.Next() {
+		var a client.Address
+		var d Decision
+		var at, until sql.NullString
+		if err := rows.Scan(&a.PartitionID, &a.TransactionID, &d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status); err != nil {
+			return nil, s.wrap("reading decisions", err)
+		}
+		d.At, d.Until = parseTime(at), parseTime(until)
+		out[a] = d
+	}
+	return out, s.wrap("reading decisions", rows.Err())
+}
+
+// DecisionsFor returns every decision that covered an address, oldest first.
+func (s *Store) DecisionsFor(ctx context.Context, broker string, a client.Address) ([]Decision, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status
+		FROM batch_items bi JOIN batches b ON b.id = bi.batch_id
+		WHERE bi.broker = ? AND bi.partition_id = ? AND bi.transaction_id = ? ORDER BY b.at, b.id`), broker, a.PartitionID, a.TransactionID)
+	if err != nil {
+		return nil, s.wrap("reading decisions", err)
+	}
+	defer rows.Close()
+	var out []Decision
+	for rows.Next() {
+		var d Decision
+		var at, until sql.NullString
+		if err := rows.Scan(&d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status); err != nil {
+			return nil, s.wrap("reading decisions", err)
+		}
+		d.At, d.Until = parseTime(at), parseTime(until)
+		out = append(out, d)
+	}
+	return out, s.wrap("reading decisions", rows.Err())
+}
+
+// AuditEntry is one line of the append-only audit.
+type AuditEntry struct {
+	At      time.Time `json:"at"`
+	Broker  string    `json:"broker"`
+	BatchID string    `json:"batchId,omitempty"`
+	Kind    string    `json:"kind"`
+	By      string    `json:"by,omitempty"`
+	Detail  string    `json:"detail"`
+}
+
+// Audit appends an entry.
+func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
+	return s.auditTx(ctx, s.db, e.At, e.Broker, e.BatchID, e.Kind, e.By, e.Detail)
+}
+
+func (s *Store) auditTx(ctx context.Context, q execer, at time.Time, broker, batch, kind, by, detail string) error {
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	id := fmtTime(at) + "-" + hex.EncodeToString(r[:])
+	_, err := s.exec(ctx, q, `INSERT INTO audit (id, at, broker, batch_id, kind, by_name, detail) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		id, fmtTime(at), broker, batch, kind, by, detail)
+	return s.wrap("writing the audit", err)
+}
+
+// AuditFor returns a batch's audit entries, oldest first.
+func (s *Store) AuditFor(ctx context.Context, batchID string) ([]AuditEntry, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT at, broker, batch_id, kind, by_name, detail FROM audit WHERE batch_id = ? ORDER BY id`), batchID)
+	if err != nil {
+		return nil, s.wrap("reading the audit", err)
+	}
+	defer rows.Close()
+	var out []AuditEntry
+	for rows.Next() {
+		var e AuditEntry
+		var at sql.NullString
+		if err := rows.Scan(&at, &e.Broker, &e.BatchID, &e.Kind, &e.By, &e.Detail); err != nil {
+			return nil, s.wrap("reading the audit", err)
+		}
+		e.At = parseTime(at)
+		out = append(out, e)
+	}
+	return out, s.wrap("reading the audit", rows.Err())
+}
+
+var errNoRows = sql.ErrNoRows
+
+func isNoRows(err error) bool { return errors.Is(err, errNoRows) }
+
+// DecisionLatencies returns, for every address first decided since
+// `since`, the time from its failure to that first decision.
+func (s *Store) DecisionLatencies(ctx context.Context, broker string, since time.Time) ([]time.Duration, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT bi.partition_id, bi.transaction_id, bi.failed_at, MIN(b.at)
+		FROM batch_items bi JOIN batches b ON b.id = bi.batch_id WHERE bi.broker = ?
+		GROUP BY bi.partition_id, bi.transaction_id, bi.failed_at`), broker)
+	if err != nil {
+		return nil, s.wrap("reading decision times", err)
+	}
+	defer rows.Close()
+	var out []time.Duration
+	for rows.Next() {
+		var p, t string
+		var failed, first sql.NullString
+		if err := rows.Scan(&p, &t, &failed, &first); err != nil {
+			return nil, s.wrap("reading decision times", err)
+		}
+		f, d := parseTime(failed), parseTime(first)
+		if d.Before(since) || f.IsZero() {
+			continue
+		}
+		out = append(out, d.Sub(f))
+	}
+	return out, s.wrap("reading decision times", rows.Err())
+}
+
+// OutcomeCounts counts journal outcomes (replayed, duplicate, gone,
+// discarded) of entries updated since `since`.
+func (s *Store) OutcomeCounts(ctx context.Context, broker string, since time.Time) (map[string]int, []string, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT outcome, state, replay_txid FROM journal WHERE broker = ? AND updated_at >= ?`), broker, fmtTime(since))
+	if err != nil {
+		return nil, nil, s.wrap("reading outcomes", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	var txids []string
+	for rows.Next() {
+		var outcome, state, txid string
+		if err := rows.Scan(&outcome, &state, &txid); err != nil {
+			return nil, nil, s.wrap("reading outcomes", err)
+		}
+		key := outcome
+		if key == "" || state == Failed || state == Unknown {
+			key = state
+		}
+		out[key]++
+		if txid != "" {
+			txids = append(txids, txid)
+		}
+	}
+	return out, txids, s.wrap("reading outcomes", rows.Err())
+}

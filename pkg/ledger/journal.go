@@ -1,0 +1,211 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+)
+
+// Journal states of an address. An address's journal outlives its batch.
+const (
+	Pending   = "pending"   // enrolled, nothing sent
+	Inflight  = "inflight"  // a publish was sent; its outcome is not recorded yet
+	Published = "published" // the broker accepted the publish; the row may remain
+	Removed   = "removed"   // published (or discarded) and the row is gone
+	Failed    = "failed"    // the broker refused; safe to try again
+	Unknown   = "unknown"   // an endpoint call's answer was lost and the row is still there
+	Skipped   = "skipped"   // deliberately not executed (undecryptable, generation cap)
+)
+
+// ErrClaimed: another live process holds the address.
+var ErrClaimed = errors.New("claimed by another run")
+
+// ErrLostClaim: the claim expired and was taken over while we worked.
+var ErrLostClaim = errors.New("claim lost to another run")
+
+// Entry is an address's journal.
+type Entry struct {
+	Broker     string         `json:"broker"`
+	Address    client.Address `json:"address"`
+	State      string         `json:"state"`
+	BatchID    string         `json:"batchId"`
+	Action     string         `json:"action"`
+	Generation int            `json:"generation"`
+	ReplayTxID string         `json:"replayTransactionId,omitempty"`
+	Via        string         `json:"via,omitempty"`
+	Outcome    string         `json:"outcome,omitempty"`
+	Attempts   int            `json:"attempts"`
+	LastError  string         `json:"lastError,omitempty"`
+	UpdatedAt  time.Time      `json:"updatedAt"`
+	ClaimOwner string         `json:"-"`
+}
+
+// Enroll makes sure every address has a journal entry, inserting pending
+// ones for addresses the journal has never seen. Existing entries keep
+// their state: that is what makes a second run of the same selection
+// publish nothing again.
+func (s *Store) Enroll(ctx context.Context, broker, batchID, action string, addrs []client.Address, gens []int, now time.Time) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap("enrolling addresses", err)
+	}
+	defer tx.Rollback()
+	stmt, err := tx.PrepareContext(ctx, s.rebind(`INSERT INTO journal (broker, partition_id, transaction_id, state, batch_id, action, generation, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (broker, partition_id, transaction_id) DO NOTHING`))
+	if err != nil {
+		return s.wrap("enrolling addresses", err)
+	}
+	defer stmt.Close()
+	for i, a := range addrs {
+		if _, err := stmt.ExecContext(ctx, broker, a.PartitionID, a.TransactionID, Pending, batchID, action, gens[i], fmtTime(now)); err != nil {
+			return s.wrap("enrolling addresses", err)
+		}
+	}
+	return s.wrap("enrolling addresses", tx.Commit())
+}
+
+const entryCols = `broker, partition_id, transaction_id, state, batch_id, action, generation, replay_txid, via, outcome, attempts, last_error, updated_at, claim_owner`
+
+func scanEntry(sc interface{ Scan(...any) error }) (*Entry, error) {
+	var e Entry
+	var updated, owner sql.NullString
+	if err := sc.Scan(&e.Broker, &e.Address.PartitionID, &e.Address.TransactionID, &e.State, &e.BatchID, &e.Action, &e.Generation,
+		&e.ReplayTxID, &e.Via, &e.Outcome, &e.Attempts, &e.LastError, &updated, &owner); err != nil {
+		return nil, err
+	}
+	e.UpdatedAt = parseTime(updated)
+	e.ClaimOwner = owner.String
+	return &e, nil
+}
+
+// Entry returns an address's journal, or nil when it has none.
+func (s *Store) Entry(ctx context.Context, broker string, a client.Address) (*Entry, error) {
+	e, err := scanEntry(s.db.QueryRowContext(ctx, s.rebind(`SELECT `+entryCols+` FROM journal WHERE broker = ? AND partition_id = ? AND transaction_id = ?`),
+		broker, a.PartitionID, a.TransactionID))
+	if isNoRows(err) {
+		return nil, nil
+	}
+	return e, s.wrap("reading the journal", err)
+}
+
+// BatchEntries returns the journal entries currently attributed to a batch.
+func (s *Store) BatchEntries(ctx context.Context, batchID string) ([]Entry, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT `+entryCols+` FROM journal WHERE batch_id = ? ORDER BY partition_id, transaction_id`), batchID)
+	if err != nil {
+		return nil, s.wrap("reading the journal", err)
+	}
+	defer rows.Close()
+	var out []Entry
+	for rows.Next() {
+		e, err := scanEntry(rows)
+		if err != nil {
+			return nil, s.wrap("reading the journal", err)
+		}
+		out = append(out, *e)
+	}
+	return out, s.wrap("reading the journal", rows.Err())
+}
+
+// Claim takes an address for owner until now+lease and returns its entry.
+// A claim held by a live other owner fails with ErrClaimed; one whose
+// lease ran out, or whose owner is a dead process on this host, is taken
+// over. The entry keeps the batch that last acted on it until Save. The conditional UPDATE is atomic on both engines, so two runs
+// never hold one address at once.
+func (s *Store) Claim(ctx context.Context, broker string, a client.Address, owner string, now time.Time, lease time.Duration) (*Entry, error) {
+	res, err := s.exec(ctx, s.db, `UPDATE journal SET claim_owner = ?, claim_until = ?
+		WHERE broker = ? AND partition_id = ? AND transaction_id = ? AND (claim_owner IS NULL OR claim_owner = ? OR claim_until < ?)`,
+		owner, fmtTime(now.Add(lease)), broker, a.PartitionID, a.TransactionID, owner, fmtTime(now))
+	if err != nil {
+		return nil, s.wrap("claiming an address", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		e, err := s.Entry(ctx, broker, a)
+		if err != nil {
+			return nil, err
+		}
+		if e == nil {
+			return nil, fmt.Errorf("%w: %s is not enrolled", ErrNotFound, a)
+		}
+		if OwnerAlive(e.ClaimOwner) {
+			return nil, fmt.Errorf("%s: %w (%s)", a, ErrClaimed, e.ClaimOwner)
+		}
+		res, err = s.exec(ctx, s.db, `UPDATE journal SET claim_owner = ?, claim_until = ?
+			WHERE broker = ? AND partition_id = ? AND transaction_id = ? AND claim_owner = ?`,
+			owner, fmtTime(now.Add(lease)), broker, a.PartitionID, a.TransactionID, e.ClaimOwner)
+		if err != nil {
+			return nil, s.wrap("claiming an address", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil, fmt.Errorf("%s: %w", a, ErrClaimed)
+		}
+	}
+	e, err := s.Entry(ctx, broker, a)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Save writes an entry's state while owner holds its claim; release drops
+// the claim in the same statement.
+func (s *Store) Save(ctx context.Context, e *Entry, owner string, now time.Time, release bool) error {
+	var claim any = owner
+	if release {
+		claim = nil
+	}
+	res, err := s.exec(ctx, s.db, `UPDATE journal SET state = ?, batch_id = ?, action = ?, generation = ?, replay_txid = ?, via = ?, outcome = ?, attempts = ?, last_error = ?,
+		updated_at = ?, claim_owner = ?, claim_until = CASE WHEN ? = 1 THEN NULL ELSE claim_until END
+		WHERE broker = ? AND partition_id = ? AND transaction_id = ? AND claim_owner = ?`,
+		e.State, e.BatchID, e.Action, e.Generation, e.ReplayTxID, e.Via, e.Outcome, e.Attempts, truncate(e.LastError, 500),
+		fmtTime(now), claim, boolInt(release), e.Broker, e.Address.PartitionID, e.Address.TransactionID, owner)
+	if err != nil {
+		return s.wrap("writing the journal", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%s: %w", e.Address, ErrLostClaim)
+	}
+	e.UpdatedAt = now
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// NewOwner names this process as a claim owner: host, pid and a nonce.
+func NewOwner(nonce string) string {
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d:%s", h, os.Getpid(), nonce)
+}
+
+// OwnerAlive reports whether a claim owner may still be working: owners on
+// other hosts are presumed alive (their lease decides); on this host the
+// process must exist.
+func OwnerAlive(owner string) bool {
+	if owner == "" {
+		return false
+	}
+	parts := strings.Split(owner, ":")
+	if len(parts) < 3 {
+		return true
+	}
+	host, _ := os.Hostname()
+	if parts[0] != host {
+		return true
+	}
+	pid, err := strconv.Atoi(parts[1])
+	if err != nil {
+		return true
+	}
+	return processAlive(pid)
+}

@@ -1,0 +1,231 @@
+// Package ledger is dlqctl's durable store: batches and their frozen
+// manifests, the per-address replay journal, the archive of every dead
+// letter seen, and an append-only audit. One schema and one code path run
+// on SQLite (modernc.org/sqlite, the embedded default) and PostgreSQL
+// (pgx), which is how a team shares one ledger.
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
+	_ "modernc.org/sqlite"             // registers "sqlite"
+)
+
+// Errors the exit-code mapper switches on.
+var (
+	// ErrBadDSN: the ledger DSN cannot be used as written (exit 2).
+	ErrBadDSN = errors.New("invalid ledger")
+	// ErrUnavailable: the ledger cannot be reached (exit 3).
+	ErrUnavailable = errors.New("ledger unavailable")
+	// ErrNotFound: no such batch (exit 5).
+	ErrNotFound = errors.New("not found in the ledger")
+)
+
+// Engine names the database behind a Store.
+type Engine string
+
+// The engines.
+const (
+	SQLite   Engine = "sqlite"
+	Postgres Engine = "postgres"
+)
+
+// Store is an open ledger.
+type Store struct {
+	db     *sql.DB
+	engine Engine
+	shown  string // the DSN with any password removed
+}
+
+// Engine returns the database kind.
+func (s *Store) Engine() Engine { return s.engine }
+
+// String is the DSN without its password.
+func (s *Store) String() string { return s.shown }
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// DB exposes the database for tests and benchmarks.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// ParseDSN tells the engine and the driver's data source from a ledger
+// DSN: sqlite:///path, a bare path, or postgres(ql)://...
+func ParseDSN(dsn string) (Engine, string, string, error) {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		u, err := url.Parse(dsn)
+		if err != nil || u.Host == "" {
+			return "", "", "", fmt.Errorf("%w: cannot parse the PostgreSQL DSN %s: want postgres://user:pass@host/db", ErrBadDSN, redactDSN(dsn))
+		}
+		return Postgres, dsn, u.Redacted(), nil
+	case strings.HasPrefix(dsn, "sqlite://"):
+		p := strings.TrimPrefix(dsn, "sqlite://")
+		if i := strings.IndexByte(p, '?'); i >= 0 {
+			p = p[:i]
+		}
+		if p == "" {
+			return "", "", "", fmt.Errorf("%w: %q names no file: want sqlite:///path/to/ledger.db", ErrBadDSN, dsn)
+		}
+		return SQLite, p, "sqlite://" + p, nil
+	case strings.Contains(dsn, "://"):
+		scheme, _, _ := strings.Cut(dsn, "://")
+		return "", "", "", fmt.Errorf("%w: unknown ledger scheme %q: use sqlite:///path or postgres://user@host/db", ErrBadDSN, scheme)
+	case dsn == "":
+		return "", "", "", fmt.Errorf("%w: empty ledger DSN", ErrBadDSN)
+	}
+	return SQLite, dsn, "sqlite://" + dsn, nil
+}
+
+func redactDSN(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil {
+		return u.Redacted()
+	}
+	// Unparseable: drop everything between "://" and "@".
+	if i, j := strings.Index(dsn, "://"), strings.LastIndex(dsn, "@"); i >= 0 && j > i {
+		return dsn[:i+3] + "xxxxx" + dsn[j:]
+	}
+	return dsn
+}
+
+// Open opens (creating and migrating as needed) the ledger at dsn.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	engine, source, shown, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{engine: engine, shown: shown}
+	switch engine {
+	case SQLite:
+		if err := os.MkdirAll(filepath.Dir(source), 0o700); err != nil {
+			return nil, fmt.Errorf("%w: creating the ledger's folder: %v", ErrBadDSN, err)
+		}
+		q := url.Values{}
+		q.Add("_pragma", "busy_timeout(15000)")
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(NORMAL)")
+		q.Add("_pragma", "foreign_keys(ON)")
+		q.Set("_txlock", "immediate")
+		s.db, err = sql.Open("sqlite", "file:"+source+"?"+q.Encode())
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrBadDSN, shown, err)
+		}
+	case Postgres:
+		s.db, err = sql.Open("pgx", source)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrBadDSN, shown, scrub(err, source))
+		}
+		s.db.SetMaxOpenConns(8)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := s.db.PingContext(pctx); err != nil {
+		s.db.Close()
+		if engine == SQLite {
+			return nil, fmt.Errorf("%w: cannot open %s: %v", ErrBadDSN, shown, firstLine(err))
+		}
+		return nil, fmt.Errorf("%w: cannot reach %s: %v", ErrUnavailable, shown, scrub(err, source))
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}
+
+// scrub keeps the password out of driver errors, which sometimes quote
+// the connection string.
+func scrub(err error, dsn string) string {
+	msg := firstLine(err)
+	if u, perr := url.Parse(dsn); perr == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		}
+	}
+	return msg
+}
+
+// rebind turns ? placeholders into $1, $2, … for PostgreSQL.
+func (s *Store) rebind(q string) string {
+	if s.engine != Postgres {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(q[i])
+	}
+	return b.String()
+}
+
+func (s *Store) exec(ctx context.Context, q execer, query string, args ...any) (sql.Result, error) {
+	return q.ExecContext(ctx, s.rebind(query), args...)
+}
+
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// wrap turns a driver error into a ledger error that names the store.
+func (s *Store) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	msg := firstLine(err)
+	if strings.Contains(msg, "readonly") || strings.Contains(msg, "read-only") || strings.Contains(msg, "read only") {
+		return fmt.Errorf("%w: %s: %s: the ledger is read-only (check file permissions, or point --ledger elsewhere)", ErrBadDSN, s.shown, op)
+	}
+	return fmt.Errorf("%w: %s: %s: %s", ErrUnavailable, s.shown, op, msg)
+}
+
+// ts is the one timestamp format in the ledger: fixed-width UTC with
+// milliseconds, so text order is time order on both engines.
+const ts = "2006-01-02T15:04:05.000Z"
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(ts)
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return fmtTime(t)
+}
+
+func parseTime(s sql.NullString) time.Time {
+	if !s.Valid || s.String == "" {
+		return time.Time{}
+	}
+	t, _ := time.Parse(ts, s.String)
+	return t
+}

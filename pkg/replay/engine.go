@@ -1,0 +1,709 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"golang.org/x/time/rate"
+)
+
+// Broker is what the engine needs of the broker; *client.Client is one.
+type Broker interface {
+	Rows(ctx context.Context, q client.ListQuery) iter.Seq2[client.Row, error]
+	Get(ctx context.Context, a client.Address) (*client.Message, error)
+	Push(ctx context.Context, items []client.PushItem) ([]client.PushResult, error)
+	Retry(ctx context.Context, a client.Address) (*client.RetryResult, error)
+	Delete(ctx context.Context, a client.Address) error
+}
+
+// Journal is what the engine needs of the ledger; *ledger.Store is one.
+type Journal interface {
+	Enroll(ctx context.Context, broker, batchID, action string, addrs []client.Address, gens []int, now time.Time) error
+	Claim(ctx context.Context, broker string, a client.Address, owner string, now time.Time, lease time.Duration) (*ledger.Entry, error)
+	Save(ctx context.Context, e *ledger.Entry, owner string, now time.Time, release bool) error
+}
+
+// Archive keeps rows before they are deleted (rm archives first).
+type Archive func(ctx context.Context, rows []client.Row) error
+
+// Options configure an execution.
+type Options struct {
+	Action  string // Replay or Discard
+	Broker  string // the broker URL the journal files entries under
+	BatchID string
+	Owner   string // claim owner (ledger.NewOwner)
+	// Fresh: the items come from a snapshot taken just now (every one is in
+	// the DLQ), not from a recorded manifest.
+	Fresh bool
+
+	Rate        float64 // per second; 0 = unlimited
+	Burst       int
+	Concurrency int
+
+	Via           string // auto, endpoint, manual
+	ToQueue       string
+	Transform     func(json.RawMessage) (json.RawMessage, error)
+	MaxFailures   int // stop scheduling after this many failures; 0 = never
+	MaxGeneration int // refuse replays past this generation; 0 = no cap
+	RetryUnknown  bool
+
+	Canary        int
+	CanaryWait    time.Duration
+	MaxRefailures int // pause when this many replayed messages failed again; 0 = never
+	RefailEvery   time.Duration
+
+	// Absent names manifest addresses no longer dead-lettered (a recorded
+	// batch executed later): nothing is sent for them.
+	Absent map[client.Address]bool
+
+	Archive Archive
+	Lease   time.Duration
+	Now     func() time.Time
+	Sleep   func(context.Context, time.Duration) error
+	// Progress is told each address as it completes.
+	Progress func(done int)
+}
+
+// AddrResult is an address the report lists.
+type AddrResult struct {
+	Address client.Address `json:"address"`
+	Reason  string         `json:"reason"`
+}
+
+// Report is the outcome of an execution.
+type Report struct {
+	BatchID           string        `json:"batchId"`
+	Action            string        `json:"action"`
+	Total             int           `json:"total"`
+	Replayed          int           `json:"replayed"`
+	Duplicate         int           `json:"duplicateSuppressed"`
+	Discarded         int           `json:"discarded"`
+	AlreadyGone       int           `json:"alreadyGone"`
+	AlreadyDone       int           `json:"alreadyDone"`
+	Failed            int           `json:"failed"`
+	Unknown           int           `json:"unknown"`
+	SkippedEncrypted  int           `json:"skippedEncrypted"`
+	SkippedGeneration int           `json:"skippedGeneration"`
+	Claimed           int           `json:"claimedElsewhere"`
+	Refailed          int           `json:"refailed"`
+	NotStarted        int           `json:"notStarted"`
+	Interrupted       bool          `json:"interrupted"`
+	Stopped           string        `json:"stopped,omitempty"` // why scheduling stopped early
+	Elapsed           time.Duration `json:"-"`
+	ElapsedSecs       float64       `json:"elapsedSeconds"`
+	Listed            []AddrResult  `json:"addresses,omitempty"` // failed, unknown, skipped
+	ReplayTxIDs       []string      `json:"-"`
+}
+
+// Outcome is the report as the ledger's outcome counts.
+func (r *Report) Outcome() map[string]int {
+	m := map[string]int{}
+	add := func(k string, v int) {
+		if v != 0 {
+			m[k] = v
+		}
+	}
+	add("replayed", r.Replayed)
+	add("duplicate", r.Duplicate)
+	add("discarded", r.Discarded)
+	add("alreadyGone", r.AlreadyGone)
+	add("alreadyDone", r.AlreadyDone)
+	add("failed", r.Failed)
+	add("unknown", r.Unknown)
+	add("skippedEncrypted", r.SkippedEncrypted)
+	add("skippedGeneration", r.SkippedGeneration)
+	add("claimedElsewhere", r.Claimed)
+	add("refailed", r.Refailed)
+	add("notStarted", r.NotStarted)
+	return m
+}
+
+// Clean reports whether nothing failed and nothing is left unresolved.
+func (r *Report) Clean() bool {
+	return r.Failed == 0 && r.Unknown == 0 && r.NotStarted == 0 && !r.Interrupted && r.Stopped == ""
+}
+
+// Engine executes one batch.
+type Engine struct {
+	b       Broker
+	j       Journal
+	o       Options
+	lim     *rate.Limiter
+	noRetry atomic.Bool // the broker has no /retry route
+
+	mu     sync.Mutex
+	rep    Report
+	txids  map[string]bool
+	failed int
+	done   int
+}
+
+// NewEngine prepares an execution.
+func NewEngine(b Broker, j Journal, o Options) *Engine {
+	if o.Concurrency <= 0 {
+		o.Concurrency = 1
+	}
+	if o.Burst <= 0 {
+		o.Burst = 1
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Sleep == nil {
+		o.Sleep = func(ctx context.Context, d time.Duration) error {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-t.C:
+				return nil
+			}
+		}
+	}
+	if o.Lease <= 0 {
+		o.Lease = 5 * time.Minute
+	}
+	if o.Via == "" {
+		o.Via = ViaAuto
+	}
+	if o.RefailEvery <= 0 {
+		o.RefailEvery = 5 * time.Second
+	}
+	lim := rate.NewLimiter(rate.Inf, 0)
+	if o.Rate > 0 {
+		lim = rate.NewLimiter(rate.Limit(o.Rate), o.Burst)
+	}
+	return &Engine{b: b, j: j, o: o, lim: lim, txids: map[string]bool{}}
+}
+
+// Run executes items. ctx stops scheduling (SIGINT): calls already sent
+// finish under their own timeout and are journaled, then Run returns with
+// Interrupted set.
+func (e *Engine) Run(ctx context.Context, items []Item) (*Report, error) {
+	start := e.o.Now()
+	e.rep = Report{BatchID: e.o.BatchID, Action: e.o.Action, Total: len(items)}
+	addrs := make([]client.Address, len(items))
+	gens := make([]int, len(items))
+	for i, it := range items {
+		addrs[i] = it.Address
+		gens[i] = Generation(it.Address.TransactionID)
+	}
+	// Journal writes must land even after SIGINT: they record what happened.
+	jctx := context.WithoutCancel(ctx)
+	if err := e.j.Enroll(jctx, e.o.Broker, e.o.BatchID, e.o.Action, addrs, gens, e.o.Now()); err != nil {
+		return nil, err
+	}
+	rest := items
+	if e.o.Action == Replay && e.o.Canary > 0 && len(items) > e.o.Canary {
+		if err := e.runItems(ctx, items[:e.o.Canary], 1); err != nil {
+			return nil, err
+		}
+		rest = items[e.o.Canary:]
+		if ctx.Err() == nil && e.rep.Stopped == "" {
+			if err := e.o.Sleep(ctx, e.o.CanaryWait); err == nil {
+				n, err := e.refailures(ctx)
+				if err != nil {
+					return nil, err
+				}
+				if n > 0 {
+					e.rep.Refailed = n
+					e.rep.Stopped = fmt.Sprintf("canary: %d of %d canary message(s) came back to the DLQ", n, e.o.Canary)
+				}
+			}
+		}
+	}
+	if ctx.Err() == nil && e.rep.Stopped == "" {
+		if err := e.runItems(ctx, rest, e.o.Concurrency); err != nil {
+			return nil, err
+		}
+	}
+	e.rep.Interrupted = ctx.Err() != nil
+	e.rep.NotStarted = len(items) - e.done
+	e.rep.Elapsed = e.o.Now().Sub(start)
+	e.rep.ElapsedSecs = e.rep.Elapsed.Seconds()
+	sort.Slice(e.rep.Listed, func(i, j int) bool { return e.rep.Listed[i].Address.String() < e.rep.Listed[j].Address.String() })
+	for t := range e.txids {
+		e.rep.ReplayTxIDs = append(e.rep.ReplayTxIDs, t)
+	}
+	sort.Strings(e.rep.ReplayTxIDs)
+	return &e.rep, nil
+}
+
+func (e *Engine) stopped() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.rep.Stopped != ""
+}
+
+func (e *Engine) stop(reason string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.rep.Stopped == "" {
+		e.rep.Stopped = reason
+	}
+}
+
+// runItems feeds items to workers until done, stopped or interrupted.
+func (e *Engine) runItems(ctx context.Context, items []Item, workers int) error {
+	feed := make(chan Item)
+	var wg sync.WaitGroup
+	var fatal error
+	var fatalOnce sync.Once
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range feed {
+				if err := e.one(ctx, it); err != nil {
+					fatalOnce.Do(func() { fatal = err })
+					e.stop("ledger error: " + err.Error())
+				}
+			}
+		}()
+	}
+	lastCheck := e.o.Now()
+	for _, it := range items {
+		if ctx.Err() != nil || e.stopped() {
+			break
+		}
+		// The limiter paces scheduling, so in-flight calls never exceed
+		// the workers and the start rate never exceeds --rate.
+		if err := e.lim.Wait(ctx); err != nil {
+			break
+		}
+		if e.o.MaxRefailures > 0 && e.o.Now().Sub(lastCheck) >= e.o.RefailEvery {
+			lastCheck = e.o.Now()
+			if n, err := e.refailures(ctx); err == nil && n >= e.o.MaxRefailures {
+				e.mu.Lock()
+				e.rep.Refailed = n
+				e.mu.Unlock()
+				e.stop(fmt.Sprintf("paused: %d replayed message(s) failed again (--max-refailures %d)", n, e.o.MaxRefailures))
+				break
+			}
+		}
+		select {
+		case feed <- it:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(feed)
+	wg.Wait()
+	if e.o.MaxRefailures > 0 && e.rep.Stopped == "" && ctx.Err() == nil {
+		if n, err := e.refailures(ctx); err == nil {
+			e.rep.Refailed = n
+			if n >= e.o.MaxRefailures {
+				e.stop(fmt.Sprintf("paused: %d replayed message(s) failed again (--max-refailures %d)", n, e.o.MaxRefailures))
+			}
+		}
+	}
+	return fatal
+}
+
+// refailures counts dead letters whose transaction id is one this run
+// replayed as: the replay failed again.
+func (e *Engine) refailures(ctx context.Context) (int, error) {
+	e.mu.Lock()
+	ids := make(map[string]bool, len(e.txids))
+	for t := range e.txids {
+		ids[t] = true
+	}
+	e.mu.Unlock()
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	n := 0
+	for r, err := range e.b.Rows(ctx, client.ListQuery{Limit: 500}) {
+		if err != nil {
+			return 0, err
+		}
+		if ids[r.TransactionID] {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (e *Engine) record(f func(r *Report)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f(&e.rep)
+}
+
+func (e *Engine) list(a client.Address, reason string) {
+	e.record(func(r *Report) { r.Listed = append(r.Listed, AddrResult{Address: a, Reason: reason}) })
+}
+
+// one executes one address. Only ledger errors are returned: broker
+// errors are the address's outcome.
+func (e *Engine) one(ctx context.Context, it Item) error {
+	defer func() {
+		e.mu.Lock()
+		e.done++
+		d := e.done
+		e.mu.Unlock()
+		if e.o.Progress != nil {
+			e.o.Progress(d)
+		}
+	}()
+	// Calls already begun run to completion: interrupting between a push
+	// and its journal entry is what the journal exists to survive, but
+	// there is no reason to cause it.
+	cctx := context.WithoutCancel(ctx)
+	now := e.o.Now()
+	ent, err := e.j.Claim(cctx, e.o.Broker, it.Address, e.o.Owner, now, e.o.Lease)
+	if errors.Is(err, ledger.ErrClaimed) {
+		e.record(func(r *Report) { r.Claimed++ })
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if ent.State == ledger.Removed {
+		// Removed by an earlier run: done, unless a fresh snapshot saw it
+		// dead-lettered again; confirm with the broker, since another
+		// operator's batch may have removed it after our snapshot.
+		back := false
+		if e.o.Fresh {
+			present, err := e.rowPresent(cctx, it.Address)
+			if err != nil {
+				return e.settle(cctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) {
+					r.Failed++
+					r.Listed = append(r.Listed, AddrResult{it.Address, "failed: checking whether it is back in the DLQ: " + err.Error()})
+				})
+			}
+			back = present
+		}
+		if !back {
+			return e.settle(cctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) { r.AlreadyDone++ })
+		}
+		// A new generation, so the derived transaction id is not a duplicate.
+		ent.Generation++
+		ent.State, ent.ReplayTxID, ent.Via, ent.Outcome = ledger.Pending, "", "", ""
+	}
+	ent.BatchID = e.o.BatchID
+	if e.o.Absent[it.Address] && (ent.State == ledger.Pending || ent.State == ledger.Failed || ent.State == ledger.Skipped || ent.State == ledger.Unknown) {
+		return e.settle(cctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
+	}
+	if e.o.Action == Discard {
+		return e.discard(cctx, it, ent)
+	}
+	return e.replay(cctx, it, ent)
+}
+
+func (e *Engine) save(ctx context.Context, ent *ledger.Entry, release bool) error {
+	return e.j.Save(ctx, ent, e.o.Owner, e.o.Now(), release)
+}
+
+// settle records a final state, releases the claim and counts the outcome.
+func (e *Engine) settle(ctx context.Context, ent *ledger.Entry, state, outcome, lastErr string, count func(r *Report)) error {
+	ent.State, ent.Outcome, ent.LastError = state, outcome, lastErr
+	if err := e.save(ctx, ent, true); err != nil {
+		return err
+	}
+	e.record(count)
+	if state == ledger.Failed {
+		e.mu.Lock()
+		e.failed++
+		over := e.o.MaxFailures > 0 && e.failed >= e.o.MaxFailures
+		e.mu.Unlock()
+		if over {
+			e.stop(fmt.Sprintf("stopped after %d failure(s) (--max-failures %d)", e.o.MaxFailures, e.o.MaxFailures))
+		}
+	}
+	return nil
+}
+
+func (e *Engine) replay(ctx context.Context, it Item, ent *ledger.Entry) error {
+	a := it.Address
+	switch ent.State {
+	case ledger.Unknown:
+		if !e.o.RetryUnknown {
+			if err := e.save(ctx, ent, true); err != nil {
+				return err
+			}
+			e.record(func(r *Report) { r.Unknown++ })
+			e.list(a, "unknown: an endpoint replay's answer was lost and the row is still there; check the live queue, then re-run with --retry-unknown")
+			return nil
+		}
+		ent.State = ledger.Pending
+	case ledger.Published:
+		return e.finishDelete(ctx, ent, func(r *Report) { r.Replayed++ })
+	case ledger.Inflight:
+		if ent.Via == ViaEndpoint {
+			return e.resolveEndpoint(ctx, ent)
+		}
+		// Manual path: re-pushing the same derived id is safe.
+	}
+	ent.Action = Replay
+	if e.o.MaxGeneration > 0 && ent.Generation > e.o.MaxGeneration {
+		return e.settle(ctx, ent, ledger.Skipped, "generation-cap", "", func(r *Report) {
+			r.SkippedGeneration++
+			r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("skipped: generation %d is past --max-generation %d (it keeps failing after replays)", ent.Generation, e.o.MaxGeneration)})
+		})
+	}
+	payload := it.Newest().Data
+	if it.Undecryptable() || len(payload) == 0 {
+		// An older server's list shows the envelope; the detail route
+		// decrypts. Never push an envelope.
+		m, err := e.b.Get(ctx, a)
+		switch {
+		case errors.Is(err, client.ErrNoDeadLetterRow):
+			return e.settle(ctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
+		case err != nil:
+			return e.settle(ctx, ent, ledger.Failed, "", err.Error(), func(r *Report) {
+				r.Failed++
+				r.Listed = append(r.Listed, AddrResult{a, "failed: " + err.Error()})
+			})
+		}
+		payload = m.Payload
+	}
+	if client.IsEnvelope(payload) {
+		return e.settle(ctx, ent, ledger.Skipped, "undecryptable", "", func(r *Report) {
+			r.SkippedEncrypted++
+			r.Listed = append(r.Listed, AddrResult{a, "skipped: undecryptable envelope (wrong or rotated key); left in place"})
+		})
+	}
+	useEndpoint := e.o.Via == ViaEndpoint || (e.o.Via == ViaAuto && e.o.Transform == nil && e.o.ToQueue == "" && !e.noRetry.Load())
+	if ent.State == ledger.Inflight && ent.Via == ViaManual {
+		useEndpoint = false
+	}
+	if useEndpoint {
+		done, err := e.endpoint(ctx, ent)
+		if done || err != nil {
+			return err
+		}
+	}
+	return e.manual(ctx, it, ent, payload)
+}
+
+// endpoint replays through /retry. It reports done=false when the broker
+// has no such route and the manual path should be taken instead.
+func (e *Engine) endpoint(ctx context.Context, ent *ledger.Entry) (bool, error) {
+	a := ent.Address
+	ent.State, ent.Via = ledger.Inflight, ViaEndpoint
+	ent.Attempts++
+	if err := e.save(ctx, ent, false); err != nil {
+		return true, err
+	}
+	res, err := e.b.Retry(ctx, a)
+	var he *client.HTTPError
+	switch {
+	case err == nil:
+		if res.ReplayedAs != nil {
+			ent.ReplayTxID = res.ReplayedAs.TransactionID
+			e.mu.Lock()
+			e.txids[ent.ReplayTxID] = true
+			e.mu.Unlock()
+		}
+		ent.State = ledger.Published
+		ent.Outcome = "replayed"
+		if err := e.save(ctx, ent, false); err != nil {
+			return true, err
+		}
+		if !res.DLQRowRemoved {
+			// The message now exists twice; the row is ours to delete.
+			return true, e.finishDelete(ctx, ent, func(r *Report) { r.Replayed++ })
+		}
+		return true, e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+	case errors.Is(err, client.ErrRouteMissing):
+		e.noRetry.Store(true)
+		if e.o.Via == ViaEndpoint {
+			return true, e.settle(ctx, ent, ledger.Failed, "", "the broker has no /retry route; use --via manual or auto", func(r *Report) {
+				r.Failed++
+				r.Listed = append(r.Listed, AddrResult{a, "failed: the broker has no /retry route (use --via auto or manual)"})
+			})
+		}
+		ent.State, ent.Via = ledger.Pending, ""
+		return false, e.save(ctx, ent, false)
+	case errors.Is(err, client.ErrNoDeadLetterRow):
+		return true, e.settle(ctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
+	case errors.As(err, &he) && he.Err == nil && (he.Status == 503 || he.Status == 429 || he.Status == 401 || he.Status == 403):
+		// The broker answered that it did not take the call.
+		return true, e.settle(ctx, ent, ledger.Failed, "", err.Error(), func(r *Report) {
+			r.Failed++
+			r.Listed = append(r.Listed, AddrResult{a, "failed: " + err.Error()})
+		})
+	}
+	// The answer was lost: the push may or may not have happened.
+	return true, e.resolveEndpoint(ctx, ent)
+}
+
+// resolveEndpoint settles an endpoint call whose answer was lost by
+// looking at the row: gone means replayed; still there means unknown
+// (the push may have happened with dlqRowRemoved:false), left for a human
+// rather than risking a second copy.
+func (e *Engine) resolveEndpoint(ctx context.Context, ent *ledger.Entry) error {
+	present, err := e.rowPresent(ctx, ent.Address)
+	if err != nil {
+		ent.State = ledger.Inflight
+		if serr := e.save(ctx, ent, true); serr != nil {
+			return serr
+		}
+		e.record(func(r *Report) {
+			r.Failed++
+			r.Listed = append(r.Listed, AddrResult{ent.Address, "unresolved: the replay call's answer was lost and the row could not be checked: " + err.Error()})
+		})
+		return nil
+	}
+	if !present {
+		return e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+	}
+	return e.settle(ctx, ent, ledger.Unknown, "", "answer lost; row still dead-lettered", func(r *Report) {
+		r.Unknown++
+		r.Listed = append(r.Listed, AddrResult{ent.Address, "unknown: the replay call's answer was lost and the row is still there; check the live queue, then re-run with --retry-unknown"})
+	})
+}
+
+// rowPresent asks the broker whether the address is still dead-lettered.
+func (e *Engine) rowPresent(ctx context.Context, a client.Address) (bool, error) {
+	m, err := e.b.Get(ctx, a)
+	switch {
+	case errors.Is(err, client.ErrNoDeadLetterRow):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return m.Status == "" || m.Status == "dead_letter", nil
+}
+
+// manual replays by get-push-delete with the derived transaction id:
+// every retry of the push is safe, a repeat comes back "duplicate".
+func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload json.RawMessage) error {
+	a := it.Address
+	if e.o.Transform != nil {
+		out, err := e.o.Transform(payload)
+		if err != nil {
+			return e.settle(ctx, ent, ledger.Failed, "", "transform: "+err.Error(), func(r *Report) {
+				r.Failed++
+				r.Listed = append(r.Listed, AddrResult{a, "failed: --transform: " + err.Error()})
+			})
+		}
+		payload = out
+	}
+	queue, partition := it.Queue, it.Partition
+	if e.o.ToQueue != "" {
+		queue = e.o.ToQueue
+	}
+	ent.ReplayTxID = ReplayTxID(a, ent.Generation)
+	ent.State, ent.Via = ledger.Inflight, ViaManual
+	ent.Attempts++
+	if err := e.save(ctx, ent, false); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.txids[ent.ReplayTxID] = true
+	e.mu.Unlock()
+	var res []client.PushResult
+	var err error
+	// Safe to retry: the id is derived, so a push that did land answers
+	// "duplicate" the second time.
+	for try := 0; try < 4; try++ {
+		if try > 0 {
+			if serr := e.o.Sleep(ctx, time.Duration(try)*200*time.Millisecond); serr != nil {
+				break
+			}
+		}
+		res, err = e.b.Push(ctx, []client.PushItem{{Queue: queue, Partition: partition, Payload: payload, TransactionID: ent.ReplayTxID}})
+		if err == nil || errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) {
+			break
+		}
+	}
+	if err == nil && !res[0].Accepted() {
+		err = fmt.Errorf("push refused: status %q %s", res[0].Status, res[0].Error)
+	}
+	if err != nil {
+		// Stays retryable: the derived id makes the next attempt safe.
+		return e.settle(ctx, ent, ledger.Failed, "", err.Error(), func(r *Report) {
+			r.Failed++
+			r.Listed = append(r.Listed, AddrResult{a, "failed: " + err.Error()})
+		})
+	}
+	dup := res[0].Status == "duplicate"
+	ent.State = ledger.Published
+	ent.Outcome = "replayed"
+	if dup {
+		ent.Outcome = "duplicate"
+	}
+	if err := e.save(ctx, ent, false); err != nil {
+		return err
+	}
+	return e.finishDelete(ctx, ent, func(r *Report) {
+		if dup {
+			r.Duplicate++
+		} else {
+			r.Replayed++
+		}
+	})
+}
+
+// finishDelete deletes the row of a published address; a 404 means it is
+// already gone, which is what we wanted.
+func (e *Engine) finishDelete(ctx context.Context, ent *ledger.Entry, count func(r *Report)) error {
+	var err error
+	for try := 0; try < 3; try++ {
+		if try > 0 {
+			if serr := e.o.Sleep(ctx, time.Duration(try)*300*time.Millisecond); serr != nil {
+				break
+			}
+		}
+		err = e.b.Delete(ctx, ent.Address)
+		if err == nil || errors.Is(err, client.ErrNoDeadLetterRow) {
+			err = nil
+			break
+		}
+	}
+	if err != nil {
+		// Published stays: the next run only finishes this delete.
+		ent.State, ent.LastError = ledger.Published, err.Error()
+		if serr := e.save(ctx, ent, true); serr != nil {
+			return serr
+		}
+		e.record(func(r *Report) {
+			r.Failed++
+			r.Listed = append(r.Listed, AddrResult{ent.Address, "published, but the dead-letter row could not be deleted: " + err.Error() + " (re-run to finish)"})
+		})
+		return nil
+	}
+	return e.settle(ctx, ent, ledger.Removed, ent.Outcome, "", count)
+}
+
+// discard archives the rows, then deletes.
+func (e *Engine) discard(ctx context.Context, it Item, ent *ledger.Entry) error {
+	a := it.Address
+	if ent.State == ledger.Published || ent.State == ledger.Inflight && ent.Via != "" {
+		// A replay is half done at this address; finishing the delete is
+		// all either action needs now.
+		return e.finishDelete(ctx, ent, func(r *Report) { r.Replayed++ })
+	}
+	ent.Action, ent.State, ent.Via = Discard, ledger.Pending, ""
+	if e.o.Archive != nil {
+		if err := e.o.Archive(ctx, it.Rows); err != nil {
+			return err
+		}
+	}
+	ent.Attempts++
+	err := e.b.Delete(ctx, a)
+	switch {
+	case err == nil:
+		return e.settle(ctx, ent, ledger.Removed, "discarded", "", func(r *Report) { r.Discarded++ })
+	case errors.Is(err, client.ErrNoDeadLetterRow):
+		return e.settle(ctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
+	}
+	return e.settle(ctx, ent, ledger.Failed, "", err.Error(), func(r *Report) {
+		r.Failed++
+		r.Listed = append(r.Listed, AddrResult{a, "failed: " + err.Error()})
+	})
+}

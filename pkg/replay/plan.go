@@ -1,0 +1,185 @@
+package replay
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+)
+
+// Actions the engine executes.
+const (
+	Replay  = "replay"
+	Discard = "discard"
+)
+
+// Paths a replay can take.
+const (
+	ViaAuto     = "auto"
+	ViaEndpoint = "endpoint"
+	ViaManual   = "manual"
+)
+
+var reReplayID = regexp.MustCompile(`^dlqr-([0-9]+)-[0-9a-f]{24}$`)
+
+// Generation returns the generation of a replay of this dead letter: one
+// more than the generation its own transaction id carries (a dead letter
+// that is itself a failed replay), 1 for an original message.
+func Generation(txid string) int {
+	if m := reReplayID.FindStringSubmatch(txid); m != nil {
+		if g, err := strconv.Atoi(m[1]); err == nil {
+			return g + 1
+		}
+	}
+	return 1
+}
+
+// IsReplayID reports whether a transaction id was minted by dlqctl's
+// manual replay path (a dead letter with one is a replay that failed again).
+func IsReplayID(txid string) bool { return reReplayID.MatchString(txid) }
+
+// ReplayTxID derives the transaction id a manual replay pushes with, from
+// the dead-letter address and the generation. It differs from the
+// original (which dedup would drop) and is the same on every retry, so a
+// repeated push comes back "duplicate". Only [a-z0-9-] are used: every
+// broker can take it in a path.
+func ReplayTxID(a client.Address, gen int) string {
+	h := sha256.Sum256([]byte(a.PartitionID + "/" + a.TransactionID + "/" + strconv.Itoa(gen)))
+	return fmt.Sprintf("dlqr-%d-%s", gen, hex.EncodeToString(h[:12]))
+}
+
+// Plan is what a batch will do, computed before anything is written.
+type Plan struct {
+	Action        string         `json:"action"`
+	Addresses     int            `json:"addresses"`
+	Rows          int            `json:"rows"`
+	ByQueue       map[string]int `json:"byQueue"`
+	ByClass       []ClassCount   `json:"byClass"`
+	Destination   string         `json:"destination"`
+	Via           string         `json:"via,omitempty"`
+	Rate          float64        `json:"rate"`
+	Estimated     time.Duration  `json:"-"`
+	EstimatedSecs float64        `json:"estimatedSeconds"`
+	FanOut        []FanOut       `json:"fanOut,omitempty"`
+	Undecryptable int            `json:"undecryptable"`
+	OverGenCap    int            `json:"overGenerationCap"`
+	OtherGroups   int            `json:"otherGroupRows,omitempty"` // rm: rows of unselected groups a delete also discards
+}
+
+// ClassCount is a failure class's share of a plan.
+type ClassCount struct {
+	Class   string `json:"class"`
+	Pattern string `json:"pattern"`
+	Count   int    `json:"count"`
+}
+
+// FanOut warns that a re-push reaches every consumer group of a queue,
+// not only the one that failed: Messages of this queue will also be
+// delivered to groups that had processed them.
+type FanOut struct {
+	Queue       string   `json:"queue"`
+	Messages    int      `json:"messages"`
+	AlsoReaches []string `json:"alsoReaches"`
+}
+
+// PlanOptions are what the plan depends on besides the items.
+type PlanOptions struct {
+	Action        string
+	Rate          float64
+	Via           string
+	ToQueue       string
+	MaxGeneration int
+	// QueueGroups lists every consumer group known per queue (from the
+	// broker's queue list and the DLQ), for the fan-out warning.
+	QueueGroups map[string][]string
+	// AllRows counts, per address, the rows the DLQ holds now (every
+	// group), so rm can say what a delete also discards.
+	AllRows map[client.Address]int
+}
+
+// MakePlan summarises items.
+func MakePlan(items []Item, o PlanOptions) Plan {
+	p := Plan{Action: o.Action, Addresses: len(items), ByQueue: map[string]int{}, Rate: o.Rate, Via: o.Via}
+	classes := map[string]*ClassCount{}
+	for _, it := range items {
+		p.Rows += len(it.Rows)
+		p.ByQueue[it.Queue]++
+		r := it.Newest()
+		id := ClassID(r.ErrorMessage)
+		if classes[id] == nil {
+			classes[id] = &ClassCount{Class: id, Pattern: NormalizeError(r.ErrorMessage)}
+		}
+		classes[id].Count++
+		if it.Undecryptable() {
+			p.Undecryptable++
+		}
+		if o.MaxGeneration > 0 && Generation(it.Address.TransactionID) > o.MaxGeneration {
+			p.OverGenCap++
+		}
+		if o.AllRows != nil {
+			p.OtherGroups += max(0, o.AllRows[it.Address]-len(it.Rows))
+		}
+	}
+	for _, c := range classes {
+		p.ByClass = append(p.ByClass, *c)
+	}
+	sort.Slice(p.ByClass, func(i, j int) bool {
+		if p.ByClass[i].Count != p.ByClass[j].Count {
+			return p.ByClass[i].Count > p.ByClass[j].Count
+		}
+		return p.ByClass[i].Class < p.ByClass[j].Class
+	})
+	switch {
+	case o.Action == Discard:
+		p.Destination = "deleted (archived in the ledger first)"
+	case o.ToQueue != "":
+		p.Destination = "queue " + o.ToQueue + " (recovery queue)"
+	default:
+		p.Destination = "original queue and partition of each message"
+	}
+	if o.Action == Replay && o.ToQueue == "" {
+		fan := map[string]*FanOut{}
+		reached := map[string]map[string]bool{}
+		for _, it := range items {
+			failed := map[string]bool{}
+			for _, g := range it.Groups() {
+				failed[g] = true
+			}
+			var others []string
+			for _, g := range o.QueueGroups[it.Queue] {
+				if !failed[g] {
+					others = append(others, g)
+				}
+			}
+			if len(others) == 0 {
+				continue
+			}
+			if fan[it.Queue] == nil {
+				fan[it.Queue] = &FanOut{Queue: it.Queue}
+				reached[it.Queue] = map[string]bool{}
+			}
+			fan[it.Queue].Messages++
+			for _, g := range others {
+				if !reached[it.Queue][g] {
+					reached[it.Queue][g] = true
+					fan[it.Queue].AlsoReaches = append(fan[it.Queue].AlsoReaches, g)
+				}
+			}
+		}
+		for _, f := range fan {
+			sort.Strings(f.AlsoReaches)
+			p.FanOut = append(p.FanOut, *f)
+		}
+		sort.Slice(p.FanOut, func(i, j int) bool { return p.FanOut[i].Queue < p.FanOut[j].Queue })
+	}
+	if o.Rate > 0 {
+		p.Estimated = time.Duration(float64(len(items)) / o.Rate * float64(time.Second))
+		p.EstimatedSecs = p.Estimated.Seconds()
+	}
+	return p
+}

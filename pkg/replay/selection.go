@@ -1,0 +1,257 @@
+// Package replay plans and executes replays and discards: it snapshots a
+// selection into a frozen manifest, plans it, and executes it rate-limited
+// and idempotently against interfaces for the broker, the ledger and the
+// clock. It does no I/O of its own.
+package replay
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"iter"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dlqctl/dlqctl/internal/config"
+	"github.com/dlqctl/dlqctl/pkg/client"
+)
+
+// Selection is what the selection flags of ls, replay, rm and decide say.
+type Selection struct {
+	Queue         string           `json:"queue,omitempty"`
+	ConsumerGroup string           `json:"consumerGroup,omitempty"`
+	Partition     string           `json:"partition,omitempty"`
+	Error         string           `json:"error,omitempty"`
+	FailedAfter   time.Time        `json:"failedAfter,omitzero"`
+	FailedBefore  time.Time        `json:"failedBefore,omitzero"`
+	Class         string           `json:"class,omitempty"`
+	Limit         int              `json:"limit,omitempty"`
+	Addresses     []client.Address `json:"addresses,omitempty"`
+	All           bool             `json:"all,omitempty"`
+
+	errRE *regexp.Regexp
+	addrs map[client.Address]struct{}
+}
+
+// Compile validates the selection; call it before Match.
+func (s *Selection) Compile() error {
+	if s.Error != "" {
+		re, err := regexp.Compile(s.Error)
+		if err != nil {
+			return fmt.Errorf("invalid --error regex %q: %v", s.Error, err)
+		}
+		s.errRE = re
+	}
+	if s.Limit < 0 {
+		return fmt.Errorf("invalid --limit %d: want 0 (no limit) or more", s.Limit)
+	}
+	if !s.FailedAfter.IsZero() && !s.FailedBefore.IsZero() && !s.FailedAfter.Before(s.FailedBefore) {
+		return fmt.Errorf("--failed-after must be before --failed-before")
+	}
+	if len(s.Addresses) > 0 {
+		s.addrs = make(map[client.Address]struct{}, len(s.Addresses))
+		for _, a := range s.Addresses {
+			s.addrs[a] = struct{}{}
+		}
+	}
+	return nil
+}
+
+// Empty reports whether no criterion at all was given (and not --all).
+func (s *Selection) Empty() bool {
+	return s.Queue == "" && s.ConsumerGroup == "" && s.Partition == "" && s.Error == "" &&
+		s.FailedAfter.IsZero() && s.FailedBefore.IsZero() && s.Class == "" && len(s.Addresses) == 0 && !s.All
+}
+
+// Match reports whether a row is selected (Limit is applied by callers).
+func (s *Selection) Match(r client.Row) bool {
+	if s.Queue != "" && r.Queue != s.Queue {
+		return false
+	}
+	if s.ConsumerGroup != "" && r.ConsumerGroup != s.ConsumerGroup {
+		return false
+	}
+	if s.Partition != "" && r.Partition != s.Partition {
+		return false
+	}
+	if !s.FailedAfter.IsZero() && r.FailedAt.Before(s.FailedAfter) {
+		return false
+	}
+	if !s.FailedBefore.IsZero() && !r.FailedAt.Before(s.FailedBefore) {
+		return false
+	}
+	if s.errRE != nil && !s.errRE.MatchString(r.ErrorMessage) {
+		return false
+	}
+	if s.Class != "" && ClassID(r.ErrorMessage) != s.Class {
+		return false
+	}
+	if s.addrs != nil {
+		if _, ok := s.addrs[r.Address()]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Query is the broker-side part of the selection (what every server
+// filters on); everything else is filtered on the client.
+func (s *Selection) Query(pageSize int) client.ListQuery {
+	return client.ListQuery{Queue: s.Queue, ConsumerGroup: s.ConsumerGroup, Partition: s.Partition, Limit: pageSize}
+}
+
+// String is the selection as a command line would type it, for the ledger
+// and messages.
+func (s *Selection) String() string {
+	var parts []string
+	add := func(flag, v string) {
+		if v != "" {
+			parts = append(parts, flag+" "+shellQuote(v))
+		}
+	}
+	add("--queue", s.Queue)
+	add("--cg", s.ConsumerGroup)
+	add("--partition", s.Partition)
+	add("--error", s.Error)
+	if !s.FailedAfter.IsZero() {
+		add("--failed-after", s.FailedAfter.UTC().Format(time.RFC3339))
+	}
+	if !s.FailedBefore.IsZero() {
+		add("--failed-before", s.FailedBefore.UTC().Format(time.RFC3339))
+	}
+	add("--class", s.Class)
+	if s.Limit > 0 {
+		add("--limit", fmt.Sprint(s.Limit))
+	}
+	for _, a := range s.Addresses {
+		parts = append(parts, shellQuote(a.String()))
+	}
+	if s.All {
+		parts = append(parts, "--all")
+	}
+	return strings.Join(parts, " ")
+}
+
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// ParseTime reads --failed-after/--failed-before: RFC 3339, or a duration
+// ago ("2h", "3d").
+func ParseTime(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t.UTC(), nil
+	}
+	if d, err := config.ParseDuration(s); err == nil {
+		return now.Add(-d).UTC(), nil
+	}
+	return time.Time{}, fmt.Errorf("invalid time %q: want RFC 3339 (2026-07-30T09:41:02Z) or a duration ago (90m, 2h, 3d)", s)
+}
+
+// ReadAddresses reads --from-file: one address per line, or NDJSON rows
+// as `dlq ls -o ndjson` prints them. Blank lines and # comments are skipped.
+func ReadAddresses(r io.Reader) ([]client.Address, error) {
+	var out []client.Address
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.HasPrefix(line, "{") {
+			var row struct {
+				Address       string `json:"address"`
+				PartitionID   string `json:"partitionId"`
+				TransactionID string `json:"transactionId"`
+			}
+			if err := json.Unmarshal([]byte(line), &row); err != nil {
+				return nil, fmt.Errorf("line %d: not an address or a JSON row: %v", n, err)
+			}
+			if row.PartitionID != "" && row.TransactionID != "" {
+				out = append(out, client.Address{PartitionID: row.PartitionID, TransactionID: row.TransactionID})
+				continue
+			}
+			line = row.Address
+		}
+		a, err := client.ParseAddress(line)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %v", n, err)
+		}
+		out = append(out, a)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Lister pages dead-letter rows; *client.Client is one.
+type Lister interface {
+	Rows(ctx context.Context, q client.ListQuery) iter.Seq2[client.Row, error]
+}
+
+// Item is one address of a manifest with every row it has (one per
+// consumer group and failure).
+type Item struct {
+	Address client.Address `json:"address"`
+	Queue   string         `json:"queue"`
+	// Partition is the partition name.
+	Partition string       `json:"partition"`
+	Rows      []client.Row `json:"rows"`
+}
+
+// Newest returns the item's newest row.
+func (it Item) Newest() client.Row { return it.Rows[0] }
+
+// Undecryptable reports whether the item's payload is an envelope on
+// every row (the list of an older server shows envelopes for all
+// encrypted rows; the payload is then taken from GET).
+func (it Item) Undecryptable() bool { return it.Rows[0].Undecryptable() }
+
+// Groups lists the consumer groups that dead-lettered the message.
+func (it Item) Groups() []string {
+	var g []string
+	for _, r := range it.Rows {
+		if !slices.Contains(g, r.ConsumerGroup) {
+			g = append(g, r.ConsumerGroup)
+		}
+	}
+	return g
+}
+
+// Snapshot reads the selection from the broker into a frozen list of
+// addresses, newest failure first, before anything is written: paging
+// cannot skip rows that a later delete shifts. Limit counts addresses.
+func Snapshot(ctx context.Context, l Lister, sel *Selection, pageSize int) ([]Item, error) {
+	var items []Item
+	idx := map[client.Address]int{}
+	for r, err := range l.Rows(ctx, sel.Query(pageSize)) {
+		if err != nil {
+			return nil, err
+		}
+		if !sel.Match(r) {
+			continue
+		}
+		a := r.Address()
+		if i, ok := idx[a]; ok {
+			items[i].Rows = append(items[i].Rows, r)
+			continue
+		}
+		if sel.Limit > 0 && len(items) >= sel.Limit {
+			continue
+		}
+		idx[a] = len(items)
+		items = append(items, Item{Address: a, Queue: r.Queue, Partition: r.Partition, Rows: []client.Row{r}})
+	}
+	return items, nil
+}

@@ -1,0 +1,353 @@
+// Package sandbox is a Queen-compatible broker held in memory: the
+// dead-letter routes of CONTRACT.md with their semantics (newest-first
+// offset paging, dedup by partition and transaction id, the 404 texts,
+// /retry minting a fresh transaction id), fault injection for tests, an
+// "older server" mode, and books that tests assert on.
+package sandbox
+
+import (
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Faults make the sandbox misbehave the way real deployments do. Counters
+// are per broker and count from the moment the faults are set.
+type Faults struct {
+	// Fail503Every answers every Nth mutating call (POST, DELETE) with 503
+	// without applying it.
+	Fail503Every int
+	// CutEvery applies every Nth push or retry, then cuts the connection
+	// without an answer.
+	CutEvery int
+	// RowKeptEvery makes every Nth successful retry answer
+	// dlqRowRemoved:false and keep the dead-letter row.
+	RowKeptEvery int
+	// Latency is added to every call.
+	Latency time.Duration
+	// Token, when set, is the bearer token every call but /health needs.
+	Token string
+	// ReadOnlyToken may list and get, and gets 403 on anything else.
+	ReadOnlyToken string
+	// OldServer behaves as the released open-source server: no /retry
+	// route, limit ignored, offset > 0 answering value:null, errors as 200,
+	// DELETE removing the message itself, the list not decrypting.
+	OldServer bool
+}
+
+// Broker is the in-memory broker. Its zero value is not usable; call New.
+type Broker struct {
+	mu       sync.Mutex
+	now      func() time.Time
+	faults   Faults
+	queues   map[string]*queueConf
+	parts    map[string]string // queue\x00partition -> partition id
+	messages map[msgKey]*message
+	rows     []*row // newest failure first
+	live     []*message
+	routes   map[string]int
+	seq      int64
+	mutN     int // mutating calls since faults were set
+	cutN     int // pushes and retries since faults were set
+	retryN   int // successful retries since faults were set
+}
+
+type queueConf struct {
+	Name       string
+	Encrypted  bool
+	RetryLimit int
+	Groups     []string
+}
+
+type msgKey struct{ pid, txid string }
+
+type message struct {
+	ID            string
+	TxID          string
+	PartitionID   string
+	Queue         string
+	Partition     string
+	Payload       json.RawMessage
+	Encrypted     bool
+	Undecryptable bool
+	Live          bool
+	CreatedAt     time.Time
+	seq           int64
+}
+
+type row struct {
+	msg      *message
+	Group    string
+	Error    string
+	Retries  int
+	FailedAt time.Time
+	seq      int64
+}
+
+// New returns an empty broker using now as its clock (time.Now if nil).
+func New(now func() time.Time) *Broker {
+	if now == nil {
+		now = time.Now
+	}
+	return &Broker{now: now, queues: map[string]*queueConf{}, parts: map[string]string{},
+		messages: map[msgKey]*message{}, routes: map[string]int{}}
+}
+
+// SetFaults replaces the fault settings and restarts their counters.
+func (b *Broker) SetFaults(f Faults) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.faults = f
+	b.mutN, b.cutN, b.retryN = 0, 0, 0
+}
+
+// Faults returns the current fault settings.
+func (b *Broker) Faults() Faults {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.faults
+}
+
+// PartitionID is the deterministic UUID-shaped id the sandbox gives a
+// queue's partition.
+func PartitionID(queue, partition string) string {
+	h := sha1.Sum([]byte("queen-sandbox\x00" + queue + "\x00" + partition))
+	s := hex.EncodeToString(h[:16])
+	return s[0:8] + "-" + s[8:12] + "-5" + s[13:16] + "-8" + s[17:20] + "-" + s[20:32]
+}
+
+func (b *Broker) partitionLocked(queue, partition string) string {
+	k := queue + "\x00" + partition
+	if id, ok := b.parts[k]; ok {
+		return id
+	}
+	id := PartitionID(queue, partition)
+	b.parts[k] = id
+	if _, ok := b.queues[queue]; !ok {
+		b.queues[queue] = &queueConf{Name: queue, RetryLimit: 3}
+	}
+	return id
+}
+
+func (b *Broker) nextIDLocked() string {
+	b.seq++
+	h := sha1.Sum(fmt.Appendf(nil, "msg-%d-%d", b.seq, b.now().UnixNano()))
+	s := hex.EncodeToString(h[:16])
+	return "0199" + s[4:8] + "-" + s[8:12] + "-7" + s[13:16] + "-8" + s[17:20] + "-" + s[20:32]
+}
+
+// DeadLetter describes one dead-letter row to add.
+type DeadLetter struct {
+	Queue         string          `json:"queue"`
+	Partition     string          `json:"partition"`
+	TransactionID string          `json:"transactionId"`
+	ConsumerGroup string          `json:"consumerGroup"`
+	Error         string          `json:"error"`
+	RetryCount    int             `json:"retryCount"`
+	FailedAt      time.Time       `json:"failedAt"`
+	Data          json.RawMessage `json:"data"`
+	Undecryptable bool            `json:"undecryptable,omitempty"`
+}
+
+// AddQueue declares a queue (encryption, retry limit, consumer groups).
+func (b *Broker) AddQueue(name string, encrypted bool, retryLimit int, groups ...string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.queues[name] = &queueConf{Name: name, Encrypted: encrypted, RetryLimit: retryLimit, Groups: groups}
+}
+
+// AddDeadLetters adds rows, as if consumers had dead-lettered the
+// messages. Rows naming the same queue, partition and transaction id share
+// one message.
+func (b *Broker) AddDeadLetters(dls ...DeadLetter) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, d := range dls {
+		pid := b.partitionLocked(d.Queue, d.Partition)
+		k := msgKey{pid, d.TransactionID}
+		m := b.messages[k]
+		if m == nil {
+			b.seq++
+			q := b.queues[d.Queue]
+			m = &message{ID: b.nextIDLocked(), TxID: d.TransactionID, PartitionID: pid, Queue: d.Queue,
+				Partition: d.Partition, Payload: d.Data, Encrypted: q.Encrypted || d.Undecryptable,
+				Undecryptable: d.Undecryptable, CreatedAt: d.FailedAt, seq: b.seq}
+			b.messages[k] = m
+		}
+		b.seq++
+		b.rows = append(b.rows, &row{msg: m, Group: d.ConsumerGroup, Error: d.Error, Retries: d.RetryCount, FailedAt: d.FailedAt.UTC().Truncate(time.Millisecond), seq: b.seq})
+	}
+	sort.SliceStable(b.rows, func(i, j int) bool { return newer(b.rows[i], b.rows[j]) })
+}
+
+func newer(a, b *row) bool {
+	if !a.FailedAt.Equal(b.FailedAt) {
+		return a.FailedAt.After(b.FailedAt)
+	}
+	return a.seq > b.seq
+}
+
+// RemoveDeadLetters deletes every row at an address behind the client's
+// back (retention, another operator). It reports how many it removed.
+func (b *Broker) RemoveDeadLetters(partitionID, txid string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.removeRowsLocked(msgKey{partitionID, txid})
+}
+
+func (b *Broker) removeRowsLocked(k msgKey) int {
+	m := b.messages[k]
+	if m == nil {
+		return 0
+	}
+	n := len(b.rows)
+	b.rows = slices.DeleteFunc(b.rows, func(r *row) bool { return r.msg == m })
+	return n - len(b.rows)
+}
+
+// FailAgain dead-letters a live message again (its replay failed), as a
+// consumer acking it with status dlq would.
+func (b *Broker) FailAgain(queue, txid, group, errText string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, m := range b.live {
+		if m.Queue == queue && m.TxID == txid {
+			b.seq++
+			r := &row{msg: m, Group: group, Error: errText, Retries: 3, FailedAt: b.now().UTC().Truncate(time.Millisecond), seq: b.seq}
+			b.rows = append([]*row{r}, b.rows...)
+			sort.SliceStable(b.rows, func(i, j int) bool { return newer(b.rows[i], b.rows[j]) })
+			return true
+		}
+	}
+	return false
+}
+
+// Row is a dead-letter row in the books.
+type Row struct {
+	PartitionID   string
+	TransactionID string
+	Queue         string
+	Partition     string
+	ConsumerGroup string
+	Error         string
+	FailedAt      time.Time
+	Payload       json.RawMessage
+}
+
+// Live is a message published through push or /retry.
+type Live struct {
+	PartitionID   string
+	TransactionID string
+	MessageID     string
+	Queue         string
+	Partition     string
+	Payload       json.RawMessage
+}
+
+// DeadLetterRows returns the dead-letter rows the broker holds now.
+func (b *Broker) DeadLetterRows() []Row {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]Row, 0, len(b.rows))
+	for _, r := range b.rows {
+		out = append(out, Row{PartitionID: r.msg.PartitionID, TransactionID: r.msg.TxID, Queue: r.msg.Queue,
+			Partition: r.msg.Partition, ConsumerGroup: r.Group, Error: r.Error, FailedAt: r.FailedAt, Payload: r.msg.Payload})
+	}
+	return out
+}
+
+// Depth is the number of dead-letter rows.
+func (b *Broker) Depth() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.rows)
+}
+
+// LiveMessages returns every message published through push or /retry, in
+// publication order.
+func (b *Broker) LiveMessages() []Live {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]Live, 0, len(b.live))
+	for _, m := range b.live {
+		out = append(out, Live{PartitionID: m.PartitionID, TransactionID: m.TxID, MessageID: m.ID, Queue: m.Queue, Partition: m.Partition, Payload: m.Payload})
+	}
+	return out
+}
+
+// Calls returns how many calls each route received, keyed "METHOD route"
+// (e.g. "GET /api/v1/dlq", "POST /retry", "DELETE /messages").
+func (b *Broker) Calls() map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.routes)
+}
+
+// ResetCalls zeroes the route counters.
+func (b *Broker) ResetCalls() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.routes = map[string]int{}
+}
+
+func envelope(payload json.RawMessage) json.RawMessage {
+	h := sha1.Sum(payload)
+	env := map[string]string{
+		"encrypted": base64.StdEncoding.EncodeToString(append(h[:], payload...)),
+		"iv":        base64.StdEncoding.EncodeToString(h[:12]),
+		"authTag":   base64.StdEncoding.EncodeToString(h[4:20]),
+	}
+	out, _ := json.Marshal(env)
+	return out
+}
+
+// listedPayload is what the list route shows for a message's data.
+func (b *Broker) listedPayload(m *message) (json.RawMessage, bool) {
+	switch {
+	case m.Undecryptable:
+		return envelope(m.Payload), false
+	case m.Encrypted && b.faults.OldServer:
+		return envelope(m.Payload), false
+	case m.Encrypted:
+		return m.Payload, true
+	}
+	return m.Payload, false
+}
+
+// readPayload is the decrypted payload a GET or a /retry uses. An
+// undecryptable message yields its envelope, "exactly as stored".
+func readPayload(m *message) json.RawMessage {
+	if m.Undecryptable {
+		return envelope(m.Payload)
+	}
+	return m.Payload
+}
+
+// push publishes one item; it returns the message and whether it was a
+// duplicate of one already held in that partition.
+func (b *Broker) pushLocked(queue, partition, txid string, payload json.RawMessage) (*message, bool) {
+	if partition == "" {
+		partition = "Default"
+	}
+	pid := b.partitionLocked(queue, partition)
+	if txid == "" {
+		txid = b.nextIDLocked()
+	}
+	k := msgKey{pid, txid}
+	if m, ok := b.messages[k]; ok {
+		return m, true
+	}
+	b.seq++
+	m := &message{ID: b.nextIDLocked(), TxID: txid, PartitionID: pid, Queue: queue, Partition: partition,
+		Payload: payload, Encrypted: b.queues[queue].Encrypted, Live: true, CreatedAt: b.now().UTC(), seq: b.seq}
+	b.messages[k] = m
+	b.live = append(b.live, m)
+	return m, false
+}
