@@ -13,11 +13,11 @@ import (
 // SelectionFlags are the selection flags shared by ls, replay, rm and decide.
 type SelectionFlags struct {
 	Queue, ConsumerGroup, Partition, Error string
-	FailedAfter, FailedBefore             string
-	Class                                 string
-	Limit                                 int
-	FromFile                              string
-	All                                   bool
+	FailedAfter, FailedBefore              string
+	Class                                  string
+	Limit                                  int
+	FromFile                               string
+	All                                    bool
 }
 
 // AddSelectionFlags binds the selection flags; withAll adds --all.

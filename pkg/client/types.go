@@ -78,7 +78,9 @@ func (r *Row) UnmarshalJSON(b []byte) error {
 }
 
 // Address names the message a row belongs to.
-func (r Row) Address() Address { return Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID} }
+func (r Row) Address() Address {
+	return Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
+}
 
 // Undecryptable reports whether the row's payload is a stored encryption
 // envelope rather than the message: replaying it would publish garbage.
@@ -209,9 +211,9 @@ type Health struct {
 
 // Queue is one entry of GET /api/v1/resources/queues.
 type Queue struct {
-	Name              string `json:"name"`
-	RetryLimit        int    `json:"retryLimit"`
-	DeadLetterQueue   *bool  `json:"deadLetterQueue,omitempty"`
-	EncryptionEnabled bool   `json:"encryptionEnabled"`
+	Name              string   `json:"name"`
+	RetryLimit        int      `json:"retryLimit"`
+	DeadLetterQueue   *bool    `json:"deadLetterQueue,omitempty"`
+	EncryptionEnabled bool     `json:"encryptionEnabled"`
 	ConsumerGroups    []string `json:"consumerGroups,omitempty"`
 }

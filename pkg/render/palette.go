@@ -11,8 +11,8 @@ import (
 // Palette is the one set of styles, bound to one output. With colour off
 // every method returns its text unchanged.
 type Palette struct {
-	on                               bool
-	red, yellow, green, faint, bold  lipgloss.Style
+	on                              bool
+	red, yellow, green, faint, bold lipgloss.Style
 }
 
 // NewPalette binds the styles to w; colour is on only when asked.

@@ -89,7 +89,9 @@ func GenerateSeed(n int, seed uint64) Seed {
 			func() string { return fmt.Sprintf("duplicate charge id %q", fmt.Sprintf("ch_%06d", rng.IntN(1e6))) },
 		},
 		"notifications": {
-			func() string { return fmt.Sprintf("validation failed: field %q invalid", []string{"email", "phone", "locale"}[rng.IntN(3)]) },
+			func() string {
+				return fmt.Sprintf("validation failed: field %q invalid", []string{"email", "phone", "locale"}[rng.IntN(3)])
+			},
 			func() string { return "" },
 		},
 	}

@@ -416,6 +416,6 @@ func (b *Broker) retry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"success": true, "queue": m.Queue, "partition": m.Partition,
-		"replayedAs": map[string]any{"index": 0, "message_id": nm.ID, "transaction_id": nm.TxID, "queueName": nm.Queue, "status": "queued"},
+		"replayedAs":    map[string]any{"index": 0, "message_id": nm.ID, "transaction_id": nm.TxID, "queueName": nm.Queue, "status": "queued"},
 		"dlqRowRemoved": removed})
 }

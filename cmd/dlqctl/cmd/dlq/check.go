@@ -99,10 +99,10 @@ type Scope struct {
 
 // CheckResult is `dlq check -o json`.
 type CheckResult struct {
-	Broker    string  `json:"broker"`
-	CheckedAt string  `json:"checkedAt"`
-	OK        bool    `json:"ok"`
-	Scopes    []Scope `json:"scopes"`
+	Broker    string   `json:"broker"`
+	CheckedAt string   `json:"checkedAt"`
+	OK        bool     `json:"ok"`
+	Scopes    []Scope  `json:"scopes"`
 	Notes     []string `json:"notes,omitempty"`
 }
 

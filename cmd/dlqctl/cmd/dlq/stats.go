@@ -52,14 +52,14 @@ func NewCmdStats(f *cmdutil.Factory, runF func(*StatsOptions) error) *cobra.Comm
 
 // Stats is `dlq stats -o json`.
 type Stats struct {
-	Window            string         `json:"window"`
-	Queues            []QueueStat    `json:"queues"`
-	Arrivals          []ClassHourly  `json:"arrivalsByClass"`
-	DecisionP50Secs   *float64       `json:"timeToDecisionP50Seconds"`
-	DecisionP90Secs   *float64       `json:"timeToDecisionP90Seconds"`
-	Decided           int            `json:"decided"`
-	UndecidedPastSLO  int            `json:"undecidedPastSlo"`
-	ReplayOutcomes    map[string]int `json:"replayOutcomes"`
+	Window           string         `json:"window"`
+	Queues           []QueueStat    `json:"queues"`
+	Arrivals         []ClassHourly  `json:"arrivalsByClass"`
+	DecisionP50Secs  *float64       `json:"timeToDecisionP50Seconds"`
+	DecisionP90Secs  *float64       `json:"timeToDecisionP90Seconds"`
+	Decided          int            `json:"decided"`
+	UndecidedPastSLO int            `json:"undecidedPastSlo"`
+	ReplayOutcomes   map[string]int `json:"replayOutcomes"`
 }
 
 // QueueStat is one DLQ's depth and oldest age.
