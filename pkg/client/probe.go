@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"time"
 )
 
@@ -49,21 +51,45 @@ func (c *Client) FindOldest(ctx context.Context, q ListQuery) (*Extent, error) {
 		ext.Oldest = &oldest
 		return ext, nil
 	}
-	lo, hi := 0, 1 // lo is known non-empty, hi is the next probe
-	gallop := true
-	for round := 0; round < 4; round++ {
-		if gallop {
-			for {
-				rows, err := at(hi, 1)
-				if err != nil {
-					return nil, err
-				}
-				if len(rows) == 0 {
-					break
-				}
-				lo, hi = hi, hi*2
+	// Invariant for the binary search: lo was non-empty, hi was empty.
+	lo, hi := 0, 0
+	forward := func(base int) error { // exponential search up from base (non-empty)
+		lo = base
+		for step := 1; ; step *= 2 {
+			rows, err := at(base+step, 1)
+			if err != nil {
+				return err
+			}
+			if len(rows) == 0 {
+				hi = base + step
+				return nil
+			}
+			lo = base + step
+		}
+	}
+	backward := func(top int) error { // exponential search down from top (empty)
+		hi = top
+		for step := 1; ; step *= 2 {
+			off := max(top-step, 0)
+			rows, err := at(off, 1)
+			if err != nil {
+				return err
+			}
+			if len(rows) > 0 {
+				lo = off
+				return nil
+			}
+			hi = off
+			if off == 0 {
+				lo = -1
+				return nil
 			}
 		}
+	}
+	if err := forward(0); err != nil {
+		return nil, err
+	}
+	for round := 0; round < 16; round++ {
 		for hi-lo > 1 {
 			mid := lo + (hi-lo)/2
 			rows, err := at(mid, 1)
@@ -76,6 +102,10 @@ func (c *Client) FindOldest(ctx context.Context, q ListQuery) (*Extent, error) {
 				hi = mid
 			}
 		}
+		if lo < 0 {
+			return ext, nil // emptied while probing
+		}
+		// Re-check: exactly one row at lo means lo is the end, now.
 		rows, err := at(lo, 2)
 		if err != nil {
 			return nil, err
@@ -84,26 +114,17 @@ func (c *Client) FindOldest(ctx context.Context, q ListQuery) (*Extent, error) {
 		case 1:
 			ext.Depth, ext.Oldest = lo+1, &rows[0]
 			return ext, nil
-		case 0:
-			// Rows were removed: the end is before lo.
-			if lo == 0 {
-				return ext, nil
-			}
-			lo, hi, gallop = 0, lo, false
-		default:
-			// Rows were added: the end is past lo+1.
-			lo, hi, gallop = lo+1, (lo+1)*2, true
+		case 0: // rows were removed: the end moved below lo
+			err = backward(lo)
+		default: // rows were added: the end moved past lo+1
+			err = forward(lo + 1)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
-	// Still racing after several rounds: report what the last look saw.
-	rows, err := at(lo, 1)
-	if err != nil {
-		return nil, err
-	}
-	if len(rows) == 1 {
-		ext.Depth, ext.Oldest = lo+1, &rows[0]
-	}
-	return ext, nil
+	return nil, &HTTPError{Method: http.MethodGet, URL: c.shown + "/api/v1/dlq", Kind: ErrUnavailable,
+		Err: errors.New("the DLQ changed faster than its end could be found; try again")}
 }
 
 // RowsOlderThan returns the rows that failed before cutoff, given an

@@ -132,7 +132,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err := s.db.PingContext(pctx); err != nil {
 		s.db.Close()
 		if engine == SQLite {
-			return nil, fmt.Errorf("%w: cannot open %s: %v", ErrBadDSN, shown, firstLine(err))
+			return nil, s.notLedger(fmt.Errorf("%w: cannot open %s: %v", ErrBadDSN, shown, firstLine(err)), err)
 		}
 		return nil, fmt.Errorf("%w: cannot reach %s: %v", ErrUnavailable, shown, scrub(err, source))
 	}
@@ -198,8 +198,8 @@ func (s *Store) wrap(op string, err error) error {
 		return err
 	}
 	msg := firstLine(err)
-	if strings.Contains(msg, "readonly") || strings.Contains(msg, "read-only") || strings.Contains(msg, "read only") {
-		return fmt.Errorf("%w: %s: %s: the ledger is read-only (check file permissions, or point --ledger elsewhere)", ErrBadDSN, s.shown, op)
+	if strings.Contains(msg, "readonly") || strings.Contains(msg, "read-only") || strings.Contains(msg, "read only") || strings.Contains(msg, "permission denied") {
+		return fmt.Errorf("%w: %s: %s: writing is not permitted (a read-only file or role; check permissions, or point --ledger elsewhere)", ErrBadDSN, s.shown, op)
 	}
 	return fmt.Errorf("%w: %s: %s: %s", ErrUnavailable, s.shown, op, msg)
 }

@@ -1,0 +1,131 @@
+// Package testutil sets up what dlqctl's tests share: a sandbox broker on
+// a loopback port, and ledgers on every engine the machine has.
+package testutil
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/sandbox"
+)
+
+// PostgresEnv names the PostgreSQL server the ledger tests use, as a DSN
+// (postgres://user@127.0.0.1:5432/db). In CI it must be set: a skipped
+// PostgreSQL test is a failure there.
+const PostgresEnv = "DLQCTL_TEST_POSTGRES"
+
+// Sandbox starts a sandbox broker on 127.0.0.1 for the test.
+func Sandbox(t testing.TB) (*sandbox.Broker, string) {
+	t.Helper()
+	b := sandbox.New(nil)
+	srv := httptest.NewServer(b.Handler())
+	t.Cleanup(srv.Close)
+	return b, srv.URL
+}
+
+// Client returns a client for url with fast retries.
+func Client(t testing.TB, server string) *client.Client {
+	t.Helper()
+	c, err := client.New(client.Options{Server: server, Backoff: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Ledger is one engine's DSN for a test.
+type Ledger struct {
+	Name string
+	DSN  string
+}
+
+var schemaSeq atomic.Int64
+
+// Ledgers returns a fresh SQLite ledger and, when PostgreSQL is
+// configured, a fresh schema on it. Without PostgreSQL the test is told
+// so, and fails in CI.
+func Ledgers(t testing.TB) []Ledger {
+	t.Helper()
+	out := []Ledger{{Name: "sqlite", DSN: "sqlite://" + filepath.Join(t.TempDir(), "ledger.db")}}
+	if dsn := PostgresDSN(t); dsn != "" {
+		out = append(out, Ledger{Name: "postgres", DSN: dsn})
+	}
+	return out
+}
+
+// PostgresDSN returns a DSN on a fresh schema, "" when PostgreSQL is not
+// configured (a failure in CI).
+func PostgresDSN(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv(PostgresEnv)
+	if base == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not set: CI must run the ledger tests on PostgreSQL", PostgresEnv)
+		}
+		t.Logf("%s not set: PostgreSQL part skipped", PostgresEnv)
+		return ""
+	}
+	schema := fmt.Sprintf("t_%d_%d", os.Getpid(), schemaSeq.Add(1))
+	db, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatalf("creating schema on %s: %v", PostgresEnv, err)
+	}
+	t.Cleanup(func() {
+		db, err := sql.Open("pgx", base)
+		if err == nil {
+			_, _ = db.Exec("DROP SCHEMA " + schema + " CASCADE")
+			db.Close()
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// OpenLedger opens a ledger and closes it when the test ends.
+func OpenLedger(t testing.TB, dsn string) *ledger.Store {
+	t.Helper()
+	s, err := ledger.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// ForEachLedger runs f as a subtest on every engine.
+func ForEachLedger(t *testing.T, f func(t *testing.T, s *ledger.Store, dsn string)) {
+	for _, l := range Ledgers(t) {
+		t.Run(l.Name, func(t *testing.T) {
+			f(t, OpenLedger(t, l.DSN), l.DSN)
+		})
+	}
+}
+
+// Trim trims trailing blanks of every line (for comparing output).
+func Trim(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " ")
+	}
+	return strings.Join(lines, "\n")
+}

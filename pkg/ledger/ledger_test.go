@@ -1,0 +1,374 @@
+package ledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+)
+
+var t0 = time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+
+func addr(i int) client.Address {
+	return client.Address{PartitionID: "6f1c0000-0000-5000-8000-000000000001", TransactionID: fmt.Sprintf("order:%d", i)}
+}
+
+func items(n int) []ledger.ManifestItem {
+	out := make([]ledger.ManifestItem, n)
+	for i := range out {
+		out[i] = ledger.ManifestItem{Address: addr(i), Queue: "orders", Partition: "p1", Groups: []string{"billing"},
+			Error: fmt.Sprintf("order %d not found", i), RetryCount: 3, FailedAt: t0.Add(-time.Duration(i) * time.Minute),
+			Payload: json.RawMessage(fmt.Sprintf(`{"orderId":%d}`, i))}
+	}
+	return out
+}
+
+func TestMigrateAndReopen(t *testing.T) {
+	for _, l := range testutil.Ledgers(t) {
+		t.Run(l.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s, err := ledger.Open(ctx, l.DSN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := &ledger.Batch{Broker: "http://b", Action: ledger.ActionHold, By: "ann", At: t0, Why: "looking", Until: t0.Add(time.Hour)}
+			if err := s.CreateBatch(ctx, b, items(3)); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			s, err = ledger.Open(ctx, l.DSN) // re-open: no migration runs twice
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			got, err := s.Batch(ctx, b.ID[:10])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ID != b.ID || got.Size != 3 || got.By != "ann" || !got.Until.Equal(t0.Add(time.Hour)) || got.Status != ledger.StatusRecorded {
+				t.Fatalf("batch after re-open = %+v", got)
+			}
+			var v int
+			if err := s.DB().QueryRow(`SELECT version FROM dlqctl_schema`).Scan(&v); err != nil || v != ledger.SchemaVersion {
+				t.Fatalf("schema version %d, %v; want %d", v, err, ledger.SchemaVersion)
+			}
+			// A ledger written by a newer dlqctl is refused.
+			if _, err := s.DB().Exec(`UPDATE dlqctl_schema SET version = 99`); err != nil {
+				t.Fatal(err)
+			}
+			_, err = ledger.Open(ctx, l.DSN)
+			if !errors.Is(err, ledger.ErrBadDSN) || !strings.Contains(err.Error(), "newer than this dlqctl") {
+				t.Fatalf("newer schema: err = %v", err)
+			}
+		})
+	}
+}
+
+func TestDecideManifestAndDecisions(t *testing.T) {
+	testutil.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
+		ctx := context.Background()
+		hold := &ledger.Batch{Broker: "http://prod", Action: ledger.ActionHold, By: "ann", At: t0, Why: "investigating", Until: t0.Add(2 * time.Hour), Owner: "team-billing"}
+		if err := s.CreateBatch(ctx, hold, items(5)); err != nil {
+			t.Fatal(err)
+		}
+		rp := &ledger.Batch{Broker: "http://prod", Action: ledger.ActionReplay, By: "bob", At: t0.Add(time.Minute), Why: "fixed"}
+		if err := s.CreateBatch(ctx, rp, items(2)); err != nil {
+			t.Fatal(err)
+		}
+		// The same partition id on another broker is another message.
+		other := &ledger.Batch{Broker: "http://staging", Action: ledger.ActionDiscard, By: "cy", At: t0.Add(2 * time.Minute), Why: "test data"}
+		if err := s.CreateBatch(ctx, other, items(5)); err != nil {
+			t.Fatal(err)
+		}
+		man, err := s.Manifest(ctx, hold.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(man) != 5 || man[4].Address != addr(4) || string(man[4].Payload) != `{"orderId":4}` || man[4].Groups[0] != "billing" || !man[4].FailedAt.Equal(t0.Add(-4*time.Minute)) {
+			t.Fatalf("manifest = %+v", man)
+		}
+		dec, err := s.LatestDecisions(ctx, "http://prod")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(dec) != 5 || dec[addr(0)].Action != ledger.ActionReplay || dec[addr(4)].Action != ledger.ActionHold {
+			t.Fatalf("latest decisions = %+v", dec)
+		}
+		if !dec[addr(4)].Active(t0.Add(time.Hour)) || dec[addr(4)].Active(t0.Add(3*time.Hour)) {
+			t.Fatal("a hold must be active until its until, and only then")
+		}
+		hist, err := s.DecisionsFor(ctx, "http://prod", addr(1))
+		if err != nil || len(hist) != 2 || hist[0].Action != ledger.ActionHold || hist[1].By != "bob" {
+			t.Fatalf("history = %+v, %v", hist, err)
+		}
+		bs, err := s.Batches(ctx, ledger.BatchFilter{Broker: "http://prod"})
+		if err != nil || len(bs) != 2 || bs[0].ID != rp.ID {
+			t.Fatalf("batches = %+v, %v", bs, err)
+		}
+		au, err := s.AuditFor(ctx, rp.ID)
+		if err != nil || len(au) != 1 || au[0].Kind != "decided" {
+			t.Fatalf("audit = %+v, %v", au, err)
+		}
+		if _, err := s.Batch(ctx, "nope"); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("missing batch: %v", err)
+		}
+	})
+}
+
+func TestCreateBatchIsAtomic(t *testing.T) {
+	testutil.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
+		ctx := context.Background()
+		its := items(3)
+		its = append(its, its[0]) // a duplicate address violates the key mid-way
+		b := &ledger.Batch{Broker: "http://b", Action: ledger.ActionReplay, By: "x", At: t0, Why: "w"}
+		if err := s.CreateBatch(ctx, b, its); err == nil {
+			t.Fatal("want an error for a duplicate manifest address")
+		}
+		bs, err := s.Batches(ctx, ledger.BatchFilter{})
+		if err != nil || len(bs) != 0 {
+			t.Fatalf("a failed CreateBatch left %d batches (%v)", len(bs), err)
+		}
+	})
+}
+
+func TestSyncMarksVanished(t *testing.T) {
+	testutil.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
+		ctx := context.Background()
+		rows := func(ids ...int) []client.Row {
+			var out []client.Row
+			for _, i := range ids {
+				a := addr(i)
+				out = append(out, client.Row{ID: fmt.Sprint(i), PartitionID: a.PartitionID, TransactionID: a.TransactionID, Queue: "orders",
+					Partition: "p1", ConsumerGroup: "billing", ErrorMessage: "boom", RetryCount: 3, FailedAt: t0, Data: json.RawMessage(`{}`)})
+			}
+			return out
+		}
+		sync := func(at time.Time, rs []client.Row) ledger.SyncResult {
+			a := s.NewArchiver("http://b", at)
+			for _, r := range rs {
+				if err := a.Add(ctx, r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			res, err := s.MarkGone(ctx, "http://b", "", at, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res
+		}
+		sync(t0, rows(0, 1, 2, 3))
+		// 1 was discarded with a recorded decision; 2 and 3 left behind our back.
+		if err := s.CreateBatch(ctx, &ledger.Batch{Broker: "http://b", Action: ledger.ActionDiscard, By: "x", At: t0, Why: "w"}, items(2)[1:2]); err != nil {
+			t.Fatal(err)
+		}
+		res := sync(t0.Add(time.Minute), rows(0))
+		if res.Gone != 1 || res.Vanished != 2 {
+			t.Fatalf("sync = %+v, want 1 gone with a decision and 2 vanished", res)
+		}
+		v, err := s.ArchivedRows(ctx, "http://b", ledger.ArchiveFilter{VanishedOnly: true})
+		if err != nil || len(v) != 2 || v[0].GoneAt.IsZero() || !v[0].FirstSeen.Equal(t0) {
+			t.Fatalf("vanished = %+v, %v", v, err)
+		}
+		// A row that comes back is no longer vanished.
+		sync(t0.Add(2*time.Minute), rows(0, 2))
+		v, _ = s.ArchivedRows(ctx, "http://b", ledger.ArchiveFilter{VanishedOnly: true})
+		if len(v) != 1 || v[0].Address != addr(3) {
+			t.Fatalf("after 2 came back, vanished = %+v", v)
+		}
+	})
+}
+
+func enroll(t *testing.T, s *ledger.Store, n int) []client.Address {
+	t.Helper()
+	addrs := make([]client.Address, n)
+	gens := make([]int, n)
+	for i := range addrs {
+		addrs[i], gens[i] = addr(i), 1
+	}
+	if err := s.Enroll(context.Background(), "http://b", "batch", "replay", addrs, gens, t0); err != nil {
+		t.Fatal(err)
+	}
+	return addrs
+}
+
+func TestClaims(t *testing.T) {
+	testutil.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
+		ctx := context.Background()
+		a := enroll(t, s, 1)[0]
+		// Owners on another host are presumed alive until their lease ends.
+		e, err := s.Claim(ctx, "http://b", a, "otherhost:1:x", t0, time.Minute)
+		if err != nil || e.State != ledger.Pending {
+			t.Fatalf("claim: %+v %v", e, err)
+		}
+		if _, err := s.Claim(ctx, "http://b", a, "otherhost:2:y", t0.Add(30*time.Second), time.Minute); !errors.Is(err, ledger.ErrClaimed) {
+			t.Fatalf("second claim within the lease: %v", err)
+		}
+		e.State = ledger.Published
+		if err := s.Save(ctx, e, "otherhost:2:y", t0, false); !errors.Is(err, ledger.ErrLostClaim) {
+			t.Fatalf("save by a non-owner: %v", err)
+		}
+		// After the lease, the claim is taken over.
+		e2, err := s.Claim(ctx, "http://b", a, "otherhost:2:y", t0.Add(2*time.Minute), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e2.State, e2.ReplayTxID = ledger.Published, "dlqr-1-x"
+		if err := s.Save(ctx, e2, "otherhost:2:y", t0, true); err != nil {
+			t.Fatal(err)
+		}
+		// A dead process on this host loses its claim at once.
+		host, _ := os.Hostname()
+		if _, err := s.Claim(ctx, "http://b", a, host+":999999999:dead", t0, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Claim(ctx, "http://b", a, ledger.NewOwner("me"), t0, time.Hour)
+		if err != nil || got.State != ledger.Published || got.ReplayTxID != "dlqr-1-x" {
+			t.Fatalf("takeover from a dead owner: %+v %v", got, err)
+		}
+	})
+}
+
+// TestConcurrentClaims races many claimers for the same addresses, the
+// way two operators executing one batch do: no address may be held by two
+// at once, and every address is finished exactly once.
+func TestConcurrentClaims(t *testing.T) {
+	testutil.ForEachLedger(t, func(t *testing.T, s *ledger.Store, dsn string) {
+		rounds := 20
+		if testing.Short() {
+			rounds = 3
+		}
+		for round := 0; round < rounds; round++ {
+			ctx := context.Background()
+			broker := fmt.Sprintf("http://round-%d", round)
+			const n = 40
+			addrs := make([]client.Address, n)
+			gens := make([]int, n)
+			for i := range addrs {
+				addrs[i], gens[i] = addr(i), 1
+			}
+			if err := s.Enroll(ctx, broker, "b", "replay", addrs, gens, t0); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			finished := map[client.Address]string{}
+			var wg sync.WaitGroup
+			for w := 0; w < 4; w++ {
+				// Each worker has its own connection pool, as a second
+				// process would.
+				st := testutil.OpenLedger(t, dsn)
+				owner := fmt.Sprintf("otherhost:%d:w%d", w, round)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for _, a := range addrs {
+						e, err := st.Claim(ctx, broker, a, owner, time.Now(), time.Minute)
+						if errors.Is(err, ledger.ErrClaimed) {
+							continue
+						}
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if e.State == ledger.Removed {
+							if err := st.Save(ctx, e, owner, time.Now(), true); err != nil {
+								t.Error(err)
+							}
+							continue
+						}
+						mu.Lock()
+						if prev, ok := finished[a]; ok {
+							t.Errorf("round %d: %s executed by %s and %s", round, a, prev, owner)
+						}
+						finished[a] = owner
+						mu.Unlock()
+						e.State = ledger.Removed
+						if err := st.Save(ctx, e, owner, time.Now(), true); err != nil {
+							t.Error(err)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if len(finished) != n {
+				t.Fatalf("round %d: %d of %d addresses finished", round, len(finished), n)
+			}
+		}
+	})
+}
+
+func TestBadLedgers(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	corrupt := filepath.Join(dir, "corrupt.db")
+	os.WriteFile(corrupt, []byte(strings.Repeat("not a database at all ", 200)), 0o600)
+	foreign := filepath.Join(dir, "foreign.db")
+	if s, err := ledger.Open(ctx, "sqlite://"+foreign); err == nil {
+		s.DB().Exec(`DROP TABLE dlqctl_schema`)
+		s.DB().Exec(`DROP TABLE batch_items`)
+		s.Close()
+	}
+	for _, c := range []struct {
+		name, dsn string
+		want      error
+		says      string
+	}{
+		{"unknown scheme", "mysql://x", ledger.ErrBadDSN, "unknown ledger scheme"},
+		{"empty sqlite path", "sqlite://", ledger.ErrBadDSN, "names no file"},
+		{"corrupt sqlite", "sqlite://" + corrupt, ledger.ErrBadDSN, "not a SQLite database"},
+		{"not a ledger", "sqlite://" + foreign, ledger.ErrBadDSN, "not a dlqctl ledger"},
+		{"unreachable postgres", "postgres://dlqctl:hunter2@127.0.0.1:1/db?connect_timeout=2", ledger.ErrUnavailable, "cannot reach"},
+		{"malformed postgres", "postgres://dlqctl:hunter2@[::1/db", ledger.ErrBadDSN, "cannot parse"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ledger.Open(ctx, c.dsn)
+			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.says) {
+				t.Fatalf("err = %v, want %v saying %q", err, c.want, c.says)
+			}
+			if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error leaks the password or spans lines: %q", err)
+			}
+		})
+	}
+	t.Run("read-only postgres", func(t *testing.T) {
+		dsn := testutil.PostgresDSN(t)
+		if dsn == "" {
+			return
+		}
+		s := testutil.OpenLedger(t, dsn) // migrated by the owner
+		s.DB().Exec(`DROP ROLE IF EXISTS dlqctl_ro`)
+		if _, err := s.DB().Exec(`CREATE ROLE dlqctl_ro LOGIN PASSWORD 'ro-secret'`); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.DB().Exec(`DROP OWNED BY dlqctl_ro`); s.DB().Exec(`DROP ROLE dlqctl_ro`) })
+		var schema string
+		s.DB().QueryRow(`SELECT current_schema()`).Scan(&schema)
+		for _, q := range []string{`GRANT USAGE ON SCHEMA ` + schema + ` TO dlqctl_ro`, `GRANT SELECT ON ALL TABLES IN SCHEMA ` + schema + ` TO dlqctl_ro`} {
+			if _, err := s.DB().Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ro := strings.Replace(dsn, "postgres://postgres@", "postgres://dlqctl_ro:ro-secret@", 1)
+		st, err := ledger.Open(ctx, ro)
+		if err == nil {
+			// Reading works; the first write is refused, clearly.
+			err = st.CreateBatch(ctx, &ledger.Batch{Broker: "http://b", Action: ledger.ActionHold, By: "x", At: t0, Why: "w", Until: t0}, items(1))
+			st.Close()
+		}
+		if !errors.Is(err, ledger.ErrBadDSN) || !strings.Contains(err.Error(), "not permitted") || strings.Contains(err.Error(), "ro-secret") {
+			t.Fatalf("read-only ledger: %v", err)
+		}
+	})
+}
