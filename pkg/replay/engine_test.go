@@ -1,0 +1,339 @@
+package replay_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/dlqctl/dlqctl/pkg/sandbox"
+)
+
+type rig struct {
+	b     *sandbox.Broker
+	c     *client.Client
+	store *ledger.Store
+	orig  map[string]client.Address // payload -> address, for the originals
+	undec map[client.Address]bool
+}
+
+func newRig(t *testing.T, n int, dsn string) *rig {
+	t.Helper()
+	b, url := testutil.Sandbox(t)
+	b.Fill(n, 11)
+	if dsn == "" {
+		dsn = "sqlite://" + filepath.Join(t.TempDir(), "l.db")
+	}
+	r := &rig{b: b, c: testutil.Client(t, url), store: testutil.OpenLedger(t, dsn), orig: map[string]client.Address{}, undec: map[client.Address]bool{}}
+	// The books before: each message's payload is unique, so a live
+	// message can be traced back to the dead letter it replays.
+	for _, row := range b.DeadLetterRows() {
+		a := client.Address{PartitionID: row.PartitionID, TransactionID: row.TransactionID}
+		r.orig[string(row.Payload)] = a
+	}
+	sel := &replay.Selection{All: true}
+	sel.Compile()
+	items, err := replay.Snapshot(context.Background(), r.c, sel, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		if it.Undecryptable() {
+			r.undec[it.Address] = true
+		}
+	}
+	return r
+}
+
+func (r *rig) items(t *testing.T) []replay.Item {
+	sel := &replay.Selection{All: true}
+	sel.Compile()
+	items, err := replay.Snapshot(context.Background(), r.c, sel, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return items
+}
+
+func (r *rig) run(t *testing.T, batch string, items []replay.Item, fresh bool, mod func(*replay.Options)) *replay.Report {
+	t.Helper()
+	o := replay.Options{Action: replay.Replay, Broker: r.c.Server(), BatchID: batch, Owner: ledger.NewOwner(batch),
+		Fresh: fresh, Concurrency: 4, Sleep: func(context.Context, time.Duration) error { return nil }}
+	if mod != nil {
+		mod(&o)
+	}
+	rep, err := replay.NewEngine(r.c, r.store, o).Run(context.Background(), items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// assertExactlyOnce checks the broker's books: every original dead letter
+// that could be replayed exists exactly once as a live message, and the
+// DLQ holds nothing but the undecryptable ones.
+func (r *rig) assertExactlyOnce(t *testing.T) {
+	t.Helper()
+	count := map[client.Address]int{}
+	for _, m := range r.b.LiveMessages() {
+		a, ok := r.orig[string(m.Payload)]
+		if !ok {
+			t.Fatalf("live message %s has a payload no dead letter had: %s", m.TransactionID, m.Payload)
+		}
+		count[a]++
+	}
+	for _, a := range r.orig {
+		want := 1
+		if r.undec[a] {
+			want = 0
+		}
+		if count[a] != want {
+			t.Errorf("%s published %d times, want %d", a, count[a], want)
+		}
+	}
+	for _, row := range r.b.DeadLetterRows() {
+		if !r.undec[client.Address{PartitionID: row.PartitionID, TransactionID: row.TransactionID}] {
+			t.Errorf("%s/%s still dead-lettered", row.PartitionID, row.TransactionID)
+		}
+	}
+}
+
+// resume runs the recorded batch again until it is clean.
+func (r *rig) resumeUntilClean(t *testing.T, batch string, items []replay.Item, mod func(*replay.Options)) {
+	t.Helper()
+	for i := 0; i < 12; i++ {
+		rep := r.run(t, batch, items, false, mod)
+		if rep.Clean() {
+			return
+		}
+	}
+	t.Fatal("the batch never finished cleanly")
+}
+
+func TestReplayExactlyOnceUnderFaults(t *testing.T) {
+	cases := []struct {
+		name   string
+		via    string
+		faults sandbox.Faults
+	}{
+		{"endpoint clean", replay.ViaAuto, sandbox.Faults{}},
+		{"manual clean", replay.ViaManual, sandbox.Faults{}},
+		{"endpoint 503s", replay.ViaAuto, sandbox.Faults{Fail503Every: 3}},
+		{"manual 503s", replay.ViaManual, sandbox.Faults{Fail503Every: 3}},
+		{"endpoint cut after apply", replay.ViaEndpoint, sandbox.Faults{CutEvery: 4}},
+		{"manual cut after apply", replay.ViaManual, sandbox.Faults{CutEvery: 4}},
+		{"endpoint row kept", replay.ViaAuto, sandbox.Faults{RowKeptEvery: 3}},
+		{"manual everything", replay.ViaManual, sandbox.Faults{Fail503Every: 5, CutEvery: 3}},
+		{"old server auto", replay.ViaAuto, sandbox.Faults{OldServer: true}},
+		{"old server faults", replay.ViaAuto, sandbox.Faults{OldServer: true, Fail503Every: 4, CutEvery: 3}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, 120, "")
+			items := r.items(t)
+			r.b.SetFaults(c.faults)
+			mod := func(o *replay.Options) { o.Via = c.via }
+			r.run(t, "b1", items, true, mod)
+			r.resumeUntilClean(t, "b1", items, mod)
+			r.assertExactlyOnce(t)
+			// Running the same replay again publishes nothing.
+			r.b.ResetCalls()
+			again := r.items(t)
+			rep := r.run(t, "b2", again, true, mod)
+			calls := r.b.Calls()
+			if calls["POST /api/v1/push"]+calls["POST /api/v1/messages/retry"] != 0 {
+				t.Fatalf("second run published: %v (report %+v)", calls, rep)
+			}
+		})
+	}
+}
+
+// A lost answer from /retry with the row still present cannot be told
+// apart from a push that never happened: it is reported unknown and left
+// for a human, never pushed twice.
+func TestEndpointLostAnswerWithRowKeptIsUnknown(t *testing.T) {
+	r := newRig(t, 30, "")
+	items := r.items(t)
+	r.b.SetFaults(sandbox.Faults{CutEvery: 1, RowKeptEvery: 1})
+	rep := r.run(t, "b1", items, true, func(o *replay.Options) { o.Via = replay.ViaEndpoint })
+	want := len(items) - len(r.undec)
+	if rep.Unknown != want || rep.Replayed != 0 {
+		t.Fatalf("report %+v, want %d unknown", rep, want)
+	}
+	r.b.SetFaults(sandbox.Faults{})
+	rep = r.run(t, "b1", items, false, func(o *replay.Options) { o.Via = replay.ViaEndpoint })
+	if rep.Unknown != want || len(r.b.LiveMessages()) != want {
+		t.Fatalf("a re-run must not touch unknowns: %+v, live %d", rep, len(r.b.LiveMessages()))
+	}
+}
+
+func TestUndecryptableIsNeverReplayed(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		r := newRig(t, 200, "")
+		if len(r.undec) == 0 {
+			t.Fatal("the fill has no undecryptable row")
+		}
+		r.b.SetFaults(sandbox.Faults{OldServer: old})
+		rep := r.run(t, "b", r.items(t), true, nil)
+		if rep.SkippedEncrypted != len(r.undec) {
+			t.Fatalf("old=%v: skipped %d, want %d", old, rep.SkippedEncrypted, len(r.undec))
+		}
+		r.assertExactlyOnce(t)
+		for _, m := range r.b.LiveMessages() {
+			if client.IsEnvelope(m.Payload) {
+				t.Fatalf("old=%v: an envelope was published: %s", old, m.Payload)
+			}
+		}
+	}
+}
+
+func TestTransformAndRecoveryQueue(t *testing.T) {
+	r := newRig(t, 20, "")
+	var items []replay.Item
+	for _, it := range r.items(t) {
+		if it.Queue == "orders" {
+			items = append(items, it)
+		}
+	}
+	rep := r.run(t, "b", items, true, func(o *replay.Options) {
+		o.ToQueue = "orders-recovery"
+		o.Transform = func(in json.RawMessage) (json.RawMessage, error) {
+			return json.RawMessage(strings.Replace(string(in), "{", `{"fixed":true,`, 1)), nil
+		}
+	})
+	if rep.Replayed != len(items) {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, m := range r.b.LiveMessages() {
+		if m.Queue != "orders-recovery" || !strings.Contains(string(m.Payload), `"fixed":true`) || !replay.IsReplayID(m.TransactionID) {
+			t.Fatalf("live message %+v", m)
+		}
+	}
+}
+
+func TestGenerationCap(t *testing.T) {
+	b, url := testutil.Sandbox(t)
+	a := client.Address{PartitionID: sandbox.PartitionID("orders", "1"), TransactionID: "order:1"}
+	id3 := replay.ReplayTxID(a, 3)
+	b.AddDeadLetters(
+		sandbox.DeadLetter{Queue: "orders", Partition: "1", TransactionID: "order:1", ConsumerGroup: "g", Error: "x", FailedAt: time.Now(), Data: json.RawMessage(`{"a":1}`)},
+		sandbox.DeadLetter{Queue: "orders", Partition: "1", TransactionID: id3, ConsumerGroup: "g", Error: "x", FailedAt: time.Now(), Data: json.RawMessage(`{"a":2}`)},
+	)
+	c := testutil.Client(t, url)
+	sel := &replay.Selection{All: true}
+	sel.Compile()
+	items, _ := replay.Snapshot(context.Background(), c, sel, 10)
+	o := replay.Options{Action: replay.Replay, Broker: c.Server(), BatchID: "b", Owner: "o:1:x", Fresh: true, MaxGeneration: 3, Via: replay.ViaManual}
+	rep, err := replay.NewEngine(c, testutil.OpenLedger(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db")), o).Run(context.Background(), items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Replayed != 1 || rep.SkippedGeneration != 1 || b.Depth() != 1 {
+		t.Fatalf("report %+v, depth %d", rep, b.Depth())
+	}
+	live := b.LiveMessages()
+	if len(live) != 1 || live[0].TransactionID != replay.ReplayTxID(a, 1) {
+		t.Fatalf("live = %+v", live)
+	}
+}
+
+func TestCanaryStopsWhenReplaysFailAgain(t *testing.T) {
+	r := newRig(t, 40, "")
+	items := r.items(t)
+	rep := r.run(t, "b", items, true, func(o *replay.Options) {
+		o.Via, o.Canary, o.Concurrency = replay.ViaManual, 3, 1
+		// The canary's consumers reject what they get: the sleep is when
+		// it happens.
+		o.Sleep = func(context.Context, time.Duration) error {
+			for _, m := range r.b.LiveMessages() {
+				r.b.FailAgain(m.Queue, m.TransactionID, "billing", "still broken")
+			}
+			return nil
+		}
+	})
+	if !strings.Contains(rep.Stopped, "canary") || rep.Refailed == 0 || len(r.b.LiveMessages()) > 3 || rep.NotStarted != len(items)-3 {
+		t.Fatalf("report %+v, live %d", rep, len(r.b.LiveMessages()))
+	}
+}
+
+// concurrencyBroker wraps a broker and records the most calls in flight.
+type concurrencyBroker struct {
+	replay.Broker
+	in, peak atomic.Int32
+}
+
+func (c *concurrencyBroker) track() func() {
+	n := c.in.Add(1)
+	for {
+		p := c.peak.Load()
+		if n <= p || c.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	time.Sleep(2 * time.Millisecond)
+	return func() { c.in.Add(-1) }
+}
+
+func (c *concurrencyBroker) Push(ctx context.Context, items []client.PushItem) ([]client.PushResult, error) {
+	defer c.track()()
+	return c.Broker.Push(ctx, items)
+}
+
+func (c *concurrencyBroker) Delete(ctx context.Context, a client.Address) error {
+	defer c.track()()
+	return c.Broker.Delete(ctx, a)
+}
+
+func TestConcurrencyNeverExceeded(t *testing.T) {
+	r := newRig(t, 150, "")
+	cb := &concurrencyBroker{Broker: r.c}
+	o := replay.Options{Action: replay.Replay, Broker: r.c.Server(), BatchID: "b", Owner: "o:1:x", Fresh: true, Concurrency: 3, Via: replay.ViaManual}
+	rep, err := replay.NewEngine(cb, r.store, o).Run(context.Background(), r.items(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cb.peak.Load(); p > 3 || p < 2 {
+		t.Fatalf("peak in flight %d with --concurrency 3", p)
+	}
+	if !rep.Clean() && rep.SkippedEncrypted == 0 {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+// Two runs of one batch at once against one ledger: each address is
+// published once. On PostgreSQL when configured, else SQLite.
+func TestTwoRunnersOneBatch(t *testing.T) {
+	for _, l := range testutil.Ledgers(t) {
+		t.Run(l.Name, func(t *testing.T) {
+			for round := 0; round < 5; round++ {
+				r := newRig(t, 80, l.DSN)
+				items := r.items(t)
+				batch := fmt.Sprintf("b%d", round)
+				var wg sync.WaitGroup
+				for w := 0; w < 2; w++ {
+					store := testutil.OpenLedger(t, l.DSN)
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						o := replay.Options{Action: replay.Replay, Broker: r.c.Server(), BatchID: batch, Owner: fmt.Sprintf("otherhost:%d:w", w),
+							Fresh: true, Concurrency: 4, Via: replay.ViaAuto}
+						if _, err := replay.NewEngine(r.c, store, o).Run(context.Background(), items); err != nil {
+							t.Error(err)
+						}
+					}()
+				}
+				wg.Wait()
+				r.assertExactlyOnce(t)
+			}
+		})
+	}
+}
