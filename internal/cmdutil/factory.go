@@ -65,15 +65,14 @@ func NewFactory(io *iostreams.IOStreams) *Factory {
 
 func (f *Factory) load() {
 	f.once.Do(func() {
-		path, explicit := f.Globals.ConfigPath, f.Globals.ConfigPath != ""
-		if !explicit {
-			if p := f.Getenv("DLQCTL_CONFIG"); p != "" {
-				path, explicit = p, true
-			} else {
-				path = config.DefaultPath()
-			}
+		path := f.Globals.ConfigPath
+		if path == "" {
+			path = f.Getenv("DLQCTL_CONFIG")
 		}
-		f.cfg, f.cfgErr = config.Load(path, explicit)
+		if path == "" {
+			path = config.DefaultPath()
+		}
+		f.cfg, f.cfgErr = config.Load(path)
 		if f.cfgErr != nil {
 			return
 		}

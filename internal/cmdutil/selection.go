@@ -103,3 +103,17 @@ func ParseDurationFlag(name, v string, parse func(string) (time.Duration, error)
 	}
 	return d, nil
 }
+
+// Noun makes a command that only groups verbs: bare, it prints its help;
+// with an unknown verb, it is a usage error (cobra would print help and
+// exit 0).
+func Noun(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return FlagErrorf("unknown command %q for %q", args[0], c.CommandPath())
+		}
+		return nil
+	}
+	cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+	return cmd
+}

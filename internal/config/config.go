@@ -29,8 +29,12 @@ type Config struct {
 	Contexts       map[string]*Context `mapstructure:"contexts" yaml:"contexts,omitempty"`
 	Policies       []Policy            `mapstructure:"policies" yaml:"policies,omitempty"`
 
-	path string
+	path   string
+	exists bool
 }
+
+// Exists reports whether the file was there to read.
+func (c *Config) Exists() bool { return c.exists }
 
 // Context is a named broker profile.
 type Context struct {
@@ -90,16 +94,14 @@ func DefaultLedger() string {
 // ErrInvalid marks a config that cannot be used (exit 2).
 var ErrInvalid = errors.New("invalid configuration")
 
-// Load reads the config file. A missing file at the default path is an
-// empty config; a missing file that was named explicitly is an error.
-func Load(path string, explicit bool) (*Config, error) {
+// Load reads the config file. A missing file is an empty config (Exists
+// says so), so that `config set-context` can create it.
+func Load(path string) (*Config, error) {
 	c := &Config{path: path, Contexts: map[string]*Context{}}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		if explicit {
-			return nil, fmt.Errorf("%w: config file %s does not exist", ErrInvalid, path)
-		}
 		return c, nil
 	}
+	c.exists = true
 	v := viper.New()
 	v.SetConfigFile(path)
 	v.SetConfigType("yaml")

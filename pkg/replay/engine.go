@@ -426,6 +426,19 @@ func (e *Engine) settle(ctx context.Context, ent *ledger.Entry, state, outcome, 
 	return nil
 }
 
+// fail records a failed address (retryable by a later run); an
+// authentication or permission refusal stops the batch, since every other
+// call would be refused too.
+func (e *Engine) fail(ctx context.Context, ent *ledger.Entry, reason string, err error) error {
+	if errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) {
+		e.stop("the broker refused the token: " + err.Error())
+	}
+	return e.settle(ctx, ent, ledger.Failed, "", err.Error(), func(r *Report) {
+		r.Failed++
+		r.Listed = append(r.Listed, AddrResult{ent.Address, reason + err.Error()})
+	})
+}
+
 func (e *Engine) replay(ctx context.Context, it Item, ent *ledger.Entry) error {
 	a := it.Address
 	switch ent.State {
@@ -463,10 +476,7 @@ func (e *Engine) replay(ctx context.Context, it Item, ent *ledger.Entry) error {
 		case errors.Is(err, client.ErrNoDeadLetterRow):
 			return e.settle(ctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
 		case err != nil:
-			return e.settle(ctx, ent, ledger.Failed, "", err.Error(), func(r *Report) {
-				r.Failed++
-				r.Listed = append(r.Listed, AddrResult{a, "failed: " + err.Error()})
-			})
+			return e.fail(ctx, ent, "failed: ", err)
 		}
 		payload = m.Payload
 	}
@@ -532,10 +542,7 @@ func (e *Engine) endpoint(ctx context.Context, ent *ledger.Entry) (bool, error) 
 		return true, e.settle(ctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
 	case errors.As(err, &he) && he.Err == nil && (he.Status == 503 || he.Status == 429 || he.Status == 401 || he.Status == 403):
 		// The broker answered that it did not take the call.
-		return true, e.settle(ctx, ent, ledger.Failed, "", err.Error(), func(r *Report) {
-			r.Failed++
-			r.Listed = append(r.Listed, AddrResult{a, "failed: " + err.Error()})
-		})
+		return true, e.fail(ctx, ent, "failed: ", err)
 	}
 	// The answer was lost: the push may or may not have happened.
 	return true, e.resolveEndpoint(ctx, ent)
@@ -626,10 +633,7 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 	}
 	if err != nil {
 		// Stays retryable: the derived id makes the next attempt safe.
-		return e.settle(ctx, ent, ledger.Failed, "", err.Error(), func(r *Report) {
-			r.Failed++
-			r.Listed = append(r.Listed, AddrResult{a, "failed: " + err.Error()})
-		})
+		return e.fail(ctx, ent, "failed: ", err)
 	}
 	dup := res[0].Status == "duplicate"
 	ent.State = ledger.Published
@@ -702,8 +706,5 @@ func (e *Engine) discard(ctx context.Context, it Item, ent *ledger.Entry) error 
 	case errors.Is(err, client.ErrNoDeadLetterRow):
 		return e.settle(ctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
 	}
-	return e.settle(ctx, ent, ledger.Failed, "", err.Error(), func(r *Report) {
-		r.Failed++
-		r.Listed = append(r.Listed, AddrResult{a, "failed: " + err.Error()})
-	})
+	return e.fail(ctx, ent, "failed: ", err)
 }

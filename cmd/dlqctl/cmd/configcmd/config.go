@@ -14,10 +14,10 @@ import (
 
 // NewCmdConfig is the `config` noun.
 func NewCmdConfig(f *cmdutil.Factory) *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := cmdutil.Noun(&cobra.Command{
 		Use:   "config",
 		Short: "View the config file and manage contexts (named brokers)",
-	}
+	})
 	cmd.AddCommand(newCmdView(f), newCmdUseContext(f), newCmdSetContext(f, nil))
 	return cmd
 }
@@ -47,7 +47,11 @@ func newCmdView(f *cmdutil.Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(f.IO.Out, "# %s\n%s", c.Path(), out)
+			state := ""
+			if !c.Exists() {
+				state = " (does not exist yet)"
+			}
+			fmt.Fprintf(f.IO.Out, "# %s%s\n%s", c.Path(), state, out)
 			fmt.Fprintf(f.IO.Out, "# in force: context=%q server=%s ledger=%s token=%s\n", s.Context, s.Server, redactLedger(s.Ledger), tokenState(s))
 			return nil
 		},

@@ -17,10 +17,10 @@ import (
 
 // NewCmdDecisions is the `decisions` noun.
 func NewCmdDecisions(f *cmdutil.Factory) *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := cmdutil.Noun(&cobra.Command{
 		Use:   "decisions",
 		Short: "The audit log: every batch decided or executed, by whom and why",
-	}
+	})
 	cmd.AddCommand(NewCmdLs(f, nil), NewCmdShow(f, nil))
 	return cmd
 }

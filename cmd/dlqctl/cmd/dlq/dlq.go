@@ -19,10 +19,10 @@ import (
 
 // NewCmdDLQ is the `dlq` noun.
 func NewCmdDLQ(f *cmdutil.Factory) *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := cmdutil.Noun(&cobra.Command{
 		Use:   "dlq",
 		Short: "Inspect, replay, discard and decide on dead letters",
-	}
+	})
 	cmd.AddCommand(
 		NewCmdLs(f, nil),
 		NewCmdShow(f, nil),

@@ -175,8 +175,8 @@ func printPlan(f *cmdutil.Factory, fm render.Format, p replay.Plan, dry bool) er
 		fmt.Fprintln(w, "  rate: unlimited")
 	}
 	for _, fo := range p.FanOut {
-		fmt.Fprintf(w, "  %s a re-push reaches every consumer group of %s: %s will also be delivered to %s, which did not fail them. Use --to-queue for a recovery queue only the failed group reads.\n",
-			pal.Yellow("warning:"), fo.Queue, plural(fo.Messages, "message", "messages"), strings.Join(fo.AlsoReaches, ","))
+		fmt.Fprintf(w, "  %s a re-push reaches every consumer group of %s (%s): %s failed in only some of them and will be delivered again to the others. Use --to-queue for a recovery queue only the failed group reads.\n",
+			pal.Yellow("warning:"), fo.Queue, strings.Join(fo.AlsoReaches, ", "), plural(fo.Messages, "message", "messages"))
 	}
 	if p.Undecryptable > 0 {
 		fmt.Fprintf(w, "  %s %s show an undecryptable envelope in the list; each is checked against the detail route and left in place if it cannot be decrypted.\n", pal.Yellow("warning:"), plural(p.Undecryptable, "message", "messages"))

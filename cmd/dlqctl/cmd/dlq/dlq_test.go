@@ -1,0 +1,532 @@
+package dlq_test
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	dlqctl "github.com/dlqctl/dlqctl"
+	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/dlq"
+	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
+	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/internal/iostreams"
+	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/sandbox"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	testutil.Golden(t, filepath.Join("..", "..", "..", "..", "testdata", "golden", name), got, *update)
+}
+
+// seeded starts the sandbox on the fixed clock with the project's seed.
+func seeded(t *testing.T) (*sandbox.Broker, *testutil.CLI) {
+	t.Helper()
+	b := sandbox.New(func() time.Time { return testutil.Now })
+	if err := b.Load(dlqctl.SandboxSeed); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b.Handler())
+	t.Cleanup(srv.Close)
+	return b, testutil.NewCLI(t, srv.URL, root.Run)
+}
+
+func mutating(b *sandbox.Broker) int {
+	n := 0
+	for k, v := range b.Calls() {
+		if strings.HasPrefix(k, "POST") || strings.HasPrefix(k, "DELETE") {
+			n += v
+		}
+	}
+	return n
+}
+
+// ---- parser tests: flags into options, through runF ----
+
+func newFactory() *cmdutil.Factory {
+	io, _, _, _ := iostreams.Test()
+	return cmdutil.NewFactory(io)
+}
+
+func TestReplayFlags(t *testing.T) {
+	cases := []struct {
+		args    []string
+		wantErr string
+		check   func(*dlq.ReplayOptions) bool
+	}{
+		{[]string{"--queue", "orders", "--rate", "25", "--burst", "5", "--concurrency", "8", "--why", "fixed", "--yes"}, "",
+			func(o *dlq.ReplayOptions) bool {
+				return o.Selection.Queue == "orders" && o.Exec.Rate == 25 && o.Exec.Burst == 5 && o.Concurrency == 8 && o.Exec.Why == "fixed" && o.Exec.Yes
+			}},
+		{[]string{"p/t", "--via", "manual", "--transform", ".version = 4", "--to-queue", "rq", "--max-generation", "2"}, "",
+			func(o *dlq.ReplayOptions) bool {
+				return o.Args[0] == "p/t" && o.Via == "manual" && o.Transform == ".version = 4" && o.ToQueue == "rq" && o.MaxGeneration == 2
+			}},
+		{[]string{"--batch", "20261130T031502-9f3a", "--retry-unknown", "--canary", "5", "--canary-wait", "1m", "--max-refailures", "3"}, "",
+			func(o *dlq.ReplayOptions) bool {
+				return o.Exec.BatchID == "20261130T031502-9f3a" && o.RetryUnknown && o.Canary == 5 && o.CanaryWait == time.Minute && o.MaxRefailures == 3
+			}},
+		{[]string{"--all", "--rate", "0"}, "--rate 0 (unlimited) needs --yes", nil},
+		{[]string{"--all", "--rate", "-1"}, "invalid --rate", nil},
+		{[]string{"--all", "--via", "carrier-pigeon"}, "valid values are auto, endpoint, manual", nil},
+		{[]string{"--all", "--via", "endpoint", "--transform", "."}, "cannot --transform", nil},
+		{[]string{"--all", "--transform", ".[["}, "invalid --transform", nil},
+		{[]string{"--all", "--concurrency", "0"}, "invalid --concurrency", nil},
+		{[]string{"--all", "--rate", "fast"}, "invalid argument", nil},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			var got *dlq.ReplayOptions
+			cmd := dlq.NewCmdReplay(newFactory(), func(o *dlq.ReplayOptions) error { got = o; return nil })
+			cmd.SetArgs(c.args)
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			err := cmd.Execute()
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("err = %v, want %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil || got == nil || !c.check(got) {
+				t.Fatalf("err %v, options %+v", err, got)
+			}
+		})
+	}
+}
+
+func TestDecideAndCheckFlags(t *testing.T) {
+	bad := [][]string{
+		{"decide", "--all", "--why", "x"},
+		{"decide", "--all", "--action", "later", "--why", "x"},
+		{"decide", "--all", "--action", "hold", "--why", "x"},
+		{"decide", "--all", "--action", "replay"},
+		{"decide", "--all", "--action", "replay", "--why", "x", "--until", "1h"},
+		{"check", "--max-age", "soon"},
+		{"check", "--format", "xml"},
+		{"ls", "--group-by", "colour"},
+		{"ls", "--failed-after", "yesterday"},
+		{"ls", "--error", "("},
+		{"ls", "not-an-address"},
+		{"stats", "--since", "-3h"},
+	}
+	for _, args := range bad {
+		_, cli := seeded(t)
+		_, stderr, code := cli.Exec(append([]string{"dlq"}, args...)...)
+		if code != 2 || strings.Count(stderr, "\n") > 2 || !strings.HasPrefix(stderr, "error: ") {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and a one-line error", args, code, stderr)
+		}
+	}
+}
+
+// ---- run tests against the sandbox ----
+
+func TestLsTable(t *testing.T) {
+	_, cli := seeded(t)
+	out, stderr, code := cli.Exec("dlq", "ls", "--queue", "orders", "--limit", "12")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	golden(t, "ls-orders.txt", out)
+
+	out, _, _ = cli.Exec("dlq", "ls", "--queue", "payments", "--limit", "5", "-o", "wide")
+	golden(t, "ls-wide.txt", out)
+}
+
+func TestLsOnATerminal(t *testing.T) {
+	_, cli := seeded(t)
+	cli.TTY, cli.Width = true, 150
+	cli.WriteConfig("policies:\n  - queue: orders\n    max-age: 2h\n")
+	cli.Env["NO_COLOR"] = ""
+	out, _, code := cli.Exec("dlq", "ls", "--queue", "orders", "--limit", "6")
+	if code != 0 {
+		t.Fatal(code)
+	}
+	golden(t, "ls-tty.txt", out)
+	plain := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(out, "")
+	if !strings.Contains(out, "\x1b[") || !strings.Contains(plain, "6 dead letters, oldest") {
+		t.Fatalf("a terminal gets the summary line and colour:\n%s", out)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n")[2:] {
+		if w := len([]rune(regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(l, ""))); w > 150 {
+			t.Fatalf("line of %d columns on a 150-column terminal: %q", w, l)
+		}
+	}
+	out, _, _ = cli.Exec("dlq", "ls", "--queue", "orders", "--limit", "6", "--no-color")
+	if strings.Contains(out, "\x1b[") {
+		t.Fatal("--no-color still coloured")
+	}
+}
+
+func TestLsGroupByError(t *testing.T) {
+	_, cli := seeded(t)
+	out, _, code := cli.Exec("dlq", "ls", "--group-by", "error")
+	if code != 0 {
+		t.Fatal(code)
+	}
+	golden(t, "ls-group-error.txt", out)
+	// A class id from the table selects exactly that class.
+	class := strings.Fields(strings.Split(out, "\n")[1])[0]
+	count := strings.Fields(strings.Split(out, "\n")[1])[1]
+	nd, _, _ := cli.Exec("dlq", "ls", "--class", class, "-o", "ndjson")
+	if n := strings.Count(nd, "\n"); fmt.Sprint(n) != count {
+		t.Fatalf("--class %s listed %d rows, the group said %s", class, n, count)
+	}
+}
+
+func TestLsMachineFormats(t *testing.T) {
+	_, cli := seeded(t)
+	nd, _, code := cli.Exec("dlq", "ls", "-o", "ndjson")
+	if code != 0 {
+		t.Fatal(code)
+	}
+	lines := strings.Split(strings.TrimSpace(nd), "\n")
+	if len(lines) != 240 {
+		t.Fatalf("%d ndjson lines, want 240", len(lines))
+	}
+	var row map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &row); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"address", "partitionId", "transactionId", "messageId", "queue", "partition", "consumerGroup", "errorMessage", "errorClass", "retryCount", "failedAt", "ageSeconds", "isEncrypted", "undecryptable", "data"} {
+		if _, ok := row[k]; !ok {
+			t.Errorf("ndjson row lacks %q", k)
+		}
+	}
+	js, _, _ := cli.Exec("dlq", "ls", "--queue", "orders", "-o", "json")
+	var arr []map[string]any
+	if err := json.Unmarshal([]byte(js), &arr); err != nil || len(arr) == 0 {
+		t.Fatalf("-o json is not one JSON document: %v", err)
+	}
+	ym, _, _ := cli.Exec("dlq", "ls", "--limit", "2", "-o", "yaml")
+	if !strings.HasPrefix(ym, "- address: ") {
+		t.Fatalf("yaml:\n%s", ym)
+	}
+	_, stderr, code := cli.Exec("dlq", "ls", "-o", "xml")
+	if code != 2 || !strings.Contains(stderr, "valid formats are table, wide, json, ndjson, yaml") {
+		t.Fatalf("-o xml: %d %s", code, stderr)
+	}
+}
+
+func TestShow(t *testing.T) {
+	b, cli := seeded(t)
+	rows := b.DeadLetterRows()
+	var two sandbox.Row
+	groups := map[string]int{}
+	for _, r := range rows {
+		groups[r.PartitionID+"/"+r.TransactionID]++
+	}
+	for _, r := range rows {
+		if groups[r.PartitionID+"/"+r.TransactionID] == 2 && r.Queue == "orders" {
+			two = r
+			break
+		}
+	}
+	out, _, code := cli.Exec("dlq", "show", two.TransactionID) // a bare id, unique
+	if code != 0 {
+		t.Fatal(code)
+	}
+	golden(t, "show.txt", out)
+	js, _, _ := cli.Exec("dlq", "show", two.PartitionID+"/"+two.TransactionID, "-o", "json")
+	var res dlq.ShowResult
+	if err := json.Unmarshal([]byte(js), &res); err != nil || len(res.Rows) != 2 || len(res.Data) == 0 {
+		t.Fatalf("show -o json: %v %+v", err, res)
+	}
+	_, stderr, code := cli.Exec("dlq", "show", two.PartitionID+"/nope")
+	if code != 5 || !strings.Contains(stderr, "no dead-letter row") {
+		t.Fatalf("missing: %d %s", code, stderr)
+	}
+	// Undecryptable: a warning, and the envelope is flagged.
+	for _, r := range rows {
+		if r.Error == "decryption failed: key rotated" {
+			_, stderr, _ := cli.Exec("dlq", "show", r.PartitionID+"/"+r.TransactionID)
+			if !strings.Contains(stderr, "could not decrypt") {
+				t.Fatalf("no warning for an undecryptable envelope: %s", stderr)
+			}
+			break
+		}
+	}
+}
+
+func TestReplayCommand(t *testing.T) {
+	b, cli := seeded(t)
+	// Dry run: the plan, and not one mutating call.
+	out, stderr, code := cli.Exec("dlq", "replay", "--queue", "orders", "--dry-run")
+	if code != 0 || out != "" || mutating(b) != 0 {
+		t.Fatalf("dry run: exit %d, stdout %q, %d mutating calls", code, out, mutating(b))
+	}
+	golden(t, "replay-dry-run.txt", stderr)
+	_, stderr, code = cli.Exec("dlq", "replay", "--queue", "orders", "--yes")
+	if code != 2 || !strings.Contains(stderr, "--why is required") || mutating(b) != 0 {
+		t.Fatalf("no --why: exit %d: %s", code, stderr)
+	}
+	_, stderr, code = cli.Exec("dlq", "replay", "--queue", "orders", "--why", "x")
+	if code != 2 || !strings.Contains(stderr, "without --yes") || mutating(b) != 0 {
+		t.Fatalf("no --yes off a terminal: exit %d: %s", code, stderr)
+	}
+	_, stderr, code = cli.Exec("dlq", "replay")
+	if code != 2 || !strings.Contains(stderr, "--all") {
+		t.Fatalf("no selection: exit %d: %s", code, stderr)
+	}
+	before := b.Depth()
+	_, stderr, code = cli.Exec("dlq", "replay", "--queue", "orders", "--why", "inventory fixed", "--yes", "--rate", "0")
+	if code != 0 || !regexp.MustCompile(`Batch \S+: \d+ replayed, 0 failed`).MatchString(stderr) {
+		t.Fatalf("replay: exit %d: %s", code, stderr)
+	}
+	if b.Depth() >= before {
+		t.Fatal("nothing left the DLQ")
+	}
+	// Again: nothing to do, nothing published.
+	pushes := b.Calls()["POST /api/v1/messages/retry"] + b.Calls()["POST /api/v1/push"]
+	_, stderr, code = cli.Exec("dlq", "replay", "--queue", "orders", "--why", "again", "--yes")
+	if code != 0 || !strings.Contains(stderr, "Nothing to replay") || b.Calls()["POST /api/v1/messages/retry"]+b.Calls()["POST /api/v1/push"] != pushes {
+		t.Fatalf("second run: %d %s", code, stderr)
+	}
+	// The audit log has it.
+	out, _, _ = cli.Exec("decisions", "ls", "-o", "json")
+	var batches []map[string]any
+	json.Unmarshal([]byte(out), &batches)
+	if len(batches) != 1 || batches[0]["why"] != "inventory fixed" || batches[0]["status"] != "done" || batches[0]["by"] != "oncall" {
+		t.Fatalf("decisions ls: %s", out)
+	}
+}
+
+func TestRmCommand(t *testing.T) {
+	b, cli := seeded(t)
+	rows := b.DeadLetterRows()
+	a := rows[0].PartitionID + "/" + rows[0].TransactionID
+	_, stderr, code := cli.Exec("dlq", "rm", rows[0].PartitionID+"/never-dead-lettered", "--why", "x", "--yes")
+	if code != 5 || mutating(b) != 0 || !strings.Contains(stderr, "not found") {
+		t.Fatalf("rm of an address not in the DLQ: exit %d, %d mutating calls: %s", code, mutating(b), stderr)
+	}
+	_, stderr, code = cli.Exec("dlq", "rm", a, "--why", "test order", "--yes")
+	if code != 0 || !strings.Contains(stderr, "1 discarded") {
+		t.Fatalf("rm: %d %s", code, stderr)
+	}
+	// Archived first: show still knows the payload through the ledger.
+	out, _, _ := cli.Exec("decisions", "ls", "-o", "json")
+	var batches []map[string]any
+	json.Unmarshal([]byte(out), &batches)
+	id := batches[0]["id"].(string)
+	js, _, _ := cli.Exec("decisions", "show", id, "-o", "json")
+	if !strings.Contains(js, `"discard"`) || !strings.Contains(js, string(rows[0].Payload[:10])) {
+		t.Fatalf("decisions show: %s", js)
+	}
+	// The batch again: the row is already gone, and no DELETE is sent.
+	dels := b.Calls()["DELETE /api/v1/messages"]
+	_, stderr, code = cli.Exec("dlq", "rm", "--batch", id, "--yes")
+	if code != 0 || b.Calls()["DELETE /api/v1/messages"] != dels {
+		t.Fatalf("rm --batch again: %d %s", code, stderr)
+	}
+}
+
+func TestDecideHoldAndCheck(t *testing.T) {
+	b, cli := seeded(t)
+	cli.WriteConfig(`policies:
+  - queue: orders
+    owner: team-billing
+    max-age: 240h
+    triage-slo: 1h
+  - queue: "*"
+    max-age: 240h
+`)
+	out, _, code := cli.Exec("dlq", "check", "--queue", "orders", "-o", "json")
+	var res dlq.CheckResult
+	json.Unmarshal([]byte(out), &res)
+	if code != 1 || res.OK || res.Scopes[0].UndecidedPastSLO == 0 || res.Scopes[0].Owner != "team-billing" {
+		t.Fatalf("undecided past SLO must breach: exit %d %s", code, out)
+	}
+	// A hold on the whole queue stops the undecided alert until it ends.
+	id, _, code := cli.Exec("dlq", "decide", "--queue", "orders", "--action", "hold", "--until", "2h", "--why", "looking at it", "--owner", "team-billing")
+	if code != 0 || !regexp.MustCompile(`^\d{8}T\d{6}-[0-9a-f]{4}\n$`).MatchString(id) {
+		t.Fatalf("decide printed %q (exit %d)", id, code)
+	}
+	out, _, code = cli.Exec("dlq", "check", "--queue", "orders")
+	if code != 0 {
+		t.Fatalf("held queue still breaches: %s", out)
+	}
+	ls, _, _ := cli.Exec("dlq", "ls", "--queue", "orders", "--limit", "1")
+	if !strings.Contains(ls, "hold") {
+		t.Fatalf("ls DECISION column: %s", ls)
+	}
+	// Three hours later the hold has expired: the breach is back.
+	cli.Clock = testutil.Now.Add(3 * time.Hour)
+	out, _, code = cli.Exec("dlq", "check", "--queue", "orders")
+	if code != 1 || !strings.Contains(out, "BREACH") {
+		t.Fatalf("expired hold: %d %s", code, out)
+	}
+	cli.Clock = time.Time{}
+	// A queue with no threshold at all is held to max-age 0.
+	cli.WriteConfig("")
+	out, _, code = cli.Exec("dlq", "check", "--queue", "payments")
+	if code != 1 || !strings.Contains(out, "0 (no policy)") {
+		t.Fatalf("no policy: %d %s", code, out)
+	}
+	if mutating(b) != 0 {
+		t.Fatal("decide and check must not write to the broker")
+	}
+}
+
+func TestCheckFormats(t *testing.T) {
+	_, cli := seeded(t)
+	cli.WriteConfig("policies:\n  - queue: orders\n    owner: team-billing\n    max-age: 1h\n  - queue: \"*\"\n    max-age: 2400h\n")
+	prom, _, code := cli.Exec("dlq", "check", "--format", "prometheus")
+	if code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(prom))
+	if err != nil {
+		t.Fatalf("prometheus output does not parse: %v\n%s", err, prom)
+	}
+	for _, name := range []string{"dlqctl_dlq_oldest_age_seconds", "dlqctl_dlq_depth", "dlqctl_dlq_undecided_past_slo", "dlqctl_dlq_vanished_undecided"} {
+		fam := fams[name]
+		if fam == nil || len(fam.Metric) != 5 {
+			t.Fatalf("%s: %v", name, fam)
+		}
+		for _, m := range fam.Metric {
+			labels := map[string]string{}
+			for _, l := range m.Label {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["queue"] == "orders" && labels["owner"] != "team-billing" {
+				t.Fatalf("labels %v", labels)
+			}
+			if _, ok := labels["consumer_group"]; !ok {
+				t.Fatal("no consumer_group label")
+			}
+		}
+	}
+	gh, _, code := cli.Exec("dlq", "check", "--format", "github")
+	re := regexp.MustCompile(`^::(error|warning|notice)( [a-z]+=[^:,]*(,[a-z]+=[^:,]*)*)?::[^\r\n]*$`)
+	errs := 0
+	for _, l := range strings.Split(strings.TrimSpace(gh), "\n") {
+		if !re.MatchString(l) {
+			t.Fatalf("not a workflow command: %q", l)
+		}
+		if strings.HasPrefix(l, "::error") {
+			errs++
+		}
+	}
+	if code != 1 || errs != 2 {
+		t.Fatalf("github: exit %d, %d errors:\n%s", code, errs, gh)
+	}
+}
+
+func TestSyncCatchesVanishedRows(t *testing.T) {
+	b, cli := seeded(t)
+	cli.WriteConfig("policies:\n  - queue: \"*\"\n    max-age: 2400h\n")
+	if _, _, code := cli.Exec("dlq", "sync"); code != 0 {
+		t.Fatal(code)
+	}
+	if _, _, code := cli.Exec("dlq", "check"); code != 0 {
+		t.Fatal("breach before anything vanished")
+	}
+	// Retention, or someone else's delete, behind dlqctl's back.
+	r := b.DeadLetterRows()[10]
+	b.RemoveDeadLetters(r.PartitionID, r.TransactionID)
+	cli.Clock = testutil.Now.Add(time.Minute)
+	_, stderr, _ := cli.Exec("dlq", "sync")
+	if !strings.Contains(stderr, "1 vanished") {
+		t.Fatalf("sync: %s", stderr)
+	}
+	out, stderr, code := cli.Exec("dlq", "check")
+	if code != 1 || !strings.Contains(stderr, "vanished from the broker with no recorded decision") {
+		t.Fatalf("check after a vanish: %d\n%s\n%s", code, out, stderr)
+	}
+}
+
+func TestStats(t *testing.T) {
+	_, cli := seeded(t)
+	cli.Exec("dlq", "replay", "--queue", "orders", "--why", "x", "--yes", "--rate", "0")
+	out, _, code := cli.Exec("dlq", "stats", "--since", "240h", "-o", "json")
+	var st dlq.Stats
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 {
+		t.Fatalf("%v %d", err, code)
+	}
+	if len(st.Queues) != 3 || len(st.Arrivals) < 5 || st.ReplayOutcomes["replayed"] == 0 || st.DecisionP50Secs == nil {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestBrokerFaultsAndAuth(t *testing.T) {
+	b, cli := seeded(t)
+	b.SetFaults(sandbox.Faults{Token: "tok-very-secret"})
+	_, stderr, code := cli.Exec("dlq", "ls")
+	if code != 4 || !strings.Contains(stderr, "authentication refused") {
+		t.Fatalf("no token: %d %s", code, stderr)
+	}
+	cli.Env["DLQCTL_TOKEN"] = "tok-very-secret"
+	out, stderr, code := cli.Exec("dlq", "ls", "--limit", "1", "--debug")
+	if code != 0 || strings.Contains(out+stderr, "tok-very-secret") || !strings.Contains(stderr, "Bearer [redacted]") {
+		t.Fatalf("with token and --debug: %d\n%s", code, stderr)
+	}
+	b.SetFaults(sandbox.Faults{Token: "tok-very-secret", ReadOnlyToken: "ro"})
+	cli.Env["DLQCTL_TOKEN"] = "ro"
+	_, stderr, code = cli.Exec("dlq", "rm", "--all", "--why", "x", "--yes")
+	if code != 1 || !strings.Contains(stderr, "permission refused") || !strings.Contains(stderr, "Stopped: the broker refused the token") || b.Depth() != 240 {
+		t.Fatalf("read-only token deleting: %d %s", code, stderr)
+	}
+
+	html := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "<html><head><title>Sign in</title></head></html>")
+	}))
+	defer html.Close()
+	cli.Env["DLQCTL_SERVER"] = html.URL
+	_, stderr, code = cli.Exec("dlq", "ls")
+	if code != 3 || !strings.Contains(stderr, "<html><head><title>Sign in") || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("HTML answer: %d %q", code, stderr)
+	}
+	cli.Env["DLQCTL_SERVER"] = "http://127.0.0.1:1"
+	_, stderr, code = cli.Exec("dlq", "ls")
+	if code != 3 || !strings.Contains(stderr, "check --server") {
+		t.Fatalf("unreachable: %d %s", code, stderr)
+	}
+	cli.Env["DLQCTL_SERVER"] = "ftp://nope"
+	_, _, code = cli.Exec("dlq", "ls")
+	if code != 2 {
+		t.Fatalf("bad server URL: %d", code)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	_, cli := seeded(t)
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"dlq", "frobnicate"}, 2},
+		{[]string{"nonsense"}, 2},
+		{[]string{"dlq", "ls", "--bogus"}, 2},
+		{[]string{"--timeout", "forever", "dlq", "ls"}, 2},
+		{[]string{"dlq", "show"}, 2},
+	} {
+		_, stderr, code := cli.Exec(c.args...)
+		if code != c.code || !strings.HasPrefix(stderr, "error: ") {
+			t.Errorf("%v: exit %d, %q", c.args, code, stderr)
+		}
+	}
+	cli.WriteConfig("contexts: [this is: not a map\n")
+	_, stderr, code := cli.Exec("dlq", "ls")
+	if code != 2 || !strings.Contains(stderr, "config") {
+		t.Errorf("bad config: %d %s", code, stderr)
+	}
+	cli.WriteConfig("")
+	cli.Env["DLQCTL_LEDGER"] = "mysql://x"
+	_, stderr, code = cli.Exec("dlq", "decide", "--all", "--action", "replay", "--why", "x")
+	if code != 2 || !strings.Contains(stderr, "unknown ledger scheme") {
+		t.Errorf("bad ledger: %d %s", code, stderr)
+	}
+}

@@ -1,0 +1,88 @@
+package testutil
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/internal/iostreams"
+)
+
+// Now is the fixed clock of command tests and golden files.
+var Now = time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+
+// CLI runs dlqctl command lines in-process against a server, with a
+// ledger and a config of the test's own.
+type CLI struct {
+	T      testing.TB
+	Env    map[string]string
+	TTY    bool
+	Width  int
+	Stdin  string
+	Run    func(ctx context.Context, f *cmdutil.Factory, args []string) int
+	Config string
+	// Clock is the time commands see; zero means Now.
+	Clock time.Time
+}
+
+// NewCLI prepares a CLI for server; run is root.Run (passed in to avoid
+// an import cycle).
+func NewCLI(t testing.TB, server string, run func(context.Context, *cmdutil.Factory, []string) int) *CLI {
+	dir := t.TempDir()
+	return &CLI{T: t, Run: run, Width: 200, Config: filepath.Join(dir, "config.yaml"), Env: map[string]string{
+		"DLQCTL_SERVER": server,
+		"DLQCTL_LEDGER": "sqlite://" + filepath.Join(dir, "ledger.db"),
+		"DLQCTL_CONFIG": filepath.Join(dir, "config.yaml"),
+		"DLQCTL_USER":   "oncall",
+	}}
+}
+
+// WriteConfig writes the config file.
+func (c *CLI) WriteConfig(yaml string) {
+	if err := os.WriteFile(c.Config, []byte(yaml), 0o600); err != nil {
+		c.T.Fatal(err)
+	}
+}
+
+// Exec runs one command line and returns stdout, stderr and the exit code.
+func (c *CLI) Exec(args ...string) (string, string, int) {
+	io, in, out, errOut := iostreams.Test()
+	in.WriteString(c.Stdin)
+	io.SetTTY(c.TTY, c.TTY, c.TTY)
+	io.SetWidth(c.Width)
+	f := cmdutil.NewFactory(io)
+	f.Getenv = func(k string) string { return c.Env[k] }
+	clock := c.Clock
+	if clock.IsZero() {
+		clock = Now
+	}
+	f.Now = func() time.Time { return clock }
+	f.Backoff = time.Millisecond
+	code := c.Run(context.Background(), f, args)
+	return out.String(), errOut.String(), code
+}
+
+// Golden compares got with testdata/golden/name, rewriting it with -update.
+func Golden(t testing.TB, path string, got string, update bool) {
+	t.Helper()
+	if update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(want, []byte(got)) {
+		t.Fatalf("%s differs (run with -update if the change is intended)\n--- want\n%s\n--- got\n%s", path, want, got)
+	}
+}
