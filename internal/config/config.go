@@ -154,7 +154,8 @@ func ParseDuration(s string) (time.Duration, error) {
 	var days time.Duration
 	if i := strings.Index(s, "d"); i > 0 {
 		var n int
-		if _, err := fmt.Sscanf(s[:i], "%d", &n); err != nil || fmt.Sprint(n) != s[:i] || n < 0 {
+		// 100,000 days is past anything meant and far from int64 overflow.
+		if _, err := fmt.Sscanf(s[:i], "%d", &n); err != nil || fmt.Sprint(n) != s[:i] || n < 0 || n > 100_000 {
 			return 0, fmt.Errorf("invalid duration %q: want e.g. 90m, 4h, 2d", s)
 		}
 		days = time.Duration(n) * 24 * time.Hour
@@ -164,7 +165,7 @@ func ParseDuration(s string) (time.Duration, error) {
 		}
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
+	if err != nil || d < 0 || days+d < days {
 		return 0, fmt.Errorf("invalid duration %q: want e.g. 90m, 4h, 2d", s)
 	}
 	return days + d, nil

@@ -152,9 +152,18 @@ func (c *Client) ListPage(ctx context.Context, q ListQuery) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
+	p, err := decodePage(body)
+	if err != nil {
+		return Page{}, c.badBody(http.MethodGet, "/api/v1/dlq", body, err)
+	}
+	return p, nil
+}
+
+// decodePage reads a list answer; no messages key (or null) is an empty page.
+func decodePage(body []byte) (Page, error) {
 	var w pageWire
 	if err := json.Unmarshal(body, &w); err != nil {
-		return Page{}, c.badBody(http.MethodGet, "/api/v1/dlq", body, err)
+		return Page{}, err
 	}
 	p := Page{Total: w.Total}
 	if w.Messages != nil {

@@ -111,5 +111,8 @@ decide (replay or discard), with every decision recorded in a ledger.`,
 	cmd.AddCommand(sandbox.NewCmdSandbox(f, nil))
 	cmd.AddCommand(configcmd.NewCmdConfig(f))
 	cmd.AddCommand(version.NewCmdVersion(f))
+	// cobra adds `completion` on Execute; adding it now puts it in the
+	// generated reference too.
+	cmd.InitDefaultCompletionCmd()
 	return cmd
 }

@@ -1,0 +1,68 @@
+package render
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAge(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		-time.Second: "0s", 45 * time.Second: "45s", 3*time.Minute + 5*time.Second: "3m5s", 12 * time.Minute: "12m",
+		3*time.Hour + 12*time.Minute: "3h12m", 5 * time.Hour: "5h", 52 * time.Hour: "2d4h", 40 * 24 * time.Hour: "40d",
+	} {
+		if got := Age(d); got != want {
+			t.Errorf("Age(%s) = %s, want %s", d, got, want)
+		}
+	}
+}
+
+func TestTableAndTruncate(t *testing.T) {
+	var b bytes.Buffer
+	WriteTable(&b, []string{"AGE", "QUEUE"}, [][]string{{"3m", "orders"}, {"2d4h", "notifications"}})
+	want := "AGE    QUEUE\n3m     orders\n2d4h   notifications\n"
+	if b.String() != want {
+		t.Fatalf("table:\n%q\nwant\n%q", b.String(), want)
+	}
+	if Truncate("order 8812 not found", 10) != "order 881…" || Truncate("short", 10) != "short" {
+		t.Fatal("truncate")
+	}
+}
+
+func TestStreams(t *testing.T) {
+	for f, want := range map[Format]string{
+		JSON:   "[\n  {\n    \"a\": 1\n  },\n  {\n    \"a\": 2\n  }\n]\n",
+		NDJSON: "{\"a\":1}\n{\"a\":2}\n",
+		YAML:   "- a: 1\n- a: 2\n",
+	} {
+		var b bytes.Buffer
+		s := NewStream(&b, f)
+		s.Write(map[string]int{"a": 1})
+		s.Write(map[string]int{"a": 2})
+		s.Close()
+		if b.String() != want {
+			t.Errorf("%s: %q", f, b.String())
+		}
+	}
+	var b bytes.Buffer
+	s := NewStream(&b, JSON)
+	s.Close()
+	if b.String() != "[]\n" {
+		t.Errorf("empty json stream: %q", b.String())
+	}
+	if _, err := ParseFormat("xml"); err == nil || !strings.Contains(err.Error(), "table, wide, json, ndjson, yaml") {
+		t.Fatal(err)
+	}
+}
+
+func TestPaletteOff(t *testing.T) {
+	var b bytes.Buffer
+	p := NewPalette(&b, false)
+	if p.Red("x") != "x" || p.Age("1h", time.Hour*2, time.Hour) != "1h" {
+		t.Fatal("colour off must leave text alone")
+	}
+	if on := NewPalette(&b, true); !strings.Contains(on.Red("x"), "\x1b[") {
+		t.Fatal("colour on")
+	}
+}
