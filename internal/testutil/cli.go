@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"bytes"
+	"io"
 	"context"
 	"os"
 	"path/filepath"
@@ -85,4 +86,16 @@ func Golden(t testing.TB, path string, got string, update bool) {
 	if !bytes.Equal(want, []byte(got)) {
 		t.Fatalf("%s differs (run with -update if the change is intended)\n--- want\n%s\n--- got\n%s", path, want, got)
 	}
+}
+
+// ExecTo runs a command line with stdout going to w (benchmarks discard
+// it); it returns stderr and the exit code.
+func (c *CLI) ExecTo(w io.Writer, args ...string) (string, string, int) {
+	ios, _, _, errOut := iostreams.Test()
+	ios.Out = w
+	f := cmdutil.NewFactory(ios)
+	f.Getenv = func(k string) string { return c.Env[k] }
+	f.Now = time.Now
+	code := c.Run(context.Background(), f, args)
+	return "", errOut.String(), code
 }

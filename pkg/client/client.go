@@ -127,8 +127,8 @@ type Page struct {
 }
 
 type pageWire struct {
-	Messages *[]Row `json:"messages"`
-	Total    *int   `json:"total"`
+	Messages *[]rowWire `json:"messages"`
+	Total    *int       `json:"total"`
 }
 
 // ListPage fetches one page. A body without messages (an older server's
@@ -167,7 +167,12 @@ func decodePage(body []byte) (Page, error) {
 	}
 	p := Page{Total: w.Total}
 	if w.Messages != nil {
-		p.Rows = *w.Messages
+		p.Rows = make([]Row, len(*w.Messages))
+		for i := range *w.Messages {
+			if err := (*w.Messages)[i].to(&p.Rows[i]); err != nil {
+				return Page{}, fmt.Errorf("row %d: %w", i, err)
+			}
+		}
 	}
 	return p, nil
 }
@@ -464,44 +469,38 @@ func (c *Client) once(ctx context.Context, method, target, shown string, payload
 		return nil, &HTTPError{Method: method, URL: shown, Status: resp.StatusCode, Kind: ErrUnavailable, Err: fmt.Errorf("reading the answer: %s", c.redact(err.Error()))}, true
 	}
 	c.trace("← %s %dB %s", resp.Status, len(body), time.Since(start).Round(time.Millisecond))
-	herr := &HTTPError{Method: method, URL: shown, Status: resp.StatusCode, Body: c.redact(snippet(body))}
+	// Built only for failures: a page of rows is large, and a snippet of
+	// it is only wanted in an error.
+	fail := func(kind error) *HTTPError {
+		return &HTTPError{Method: method, URL: shown, Status: resp.StatusCode, Body: c.redact(snippet(body)), Kind: kind}
+	}
 	switch s := resp.StatusCode; {
 	case s == http.StatusUnauthorized:
-		herr.Kind = ErrUnauthorized
-		return nil, herr, false
+		return nil, fail(ErrUnauthorized), false
 	case s == http.StatusForbidden:
-		herr.Kind = ErrForbidden
-		return nil, herr, false
+		return nil, fail(ErrForbidden), false
 	case s == http.StatusNotFound:
 		if bytes.Contains(body, []byte(NoDeadLetterText)) || jsonErrorIsNotFound(body) {
-			herr.Kind = ErrNoDeadLetterRow
-		} else {
-			herr.Kind = ErrRouteMissing
+			return nil, fail(ErrNoDeadLetterRow), false
 		}
-		return nil, herr, false
+		return nil, fail(ErrRouteMissing), false
 	case s == http.StatusTooManyRequests:
-		herr.Kind = ErrUnavailable
-		return nil, retryAfterError{herr, parseRetryAfter(resp.Header.Get("Retry-After"))}, true
+		return nil, retryAfterError{fail(ErrUnavailable), parseRetryAfter(resp.Header.Get("Retry-After"))}, true
 	case s == http.StatusBadGateway || s == http.StatusServiceUnavailable || s == http.StatusGatewayTimeout:
-		herr.Kind = ErrUnavailable
-		return nil, herr, true
+		return nil, fail(ErrUnavailable), true
 	case s >= 500:
-		herr.Kind = ErrUnavailable
-		return nil, herr, false
+		return nil, fail(ErrUnavailable), false
 	case s >= 400:
-		herr.Kind = ErrBadResponse
-		return nil, herr, false
+		return nil, fail(ErrBadResponse), false
 	case s >= 300:
-		herr.Kind = ErrBadResponse
-		return nil, herr, false
+		return nil, fail(ErrBadResponse), false
 	}
 	// Older servers answer 200 for failures, with an "error" key.
 	if kind, ok := bodyError(body); ok {
-		herr.Kind = kind
-		return nil, herr, false
+		return nil, fail(kind), false
 	}
 	if len(bytes.TrimSpace(body)) == 0 && method == http.MethodGet {
-		herr.Kind = ErrBadResponse
+		herr := fail(ErrBadResponse)
 		herr.Body = "(empty body)"
 		return nil, herr, false
 	}

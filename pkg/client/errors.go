@@ -78,6 +78,9 @@ func (e *HTTPError) Unwrap() []error {
 // snippet returns the first bytes of a body, on one line, for messages.
 func snippet(b []byte) string {
 	const max = 120
+	if len(b) > 4*max {
+		b = b[:4*max]
+	}
 	s := strings.Join(strings.Fields(string(b)), " ")
 	if len(s) > max {
 		s = s[:max] + "…"

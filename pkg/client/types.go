@@ -51,6 +51,12 @@ func (r *Row) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
+	return w.to(r)
+}
+
+// to converts the wire form; pages decode straight into []rowWire, so a
+// row is scanned once.
+func (w *rowWire) to(r *Row) error {
 	*r = Row{ID: w.ID, TransactionID: w.TransactionID, PartitionID: w.PartitionID,
 		Queue: w.Queue, Partition: w.Partition, ConsumerGroup: w.ConsumerGroup}
 	if w.ErrorMessage != nil {

@@ -119,60 +119,168 @@ func (s *Store) BatchEntries(ctx context.Context, batchID string) ([]Entry, erro
 // over. The entry keeps the batch that last acted on it until Save. The conditional UPDATE is atomic on both engines, so two runs
 // never hold one address at once.
 func (s *Store) Claim(ctx context.Context, broker string, a client.Address, owner string, now time.Time, lease time.Duration) (*Entry, error) {
-	res, err := s.exec(ctx, s.db, `UPDATE journal SET claim_owner = ?, claim_until = ?
-		WHERE broker = ? AND partition_id = ? AND transaction_id = ? AND (claim_owner IS NULL OR claim_owner = ? OR claim_until < ?)`,
-		owner, fmtTime(now.Add(lease)), broker, a.PartitionID, a.TransactionID, owner, fmtTime(now))
-	if err != nil {
+	// RETURNING (SQLite 3.35+, PostgreSQL) claims and reads in one statement.
+	e, err := scanEntry(s.db.QueryRowContext(ctx, s.rebind(`UPDATE journal SET claim_owner = ?, claim_until = ?
+		WHERE broker = ? AND partition_id = ? AND transaction_id = ? AND (claim_owner IS NULL OR claim_owner = ? OR claim_until < ?)
+		RETURNING `+entryCols),
+		owner, fmtTime(now.Add(lease)), broker, a.PartitionID, a.TransactionID, owner, fmtTime(now)))
+	if err == nil {
+		return e, nil
+	}
+	if !isNoRows(err) {
 		return nil, s.wrap("claiming an address", err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		e, err := s.Entry(ctx, broker, a)
-		if err != nil {
-			return nil, err
-		}
-		if e == nil {
-			return nil, fmt.Errorf("%w: %s is not enrolled", ErrNotFound, a)
-		}
-		if OwnerAlive(e.ClaimOwner) {
-			return nil, fmt.Errorf("%s: %w (%s)", a, ErrClaimed, e.ClaimOwner)
-		}
-		res, err = s.exec(ctx, s.db, `UPDATE journal SET claim_owner = ?, claim_until = ?
-			WHERE broker = ? AND partition_id = ? AND transaction_id = ? AND claim_owner = ?`,
-			owner, fmtTime(now.Add(lease)), broker, a.PartitionID, a.TransactionID, e.ClaimOwner)
-		if err != nil {
-			return nil, s.wrap("claiming an address", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return nil, fmt.Errorf("%s: %w", a, ErrClaimed)
-		}
-	}
-	e, err := s.Entry(ctx, broker, a)
+	held, err := s.Entry(ctx, broker, a)
 	if err != nil {
 		return nil, err
 	}
-	return e, nil
+	if held == nil {
+		return nil, fmt.Errorf("%w: %s is not enrolled", ErrNotFound, a)
+	}
+	if OwnerAlive(held.ClaimOwner) {
+		return nil, fmt.Errorf("%s: %w (%s)", a, ErrClaimed, held.ClaimOwner)
+	}
+	e, err = scanEntry(s.db.QueryRowContext(ctx, s.rebind(`UPDATE journal SET claim_owner = ?, claim_until = ?
+		WHERE broker = ? AND partition_id = ? AND transaction_id = ? AND claim_owner = ?
+		RETURNING `+entryCols),
+		owner, fmtTime(now.Add(lease)), broker, a.PartitionID, a.TransactionID, held.ClaimOwner))
+	if isNoRows(err) {
+		return nil, fmt.Errorf("%s: %w", a, ErrClaimed)
+	}
+	return e, s.wrap("claiming an address", err)
+}
+
+// ClaimMany claims addresses in one statement where it can (the common
+// case: nobody else holds them), falling back to Claim for the rest.
+// Addresses another live run holds are absent from the result.
+func (s *Store) ClaimMany(ctx context.Context, broker string, addrs []client.Address, owner string, now time.Time, lease time.Duration) (map[client.Address]*Entry, error) {
+	out := make(map[client.Address]*Entry, len(addrs))
+	if len(addrs) == 0 {
+		return out, nil
+	}
+	q, args := inAddrs(`UPDATE journal SET claim_owner = ?, claim_until = ?
+		WHERE broker = ? AND (claim_owner IS NULL OR claim_owner = ? OR claim_until < ?) AND (partition_id, transaction_id) IN `,
+		addrs, owner, fmtTime(now.Add(lease)), broker, owner, fmtTime(now))
+	rows, err := s.db.QueryContext(ctx, s.rebind(q+` RETURNING `+entryCols), args...)
+	if err != nil {
+		return nil, s.wrap("claiming addresses", err)
+	}
+	for rows.Next() {
+		e, err := scanEntry(rows)
+		if err != nil {
+			rows.Close()
+			return nil, s.wrap("claiming addresses", err)
+		}
+		out[e.Address] = e
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("claiming addresses", err)
+	}
+	for _, a := range addrs {
+		if out[a] != nil {
+			continue
+		}
+		e, err := s.Claim(ctx, broker, a, owner, now, lease)
+		if errors.Is(err, ErrClaimed) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[a] = e
+	}
+	return out, nil
+}
+
+// Release drops owner's claims on addresses it will not work on after all.
+func (s *Store) Release(ctx context.Context, broker string, addrs []client.Address, owner string) error {
+	if len(addrs) == 0 {
+		return nil
+	}
+	q, args := inAddrs(`UPDATE journal SET claim_owner = NULL, claim_until = NULL WHERE broker = ? AND claim_owner = ? AND (partition_id, transaction_id) IN `,
+		addrs, broker, owner)
+	_, err := s.exec(ctx, s.db, q, args...)
+	return s.wrap("releasing claims", err)
+}
+
+// inAddrs appends "((?, ?), (?, ?), …)" for addrs to q, after args.
+func inAddrs(q string, addrs []client.Address, args ...any) (string, []any) {
+	var b strings.Builder
+	b.WriteString(q)
+	b.WriteByte('(')
+	for i, a := range addrs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?)")
+		args = append(args, a.PartitionID, a.TransactionID)
+	}
+	b.WriteByte(')')
+	return b.String(), args
 }
 
 // Save writes an entry's state while owner holds its claim; release drops
 // the claim in the same statement.
 func (s *Store) Save(ctx context.Context, e *Entry, owner string, now time.Time, release bool) error {
-	var claim any = owner
-	if release {
-		claim = nil
+	return s.SaveMany(ctx, []SaveItem{{Entry: e, Release: release}}, owner, now)[0]
+}
+
+// SaveItem is one entry for SaveMany.
+type SaveItem struct {
+	Entry   *Entry
+	Release bool
+}
+
+const saveSQL = `UPDATE journal SET state = ?, batch_id = ?, action = ?, generation = ?, replay_txid = ?, via = ?, outcome = ?, attempts = ?, last_error = ?,
+	updated_at = ?, claim_owner = ?, claim_until = CASE WHEN ? = 1 THEN NULL ELSE claim_until END
+	WHERE broker = ? AND partition_id = ? AND transaction_id = ? AND claim_owner = ?`
+
+// SaveMany writes several entries in one transaction (a group commit:
+// each caller's write is durable when SaveMany returns). The result has
+// one error per item: ErrLostClaim for an entry owner no longer holds.
+func (s *Store) SaveMany(ctx context.Context, items []SaveItem, owner string, now time.Time) []error {
+	errs := make([]error, len(items))
+	fail := func(err error) []error {
+		for i := range errs {
+			errs[i] = s.wrap("writing the journal", err)
+		}
+		return errs
 	}
-	res, err := s.exec(ctx, s.db, `UPDATE journal SET state = ?, batch_id = ?, action = ?, generation = ?, replay_txid = ?, via = ?, outcome = ?, attempts = ?, last_error = ?,
-		updated_at = ?, claim_owner = ?, claim_until = CASE WHEN ? = 1 THEN NULL ELSE claim_until END
-		WHERE broker = ? AND partition_id = ? AND transaction_id = ? AND claim_owner = ?`,
-		e.State, e.BatchID, e.Action, e.Generation, e.ReplayTxID, e.Via, e.Outcome, e.Attempts, truncate(e.LastError, 500),
-		fmtTime(now), claim, boolInt(release), e.Broker, e.Address.PartitionID, e.Address.TransactionID, owner)
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return s.wrap("writing the journal", err)
+		return fail(err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("%s: %w", e.Address, ErrLostClaim)
+	defer tx.Rollback()
+	stmt, err := tx.PrepareContext(ctx, s.rebind(saveSQL))
+	if err != nil {
+		return fail(err)
 	}
-	e.UpdatedAt = now
-	return nil
+	defer stmt.Close()
+	for i, it := range items {
+		e := it.Entry
+		var claim any = owner
+		if it.Release {
+			claim = nil
+		}
+		res, err := stmt.ExecContext(ctx, e.State, e.BatchID, e.Action, e.Generation, e.ReplayTxID, e.Via, e.Outcome, e.Attempts, truncate(e.LastError, 500),
+			fmtTime(now), claim, boolInt(it.Release), e.Broker, e.Address.PartitionID, e.Address.TransactionID, owner)
+		if err != nil {
+			return fail(err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			errs[i] = fmt.Errorf("%s: %w", e.Address, ErrLostClaim)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fail(err)
+	}
+	for i, it := range items {
+		if errs[i] == nil {
+			it.Entry.UpdatedAt = now
+		}
+	}
+	return errs
 }
 
 func truncate(s string, n int) string {

@@ -120,6 +120,10 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrBadDSN, shown, err)
 		}
+		// SQLite has one writer. One connection makes this process's
+		// writers queue in Go instead of sleeping in SQLite's busy
+		// handler; other processes still wait on busy_timeout.
+		s.db.SetMaxOpenConns(1)
 	case Postgres:
 		s.db, err = sql.Open("pgx", source)
 		if err != nil {

@@ -28,8 +28,9 @@ type Broker interface {
 // Journal is what the engine needs of the ledger; *ledger.Store is one.
 type Journal interface {
 	Enroll(ctx context.Context, broker, batchID, action string, addrs []client.Address, gens []int, now time.Time) error
-	Claim(ctx context.Context, broker string, a client.Address, owner string, now time.Time, lease time.Duration) (*ledger.Entry, error)
-	Save(ctx context.Context, e *ledger.Entry, owner string, now time.Time, release bool) error
+	ClaimMany(ctx context.Context, broker string, addrs []client.Address, owner string, now time.Time, lease time.Duration) (map[client.Address]*ledger.Entry, error)
+	Release(ctx context.Context, broker string, addrs []client.Address, owner string) error
+	SaveMany(ctx context.Context, items []ledger.SaveItem, owner string, now time.Time) []error
 }
 
 // Archive keeps rows before they are deleted (rm archives first).
@@ -140,6 +141,8 @@ type Engine struct {
 	lim     *rate.Limiter
 	noRetry atomic.Bool // the broker has no /retry route
 
+	saves chan saveReq
+
 	mu     sync.Mutex
 	rep    Report
 	txids  map[string]bool
@@ -200,6 +203,10 @@ func (e *Engine) Run(ctx context.Context, items []Item) (*Report, error) {
 	}
 	// Journal writes must land even after SIGINT: they record what happened.
 	jctx := context.WithoutCancel(ctx)
+	e.saves = make(chan saveReq)
+	committed := make(chan struct{})
+	go func() { e.committer(jctx); close(committed) }()
+	defer func() { close(e.saves); <-committed }()
 	if err := e.j.Enroll(jctx, e.o.Broker, e.o.BatchID, e.o.Action, addrs, gens, e.o.Now()); err != nil {
 		return nil, err
 	}
@@ -253,54 +260,119 @@ func (e *Engine) stop(reason string) {
 	}
 }
 
-// runItems feeds items to workers until done, stopped or interrupted.
+type job struct {
+	it  Item
+	ent *ledger.Entry
+}
+
+// claimChunk is how many addresses are claimed per ledger statement: at
+// most a few seconds of work at the rate, so claims are not held long.
+func (e *Engine) claimChunk() int {
+	if e.o.Rate <= 0 {
+		return 32
+	}
+	return min(max(int(e.o.Rate), 1), 32)
+}
+
+func (e *Engine) markDone() {
+	e.mu.Lock()
+	e.done++
+	d := e.done
+	e.mu.Unlock()
+	if e.o.Progress != nil {
+		e.o.Progress(d)
+	}
+}
+
+// runItems claims items a chunk at a time and feeds them to workers until
+// done, stopped or interrupted; claims not worked on are released.
 func (e *Engine) runItems(ctx context.Context, items []Item, workers int) error {
-	feed := make(chan Item)
+	feed := make(chan job)
 	var wg sync.WaitGroup
 	var fatal error
 	var fatalOnce sync.Once
+	setFatal := func(err error) {
+		fatalOnce.Do(func() { fatal = err })
+		e.stop("ledger error: " + err.Error())
+	}
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for it := range feed {
-				if err := e.one(ctx, it); err != nil {
-					fatalOnce.Do(func() { fatal = err })
-					e.stop("ledger error: " + err.Error())
+			for j := range feed {
+				if err := e.one(ctx, j.it, j.ent); err != nil {
+					setFatal(err)
 				}
 			}
 		}()
 	}
+	jctx := context.WithoutCancel(ctx)
 	lastCheck := e.o.Now()
-	for _, it := range items {
+	chunk := e.claimChunk()
+	var unworked []client.Address
+feeding:
+	for i := 0; i < len(items); i += chunk {
+		part := items[i:min(i+chunk, len(items))]
 		if ctx.Err() != nil || e.stopped() {
 			break
 		}
-		// The limiter paces scheduling, so in-flight calls never exceed
-		// the workers and the start rate never exceeds --rate.
-		if err := e.lim.Wait(ctx); err != nil {
+		addrs := make([]client.Address, len(part))
+		for k, it := range part {
+			addrs[k] = it.Address
+		}
+		claimed, err := e.j.ClaimMany(jctx, e.o.Broker, addrs, e.o.Owner, e.o.Now(), e.o.Lease)
+		if err != nil {
+			setFatal(err)
 			break
 		}
-		if e.o.MaxRefailures > 0 && e.o.Now().Sub(lastCheck) >= e.o.RefailEvery {
-			lastCheck = e.o.Now()
-			if n, err := e.refailures(ctx); err == nil && n >= e.o.MaxRefailures {
-				e.mu.Lock()
-				e.rep.Refailed = n
-				e.mu.Unlock()
-				e.stop(fmt.Sprintf("paused: %d replayed message(s) failed again (--max-refailures %d)", n, e.o.MaxRefailures))
-				break
+		for k, it := range part {
+			ent := claimed[it.Address]
+			if ent == nil {
+				e.record(func(r *Report) { r.Claimed++ })
+				e.markDone()
+				continue
 			}
-		}
-		select {
-		case feed <- it:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
+			release := func() {
+				for _, rest := range part[k:] {
+					if claimed[rest.Address] != nil {
+						unworked = append(unworked, rest.Address)
+					}
+				}
+			}
+			if ctx.Err() != nil || e.stopped() {
+				release()
+				break feeding
+			}
+			// The limiter paces scheduling, so in-flight calls never
+			// exceed the workers and the start rate never exceeds --rate.
+			if err := e.lim.Wait(ctx); err != nil {
+				release()
+				break feeding
+			}
+			if e.o.MaxRefailures > 0 && e.o.Now().Sub(lastCheck) >= e.o.RefailEvery {
+				lastCheck = e.o.Now()
+				if n, err := e.refailures(ctx); err == nil && n >= e.o.MaxRefailures {
+					e.mu.Lock()
+					e.rep.Refailed = n
+					e.mu.Unlock()
+					e.stop(fmt.Sprintf("paused: %d replayed message(s) failed again (--max-refailures %d)", n, e.o.MaxRefailures))
+					release()
+					break feeding
+				}
+			}
+			select {
+			case feed <- job{it, ent}:
+			case <-ctx.Done():
+				release()
+				break feeding
+			}
 		}
 	}
 	close(feed)
 	wg.Wait()
+	if err := e.j.Release(jctx, e.o.Broker, unworked, e.o.Owner); err != nil && fatal == nil {
+		fatal = err
+	}
 	if e.o.MaxRefailures > 0 && e.rep.Stopped == "" && ctx.Err() == nil {
 		if n, err := e.refailures(ctx); err == nil {
 			e.rep.Refailed = n
@@ -348,29 +420,12 @@ func (e *Engine) list(a client.Address, reason string) {
 
 // one executes one address. Only ledger errors are returned: broker
 // errors are the address's outcome.
-func (e *Engine) one(ctx context.Context, it Item) error {
-	defer func() {
-		e.mu.Lock()
-		e.done++
-		d := e.done
-		e.mu.Unlock()
-		if e.o.Progress != nil {
-			e.o.Progress(d)
-		}
-	}()
+func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
+	defer e.markDone()
 	// Calls already begun run to completion: interrupting between a push
 	// and its journal entry is what the journal exists to survive, but
 	// there is no reason to cause it.
 	cctx := context.WithoutCancel(ctx)
-	now := e.o.Now()
-	ent, err := e.j.Claim(cctx, e.o.Broker, it.Address, e.o.Owner, now, e.o.Lease)
-	if errors.Is(err, ledger.ErrClaimed) {
-		e.record(func(r *Report) { r.Claimed++ })
-		return nil
-	}
-	if err != nil {
-		return err
-	}
 	if ent.State == ledger.Removed {
 		// Removed by an earlier run: done, unless a fresh snapshot saw it
 		// dead-lettered again; confirm with the broker, since another
@@ -403,8 +458,45 @@ func (e *Engine) one(ctx context.Context, it Item) error {
 	return e.replay(cctx, it, ent)
 }
 
+type saveReq struct {
+	item ledger.SaveItem
+	done chan error
+}
+
+// save journals an entry and returns once it is durable. Concurrent
+// workers' saves are committed together (one transaction for whatever is
+// waiting), which is what lets SQLite keep up with an unlimited replay.
 func (e *Engine) save(ctx context.Context, ent *ledger.Entry, release bool) error {
-	return e.j.Save(ctx, ent, e.o.Owner, e.o.Now(), release)
+	req := saveReq{ledger.SaveItem{Entry: ent, Release: release}, make(chan error, 1)}
+	e.saves <- req
+	return <-req.done
+}
+
+// committer runs until saves is closed.
+func (e *Engine) committer(ctx context.Context) {
+	for first := range e.saves {
+		batch := []saveReq{first}
+	drain:
+		for len(batch) < 128 {
+			select {
+			case r, ok := <-e.saves:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		items := make([]ledger.SaveItem, len(batch))
+		for i, r := range batch {
+			items[i] = r.item
+		}
+		errs := e.j.SaveMany(ctx, items, e.o.Owner, e.o.Now())
+		for i, r := range batch {
+			r.done <- errs[i]
+		}
+	}
 }
 
 // settle records a final state, releases the claim and counts the outcome.
@@ -604,12 +696,12 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 	if e.o.ToQueue != "" {
 		queue = e.o.ToQueue
 	}
+	// No journal write before the push: the id is derived from the
+	// address and generation, so if we die after pushing, the next run
+	// pushes the same id again and the broker answers "duplicate".
 	ent.ReplayTxID = ReplayTxID(a, ent.Generation)
 	ent.State, ent.Via = ledger.Inflight, ViaManual
 	ent.Attempts++
-	if err := e.save(ctx, ent, false); err != nil {
-		return err
-	}
 	e.mu.Lock()
 	e.txids[ent.ReplayTxID] = true
 	e.mu.Unlock()
@@ -641,9 +733,8 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 	if dup {
 		ent.Outcome = "duplicate"
 	}
-	if err := e.save(ctx, ent, false); err != nil {
-		return err
-	}
+	// Published is journaled only if the delete fails (finishDelete);
+	// otherwise the next write is the final one.
 	return e.finishDelete(ctx, ent, func(r *Report) {
 		if dup {
 			r.Duplicate++

@@ -1,0 +1,162 @@
+package dlq_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/dlq"
+	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
+	"github.com/dlqctl/dlqctl/internal/config"
+	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/sandbox"
+)
+
+// heapPeak samples the heap while f runs and returns the peak above the
+// heap in use before it started.
+func heapPeak(f func()) uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapInuse
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(2 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				var m runtime.MemStats
+				runtime.ReadMemStats(&m)
+				if m.HeapInuse > base && m.HeapInuse-base > peak.Load() {
+					peak.Store(m.HeapInuse - base)
+				}
+			}
+		}
+	}()
+	f()
+	close(done)
+	wg.Wait()
+	return peak.Load()
+}
+
+// BenchmarkPaging reads a 100,000-row DLQ three ways side by side: a bare
+// loop of the same page requests (read and discarded), the client's row
+// iterator (decoded rows), and `dlq ls -o ndjson` end to end.
+func BenchmarkPaging(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		sb := sandbox.New(nil)
+		sb.Fill(n, 1)
+		srv := httptest.NewServer(sb.Handler())
+		const page = 500
+		report := func(b *testing.B, start time.Time, rows int, alloc0 uint64, peak uint64) {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			el := time.Since(start)
+			b.ReportMetric(float64(rows*b.N)/el.Seconds(), "rows/s")
+			b.ReportMetric(float64(ms.TotalAlloc-alloc0)/float64(rows*b.N), "B/row")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-MB")
+		}
+		b.Run(fmt.Sprintf("bare-http/%d", n), func(b *testing.B) {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			start := time.Now()
+			peak := heapPeak(func() {
+				for i := 0; i < b.N; i++ {
+					for off := 0; off < n; off += page {
+						resp, err := http.Get(fmt.Sprintf("%s/api/v1/dlq?limit=%d&offset=%d", srv.URL, page, off))
+						if err != nil {
+							b.Fatal(err)
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				}
+			})
+			report(b, start, n, ms.TotalAlloc, peak)
+		})
+		b.Run(fmt.Sprintf("client/%d", n), func(b *testing.B) {
+			c := testutil.Client(b, srv.URL)
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			start := time.Now()
+			peak := heapPeak(func() {
+				for i := 0; i < b.N; i++ {
+					got := 0
+					for _, err := range c.Rows(context.Background(), client.ListQuery{Limit: page}) {
+						if err != nil {
+							b.Fatal(err)
+						}
+						got++
+					}
+					if got != n {
+						b.Fatalf("%d rows", got)
+					}
+				}
+			})
+			report(b, start, n, ms.TotalAlloc, peak)
+		})
+		b.Run(fmt.Sprintf("ls-ndjson/%d", n), func(b *testing.B) {
+			cli := testutil.NewCLI(b, srv.URL, root.Run)
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			start := time.Now()
+			peak := heapPeak(func() {
+				for i := 0; i < b.N; i++ {
+					if _, _, code := cli.ExecTo(io.Discard, "dlq", "ls", "-o", "ndjson"); code != 0 {
+						b.Fatal(code)
+					}
+				}
+			})
+			report(b, start, n, ms.TotalAlloc, peak)
+		})
+		srv.Close()
+	}
+}
+
+// BenchmarkCheck finds the oldest dead letter (and the SLO tails) on DLQs
+// of growing size, beside reading the whole DLQ.
+func BenchmarkCheck(b *testing.B) {
+	for _, n := range []int{1_000, 100_000, 1_000_000} {
+		sb := sandbox.New(nil)
+		sb.Fill(n, 2)
+		srv := httptest.NewServer(sb.Handler())
+		c := testutil.Client(b, srv.URL)
+		cfg := &config.Config{Policies: []config.Policy{{Queue: "*", MaxAge: config.Duration(240 * time.Hour), TriageSLO: config.Duration(240 * time.Hour)}}}
+		b.Run(fmt.Sprintf("check/%d", n), func(b *testing.B) {
+			sb.ResetCalls()
+			for i := 0; i < b.N; i++ {
+				if _, err := dlq.Check(context.Background(), c, cfg, nil, nil, nil, 0, 0, time.Now()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(sb.Calls()["GET /api/v1/dlq"])/float64(b.N), "requests/op")
+		})
+		b.Run(fmt.Sprintf("read-all/%d", n), func(b *testing.B) {
+			sb.ResetCalls()
+			for i := 0; i < b.N; i++ {
+				for _, err := range c.Rows(context.Background(), client.ListQuery{Limit: 500}) {
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(sb.Calls()["GET /api/v1/dlq"])/float64(b.N), "requests/op")
+		})
+		srv.Close()
+	}
+}

@@ -1,0 +1,125 @@
+package replay_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/dlqctl/dlqctl/pkg/sandbox"
+)
+
+// fixture is a sandbox of n plain dead letters (no envelopes) and a fresh
+// SQLite ledger.
+func fixture(b *testing.B, n int) (*sandbox.Broker, *client.Client, *ledger.Store, []replay.Item) {
+	sb := sandbox.New(nil)
+	now := time.Now()
+	dls := make([]sandbox.DeadLetter, n)
+	for i := range dls {
+		dls[i] = sandbox.DeadLetter{Queue: "orders", Partition: fmt.Sprint(i % 16), TransactionID: fmt.Sprintf("order:%d", i),
+			ConsumerGroup: "billing", Error: "boom", RetryCount: 3, FailedAt: now.Add(-time.Duration(i) * time.Second),
+			Data: json.RawMessage(fmt.Sprintf(`{"orderId":%d}`, i))}
+	}
+	sb.AddDeadLetters(dls...)
+	srv := httptest.NewServer(sb.Handler())
+	b.Cleanup(srv.Close)
+	c := testutil.Client(b, srv.URL)
+	st := testutil.OpenLedger(b, "sqlite://"+filepath.Join(b.TempDir(), "l.db"))
+	sel := &replay.Selection{All: true}
+	sel.Compile()
+	items, err := replay.Snapshot(context.Background(), c, sel, 500)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return sb, c, st, items
+}
+
+// BenchmarkRate measures the achieved rate at --rate 10, 100 and 1000
+// against the requested one (goal: within 5%), over two seconds of
+// replay each.
+func BenchmarkRate(b *testing.B) {
+	for _, r := range []float64{10, 100, 1000} {
+		b.Run(fmt.Sprintf("rate=%g", r), func(b *testing.B) {
+			n := int(2 * r)
+			var ratio float64
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				_, c, st, items := fixture(b, n)
+				b.StartTimer()
+				o := replay.Options{Action: replay.Replay, Broker: c.Server(), BatchID: "bench", Owner: "bench:1:x", Fresh: true,
+					Rate: r, Burst: 1, Concurrency: 8, Via: replay.ViaManual}
+				start := time.Now()
+				rep, err := replay.NewEngine(c, st, o).Run(context.Background(), items)
+				el := time.Since(start)
+				if err != nil || rep.Replayed != n {
+					b.Fatalf("%v %+v", err, rep)
+				}
+				// n starts at rate r span (n-1)/r seconds: the first is free.
+				ratio = float64(n-1) / el.Seconds() / r
+			}
+			b.ReportMetric(ratio, "achieved/requested")
+		})
+	}
+}
+
+// BenchmarkUnlimited replays 10,000 messages with --rate 0 --concurrency
+// 16 beside a bare loop making the same HTTP calls (push then delete, 16
+// at a time) in the same run (goal: the engine at 0.8 of the bare loop or
+// better).
+func BenchmarkUnlimited(b *testing.B) {
+	const n = 10_000
+	b.Run("bare-loop", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			_, c, _, items := fixture(b, n)
+			b.StartTimer()
+			start := time.Now()
+			feed := make(chan replay.Item)
+			var wg sync.WaitGroup
+			for w := 0; w < 16; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for it := range feed {
+						if _, err := c.Push(context.Background(), []client.PushItem{{Queue: it.Queue, Partition: it.Partition,
+							Payload: it.Newest().Data, TransactionID: replay.ReplayTxID(it.Address, 1)}}); err != nil {
+							b.Error(err)
+						}
+						if err := c.Delete(context.Background(), it.Address); err != nil {
+							b.Error(err)
+						}
+					}
+				}()
+			}
+			for _, it := range items {
+				feed <- it
+			}
+			close(feed)
+			wg.Wait()
+			b.ReportMetric(n/time.Since(start).Seconds(), "msgs/s")
+		}
+	})
+	b.Run("engine", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			_, c, st, items := fixture(b, n)
+			b.StartTimer()
+			start := time.Now()
+			o := replay.Options{Action: replay.Replay, Broker: c.Server(), BatchID: "bench", Owner: "bench:1:x", Fresh: true,
+				Concurrency: 16, Via: replay.ViaManual}
+			rep, err := replay.NewEngine(c, st, o).Run(context.Background(), items)
+			if err != nil || rep.Replayed != n {
+				b.Fatalf("%v %+v", err, rep)
+			}
+			b.ReportMetric(n/time.Since(start).Seconds(), "msgs/s")
+		}
+	})
+}
