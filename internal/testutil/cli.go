@@ -2,8 +2,8 @@ package testutil
 
 import (
 	"bytes"
-	"io"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
