@@ -66,25 +66,22 @@ func (a *Archiver) Flush(ctx context.Context) error {
 		return s.wrap("archiving", err)
 	}
 	defer tx.Rollback()
-	stmt, err := tx.PrepareContext(ctx, s.rebind(`INSERT INTO archive (broker, partition_id, transaction_id, consumer_group, failed_at, message_id, queue, partition_name, error, retry_count, payload, first_seen, last_seen)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (broker, partition_id, transaction_id, consumer_group, failed_at)
+	seen := fmtTime(a.now)
+	err = s.insertRows(ctx, tx, `INSERT INTO archive (broker, partition_id, transaction_id, consumer_group, failed_at, message_id, queue, partition_name, error, retry_count, payload, first_seen, last_seen) VALUES `,
+		` ON CONFLICT (broker, partition_id, transaction_id, consumer_group, failed_at)
 		DO UPDATE SET last_seen = excluded.last_seen, gone_at = NULL, vanished = 0,
-			payload = CASE WHEN excluded.payload IS NULL THEN archive.payload ELSE excluded.payload END`))
+			payload = CASE WHEN excluded.payload IS NULL THEN archive.payload ELSE excluded.payload END`,
+		13, len(a.buf), func(i int) []any {
+			r := a.buf[i]
+			var payload any
+			if len(r.Data) > 0 {
+				payload = string(r.Data)
+			}
+			return []any{a.broker, r.PartitionID, r.TransactionID, r.ConsumerGroup, fmtTime(r.FailedAt), r.ID,
+				r.Queue, r.Partition, r.ErrorMessage, r.RetryCount, payload, seen, seen}
+		})
 	if err != nil {
 		return s.wrap("archiving", err)
-	}
-	defer stmt.Close()
-	seen := fmtTime(a.now)
-	for _, r := range a.buf {
-		var payload any
-		if len(r.Data) > 0 {
-			payload = string(r.Data)
-		}
-		if _, err := stmt.ExecContext(ctx, a.broker, r.PartitionID, r.TransactionID, r.ConsumerGroup, fmtTime(r.FailedAt), r.ID,
-			r.Queue, r.Partition, r.ErrorMessage, r.RetryCount, payload, seen, seen); err != nil {
-			return s.wrap("archiving", err)
-		}
 	}
 	if err := tx.Commit(); err != nil {
 		return s.wrap("archiving", err)

@@ -88,22 +88,19 @@ func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []ManifestItem)
 		b.ID, b.Broker, b.Action, b.By, fmtTime(b.At), b.Why, b.Owner, nullTime(b.Until), b.Selection, b.Size, b.Destination, b.Status); err != nil {
 		return s.wrap("recording the batch", err)
 	}
-	stmt, err := tx.PrepareContext(ctx, s.rebind(`INSERT INTO batch_items (batch_id, seq, broker, partition_id, transaction_id, queue, partition_name, groups, error, retry_count, failed_at, payload, undecryptable)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`))
+	err = s.insertRows(ctx, tx, `INSERT INTO batch_items (batch_id, seq, broker, partition_id, transaction_id, queue, partition_name, groups, error, retry_count, failed_at, payload, undecryptable) VALUES `,
+		"", 13, len(items), func(i int) []any {
+			it := items[i]
+			groups, _ := json.Marshal(it.Groups)
+			var payload any
+			if len(it.Payload) > 0 {
+				payload = string(it.Payload)
+			}
+			return []any{b.ID, i, b.Broker, it.Address.PartitionID, it.Address.TransactionID, it.Queue, it.Partition,
+				string(groups), it.Error, it.RetryCount, fmtTime(it.FailedAt), payload, boolInt(it.Undecryptable)}
+		})
 	if err != nil {
 		return s.wrap("recording the manifest", err)
-	}
-	defer stmt.Close()
-	for i, it := range items {
-		groups, _ := json.Marshal(it.Groups)
-		var payload any
-		if len(it.Payload) > 0 {
-			payload = string(it.Payload)
-		}
-		if _, err := stmt.ExecContext(ctx, b.ID, i, b.Broker, it.Address.PartitionID, it.Address.TransactionID, it.Queue, it.Partition,
-			string(groups), it.Error, it.RetryCount, fmtTime(it.FailedAt), payload, boolInt(it.Undecryptable)); err != nil {
-			return s.wrap("recording the manifest", err)
-		}
 	}
 	if err := s.auditTx(ctx, tx, b.At, b.Broker, b.ID, "decided", b.By,
 		fmt.Sprintf("%s of %d address(es): %s", b.Action, b.Size, b.Why)); err != nil {

@@ -57,16 +57,12 @@ func (s *Store) Enroll(ctx context.Context, broker, batchID, action string, addr
 		return s.wrap("enrolling addresses", err)
 	}
 	defer tx.Rollback()
-	stmt, err := tx.PrepareContext(ctx, s.rebind(`INSERT INTO journal (broker, partition_id, transaction_id, state, batch_id, action, generation, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (broker, partition_id, transaction_id) DO NOTHING`))
+	err = s.insertRows(ctx, tx, `INSERT INTO journal (broker, partition_id, transaction_id, state, batch_id, action, generation, updated_at) VALUES `,
+		` ON CONFLICT (broker, partition_id, transaction_id) DO NOTHING`, 8, len(addrs), func(i int) []any {
+			return []any{broker, addrs[i].PartitionID, addrs[i].TransactionID, Pending, batchID, action, gens[i], fmtTime(now)}
+		})
 	if err != nil {
 		return s.wrap("enrolling addresses", err)
-	}
-	defer stmt.Close()
-	for i, a := range addrs {
-		if _, err := stmt.ExecContext(ctx, broker, a.PartitionID, a.TransactionID, Pending, batchID, action, gens[i], fmtTime(now)); err != nil {
-			return s.wrap("enrolling addresses", err)
-		}
 	}
 	return s.wrap("enrolling addresses", tx.Commit())
 }

@@ -188,6 +188,7 @@ func (s *Store) exec(ctx context.Context, q execer, query string, args ...any) (
 }
 
 type execer interface {
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -232,4 +233,46 @@ func parseTime(s sql.NullString) time.Time {
 	}
 	t, _ := time.Parse(ts, s.String)
 	return t
+}
+
+// insertRows inserts n rows: on PostgreSQL one multi-row INSERT per chunk
+// (a round trip per chunk, not per row: there the round trip is the cost). head is the
+// statement up to VALUES, tail what follows the rows (ON CONFLICT …);
+// each row supplies cols values.
+func (s *Store) insertRows(ctx context.Context, q execer, head, tail string, cols, n int, row func(i int) []any) error {
+	place := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
+	if s.engine == SQLite {
+		// In-process: no round trip to save, and one prepared single-row
+		// statement beats building and parsing large ones.
+		stmt, err := q.PrepareContext(ctx, head+place+tail)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for i := 0; i < n; i++ {
+			if _, err := stmt.ExecContext(ctx, row(i)...); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	const perStmt = 400 // 400 × 13 columns stays far below PostgreSQL's 65,535 parameters
+	for start := 0; start < n; start += perStmt {
+		end := min(start+perStmt, n)
+		var b strings.Builder
+		b.WriteString(head)
+		args := make([]any, 0, (end-start)*cols)
+		for i := start; i < end; i++ {
+			if i > start {
+				b.WriteString(", ")
+			}
+			b.WriteString(place)
+			args = append(args, row(i)...)
+		}
+		b.WriteString(tail)
+		if _, err := q.ExecContext(ctx, s.rebind(b.String()), args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,0 +1,67 @@
+package ledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+)
+
+// BenchmarkManifest records a batch of 10,000 addresses, on each engine.
+func BenchmarkManifest(b *testing.B) {
+	for _, l := range testutil.Ledgers(b) {
+		b.Run(l.Name, func(b *testing.B) {
+			s := testutil.OpenLedger(b, l.DSN)
+			its := items(10_000)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				bt := &ledger.Batch{Broker: "http://bench", Action: ledger.ActionReplay, By: "b", At: time.Now(), Why: "bench"}
+				if err := s.CreateBatch(context.Background(), bt, its); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(10_000*b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
+
+// BenchmarkSync archives a 100,000-row DLQ and marks what left, on each
+// engine: the first pass inserts, the next ones update last_seen.
+func BenchmarkSync(b *testing.B) {
+	const n = 100_000
+	rows := make([]client.Row, n)
+	t0 := time.Now()
+	for i := range rows {
+		rows[i] = client.Row{ID: fmt.Sprint(i), PartitionID: "p", TransactionID: fmt.Sprintf("t%d", i), Queue: "orders", Partition: "1",
+			ConsumerGroup: "billing", ErrorMessage: "order 1 not found", RetryCount: 3, FailedAt: t0.Add(-time.Duration(i) * time.Second),
+			Data: json.RawMessage(fmt.Sprintf(`{"orderId":%d,"amount":12.5,"currency":"EUR"}`, i))}
+	}
+	for _, l := range testutil.Ledgers(b) {
+		b.Run(l.Name, func(b *testing.B) {
+			s := testutil.OpenLedger(b, l.DSN)
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				at := time.Now()
+				a := s.NewArchiver("http://bench", at)
+				for _, r := range rows {
+					if err := a.Add(ctx, r); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := a.Flush(ctx); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.MarkGone(ctx, "http://bench", "", at, at); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
