@@ -57,6 +57,17 @@ type Broker struct {
 	mutN     int // mutating calls since faults were set
 	cutN     int // pushes and retries since faults were set
 	retryN   int // successful retries since faults were set
+
+	// version counts changes to rows; views caches filtered row lists
+	// per filter until the next change, so paging a filtered DLQ costs
+	// O(limit) per page, as a real broker's index makes it.
+	version int
+	views   map[string]view
+}
+
+type view struct {
+	version int
+	rows    []*row
 }
 
 type queueConf struct {
@@ -185,6 +196,7 @@ func (b *Broker) AddDeadLetters(dls ...DeadLetter) {
 		b.rows = append(b.rows, &row{msg: m, Group: d.ConsumerGroup, Error: d.Error, Retries: d.RetryCount, FailedAt: d.FailedAt.UTC().Truncate(time.Millisecond), seq: b.seq})
 	}
 	sort.SliceStable(b.rows, func(i, j int) bool { return newer(b.rows[i], b.rows[j]) })
+	b.version++
 }
 
 func newer(a, b *row) bool {
@@ -209,6 +221,9 @@ func (b *Broker) removeRowsLocked(k msgKey) int {
 	}
 	n := len(b.rows)
 	b.rows = slices.DeleteFunc(b.rows, func(r *row) bool { return r.msg == m })
+	if len(b.rows) != n {
+		b.version++
+	}
 	return n - len(b.rows)
 }
 
@@ -223,6 +238,7 @@ func (b *Broker) FailAgain(queue, txid, group, errText string) bool {
 			r := &row{msg: m, Group: group, Error: errText, Retries: 3, FailedAt: b.now().UTC().Truncate(time.Millisecond), seq: b.seq}
 			b.rows = append([]*row{r}, b.rows...)
 			sort.SliceStable(b.rows, func(i, j int) bool { return newer(b.rows[i], b.rows[j]) })
+			b.version++
 			return true
 		}
 	}

@@ -189,19 +189,22 @@ func (b *Broker) list(w http.ResponseWriter, r *http.Request) {
 			page = b.rows[offset:min(len(b.rows), offset+limit)]
 		}
 	default:
-		skipped := 0
-		for _, rw := range b.rows {
-			if !match(rw) {
-				continue
+		key := fmt.Sprint(queue, "\x00", group, "\x00", partition, "\x00", from.UnixNano(), "\x00", to.UnixNano())
+		v, ok := b.views[key]
+		if !ok || v.version != b.version {
+			v = view{version: b.version}
+			for _, rw := range b.rows {
+				if match(rw) {
+					v.rows = append(v.rows, rw)
+				}
 			}
-			if skipped < offset {
-				skipped++
-				continue
+			if b.views == nil {
+				b.views = map[string]view{}
 			}
-			if len(page) == limit {
-				break
-			}
-			page = append(page, rw)
+			b.views[key] = v
+		}
+		if offset < len(v.rows) {
+			page = v.rows[offset:min(len(v.rows), offset+limit)]
 		}
 	}
 	msgs := make([]wireRow, 0, len(page))
