@@ -142,6 +142,7 @@ type Engine struct {
 	noRetry atomic.Bool // the broker has no /retry route
 
 	saves chan saveReq
+	start time.Time
 
 	mu     sync.Mutex
 	rep    Report
@@ -194,6 +195,7 @@ func NewEngine(b Broker, j Journal, o Options) *Engine {
 // Interrupted set.
 func (e *Engine) Run(ctx context.Context, items []Item) (*Report, error) {
 	start := e.o.Now()
+	e.start = start.Add(-time.Second) // the broker's clock may lag ours a little
 	e.rep = Report{BatchID: e.o.BatchID, Action: e.o.Action, Total: len(items)}
 	addrs := make([]client.Address, len(items))
 	gens := make([]int, len(items))
@@ -400,6 +402,9 @@ func (e *Engine) refailures(ctx context.Context) (int, error) {
 	for r, err := range e.b.Rows(ctx, client.ListQuery{Limit: 500}) {
 		if err != nil {
 			return 0, err
+		}
+		if r.FailedAt.Before(e.start) {
+			break // newest first: a re-failure of this run is newer than its start
 		}
 		if ids[r.TransactionID] {
 			n++

@@ -65,23 +65,14 @@ func gather(ctx context.Context, f *cmdutil.Factory, cl *client.Client, ld *ledg
 		// A recorded manifest may be old: find what is still dead-lettered,
 		// so nothing is deleted that is not (an older server's DELETE
 		// removes live messages too).
-		want2 := map[client.Address]bool{}
-		for _, it := range in.items {
-			want2[it.Address] = true
-		}
-		present := map[client.Address]bool{}
-		for r, err := range cl.Rows(ctx, client.ListQuery{Limit: pageSize}) {
-			if err != nil {
-				return nil, err
-			}
-			if want2[r.Address()] {
-				present[r.Address()] = true
-			}
+		counts, err := rowCounts(ctx, cl, in.items)
+		if err != nil {
+			return nil, err
 		}
 		in.absent = map[client.Address]bool{}
-		for a := range want2 {
-			if !present[a] {
-				in.absent[a] = true
+		for _, it := range in.items {
+			if counts[it.Address] == 0 {
+				in.absent[it.Address] = true
 			}
 		}
 		return in, nil

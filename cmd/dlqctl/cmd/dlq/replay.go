@@ -264,7 +264,9 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		po.QueueGroups = queueGroups(ctx, cl, in.items)
 	}
 	if sp.allRows {
-		po.AllRows = allRowCounts(ctx, cl, in.items)
+		if po.AllRows, err = rowCounts(ctx, cl, in.items); err != nil {
+			return err
+		}
 	}
 	plan := replay.MakePlan(in.items, po)
 	if err := printPlan(f, fm, plan, ef.DryRun); err != nil {
@@ -345,25 +347,27 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	return printReport(f, fm, rep, cmdLine, in.missing)
 }
 
-// allRowCounts counts the rows each address has in the DLQ now, every
-// group included.
-func allRowCounts(ctx context.Context, cl *client.Client, items []replay.Item) map[client.Address]int {
+// rowCounts counts the rows each item's address has in the DLQ now, every
+// consumer group included, reading only the items' queues.
+func rowCounts(ctx context.Context, cl *client.Client, items []replay.Item) (map[client.Address]int, error) {
 	want := map[client.Address]bool{}
-	queues := map[string]bool{}
+	var queues []string
 	for _, it := range items {
 		want[it.Address] = true
-		queues[it.Queue] = true
+		if !contains(queues, it.Queue) {
+			queues = append(queues, it.Queue)
+		}
 	}
 	out := map[client.Address]int{}
-	for q := range queues {
+	for _, q := range queues {
 		for r, err := range cl.Rows(ctx, client.ListQuery{Queue: q, Limit: pageSize}) {
 			if err != nil {
-				return nil
+				return nil, err
 			}
-			if want[r.Address()] {
+			if r.Queue == q && want[r.Address()] {
 				out[r.Address()]++
 			}
 		}
 	}
-	return out
+	return out, nil
 }
