@@ -337,3 +337,34 @@ func TestTwoRunnersOneBatch(t *testing.T) {
 		})
 	}
 }
+
+// failingBroker makes every replayed message fail again at once, the way a
+// consumer that is still broken would: the recovery-induced incident.
+type failingBroker struct {
+	replay.Broker
+	sb *sandbox.Broker
+}
+
+func (f *failingBroker) Push(ctx context.Context, items []client.PushItem) ([]client.PushResult, error) {
+	res, err := f.Broker.Push(ctx, items)
+	if err == nil {
+		for _, it := range items {
+			f.sb.FailAgain(it.Queue, it.TransactionID, "billing", "still broken")
+		}
+	}
+	return res, err
+}
+
+func TestMaxRefailuresPauses(t *testing.T) {
+	r := newRig(t, 120, "")
+	items := r.items(t)
+	o := replay.Options{Action: replay.Replay, Broker: r.c.Server(), BatchID: "b", Owner: "o:1:x", Fresh: true, Concurrency: 1,
+		Via: replay.ViaManual, MaxRefailures: 5, RefailEvery: time.Nanosecond}
+	rep, err := replay.NewEngine(&failingBroker{r.c, r.b}, r.store, o).Run(context.Background(), items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rep.Stopped, "--max-refailures 5") || rep.Refailed < 5 || rep.NotStarted == 0 || rep.Replayed > 10 {
+		t.Fatalf("report %+v", rep)
+	}
+}

@@ -530,3 +530,32 @@ func TestUsageErrors(t *testing.T) {
 		t.Errorf("bad ledger: %d %s", code, stderr)
 	}
 }
+
+func TestShowAmbiguousBareID(t *testing.T) {
+	b, cli := seeded(t)
+	for _, part := range []string{"7001", "7002"} {
+		b.AddDeadLetters(sandbox.DeadLetter{Queue: "orders", Partition: part, TransactionID: "order:shared", ConsumerGroup: "billing",
+			Error: "x", FailedAt: testutil.Now.Add(-time.Minute), Data: []byte(`{"p":"` + part + `"}`)})
+	}
+	_, stderr, code := cli.Exec("dlq", "show", "order:shared")
+	if code != 2 || !strings.Contains(stderr, sandbox.PartitionID("orders", "7001")+"/order:shared") || !strings.Contains(stderr, sandbox.PartitionID("orders", "7002")+"/order:shared") {
+		t.Fatalf("ambiguous id: %d %s", code, stderr)
+	}
+	out, _, code := cli.Exec("dlq", "show", sandbox.PartitionID("orders", "7002")+"/order:shared")
+	if code != 0 || !strings.Contains(out, `"p": "7002"`) {
+		t.Fatalf("full address: %d %s", code, out)
+	}
+}
+
+func TestFromFilePipesLsIntoReplay(t *testing.T) {
+	b, cli := seeded(t)
+	nd, _, _ := cli.Exec("dlq", "ls", "--queue", "payments", "--limit", "5", "-o", "ndjson")
+	cli.Stdin = nd
+	_, stderr, code := cli.Exec("dlq", "replay", "--from-file", "-", "--why", "piped", "--yes", "--rate", "0")
+	if code != 0 || !regexp.MustCompile(`Replay plan: [1-5] messages`).MatchString(stderr) {
+		t.Fatalf("%d %s", code, stderr)
+	}
+	if len(b.LiveMessages()) == 0 || len(b.LiveMessages()) > 5 {
+		t.Fatalf("%d published", len(b.LiveMessages()))
+	}
+}

@@ -277,14 +277,19 @@ func printReport(f *cmdutil.Factory, fm render.Format, rep *replay.Report, resum
 }
 
 // newSince counts dead letters matching a fresh selection that arrived
-// after the plan: they are not silently added to a frozen batch.
-func newSince(ctx context.Context, cl *client.Client, sel *replay.Selection, planAt time.Time, own map[string]bool) int {
+// after the plan (not in the batch, not this run's own re-failures): they
+// are not silently added to a frozen batch.
+func newSince(ctx context.Context, cl *client.Client, sel *replay.Selection, planAt time.Time, items []replay.Item, own map[string]bool) int {
+	inBatch := make(map[client.Address]bool, len(items))
+	for _, it := range items {
+		inBatch[it.Address] = true
+	}
 	n := 0
 	for r, err := range cl.Rows(ctx, sel.Query(pageSize)) {
 		if err != nil || r.FailedAt.Before(planAt) {
 			break // newest first: nothing older can be new
 		}
-		if sel.Match(r) && !own[r.TransactionID] {
+		if sel.Match(r) && !own[r.TransactionID] && !inBatch[r.Address()] {
 			n++
 		}
 	}

@@ -339,7 +339,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		for _, t := range rep.ReplayTxIDs {
 			own[t] = true
 		}
-		if n := newSince(ctx, cl, sel, in.planAt, own); n > 0 {
+		if n := newSince(ctx, cl, sel, in.planAt, in.items, own); n > 0 {
 			fmt.Fprintf(f.IO.ErrOut, "%s matching the selection arrived since the plan; they are not in this batch.\n", plural(n, "new dead letter", "new dead letters"))
 		}
 	}
