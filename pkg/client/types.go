@@ -121,9 +121,6 @@ type Address struct {
 
 func (a Address) String() string { return a.PartitionID + "/" + a.TransactionID }
 
-// IsZero reports whether the address is unset.
-func (a Address) IsZero() bool { return a.PartitionID == "" && a.TransactionID == "" }
-
 // MarshalText writes the PARTITION_ID/TRANSACTION_ID form.
 func (a Address) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
 

@@ -47,9 +47,6 @@ type Store struct {
 	shown  string // the DSN with any password removed
 }
 
-// Engine returns the database kind.
-func (s *Store) Engine() Engine { return s.engine }
-
 // String is the DSN without its password.
 func (s *Store) String() string { return s.shown }
 

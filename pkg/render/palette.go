@@ -27,7 +27,6 @@ func NewPalette(w io.Writer, color bool) *Palette {
 		red:    r.NewStyle().Foreground(lipgloss.Color("9")),
 		yellow: r.NewStyle().Foreground(lipgloss.Color("11")),
 		green:  r.NewStyle().Foreground(lipgloss.Color("10")),
-		faint:  r.NewStyle().Faint(true),
 		bold:   r.NewStyle().Bold(true),
 	}
 }
@@ -47,9 +46,6 @@ func (p *Palette) Yellow(s string) string { return p.apply(p.yellow, s) }
 
 // Green marks success.
 func (p *Palette) Green(s string) string { return p.apply(p.green, s) }
-
-// Faint de-emphasises.
-func (p *Palette) Faint(s string) string { return p.apply(p.faint, s) }
 
 // Bold emphasises.
 func (p *Palette) Bold(s string) string { return p.apply(p.bold, s) }

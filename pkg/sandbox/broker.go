@@ -119,13 +119,6 @@ func (b *Broker) SetFaults(f Faults) {
 	b.mutN, b.cutN, b.retryN = 0, 0, 0
 }
 
-// Faults returns the current fault settings.
-func (b *Broker) Faults() Faults {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.faults
-}
-
 // PartitionID is the deterministic UUID-shaped id the sandbox gives a
 // queue's partition.
 func PartitionID(queue, partition string) string {
