@@ -51,16 +51,21 @@ func FuzzDecodePage(f *testing.F) {
 
 func FuzzIsEnvelope(f *testing.F) {
 	f.Add([]byte(`{"encrypted":"x","iv":"y","authTag":"z"}`))
-	f.Add([]byte(` {"a":1}`))
+	f.Add([]byte(` {"encrypted":"x","iv":"y","authTag":"z","extra":1}`))
+	f.Add([]byte(`{"a":1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if IsEnvelope(b) {
-			var m map[string]any
-			if json.Unmarshal(b, &m) != nil || len(m) != 3 || m["iv"] == nil && m["encrypted"] == nil {
-				// keys present with null values are still an envelope's shape
-				if _, ok := m["authTag"]; !ok {
-					t.Fatalf("%s called an envelope", b)
-				}
-			}
+		if !IsEnvelope(b) {
+			return
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%q called an envelope but is not a JSON object: %v", b, err)
+		}
+		_, e := m["encrypted"]
+		_, i := m["iv"]
+		_, a := m["authTag"]
+		if len(m) != 3 || !e || !i || !a {
+			t.Fatalf("%q called an envelope with keys %v", b, m)
 		}
 	})
 }

@@ -95,14 +95,12 @@ func (r Row) Undecryptable() bool { return IsEnvelope(r.Data) }
 // IsEnvelope reports whether a payload is an encryption envelope: an object
 // whose keys are exactly encrypted, iv and authTag.
 func IsEnvelope(data json.RawMessage) bool {
-	if len(data) == 0 || data[0] != '{' {
-		d := bytes.TrimSpace(data)
-		if len(d) == 0 || d[0] != '{' {
-			return false
-		}
+	d := bytes.TrimSpace(data)
+	if len(d) == 0 || d[0] != '{' {
+		return false
 	}
 	var m map[string]json.RawMessage
-	if json.Unmarshal(data, &m) != nil || len(m) != 3 {
+	if json.Unmarshal(d, &m) != nil || len(m) != 3 {
 		return false
 	}
 	for _, k := range []string{"encrypted", "iv", "authTag"} {
