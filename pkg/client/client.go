@@ -50,7 +50,10 @@ func New(o Options) (*Client, error) {
 		return nil, fmt.Errorf("invalid server URL %q: want http(s)://host:port", redactURL(o.Server))
 	}
 	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+		var err error
+		if o.HTTPClient, err = NewHTTPClient(TLSOptions{Timeout: 30 * time.Second}); err != nil {
+			return nil, err
+		}
 	}
 	if o.Attempts <= 0 {
 		o.Attempts = 4
@@ -93,7 +96,9 @@ func NewHTTPClient(o TLSOptions) (*http.Client, error) {
 		}
 		tr.TLSClientConfig.RootCAs = pool
 	}
-	tr.MaxIdleConnsPerHost = 64
+	// Replays run up to --concurrency calls at once; keep that many
+	// connections alive instead of dialling one per call.
+	tr.MaxIdleConnsPerHost = 256
 	return &http.Client{Transport: tr, Timeout: o.Timeout}, nil
 }
 
