@@ -141,8 +141,9 @@ type Engine struct {
 	lim     *rate.Limiter
 	noRetry atomic.Bool // the broker has no /retry route
 
-	saves chan saveReq
-	start time.Time
+	saves     chan saveReq
+	behindErr error // the first failed write-behind save (read after the committer ends)
+	start     time.Time
 
 	mu     sync.Mutex
 	rep    Report
@@ -205,10 +206,19 @@ func (e *Engine) Run(ctx context.Context, items []Item) (*Report, error) {
 	}
 	// Journal writes must land even after SIGINT: they record what happened.
 	jctx := context.WithoutCancel(ctx)
-	e.saves = make(chan saveReq)
+	e.saves = make(chan saveReq, 256)
 	committed := make(chan struct{})
 	go func() { e.committer(jctx); close(committed) }()
-	defer func() { close(e.saves); <-committed }()
+	flushed := false
+	flush := func() error {
+		if !flushed {
+			flushed = true
+			close(e.saves)
+			<-committed
+		}
+		return e.behindErr
+	}
+	defer flush()
 	if err := e.j.Enroll(jctx, e.o.Broker, e.o.BatchID, e.o.Action, addrs, gens, e.o.Now()); err != nil {
 		return nil, err
 	}
@@ -235,6 +245,9 @@ func (e *Engine) Run(ctx context.Context, items []Item) (*Report, error) {
 		if err := e.runItems(ctx, rest, e.o.Concurrency); err != nil {
 			return nil, err
 		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
 	}
 	e.rep.Interrupted = ctx.Err() != nil
 	e.rep.NotStarted = len(items) - e.done
@@ -465,24 +478,38 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 
 type saveReq struct {
 	item ledger.SaveItem
-	done chan error
+	done chan error // nil: nobody waits (a final state; see save)
 }
 
-// save journals an entry and returns once it is durable. Concurrent
-// workers' saves are committed together (one transaction for whatever is
-// waiting), which is what lets SQLite keep up with an unlimited replay.
+// save journals an entry. Saves are committed by one goroutine, whatever
+// is waiting in one transaction.
+//
+// A final state (release) other than published is written behind: the
+// worker moves on without waiting, since losing it in a crash is safe.
+// The address is then found pending or inflight and still claimed by a
+// dead run: a manual replay re-pushes its derived id (a duplicate) and
+// finds the row gone; an endpoint replay is settled by looking at the
+// row. Everything else (the inflight mark before a /retry call, a
+// published whose delete failed) is durable before save returns. Run
+// returns only after every save is committed.
 func (e *Engine) save(ctx context.Context, ent *ledger.Entry, release bool) error {
+	if release && ent.State != ledger.Published {
+		cp := *ent
+		e.saves <- saveReq{item: ledger.SaveItem{Entry: &cp, Release: true}}
+		return nil
+	}
 	req := saveReq{ledger.SaveItem{Entry: ent, Release: release}, make(chan error, 1)}
 	e.saves <- req
 	return <-req.done
 }
 
-// committer runs until saves is closed.
+// committer runs until saves is closed; errors of saves nobody waits for
+// are kept for Run to return.
 func (e *Engine) committer(ctx context.Context) {
 	for first := range e.saves {
 		batch := []saveReq{first}
 	drain:
-		for len(batch) < 128 {
+		for len(batch) < 256 {
 			select {
 			case r, ok := <-e.saves:
 				if !ok {
@@ -499,7 +526,12 @@ func (e *Engine) committer(ctx context.Context) {
 		}
 		errs := e.j.SaveMany(ctx, items, e.o.Owner, e.o.Now())
 		for i, r := range batch {
-			r.done <- errs[i]
+			switch {
+			case r.done != nil:
+				r.done <- errs[i]
+			case errs[i] != nil && e.behindErr == nil:
+				e.behindErr = errs[i]
+			}
 		}
 	}
 }
