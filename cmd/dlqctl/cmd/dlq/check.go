@@ -163,55 +163,56 @@ func checkRun(ctx context.Context, f *cmdutil.Factory, o *CheckOptions) error {
 func Check(ctx context.Context, cl *client.Client, cfg *config.Config, dec map[client.Address]ledger.Decision,
 	vanished []ledger.Archived, queues []string, maxAge, triageSLO time.Duration, now time.Time) (*CheckResult, error) {
 	res := &CheckResult{Broker: cl.Server(), CheckedAt: render.Timestamp(now), OK: true}
-	groups := map[string][]string{}
-	if qs, err := cl.Queues(ctx); err == nil {
-		for _, q := range qs {
-			groups[q.Name] = q.ConsumerGroups
-			if len(queues) == 0 || contains(queues, q.Name) {
-				if !contains(res.queueNames(), q.Name) {
-					res.Scopes = append(res.Scopes, Scope{Queue: q.Name})
-				}
-			}
-		}
-	} else if errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) {
+	names, groups, err := checkQueues(ctx, cl, queues)
+	if err != nil {
 		return nil, err
 	}
-	for _, q := range queues {
-		if !contains(res.queueNames(), q) {
-			res.Scopes = append(res.Scopes, Scope{Queue: q})
+	if len(names) == 0 {
+		res.Notes = append(res.Notes, "the broker did not list its queues; the DLQ was read whole to find them")
+		if names, err = queuesInDLQ(ctx, cl); err != nil {
+			return nil, err
 		}
 	}
-	if len(res.Scopes) == 0 {
-		// No queue list from the broker: find the queues in the DLQ itself.
-		res.Notes = append(res.Notes, "the broker did not list its queues; the DLQ was read whole to find them")
-		seen := map[string]bool{}
-		for r, err := range cl.Rows(ctx, client.ListQuery{Limit: pageSize}) {
+	// One scope per consumer group where the broker names them. Rows of
+	// groups it does not name (a retired group) would escape those scopes,
+	// so such a queue is also checked as a whole.
+	type probe struct {
+		scope Scope
+		q     client.ListQuery
+		ext   *client.Extent
+	}
+	var probes []probe
+	for _, q := range names {
+		whole, err := cl.FindOldest(ctx, client.ListQuery{Queue: q})
+		if err != nil {
+			return nil, err
+		}
+		gs := groups[q]
+		if len(gs) == 0 {
+			probes = append(probes, probe{Scope{Queue: q}, client.ListQuery{Queue: q}, whole})
+			continue
+		}
+		sum := 0
+		for _, g := range gs {
+			lq := client.ListQuery{Queue: q, ConsumerGroup: g}
+			ext, err := cl.FindOldest(ctx, lq)
 			if err != nil {
 				return nil, err
 			}
-			if !seen[r.Queue] {
-				seen[r.Queue] = true
-				res.Scopes = append(res.Scopes, Scope{Queue: r.Queue})
-			}
+			sum += ext.Depth
+			probes = append(probes, probe{Scope{Queue: q, ConsumerGroup: g}, lq, ext})
+		}
+		if whole.Depth > sum {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: %d dead letter(s) belong to consumer groups the broker does not list; the queue is also checked as a whole", q, whole.Depth-sum))
+			probes = append(probes, probe{Scope{Queue: q, ConsumerGroup: "*"}, client.ListQuery{Queue: q}, whole})
 		}
 	}
-	// One scope per consumer group where the broker names them.
-	var scopes []Scope
-	for _, s := range res.Scopes {
-		gs := groups[s.Queue]
-		if len(gs) == 0 {
-			scopes = append(scopes, s)
-			continue
+	sort.Slice(probes, func(i, j int) bool {
+		a, b := probes[i].scope, probes[j].scope
+		if a.Queue != b.Queue {
+			return a.Queue < b.Queue
 		}
-		for _, g := range gs {
-			scopes = append(scopes, Scope{Queue: s.Queue, ConsumerGroup: g})
-		}
-	}
-	sort.Slice(scopes, func(i, j int) bool {
-		if scopes[i].Queue != scopes[j].Queue {
-			return scopes[i].Queue < scopes[j].Queue
-		}
-		return scopes[i].ConsumerGroup < scopes[j].ConsumerGroup
+		return a.ConsumerGroup < b.ConsumerGroup
 	})
 	held := func(a client.Address) bool {
 		d, ok := dec[a]
@@ -221,7 +222,9 @@ func Check(ctx context.Context, cl *client.Client, cfg *config.Config, dec map[c
 		d, ok := dec[a]
 		return ok && d.Active(now)
 	}
-	for i := range scopes {
+	scopes := make([]Scope, len(probes))
+	for i, p := range probes {
+		scopes[i] = p.scope
 		s := &scopes[i]
 		pol, _ := cfg.PolicyFor(s.Queue)
 		s.Owner = pol.Owner
@@ -242,11 +245,7 @@ func Check(ctx context.Context, cl *client.Client, cfg *config.Config, dec map[c
 		if hasSLO {
 			s.TriageSLOSeconds = secs(slo)
 		}
-		q := client.ListQuery{Queue: s.Queue, ConsumerGroup: s.ConsumerGroup}
-		ext, err := cl.FindOldest(ctx, q)
-		if err != nil {
-			return nil, err
-		}
+		q, ext := p.q, p.ext
 		s.Requests = ext.Requests
 		s.Depth = ext.Depth
 		if ext.Oldest != nil {
@@ -288,7 +287,7 @@ func Check(ctx context.Context, cl *client.Client, cfg *config.Config, dec map[c
 		}
 		seenAddr := map[client.Address]bool{}
 		for _, v := range vanished {
-			if v.Queue != s.Queue || (s.ConsumerGroup != "" && v.ConsumerGroup != s.ConsumerGroup) || decided(v.Address) || seenAddr[v.Address] {
+			if v.Queue != s.Queue || (s.ConsumerGroup != "" && s.ConsumerGroup != "*" && v.ConsumerGroup != s.ConsumerGroup) || decided(v.Address) || seenAddr[v.Address] {
 				continue
 			}
 			seenAddr[v.Address] = true
@@ -307,12 +306,42 @@ func Check(ctx context.Context, cl *client.Client, cfg *config.Config, dec map[c
 	return res, nil
 }
 
-func (r *CheckResult) queueNames() []string {
-	out := make([]string, len(r.Scopes))
-	for i, s := range r.Scopes {
-		out[i] = s.Queue
+// checkQueues lists the queues to check (the broker's list, narrowed to
+// --queue; a --queue the broker does not list is checked all the same)
+// and the consumer groups the broker names for each.
+func checkQueues(ctx context.Context, cl *client.Client, only []string) ([]string, map[string][]string, error) {
+	var names []string
+	groups := map[string][]string{}
+	qs, err := cl.Queues(ctx)
+	if errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) {
+		return nil, nil, err
 	}
-	return out
+	for _, q := range qs { // empty when the broker has no such route
+		groups[q.Name] = q.ConsumerGroups
+		if (len(only) == 0 || contains(only, q.Name)) && !contains(names, q.Name) {
+			names = append(names, q.Name)
+		}
+	}
+	for _, q := range only {
+		if !contains(names, q) {
+			names = append(names, q)
+		}
+	}
+	return names, groups, nil
+}
+
+// queuesInDLQ finds the queues by reading the DLQ.
+func queuesInDLQ(ctx context.Context, cl *client.Client) ([]string, error) {
+	var names []string
+	for r, err := range cl.Rows(ctx, client.ListQuery{Limit: pageSize}) {
+		if err != nil {
+			return nil, err
+		}
+		if !contains(names, r.Queue) {
+			names = append(names, r.Queue)
+		}
+	}
+	return names, nil
 }
 
 func contains(s []string, x string) bool {

@@ -559,3 +559,19 @@ func TestFromFilePipesLsIntoReplay(t *testing.T) {
 		t.Fatalf("%d published", len(b.LiveMessages()))
 	}
 }
+
+// A dead letter of a consumer group the broker no longer lists must not
+// escape the gate.
+func TestCheckCatchesUnlistedGroups(t *testing.T) {
+	b, cli := seeded(t)
+	cli.WriteConfig("policies:\n  - queue: \"*\"\n    max-age: 2400h\n  - queue: orders\n    max-age: 240h\n")
+	if _, _, code := cli.Exec("dlq", "check", "--queue", "orders"); code != 0 {
+		t.Fatal("breach before the old row")
+	}
+	b.AddDeadLetters(sandbox.DeadLetter{Queue: "orders", Partition: "1", TransactionID: "order:ancient", ConsumerGroup: "legacy",
+		Error: "x", FailedAt: testutil.Now.Add(-300 * time.Hour), Data: []byte(`{}`)})
+	out, stderr, code := cli.Exec("dlq", "check", "--queue", "orders")
+	if code != 1 || !strings.Contains(out, "orders   *") || !strings.Contains(stderr, "consumer groups the broker does not list") {
+		t.Fatalf("unlisted group: %d\n%s\n%s", code, out, stderr)
+	}
+}
