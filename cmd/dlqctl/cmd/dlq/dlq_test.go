@@ -449,14 +449,18 @@ func TestSyncCatchesVanishedRows(t *testing.T) {
 }
 
 func TestStats(t *testing.T) {
-	_, cli := seeded(t)
+	b, cli := seeded(t)
 	cli.Exec("dlq", "replay", "--queue", "orders", "--why", "x", "--yes", "--rate", "0")
+	// Two replays fail again (endpoint path: broker-minted ids).
+	for _, m := range b.LiveMessages()[:2] {
+		b.FailAgain(m.Queue, m.TransactionID, "billing", "still broken")
+	}
 	out, _, code := cli.Exec("dlq", "stats", "--since", "240h", "-o", "json")
 	var st dlq.Stats
 	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 {
 		t.Fatalf("%v %d", err, code)
 	}
-	if len(st.Queues) != 3 || len(st.Arrivals) < 5 || st.ReplayOutcomes["replayed"] == 0 || st.DecisionP50Secs == nil {
+	if len(st.Queues) != 3 || len(st.Arrivals) < 5 || st.ReplayOutcomes["replayed"] == 0 || st.ReplayOutcomes["failedAgain"] != 2 || st.DecisionP50Secs == nil {
 		t.Fatalf("stats %+v", st)
 	}
 }

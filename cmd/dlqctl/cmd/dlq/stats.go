@@ -126,6 +126,17 @@ func statsRun(ctx context.Context, f *cmdutil.Factory, o *StatsOptions) error {
 	// Arrivals in the window: newest first, so stop at the window's start.
 	hours := int(o.since.Hours() + 0.999)
 	classes := map[string]*ClassHourly{}
+	// A replay that failed again is back in the DLQ under the id it was
+	// replayed as: derived (manual path) or minted by the broker (endpoint
+	// path, recorded in the journal).
+	outcomes, replayedAs, err := ld.OutcomeCounts(ctx, cl.Server(), since)
+	if err != nil {
+		return err
+	}
+	ours := make(map[string]bool, len(replayedAs))
+	for _, id := range replayedAs {
+		ours[id] = true
+	}
 	refailed := 0
 	for r, err := range cl.Rows(ctx, client.ListQuery{Limit: pageSize}) {
 		if err != nil {
@@ -143,7 +154,7 @@ func statsRun(ctx context.Context, f *cmdutil.Factory, o *StatsOptions) error {
 		c.Arrivals++
 		h := int(r.FailedAt.Sub(since).Hours())
 		c.Hours[min(max(h, 0), hours-1)]++
-		if replay.IsReplayID(r.TransactionID) {
+		if replay.IsReplayID(r.TransactionID) || ours[r.TransactionID] {
 			refailed++
 		}
 	}
@@ -167,10 +178,6 @@ func statsRun(ctx context.Context, f *cmdutil.Factory, o *StatsOptions) error {
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		p := func(q float64) *float64 { return secs(lat[min(len(lat)-1, int(q*float64(len(lat))))]) }
 		st.DecisionP50Secs, st.DecisionP90Secs = p(0.5), p(0.9)
-	}
-	outcomes, _, err := ld.OutcomeCounts(ctx, cl.Server(), since)
-	if err != nil {
-		return err
 	}
 	names := map[string]string{"replayed": "replayed", "duplicate": "suppressedAsDuplicate", "gone": "alreadyGone",
 		"discarded": "discarded", ledger.Failed: "failed", ledger.Unknown: "unknown", ledger.Skipped: "skipped"}
