@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 var (
@@ -37,7 +38,26 @@ func NormalizeError(s string) string {
 
 // ClassID is the stable id of a failure class: a hash of its pattern, so
 // the same error text gets the same id on every machine and every day.
+// Texts repeat (one failure mode, thousands of rows), so ids are memoised.
 func ClassID(errorMessage string) string {
+	classMu.Lock()
+	id, ok := classMemo[errorMessage]
+	classMu.Unlock()
+	if ok {
+		return id
+	}
 	h := sha256.Sum256([]byte(NormalizeError(errorMessage)))
-	return hex.EncodeToString(h[:4])
+	id = hex.EncodeToString(h[:4])
+	classMu.Lock()
+	if len(classMemo) >= 1<<14 {
+		clear(classMemo) // bounded: distinct texts (ids in them) must not grow it forever
+	}
+	classMemo[errorMessage] = id
+	classMu.Unlock()
+	return id
 }
+
+var (
+	classMu   sync.Mutex
+	classMemo = map[string]string{}
+)
