@@ -146,6 +146,29 @@ func (s *Store) Claim(ctx context.Context, broker string, a client.Address, owne
 	return e, s.wrap("claiming an address", err)
 }
 
+// BatchOutcome counts the journal of a batch's addresses: settled ones by
+// outcome (replayed, duplicate, discarded, gone), the rest by state
+// (failed, unknown, skipped, pending, inflight, published). Across resumed
+// runs, it is the batch's whole outcome, not the last run's.
+func (s *Store) BatchOutcome(ctx context.Context, batchID string) (map[string]int, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT CASE WHEN state = 'removed' AND outcome <> '' THEN outcome ELSE state END, COUNT(*)
+		FROM journal WHERE batch_id = ? GROUP BY 1`), batchID)
+	if err != nil {
+		return nil, s.wrap("reading the batch outcome", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var k string
+		var n int
+		if err := rows.Scan(&k, &n); err != nil {
+			return nil, s.wrap("reading the batch outcome", err)
+		}
+		out[k] = n
+	}
+	return out, s.wrap("reading the batch outcome", rows.Err())
+}
+
 // ClaimMany claims addresses in one statement where it can (the common
 // case: nobody else holds them), falling back to Claim for the rest.
 // Addresses another live run holds are absent from the result.

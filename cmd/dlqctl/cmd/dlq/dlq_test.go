@@ -579,3 +579,37 @@ func TestCheckCatchesUnlistedGroups(t *testing.T) {
 		t.Fatalf("unlisted group: %d\n%s\n%s", code, out, stderr)
 	}
 }
+
+// A recorded decision executed later, through a failure and a resume:
+// the batch's outcome is everything it did, not its last run.
+func TestRecordedBatchOutcomeAcrossResume(t *testing.T) {
+	b, cli := seeded(t)
+	out, _, code := cli.Exec("dlq", "decide", "--queue", "payments", "--action", "replay", "--why", "db is back")
+	if code != 0 {
+		t.Fatal(code)
+	}
+	id := strings.TrimSpace(out)
+	b.SetFaults(sandbox.Faults{Fail503Every: 2})
+	_, stderr, code := cli.Exec("dlq", "replay", "--batch", id, "--yes", "--rate", "0", "--via", "endpoint")
+	if code != 1 || !strings.Contains(stderr, "Executing recorded batch "+id) {
+		t.Fatalf("first run: %d %s", code, stderr)
+	}
+	b.SetFaults(sandbox.Faults{})
+	if _, stderr, code = cli.Exec("dlq", "replay", "--batch", id, "--yes", "--rate", "0"); code != 0 {
+		t.Fatalf("resume: %d %s", code, stderr)
+	}
+	js, _, _ := cli.Exec("decisions", "show", id, "-o", "json")
+	var res struct {
+		Batch struct {
+			Size    int            `json:"size"`
+			Status  string         `json:"status"`
+			Outcome map[string]int `json:"outcome"`
+		} `json:"batch"`
+	}
+	if err := json.Unmarshal([]byte(js), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Batch.Status != "done" || res.Batch.Outcome["replayed"] != res.Batch.Size || len(res.Batch.Outcome) != 1 {
+		t.Fatalf("batch after resume: %+v", res.Batch)
+	}
+}

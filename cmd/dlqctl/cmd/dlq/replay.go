@@ -287,7 +287,9 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	}
 	batch := in.batch
 	now := f.Now()
+	verb := "Executing recorded"
 	if batch == nil {
+		verb = "Recorded"
 		batch = &ledger.Batch{Broker: cl.Server(), Action: map[string]string{replay.Replay: ledger.ActionReplay, replay.Discard: ledger.ActionDiscard}[sp.action],
 			By: by, At: now, Why: why, Selection: sel.String(), Destination: sp.destination, Status: ledger.StatusRunning}
 		if err := ld.CreateBatch(ctx, batch, toManifest(in.items)); err != nil {
@@ -300,7 +302,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	}
 	_ = ld.Audit(jctx, ledger.AuditEntry{At: now, Broker: cl.Server(), BatchID: batch.ID, Kind: "execution-started", By: by,
 		Detail: fmt.Sprintf("%s of %d address(es) at rate %g", sp.verb, len(in.items), ef.Rate)})
-	fmt.Fprintf(f.IO.ErrOut, "Batch %s recorded.\n", batch.ID)
+	fmt.Fprintf(f.IO.ErrOut, "%s batch %s.\n", verb, batch.ID)
 
 	opts.Broker, opts.BatchID, opts.Owner, opts.Fresh, opts.Absent = cl.Server(), batch.ID, ledger.NewOwner(cmdutil.Nonce()), in.fresh, in.absent
 	if sp.action == replay.Discard {
@@ -321,15 +323,21 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	if err != nil {
 		return err
 	}
+	// The batch's record is its journal's, so a resumed batch shows
+	// everything it did, not only its last run.
+	outcome, err := ld.BatchOutcome(jctx, batch.ID)
+	if err != nil {
+		return err
+	}
 	status := ledger.StatusDone
 	switch {
 	case rep.Interrupted || rep.Stopped != "":
 		status = ledger.StatusInterrupted
-	case !rep.Clean():
+	case outcome[ledger.Failed]+outcome[ledger.Unknown]+outcome[ledger.Pending]+outcome[ledger.Inflight]+outcome[ledger.Published] > 0 || !rep.Clean():
 		status = ledger.StatusFailed
 	}
 	end := f.Now()
-	if err := ld.SetBatchStatus(jctx, batch.ID, status, now, rep.Outcome()); err != nil {
+	if err := ld.SetBatchStatus(jctx, batch.ID, status, now, outcome); err != nil {
 		return err
 	}
 	_ = ld.Audit(jctx, ledger.AuditEntry{At: end, Broker: cl.Server(), BatchID: batch.ID, Kind: "execution-" + status, By: by,
