@@ -55,7 +55,10 @@ type Row struct {
 	FailedAt      string          `json:"failedAt"`
 	AgeSeconds    int64           `json:"ageSeconds"`
 	IsEncrypted   bool            `json:"isEncrypted"`
-	Undecryptable bool            `json:"undecryptable"`
+	// Envelope: the list shows the stored encryption envelope, not the
+	// payload (undecryptable on a current broker; an older broker's list
+	// never decrypts, and dlq show tells which).
+	Envelope      bool            `json:"envelope"`
 	Decision      string          `json:"decision,omitempty"`
 	DecisionBatch string          `json:"decisionBatch,omitempty"`
 	Data          json.RawMessage `json:"data,omitempty"`
@@ -65,7 +68,7 @@ func toRow(r client.Row, now time.Time, d *ledger.Decision) Row {
 	out := Row{Address: r.Address().String(), PartitionID: r.PartitionID, TransactionID: r.TransactionID, MessageID: r.ID,
 		Queue: r.Queue, Partition: r.Partition, ConsumerGroup: r.ConsumerGroup, ErrorMessage: r.ErrorMessage,
 		ErrorClass: replay.ClassID(r.ErrorMessage), RetryCount: r.RetryCount, FailedAt: render.Timestamp(r.FailedAt),
-		AgeSeconds: int64(now.Sub(r.FailedAt).Seconds()), IsEncrypted: r.IsEncrypted, Undecryptable: r.Undecryptable(), Data: r.Data}
+		AgeSeconds: int64(now.Sub(r.FailedAt).Seconds()), IsEncrypted: r.IsEncrypted, Envelope: r.Undecryptable(), Data: r.Data}
 	if d != nil {
 		out.Decision, out.DecisionBatch = d.Label(now), d.BatchID
 	}

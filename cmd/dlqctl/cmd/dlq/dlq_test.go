@@ -200,7 +200,7 @@ func TestLsMachineFormats(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[0]), &row); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"address", "partitionId", "transactionId", "messageId", "queue", "partition", "consumerGroup", "errorMessage", "errorClass", "retryCount", "failedAt", "ageSeconds", "isEncrypted", "undecryptable", "data"} {
+	for _, k := range []string{"address", "partitionId", "transactionId", "messageId", "queue", "partition", "consumerGroup", "errorMessage", "errorClass", "retryCount", "failedAt", "ageSeconds", "isEncrypted", "envelope", "data"} {
 		if _, ok := row[k]; !ok {
 			t.Errorf("ndjson row lacks %q", k)
 		}

@@ -153,15 +153,17 @@ func lsTable(f *cmdutil.Factory, fm render.Format, rows func(func(client.Row, er
 			oldest = r
 		}
 		errText := r.ErrorMessage
+		// An envelope in the list is undecryptable on a current broker; an
+		// older broker's list never decrypts (dlq show asks the detail route).
 		if r.Undecryptable() {
-			errText = "[undecryptable] " + errText
+			errText = "[envelope] " + errText
 		}
 		line := []string{render.Age(age), r.Queue, r.Partition, r.ConsumerGroup, strconv.Itoa(r.RetryCount), errText, r.Address().String(), decision}
 		if fm == render.Wide {
 			enc := "no"
 			switch {
 			case r.Undecryptable():
-				enc = "undecryptable"
+				enc = "envelope"
 			case r.IsEncrypted:
 				enc = "yes"
 			}
