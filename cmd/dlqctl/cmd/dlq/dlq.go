@@ -42,19 +42,19 @@ const pageSize = 500
 // Row is a dead-letter row as ls prints it in json, ndjson and yaml. The
 // field names are part of the contract (README "JSON fields").
 type Row struct {
-	Address       string          `json:"address"`
-	PartitionID   string          `json:"partitionId"`
-	TransactionID string          `json:"transactionId"`
-	MessageID     string          `json:"messageId"`
-	Queue         string          `json:"queue"`
-	Partition     string          `json:"partition"`
-	ConsumerGroup string          `json:"consumerGroup"`
-	ErrorMessage  string          `json:"errorMessage"`
-	ErrorClass    string          `json:"errorClass"`
-	RetryCount    int             `json:"retryCount"`
-	FailedAt      string          `json:"failedAt"`
-	AgeSeconds    int64           `json:"ageSeconds"`
-	IsEncrypted   bool            `json:"isEncrypted"`
+	Address       string `json:"address"`
+	PartitionID   string `json:"partitionId"`
+	TransactionID string `json:"transactionId"`
+	MessageID     string `json:"messageId"`
+	Queue         string `json:"queue"`
+	Partition     string `json:"partition"`
+	ConsumerGroup string `json:"consumerGroup"`
+	ErrorMessage  string `json:"errorMessage"`
+	ErrorClass    string `json:"errorClass"`
+	RetryCount    int    `json:"retryCount"`
+	FailedAt      string `json:"failedAt"`
+	AgeSeconds    int64  `json:"ageSeconds"`
+	IsEncrypted   bool   `json:"isEncrypted"`
 	// Envelope: the list shows the stored encryption envelope, not the
 	// payload (undecryptable on a current broker; an older broker's list
 	// never decrypts, and dlq show tells which).
