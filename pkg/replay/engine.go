@@ -310,11 +310,20 @@ func (e *Engine) runItems(ctx context.Context, items []Item, workers int) error 
 		fatalOnce.Do(func() { fatal = err })
 		e.stop("ledger error: " + err.Error())
 	}
+	var unworked []client.Address // claimed, then not worked on: released at the end
+	var unworkedMu sync.Mutex
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for j := range feed {
+				// A job handed over just before a stop is not started.
+				if ctx.Err() != nil || e.stopped() {
+					unworkedMu.Lock()
+					unworked = append(unworked, j.it.Address)
+					unworkedMu.Unlock()
+					continue
+				}
 				if err := e.one(ctx, j.it, j.ent); err != nil {
 					setFatal(err)
 				}
@@ -324,7 +333,6 @@ func (e *Engine) runItems(ctx context.Context, items []Item, workers int) error 
 	jctx := context.WithoutCancel(ctx)
 	lastCheck := e.o.Now()
 	chunk := e.claimChunk()
-	var unworked []client.Address
 feeding:
 	for i := 0; i < len(items); i += chunk {
 		part := items[i:min(i+chunk, len(items))]
@@ -348,6 +356,8 @@ feeding:
 				continue
 			}
 			release := func() {
+				unworkedMu.Lock()
+				defer unworkedMu.Unlock()
 				for _, rest := range part[k:] {
 					if claimed[rest.Address] != nil {
 						unworked = append(unworked, rest.Address)

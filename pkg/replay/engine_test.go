@@ -368,3 +368,12 @@ func TestMaxRefailuresPauses(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 }
+
+func TestMaxFailuresStops(t *testing.T) {
+	r := newRig(t, 60, "")
+	r.b.SetFaults(sandbox.Faults{Fail503Every: 1})
+	rep := r.run(t, "b", r.items(t), true, func(o *replay.Options) { o.Via, o.Concurrency, o.MaxFailures = replay.ViaEndpoint, 1, 3 })
+	if rep.Failed != 3 || !strings.Contains(rep.Stopped, "--max-failures 3") || rep.NotStarted == 0 {
+		t.Fatalf("report %+v", rep)
+	}
+}

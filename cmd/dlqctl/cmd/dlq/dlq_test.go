@@ -2,11 +2,13 @@ package dlq_test
 
 import (
 	"encoding/json"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -611,5 +613,36 @@ func TestRecordedBatchOutcomeAcrossResume(t *testing.T) {
 	}
 	if res.Batch.Status != "done" || res.Batch.Outcome["replayed"] != res.Batch.Size || len(res.Batch.Outcome) != 1 {
 		t.Fatalf("batch after resume: %+v", res.Batch)
+	}
+}
+
+func TestTLSAndTimeout(t *testing.T) {
+	b := sandbox.New(func() time.Time { return testutil.Now })
+	b.Load(dlqctl.SandboxSeed)
+	srv := httptest.NewTLSServer(b.Handler())
+	defer srv.Close()
+	cli := testutil.NewCLI(t, srv.URL, root.Run)
+	_, stderr, code := cli.Exec("dlq", "ls", "--limit", "1")
+	if code != 3 || !strings.Contains(stderr, "certificate") {
+		t.Fatalf("unknown CA: %d %s", code, stderr)
+	}
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(ca, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code = cli.Exec("--ca-file", ca, "dlq", "ls", "--limit", "1"); code != 0 {
+		t.Fatalf("--ca-file: %d %s", code, stderr)
+	}
+	_, stderr, code = cli.Exec("--insecure-skip-tls-verify", "dlq", "ls", "--limit", "1")
+	if code != 0 || !strings.Contains(stderr, "warning: --insecure-skip-tls-verify") {
+		t.Fatalf("insecure: %d %s", code, stderr)
+	}
+	// A broker that parks requests (its database is down) is ended by --timeout.
+	b.SetFaults(sandbox.Faults{Latency: 5 * time.Second})
+	start := time.Now()
+	_, stderr, code = cli.Exec("--ca-file", ca, "--timeout", "50ms", "dlq", "ls")
+	if code != 3 || time.Since(start) > 4*time.Second {
+		t.Fatalf("--timeout: exit %d after %s: %s", code, time.Since(start), stderr)
 	}
 }
