@@ -324,3 +324,190 @@ func queueGroups(ctx context.Context, cl *client.Client, items []replay.Item) ma
 	}
 	return out
 }
+
+// execSpec is what differs between replay and rm.
+type execSpec struct {
+	action      string
+	verb        string
+	flags       *ExecFlags
+	sel         *cmdutil.SelectionFlags
+	args        []string
+	configure   func(*replay.Options) error
+	plan        func(*replay.PlanOptions)
+	destination string
+	allRows     bool // rm: count other groups' rows a delete also discards
+}
+
+func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
+	fm, err := f.Format()
+	if err != nil {
+		return err
+	}
+	ef := sp.flags
+	var sel *replay.Selection
+	if ef.BatchID == "" {
+		if sel, err = sp.sel.Build(f, sp.args); err != nil {
+			return err
+		}
+		if err := cmdutil.RequireSelection(sel, "dlq "+sp.verb); err != nil {
+			return err
+		}
+	} else if len(sp.args) > 0 || sp.sel.Queue != "" || sp.sel.FromFile != "" || sp.sel.Class != "" || sp.sel.Error != "" {
+		return cmdutil.FlagErrorf("--batch executes a recorded batch; it takes no selection")
+	}
+	opts := replay.Options{Action: sp.action, Rate: ef.Rate, Burst: ef.Burst, Now: f.Now}
+	if sp.configure != nil {
+		if err := sp.configure(&opts); err != nil {
+			return err
+		}
+	}
+	cl, err := f.Client()
+	if err != nil {
+		return err
+	}
+	ld, err := f.Ledger(ctx)
+	if err != nil {
+		return err
+	}
+	in, err := gather(ctx, f, cl, ld, sel, ef.BatchID, sp.action)
+	if err != nil {
+		return err
+	}
+	why := ef.Why
+	if in.batch != nil && why == "" {
+		why = in.batch.Why
+	}
+	if why == "" && !ef.DryRun {
+		return cmdutil.FlagErrorf("--why is required: say why this batch is %s (it is recorded in the ledger)", map[string]string{"replay": "replayed", "rm": "discarded"}[sp.verb])
+	}
+	if len(in.items) == 0 {
+		reportMissing(f, in.missing)
+		if len(in.missing) > 0 {
+			return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Silent: true}
+		}
+		fmt.Fprintln(f.IO.ErrOut, "Nothing to "+sp.verb+": no dead letter matches.")
+		return nil
+	}
+	po := replay.PlanOptions{Action: sp.action, Rate: ef.Rate}
+	if sp.plan != nil {
+		sp.plan(&po)
+	}
+	if sp.action == replay.Replay && sp.destination == "" {
+		po.QueueGroups = queueGroups(ctx, cl, in.items)
+	}
+	if sp.allRows {
+		if po.AllRows, err = rowCounts(ctx, cl, in.items); err != nil {
+			return err
+		}
+	}
+	plan := replay.MakePlan(in.items, po)
+	if err := printPlan(f, fm, plan, ef.DryRun); err != nil {
+		return err
+	}
+	if ef.DryRun {
+		reportMissing(f, in.missing)
+		return nil
+	}
+	if !ef.Yes {
+		if err := confirm(f, fmt.Sprintf("%s %s?", strings.ToUpper(sp.verb[:1])+sp.verb[1:], plural(len(in.items), "message", "messages"))); err != nil {
+			return err
+		}
+	}
+	by := ef.By
+	if by == "" {
+		by = f.User()
+	}
+	batch := in.batch
+	now := f.Now()
+	verb := "Executing recorded"
+	if batch == nil {
+		verb = "Recorded"
+		batch = &ledger.Batch{Broker: cl.Server(), Action: map[string]string{replay.Replay: ledger.ActionReplay, replay.Discard: ledger.ActionDiscard}[sp.action],
+			By: by, At: now, Why: why, Selection: sel.String(), Destination: sp.destination, Status: ledger.StatusRunning}
+		if err := ld.CreateBatch(ctx, batch, toManifest(in.items)); err != nil {
+			return err
+		}
+	}
+	jctx := context.WithoutCancel(ctx)
+	if err := ld.SetBatchStatus(jctx, batch.ID, ledger.StatusRunning, now, batch.Outcome); err != nil {
+		return err
+	}
+	_ = ld.Audit(jctx, ledger.AuditEntry{At: now, Broker: cl.Server(), BatchID: batch.ID, Kind: "execution-started", By: by,
+		Detail: fmt.Sprintf("%s of %d address(es) at rate %g", sp.verb, len(in.items), ef.Rate)})
+	fmt.Fprintf(f.IO.ErrOut, "%s batch %s.\n", verb, batch.ID)
+
+	opts.Broker, opts.BatchID, opts.Owner, opts.Fresh, opts.Absent = cl.Server(), batch.ID, ledger.NewOwner(cmdutil.Nonce()), in.fresh, in.absent
+	if sp.action == replay.Discard {
+		opts.Archive = func(ctx context.Context, rows []client.Row) error {
+			a := ld.NewArchiver(cl.Server(), f.Now())
+			for _, r := range rows {
+				if err := a.Add(ctx, r); err != nil {
+					return err
+				}
+			}
+			return a.Flush(ctx)
+		}
+	}
+	tick, finish := progress(f, len(in.items), sp.verb)
+	opts.Progress = tick
+	rep, err := replay.NewEngine(cl, ld, opts).Run(ctx, in.items)
+	finish()
+	if err != nil {
+		return err
+	}
+	// The batch's record is its journal's, so a resumed batch shows
+	// everything it did, not only its last run.
+	outcome, err := ld.BatchOutcome(jctx, batch.ID)
+	if err != nil {
+		return err
+	}
+	status := ledger.StatusDone
+	switch {
+	case rep.Interrupted || rep.Stopped != "":
+		status = ledger.StatusInterrupted
+	case outcome[ledger.Failed]+outcome[ledger.Unknown]+outcome[ledger.Pending]+outcome[ledger.Inflight]+outcome[ledger.Published] > 0 || !rep.Clean():
+		status = ledger.StatusFailed
+	}
+	end := f.Now()
+	if err := ld.SetBatchStatus(jctx, batch.ID, status, now, outcome); err != nil {
+		return err
+	}
+	_ = ld.Audit(jctx, ledger.AuditEntry{At: end, Broker: cl.Server(), BatchID: batch.ID, Kind: "execution-" + status, By: by,
+		Detail: fmt.Sprintf("%v", rep.Outcome())})
+	if in.fresh && !rep.Interrupted && sel != nil && len(sel.Addresses) == 0 {
+		own := map[string]bool{}
+		for _, t := range rep.ReplayTxIDs {
+			own[t] = true
+		}
+		if n := newSince(ctx, cl, sel, in.planAt, in.items, own); n > 0 {
+			fmt.Fprintf(f.IO.ErrOut, "%s matching the selection arrived since the plan; they are not in this batch.\n", plural(n, "new dead letter", "new dead letters"))
+		}
+	}
+	cmdLine := "dlqctl dlq " + sp.verb + " --batch " + batch.ID + " --yes"
+	return printReport(f, fm, rep, cmdLine, in.missing)
+}
+
+// rowCounts counts the rows each item's address has in the DLQ now, every
+// consumer group included, reading only the items' queues.
+func rowCounts(ctx context.Context, cl *client.Client, items []replay.Item) (map[client.Address]int, error) {
+	want := map[client.Address]bool{}
+	var queues []string
+	for _, it := range items {
+		want[it.Address] = true
+		if !contains(queues, it.Queue) {
+			queues = append(queues, it.Queue)
+		}
+	}
+	out := map[client.Address]int{}
+	for _, q := range queues {
+		for r, err := range cl.Rows(ctx, client.ListQuery{Queue: q, Limit: pageSize}) {
+			if err != nil {
+				return nil, err
+			}
+			if r.Queue == q && want[r.Address()] {
+				out[r.Address()]++
+			}
+		}
+	}
+	return out, nil
+}
