@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -644,5 +645,33 @@ func TestTLSAndTimeout(t *testing.T) {
 	_, stderr, code = cli.Exec("--ca-file", ca, "--timeout", "50ms", "dlq", "ls")
 	if code != 3 || time.Since(start) > 4*time.Second {
 		t.Fatalf("--timeout: exit %d after %s: %s", code, time.Since(start), stderr)
+	}
+}
+
+// The plan is frozen: a dead letter that arrives during the replay is not
+// added, and the end of the run says it arrived.
+func TestNewArrivalsAreReportedNotAdded(t *testing.T) {
+	b := sandbox.New(func() time.Time { return testutil.Now })
+	b.Load(dlqctl.SandboxSeed)
+	var once sync.Once
+	h := b.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			once.Do(func() {
+				b.AddDeadLetters(sandbox.DeadLetter{Queue: "orders", Partition: "9", TransactionID: "order:late", ConsumerGroup: "billing",
+					Error: "order 1 not found", FailedAt: testutil.Now.Add(time.Second), Data: []byte(`{"late":true}`)})
+			})
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	cli := testutil.NewCLI(t, srv.URL, root.Run)
+	_, stderr, code := cli.Exec("dlq", "replay", "--queue", "orders", "--why", "x", "--yes", "--rate", "0")
+	if code != 0 || !strings.Contains(stderr, "1 new dead letter matching the selection arrived since the plan") {
+		t.Fatalf("%d %s", code, stderr)
+	}
+	rows := b.DeadLetterRows()
+	if len(rows) == 0 || rows[0].TransactionID != "order:late" {
+		t.Fatal("the late dead letter must stay in the DLQ")
 	}
 }
