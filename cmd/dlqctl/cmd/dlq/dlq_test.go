@@ -675,3 +675,21 @@ func TestNewArrivalsAreReportedNotAdded(t *testing.T) {
 		t.Fatal("the late dead letter must stay in the DLQ")
 	}
 }
+
+// On a terminal, rm asks; only a yes deletes.
+func TestRmAsksOnATerminal(t *testing.T) {
+	b, cli := seeded(t)
+	cli.TTY = true
+	r := b.DeadLetterRows()[0]
+	a := r.PartitionID + "/" + r.TransactionID
+	cli.Stdin = "n\n"
+	_, stderr, code := cli.Exec("dlq", "rm", a, "--why", "test order")
+	if code != 2 || !strings.Contains(stderr, "Discard 1 message? [y/N]") || !strings.Contains(stderr, "not confirmed") || mutating(b) != 0 {
+		t.Fatalf("no: %d %q", code, stderr)
+	}
+	cli.Stdin = "yes\n"
+	_, stderr, code = cli.Exec("dlq", "rm", a, "--why", "test order")
+	if code != 0 || !strings.Contains(stderr, "1 discarded") {
+		t.Fatalf("yes: %d %q", code, stderr)
+	}
+}

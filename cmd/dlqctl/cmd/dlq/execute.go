@@ -409,7 +409,8 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		return nil
 	}
 	if !ef.Yes {
-		if err := confirm(f, fmt.Sprintf("%s %s?", strings.ToUpper(sp.verb[:1])+sp.verb[1:], plural(len(in.items), "message", "messages"))); err != nil {
+		question := map[string]string{replay.Replay: "Replay", replay.Discard: "Discard"}[sp.action]
+		if err := confirm(f, fmt.Sprintf("%s %s?", question, plural(len(in.items), "message", "messages"))); err != nil {
 			return err
 		}
 	}
