@@ -657,13 +657,15 @@ func (e *Engine) endpoint(ctx context.Context, ent *ledger.Entry) (bool, error) 
 			e.txids[ent.ReplayTxID] = true
 			e.mu.Unlock()
 		}
-		ent.State = ledger.Published
 		ent.Outcome = "replayed"
-		if err := e.save(ctx, ent, false); err != nil {
-			return true, err
-		}
 		if !res.DLQRowRemoved {
 			// The message now exists twice; the row is ours to delete.
+			// Published is journaled first: a crash before the delete
+			// then resumes with the delete, not with an unknown.
+			ent.State = ledger.Published
+			if err := e.save(ctx, ent, false); err != nil {
+				return true, err
+			}
 			return true, e.finishDelete(ctx, ent, func(r *Report) { r.Replayed++ })
 		}
 		return true, e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
