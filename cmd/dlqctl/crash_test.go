@@ -279,6 +279,9 @@ func TestTwoProcessesOneBatchOnPostgres(t *testing.T) {
 	}
 	for round := 0; round < 5; round++ {
 		w := newWorld(t, 60, uint64(500+round), dsn)
+		// Rows stay after /retry: two processes that both took an address
+		// would both publish it; only the ledger's claims prevent that.
+		w.b.SetFaults(sandbox.Faults{RowKeptEvery: 1})
 		out, err := w.cmd("dlq", "decide", "--all", "--action", "replay", "--why", "two operators").Output()
 		if err != nil {
 			t.Fatalf("decide: %v", err)
