@@ -693,3 +693,33 @@ func TestRmAsksOnATerminal(t *testing.T) {
 		t.Fatalf("yes: %d %q", code, stderr)
 	}
 }
+
+// An older server (limit ignored, offset > 0 answering null) gives check
+// the same answer as a current one.
+func TestCheckOnAnOlderServer(t *testing.T) {
+	b, cli := seeded(t)
+	cli.WriteConfig("policies:\n  - queue: \"*\"\n    max-age: 24h\n    triage-slo: 1h\n")
+	run := func() dlq.CheckResult {
+		out, _, _ := cli.Exec("dlq", "check", "-o", "json")
+		var res dlq.CheckResult
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	cur := run()
+	b.SetFaults(sandbox.Faults{OldServer: true})
+	old := run()
+	if len(cur.Scopes) != len(old.Scopes) || cur.OK || old.OK {
+		t.Fatalf("scopes %d vs %d", len(cur.Scopes), len(old.Scopes))
+	}
+	for i := range cur.Scopes {
+		c, o := cur.Scopes[i], old.Scopes[i]
+		if c.Depth != o.Depth || c.OldestAddress != o.OldestAddress || c.UndecidedPastSLO != o.UndecidedPastSLO || len(c.Breaches) != len(o.Breaches) {
+			t.Errorf("%s/%s: current %+v, older %+v", c.Queue, c.ConsumerGroup, c, o)
+		}
+		if o.Requests > 3 {
+			t.Errorf("older server: %d requests for one scope (it answers everything at once)", o.Requests)
+		}
+	}
+}

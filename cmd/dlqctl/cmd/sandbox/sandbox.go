@@ -79,7 +79,9 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(f.IO.ErrOut, "Sandbox broker on %s with %d dead letters.\n", url, b.Depth())
-	if url != "http://127.0.0.1:6632" && url != "http://localhost:6632" {
+	if url == "http://127.0.0.1:6632" {
+		fmt.Fprintln(f.IO.ErrOut, "dlqctl's default server (http://localhost:6632) is this one: nothing to set.")
+	} else {
 		fmt.Fprintf(f.IO.ErrOut, "Point dlqctl at it: export DLQCTL_SERVER=%s\n", url)
 	}
 	fmt.Fprintln(f.IO.ErrOut, "Try: dlqctl dlq ls --group-by error    (Ctrl-C stops the sandbox)")
