@@ -144,6 +144,20 @@ func (f *Factory) Ledger(ctx context.Context) (*ledger.Store, error) {
 	return f.ld, f.ldErr
 }
 
+// Session returns the broker client and the ledger, for the commands that
+// act on both.
+func (f *Factory) Session(ctx context.Context) (*client.Client, *ledger.Store, error) {
+	cl, err := f.Client()
+	if err != nil {
+		return nil, nil, err
+	}
+	ld, err := f.Ledger(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cl, ld, nil
+}
+
 // Close releases what was opened.
 func (f *Factory) Close() {
 	if f.ld != nil {

@@ -37,6 +37,11 @@ func AddSelectionFlags(cmd *cobra.Command, s *SelectionFlags, withAll bool) {
 	}
 }
 
+// Any reports whether any selection flag or address was given.
+func (s *SelectionFlags) Any(args []string) bool {
+	return len(args) > 0 || *s != SelectionFlags{}
+}
+
 // Build turns the flags and address arguments into a compiled selection.
 func (s *SelectionFlags) Build(f *Factory, args []string) (*replay.Selection, error) {
 	sel := &replay.Selection{Queue: s.Queue, ConsumerGroup: s.ConsumerGroup, Partition: s.Partition,

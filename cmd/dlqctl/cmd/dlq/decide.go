@@ -106,11 +106,7 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 			return cmdutil.FlagErrorf("%v", err)
 		}
 	}
-	cl, err := f.Client()
-	if err != nil {
-		return err
-	}
-	ld, err := f.Ledger(ctx)
+	cl, ld, err := f.Session(ctx)
 	if err != nil {
 		return err
 	}

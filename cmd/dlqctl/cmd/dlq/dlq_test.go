@@ -124,6 +124,8 @@ func TestDecideAndCheckFlags(t *testing.T) {
 		{"ls", "--error", "("},
 		{"ls", "not-an-address"},
 		{"stats", "--since", "-3h"},
+		{"replay", "--batch", "20261130T031502-9f3a", "--cg", "billing", "--yes"},
+		{"rm", "--batch", "20261130T031502-9f3a", "--all", "--yes"},
 	}
 	for _, args := range bad {
 		_, cli := seeded(t)

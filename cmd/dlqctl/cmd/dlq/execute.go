@@ -352,7 +352,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		if err := cmdutil.RequireSelection(sel, "dlq "+sp.verb); err != nil {
 			return err
 		}
-	} else if len(sp.args) > 0 || sp.sel.Queue != "" || sp.sel.FromFile != "" || sp.sel.Class != "" || sp.sel.Error != "" {
+	} else if sp.sel.Any(sp.args) {
 		return cmdutil.FlagErrorf("--batch executes a recorded batch; it takes no selection")
 	}
 	opts := replay.Options{Action: sp.action, Rate: ef.Rate, Burst: ef.Burst, Now: f.Now}
@@ -361,11 +361,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 			return err
 		}
 	}
-	cl, err := f.Client()
-	if err != nil {
-		return err
-	}
-	ld, err := f.Ledger(ctx)
+	cl, ld, err := f.Session(ctx)
 	if err != nil {
 		return err
 	}

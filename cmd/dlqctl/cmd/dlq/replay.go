@@ -88,7 +88,7 @@ func addExecFlags(cmd *cobra.Command, e *ExecFlags, verb string) {
 }
 
 func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
-	if err := validateExec(cmd, &o.Exec); err != nil {
+	if err := validateExec(&o.Exec); err != nil {
 		return err
 	}
 	switch o.Via {
@@ -114,7 +114,7 @@ func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
 	return nil
 }
 
-func validateExec(cmd *cobra.Command, e *ExecFlags) error {
+func validateExec(e *ExecFlags) error {
 	if e.Rate < 0 {
 		return cmdutil.FlagErrorf("invalid --rate %g: want messages per second, 0 for unlimited", e.Rate)
 	}
@@ -123,9 +123,6 @@ func validateExec(cmd *cobra.Command, e *ExecFlags) error {
 	}
 	if e.Burst < 1 {
 		return cmdutil.FlagErrorf("invalid --burst %d: want 1 or more", e.Burst)
-	}
-	if e.BatchID != "" && cmd.Flags().Changed("all") {
-		return cmdutil.FlagErrorf("--batch executes a recorded batch; it takes no selection")
 	}
 	return nil
 }

@@ -33,7 +33,7 @@ says when.`,
   $ dlqctl dlq rm --queue notifications --failed-before 7d --why "expired receipts" --rate 50 --yes`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Args = args
-			if err := validateExec(cmd, &o.Exec); err != nil {
+			if err := validateExec(&o.Exec); err != nil {
 				return err
 			}
 			if runF != nil {

@@ -87,11 +87,7 @@ func statsRun(ctx context.Context, f *cmdutil.Factory, o *StatsOptions) error {
 	if err != nil {
 		return err
 	}
-	cl, err := f.Client()
-	if err != nil {
-		return err
-	}
-	ld, err := f.Ledger(ctx)
+	cl, ld, err := f.Session(ctx)
 	if err != nil {
 		return err
 	}

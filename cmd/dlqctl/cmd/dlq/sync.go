@@ -48,11 +48,7 @@ func syncRun(ctx context.Context, f *cmdutil.Factory, o *SyncOptions) error {
 	if err != nil {
 		return err
 	}
-	cl, err := f.Client()
-	if err != nil {
-		return err
-	}
-	ld, err := f.Ledger(ctx)
+	cl, ld, err := f.Session(ctx)
 	if err != nil {
 		return err
 	}
