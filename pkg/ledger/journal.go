@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -177,9 +178,24 @@ func (s *Store) ClaimMany(ctx context.Context, broker string, addrs []client.Add
 	if len(addrs) == 0 {
 		return out, nil
 	}
-	q, args := inAddrs(`UPDATE journal SET claim_owner = ?, claim_until = ?
-		WHERE broker = ? AND (claim_owner IS NULL OR claim_owner = ? OR claim_until < ?) AND (partition_id, transaction_id) IN `,
-		addrs, owner, fmtTime(now.Add(lease)), broker, owner, fmtTime(now))
+	var q string
+	var args []any
+	if s.engine == Postgres {
+		// Two runs claiming overlapping chunks would lock rows in
+		// different orders and deadlock; SKIP LOCKED leaves the rows the
+		// other run is claiming to it (the fallback below sees them held).
+		q, args = inAddrs(`UPDATE journal SET claim_owner = ?, claim_until = ?
+			WHERE (broker, partition_id, transaction_id) IN (
+				SELECT broker, partition_id, transaction_id FROM journal
+				WHERE broker = ? AND (claim_owner IS NULL OR claim_owner = ? OR claim_until < ?) AND (partition_id, transaction_id) IN `,
+			addrs, owner, fmtTime(now.Add(lease)), broker, owner, fmtTime(now))
+		q += ` FOR UPDATE SKIP LOCKED)`
+	} else {
+		// SQLite has one writer at a time: no lock order to get wrong.
+		q, args = inAddrs(`UPDATE journal SET claim_owner = ?, claim_until = ?
+			WHERE broker = ? AND (claim_owner IS NULL OR claim_owner = ? OR claim_until < ?) AND (partition_id, transaction_id) IN `,
+			addrs, owner, fmtTime(now.Add(lease)), broker, owner, fmtTime(now))
+	}
 	rows, err := s.db.QueryContext(ctx, s.rebind(q+` RETURNING `+entryCols), args...)
 	if err != nil {
 		return nil, s.wrap("claiming addresses", err)
@@ -276,7 +292,17 @@ func (s *Store) SaveMany(ctx context.Context, items []SaveItem, owner string, no
 		return fail(err)
 	}
 	defer stmt.Close()
-	for i, it := range items {
+	// Rows in address order: every multi-row writer locks in one order.
+	order := make([]int, len(items))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool {
+		x, y := items[order[a]].Entry.Address, items[order[b]].Entry.Address
+		return x.PartitionID < y.PartitionID || x.PartitionID == y.PartitionID && x.TransactionID < y.TransactionID
+	})
+	for _, i := range order {
+		it := items[i]
 		e := it.Entry
 		var claim any = owner
 		if it.Release {
