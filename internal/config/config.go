@@ -43,12 +43,14 @@ type Context struct {
 	Ledger    string `mapstructure:"ledger" yaml:"ledger,omitempty"`
 }
 
-// Policy holds a queue's thresholds; Queue "*" is the default.
+// Policy holds a queue's thresholds, or one consumer group's of it;
+// Queue "*" is the default.
 type Policy struct {
-	Queue     string   `mapstructure:"queue" yaml:"queue"`
-	Owner     string   `mapstructure:"owner" yaml:"owner,omitempty"`
-	MaxAge    Duration `mapstructure:"max-age" yaml:"max-age,omitempty"`
-	TriageSLO Duration `mapstructure:"triage-slo" yaml:"triage-slo,omitempty"`
+	Queue         string   `mapstructure:"queue" yaml:"queue"`
+	ConsumerGroup string   `mapstructure:"consumer-group" yaml:"consumer-group,omitempty"`
+	Owner         string   `mapstructure:"owner" yaml:"owner,omitempty"`
+	MaxAge        Duration `mapstructure:"max-age" yaml:"max-age,omitempty"`
+	TriageSLO     Duration `mapstructure:"triage-slo" yaml:"triage-slo,omitempty"`
 }
 
 // Duration is a time.Duration written as "1h30m" in the file; zero = unset.
@@ -60,19 +62,25 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 // MarshalYAML writes the duration as text.
 func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
 
-// PolicyFor returns the policy for a queue: an exact match, else "*".
-func (c *Config) PolicyFor(queue string) (Policy, bool) {
-	var def *Policy
+// PolicyFor returns the policy for a queue's consumer group: the one that
+// names both, else the queue's own (no consumer-group), else "*".
+func (c *Config) PolicyFor(queue, group string) (Policy, bool) {
+	var forQueue, def *Policy
 	for i := range c.Policies {
 		p := &c.Policies[i]
-		if p.Queue == queue {
+		switch {
+		case p.Queue == queue && p.ConsumerGroup != "" && p.ConsumerGroup == group:
 			return *p, true
-		}
-		if p.Queue == "*" {
+		case p.Queue == queue && p.ConsumerGroup == "" && forQueue == nil:
+			forQueue = p
+		case p.Queue == "*" && p.ConsumerGroup == "" && def == nil:
 			def = p
 		}
 	}
-	if def != nil {
+	switch {
+	case forQueue != nil:
+		return *forQueue, true
+	case def != nil:
 		return *def, true
 	}
 	return Policy{}, false

@@ -55,10 +55,10 @@ policies:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, _ := c.PolicyFor("orders"); p.MaxAge.D() != time.Hour || p.TriageSLO.D() != 4*time.Hour || p.Owner != "team-billing" {
+	if p, _ := c.PolicyFor("orders", ""); p.MaxAge.D() != time.Hour || p.TriageSLO.D() != 4*time.Hour || p.Owner != "team-billing" {
 		t.Fatalf("orders policy %+v", p)
 	}
-	if p, _ := c.PolicyFor("payments"); p.MaxAge.D() != 24*time.Hour {
+	if p, _ := c.PolicyFor("payments", ""); p.MaxAge.D() != 24*time.Hour {
 		t.Fatalf("default policy %+v", p)
 	}
 	flags := func(args ...string) Flags {

@@ -9,14 +9,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"iter"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"github.com/dlqctl/dlqctl/internal/secret"
 )
 
 // Options configure a Client.
@@ -24,6 +27,10 @@ type Options struct {
 	Server     string       // base URL, e.g. http://localhost:6632
 	Token      string       // bearer token; never printed
 	HTTPClient *http.Client // injected so tests control the transport
+	// Timeout bounds the wait for the broker to start answering a call,
+	// and then the wait between two reads of its answer: a large DLQ
+	// streams for as long as it keeps arriving. 0 means 30s.
+	Timeout time.Duration
 	// Debug, when set, receives an HTTP trace with the token redacted.
 	Debug io.Writer
 	// Attempts bounds tries of an idempotent call (GET, DELETE); 0 means 4.
@@ -35,23 +42,44 @@ type Options struct {
 	Sleep func(context.Context, time.Duration) error
 }
 
+// MaxBody is the most dlqctl reads of an answer that is not a list (a
+// message's detail, a push result); a list is streamed a row at a time and
+// MaxRow bounds one row.
+const (
+	MaxBody = 64 << 20
+	MaxRow  = 64 << 20
+)
+
 // Client talks to one Queen broker.
 type Client struct {
-	base  *url.URL
-	opts  Options
-	http  *http.Client
-	shown string // base URL with credentials removed, for messages
+	base   *url.URL
+	opts   Options
+	http   *http.Client
+	shown  string // base URL with credentials removed, for messages
+	redact secret.Redactor
+
+	// dialect is what the list route has shown of the broker: 0 unknown,
+	// dialectContract (pages, sends total, decrypts), dialectReleased
+	// (one body, no total, never decrypts).
+	dialect atomic.Int32
 }
+
+const (
+	dialectContract = 1
+	dialectReleased = 2
+)
 
 // New validates the server URL and returns a client.
 func New(o Options) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(o.Server, "/"))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("invalid server URL %q: want http(s)://host:port", redactURL(o.Server))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
+		return nil, fmt.Errorf("invalid server URL %q: want http(s)://host:port", secret.URL(o.Server))
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
 	}
 	if o.HTTPClient == nil {
-		var err error
-		if o.HTTPClient, err = NewHTTPClient(TLSOptions{Timeout: 30 * time.Second}); err != nil {
+		if o.HTTPClient, err = NewHTTPClient(TLSOptions{Timeout: o.Timeout}); err != nil {
 			return nil, err
 		}
 	}
@@ -64,21 +92,38 @@ func New(o Options) (*Client, error) {
 	if o.Sleep == nil {
 		o.Sleep = sleepCtx
 	}
-	return &Client{base: u, opts: o, http: o.HTTPClient, shown: u.Redacted()}, nil
+	c := &Client{base: u, opts: o, shown: secret.URL(u.String()), redact: secret.NewRedactor(o.Token)}
+	// A copy, so the redirect policy is ours whatever was injected.
+	hc := *o.HTTPClient
+	hc.CheckRedirect = c.checkRedirect
+	c.http = &hc
+	return c, nil
 }
 
 // Server returns the broker URL without credentials: the key the ledger
 // files everything under.
 func (c *Client) Server() string { return c.shown }
 
+// ListDecrypts reports whether the broker's list route decrypts payloads
+// (the seed contract's, which also pages) rather than showing encryption
+// envelopes (the released server's): known after the first list call.
+func (c *Client) ListDecrypts() bool { return c.dialect.Load() == dialectContract }
+
+// OneBody reports whether the broker has been seen answering the whole
+// DLQ in one body, whatever the limit (the released server).
+func (c *Client) OneBody() bool { return c.dialect.Load() == dialectReleased }
+
 // TLSOptions configure transport security.
 type TLSOptions struct {
 	CAFile             string
 	InsecureSkipVerify bool
-	Timeout            time.Duration
+	// Timeout bounds dialling and the wait for response headers.
+	Timeout time.Duration
 }
 
-// NewHTTPClient builds the *http.Client for TLSOptions.
+// NewHTTPClient builds the *http.Client for TLSOptions. It sets no overall
+// timeout: a whole-DLQ body may stream for longer than any one wait, and
+// the client bounds the time between reads instead.
 func NewHTTPClient(o TLSOptions) (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: o.InsecureSkipVerify} //nolint:gosec // opt-in, warned about by the caller
@@ -96,10 +141,15 @@ func NewHTTPClient(o TLSOptions) (*http.Client, error) {
 		}
 		tr.TLSClientConfig.RootCAs = pool
 	}
+	if o.Timeout > 0 {
+		tr.DialContext = (&net.Dialer{Timeout: o.Timeout, KeepAlive: 30 * time.Second}).DialContext
+		tr.TLSHandshakeTimeout = o.Timeout
+		tr.ResponseHeaderTimeout = o.Timeout
+	}
 	// Replays run up to --concurrency calls at once; keep that many
 	// connections alive instead of dialling one per call.
 	tr.MaxIdleConnsPerHost = 256
-	return &http.Client{Transport: tr, Timeout: o.Timeout}, nil
+	return &http.Client{Transport: tr}, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -113,123 +163,31 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// ListQuery selects dead-letter rows. Only Queue and ConsumerGroup are
-// filters every server honours; Partition is sent for servers that accept
-// it, and callers filter again on the client.
-type ListQuery struct {
-	Queue         string
-	ConsumerGroup string
-	Partition     string
-	Limit         int
-	Offset        int
+// Meter counts the requests and bytes of the calls made with a context
+// carrying it (WithMeter), so a command can say what it cost.
+type Meter struct {
+	requests atomic.Int64
+	bytes    atomic.Int64
 }
 
-// Page is one answer of the list route.
-type Page struct {
-	Rows []Row
-	// Total is the broker's "total" (rows in this page), when it sent one.
-	Total *int
+// Requests is the number of HTTP requests sent.
+func (m *Meter) Requests() int { return int(m.requests.Load()) }
+
+// Bytes is the number of body bytes read.
+func (m *Meter) Bytes() int64 { return m.bytes.Load() }
+
+type meterKey struct{}
+
+// WithMeter returns a context whose calls are counted by m (and by any
+// meter ctx already carries).
+func WithMeter(ctx context.Context, m *Meter) context.Context {
+	ms, _ := ctx.Value(meterKey{}).([]*Meter)
+	return context.WithValue(ctx, meterKey{}, append(append([]*Meter(nil), ms...), m))
 }
 
-type pageWire struct {
-	Messages *[]rowWire `json:"messages"`
-	Total    *int       `json:"total"`
-}
-
-// ListPage fetches one page. A body without messages (an older server's
-// `{"success":true,"value":null}`) is an empty page.
-func (c *Client) ListPage(ctx context.Context, q ListQuery) (Page, error) {
-	v := url.Values{}
-	if q.Queue != "" {
-		v.Set("queue", q.Queue)
-	}
-	if q.ConsumerGroup != "" {
-		v.Set("consumerGroup", q.ConsumerGroup)
-	}
-	if q.Partition != "" {
-		v.Set("partition", q.Partition)
-	}
-	if q.Limit > 0 {
-		v.Set("limit", strconv.Itoa(q.Limit))
-	}
-	v.Set("offset", strconv.Itoa(q.Offset))
-	body, err := c.do(ctx, http.MethodGet, "/api/v1/dlq", v, nil)
-	if err != nil {
-		return Page{}, err
-	}
-	p, err := decodePage(body)
-	if err != nil {
-		return Page{}, c.badBody(http.MethodGet, "/api/v1/dlq", body, err)
-	}
-	return p, nil
-}
-
-// decodePage reads a list answer; no messages key (or null) is an empty page.
-func decodePage(body []byte) (Page, error) {
-	var w pageWire
-	if err := json.Unmarshal(body, &w); err != nil {
-		return Page{}, err
-	}
-	p := Page{Total: w.Total}
-	if w.Messages != nil {
-		p.Rows = make([]Row, len(*w.Messages))
-		for i := range *w.Messages {
-			if err := (*w.Messages)[i].to(&p.Rows[i]); err != nil {
-				return Page{}, fmt.Errorf("row %d: %w", i, err)
-			}
-		}
-	}
-	return p, nil
-}
-
-// RowKey identifies a row (not an address): one message can have a row per
-// consumer group and per failure.
-func RowKey(r Row) string {
-	return r.PartitionID + "\x00" + r.TransactionID + "\x00" + r.ConsumerGroup + "\x00" + r.FailedAt.Format(time.RFC3339Nano)
-}
-
-// Rows pages through the DLQ, newest failure first. Memory is bounded by
-// two pages. It survives servers that ignore limit and offset: rows already
-// seen on the previous page are dropped, and paging stops on a short page,
-// an empty page, a page larger than asked for (the server ignored limit, so
-// that page was everything) or a page with nothing new.
-func (c *Client) Rows(ctx context.Context, q ListQuery) iter.Seq2[Row, error] {
-	return func(yield func(Row, error) bool) {
-		size := q.Limit
-		if size <= 0 {
-			size = 500
-		}
-		prev := map[string]struct{}{}
-		offset := 0
-		for {
-			p, err := c.ListPage(ctx, ListQuery{Queue: q.Queue, ConsumerGroup: q.ConsumerGroup, Partition: q.Partition, Limit: size, Offset: offset})
-			if err != nil {
-				yield(Row{}, err)
-				return
-			}
-			cur := make(map[string]struct{}, len(p.Rows))
-			fresh := 0
-			for _, r := range p.Rows {
-				k := RowKey(r)
-				if _, seen := prev[k]; seen {
-					continue
-				}
-				if _, dup := cur[k]; dup {
-					continue
-				}
-				cur[k] = struct{}{}
-				fresh++
-				if !yield(r, nil) {
-					return
-				}
-			}
-			if len(p.Rows) < size || len(p.Rows) > size || fresh == 0 {
-				return
-			}
-			prev = cur
-			offset += len(p.Rows)
-		}
-	}
+func meters(ctx context.Context) []*Meter {
+	ms, _ := ctx.Value(meterKey{}).([]*Meter)
+	return ms
 }
 
 // Get fetches one message's detail. The payload comes from `payload` (or
@@ -275,9 +233,9 @@ func (c *Client) Delete(ctx context.Context, a Address) error {
 	}
 	if len(bytes.TrimSpace(body)) > 0 && json.Unmarshal(body, &r) == nil && r.Success != nil && !*r.Success {
 		if strings.Contains(strings.ToLower(r.Message), "not found") {
-			return &HTTPError{Method: http.MethodDelete, URL: c.shown + path, Status: 200, Body: snippet(body), Kind: ErrNoDeadLetterRow}
+			return &HTTPError{Method: http.MethodDelete, URL: c.shown + path, Status: 200, Body: c.snippet(body), Kind: ErrNoDeadLetterRow}
 		}
-		return &HTTPError{Method: http.MethodDelete, URL: c.shown + path, Status: 200, Body: snippet(body), Kind: ErrUnavailable}
+		return &HTTPError{Method: http.MethodDelete, URL: c.shown + path, Status: 200, Body: c.snippet(body), Kind: ErrUnavailable}
 	}
 	return nil
 }
@@ -327,9 +285,31 @@ func (c *Client) Retry(ctx context.Context, a Address) (*RetryResult, error) {
 		return nil, c.badBody(http.MethodPost, path, body, err)
 	}
 	if !r.Success {
-		return &r, &HTTPError{Method: http.MethodPost, URL: c.shown + path, Status: 200, Body: snippet(body), Kind: ErrUnavailable}
+		return &r, &HTTPError{Method: http.MethodPost, URL: c.shown + path, Status: 200, Body: c.snippet(body), Kind: ErrUnavailable}
 	}
 	return &r, nil
+}
+
+// ProbeAddress is an address no broker holds: asking /retry for it tells
+// whether the route exists without touching anything.
+var ProbeAddress = Address{PartitionID: "00000000-0000-0000-0000-000000000000", TransactionID: "dlqctl-route-probe"}
+
+// HasRetryRoute asks whether the broker has the /retry endpoint, with a
+// call for an address that cannot exist: a broker with the route answers
+// "no dead-letter row"; one without answers a bare 404. Anything else
+// (no answer, an error) is reported as false with the error, so a caller
+// in doubt takes the manual path.
+func (c *Client) HasRetryRoute(ctx context.Context) (bool, error) {
+	_, err := c.Retry(ctx, ProbeAddress)
+	switch {
+	case errors.Is(err, ErrNoDeadLetterRow):
+		return true, nil
+	case errors.Is(err, ErrRouteMissing):
+		return false, nil
+	case err == nil:
+		return true, nil
+	}
+	return false, err
 }
 
 // Health calls GET /health.
@@ -365,21 +345,129 @@ func (c *Client) Queues(ctx context.Context) ([]Queue, error) {
 	return w.Queues, nil
 }
 
+// ConsumerGroups lists the broker's (group, queue) pairs from
+// /api/v1/consumer-groups: the released server's bare array, or an object
+// wrapping it. A broker without the route has none to tell (nil, nil).
+func (c *Client) ConsumerGroups(ctx context.Context) ([]ConsumerGroup, error) {
+	const path = "/api/v1/consumer-groups"
+	body, err := c.do(ctx, http.MethodGet, path, nil, nil)
+	if errors.Is(err, ErrRouteMissing) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var list []consumerGroupWire
+	if err := json.Unmarshal(body, &list); err != nil {
+		var w struct {
+			ConsumerGroups []consumerGroupWire `json:"consumerGroups"`
+			Groups         []consumerGroupWire `json:"groups"`
+		}
+		if err := json.Unmarshal(body, &w); err != nil {
+			return nil, c.badBody(http.MethodGet, path, body, err)
+		}
+		list = append(w.ConsumerGroups, w.Groups...)
+	}
+	out := make([]ConsumerGroup, 0, len(list))
+	for _, g := range list {
+		q := g.QueueName
+		if q == "" {
+			q = g.Queue
+		}
+		if q == "" && len(g.Topics) > 0 {
+			q = g.Topics[0]
+		}
+		if g.Name != "" && q != "" {
+			out = append(out, ConsumerGroup{Name: g.Name, Queue: q})
+		}
+	}
+	return out, nil
+}
+
+type consumerGroupWire struct {
+	Name      string   `json:"name"`
+	QueueName string   `json:"queueName"`
+	Queue     string   `json:"queue"`
+	Topics    []string `json:"topics"`
+}
+
 func messagePath(a Address, suffix string) (string, error) {
-	if !a.PathSafe() {
-		return "", &HTTPError{Method: "-", URL: a.String(), Kind: ErrNoDeadLetterRow,
-			Body: "the transaction id has characters the broker cannot take in a path (space, /, %, ?, # or non-ASCII); the address is unreachable through the API"}
+	if why := a.Unreachable(); why != "" {
+		return "", &HTTPError{Method: "-", URL: a.String(), Kind: ErrUnreachable, Body: why}
 	}
 	return "/api/v1/messages/" + a.PartitionID + "/" + a.TransactionID + suffix, nil
 }
 
 func (c *Client) badBody(method, path string, body []byte, err error) error {
-	return &HTTPError{Method: method, URL: c.shown + path, Status: 200, Body: c.redact(snippet(body)), Kind: ErrBadResponse, Err: fmt.Errorf("%w: %v", ErrBadResponse, err)}
+	return &HTTPError{Method: method, URL: c.shown + path, Status: 200, Body: c.snippet(body), Kind: ErrBadResponse, Err: fmt.Errorf("%w: %v", ErrBadResponse, err)}
 }
 
-// do sends one call, retrying idempotent methods on connection errors,
-// 429 and 502/503/504. It returns the body of a successful answer.
+// snippet is the first bytes of a body for a message, with the token
+// redacted before anything is cut, so no piece of it can survive the cut.
+func (c *Client) snippet(body []byte) string {
+	if len(body) > 4096 {
+		body = body[:4096]
+	}
+	return snippet([]byte(c.redact.Redact(string(body))))
+}
+
+// do sends one call and returns its whole (bounded) body.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, payload []byte) ([]byte, error) {
+	resp, err := c.send(ctx, method, path, q, payload)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.close()
+	body, err := io.ReadAll(io.LimitReader(resp.body, MaxBody+1))
+	if err != nil {
+		return nil, resp.readErr(err)
+	}
+	if len(body) > MaxBody {
+		return nil, &HTTPError{Method: method, URL: resp.shown, Status: 200, Kind: ErrBadResponse,
+			Err: fmt.Errorf("%w: the answer is larger than %d MiB, the most dlqctl reads of it", ErrBadResponse, MaxBody>>20)}
+	}
+	c.trace("← %dB", len(body))
+	// Older servers answer 200 for failures, with an "error" key.
+	if kind, ok := bodyError(body); ok {
+		return nil, &HTTPError{Method: method, URL: resp.shown, Status: 200, Body: c.snippet(body), Kind: kind}
+	}
+	if len(bytes.TrimSpace(body)) == 0 && method == http.MethodGet {
+		return nil, &HTTPError{Method: method, URL: resp.shown, Status: 200, Body: "(empty body)", Kind: ErrBadResponse}
+	}
+	return body, nil
+}
+
+// response is a successful answer whose body is still to be read.
+type response struct {
+	body   io.Reader // counted, bounded in time between reads
+	raw    io.ReadCloser
+	stop   func()
+	shown  string
+	method string
+	c      *Client
+	ctx    context.Context
+	cause  func() error // why the call's own context ended, if it did
+}
+
+func (r *response) close() {
+	r.raw.Close()
+	r.stop()
+}
+
+// readErr describes a failure to read the body.
+func (r *response) readErr(err error) error {
+	if r.ctx.Err() != nil {
+		return r.ctx.Err()
+	}
+	if r.cause() == errIdle {
+		err = fmt.Errorf("the answer stopped arriving for %s (--timeout)", r.c.opts.Timeout)
+	}
+	return &HTTPError{Method: r.method, URL: r.shown, Status: 200, Kind: ErrUnavailable, Err: fmt.Errorf("reading the answer: %s", r.c.redact.Redact(err.Error()))}
+}
+
+// send sends one call, retrying idempotent methods on connection errors,
+// 429 and 502/503/504, and returns the open answer of a 2xx.
+func (c *Client) send(ctx context.Context, method, path string, q url.Values, payload []byte) (*response, error) {
 	idempotent := method == http.MethodGet || method == http.MethodDelete
 	u := *c.base
 	u.Path = strings.TrimRight(u.Path, "/") + path
@@ -404,9 +492,9 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, payl
 				return nil, err
 			}
 		}
-		body, err, retry := c.once(ctx, method, u.String(), shown, payload)
+		resp, err, retry := c.once(ctx, method, u.String(), shown, payload)
 		if err == nil {
-			return body, nil
+			return resp, nil
 		}
 		last = err
 		if !retry || ctx.Err() != nil {
@@ -415,6 +503,12 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, payl
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
+	}
+	if attempts > 1 {
+		var he *HTTPError
+		if errors.As(last, &he) && errors.Is(he.Kind, ErrUnavailable) && he.Status == 0 {
+			he.Err = fmt.Errorf("%v (%d tries)", he.Err, attempts)
+		}
 	}
 	return nil, last
 }
@@ -436,13 +530,77 @@ func (c *Client) backoff(try int, last error) time.Duration {
 	return ceil/2 + rand.N(ceil/2+1)
 }
 
-func (c *Client) once(ctx context.Context, method, target, shown string, payload []byte) (body []byte, err error, retry bool) {
+// errRedirect is what checkRedirect refuses with; once turns it into an
+// HTTPError naming both URLs.
+type errRedirect struct{ from, to, why string }
+
+func (e *errRedirect) Error() string {
+	return fmt.Sprintf("the broker redirected to %s; %s", e.to, e.why)
+}
+
+// checkRedirect follows a redirect only for a read, and only to the
+// broker's own origin (scheme, host and port): the token goes nowhere
+// else, and a call that changes data is never sent twice.
+func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
+	first := via[0]
+	to := secret.URL(req.URL.String())
+	if m := first.Method; m != http.MethodGet && m != http.MethodHead {
+		return &errRedirect{to: to, why: "dlqctl never follows a redirect of a call that changes data (" + m + "): nothing was sent there"}
+	}
+	if !sameOrigin(req.URL, c.base) {
+		return &errRedirect{to: to, why: "that is another origin than " + c.shown + ", and dlqctl sends the token to no other"}
+	}
+	if len(via) >= 5 {
+		return &errRedirect{to: to, why: "too many redirects"}
+	}
+	return nil
+}
+
+func sameOrigin(a, b *url.URL) bool {
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if u.Scheme == "https" {
+			return "443"
+		}
+		return "80"
+	}
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+}
+
+var errIdle = errors.New("idle")
+
+// idleReader fails a read that waits longer than the timeout, and counts
+// what it reads.
+type idleReader struct {
+	r      io.Reader
+	timer  *time.Timer
+	d      time.Duration
+	meters []*Meter
+	n      int64
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	r.timer.Reset(r.d)
+	n, err := r.r.Read(p)
+	r.timer.Stop()
+	r.n += int64(n)
+	for _, m := range r.meters {
+		m.bytes.Add(int64(n))
+	}
+	return n, err
+}
+
+func (c *Client) once(ctx context.Context, method, target, shown string, payload []byte) (resp *response, err error, retry bool) {
 	var rd io.Reader
 	if payload != nil {
 		rd = bytes.NewReader(payload)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	cctx, cancel := context.WithCancelCause(ctx)
+	req, err := http.NewRequestWithContext(cctx, method, target, rd)
 	if err != nil {
+		cancel(nil)
 		return nil, err, false
 	}
 	req.Header.Set("Accept", "application/json")
@@ -456,30 +614,46 @@ func (c *Client) once(ctx context.Context, method, target, shown string, payload
 	if c.opts.Token != "" {
 		c.trace("  Authorization: Bearer [redacted]")
 	}
+	for _, m := range meters(ctx) {
+		m.requests.Add(1)
+	}
+	// The timeout covers the wait for headers here, and each wait for
+	// more of the body afterwards (idleReader).
+	timer := time.AfterFunc(c.opts.Timeout, func() { cancel(errIdle) })
 	start := time.Now()
-	resp, err := c.http.Do(req)
+	hr, err := c.http.Do(req)
 	if err != nil {
+		timer.Stop()
+		cancel(nil)
 		if ctx.Err() != nil {
 			return nil, ctx.Err(), false
 		}
-		c.trace("← error after %s: %s", time.Since(start).Round(time.Millisecond), c.redact(err.Error()))
-		return nil, &HTTPError{Method: method, URL: shown, Kind: ErrUnavailable, Err: errors.New(c.redact(unwrapURLError(err)))}, true
-	}
-	defer resp.Body.Close()
-	body, err = io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err(), false
+		var rerr *errRedirect
+		if errors.As(err, &rerr) {
+			return nil, &HTTPError{Method: method, URL: shown, Kind: ErrBadResponse, Err: errors.New(rerr.Error())}, false
 		}
-		return nil, &HTTPError{Method: method, URL: shown, Status: resp.StatusCode, Kind: ErrUnavailable, Err: fmt.Errorf("reading the answer: %s", c.redact(err.Error()))}, true
+		msg := c.redact.Redact(unwrapURLError(err))
+		if context.Cause(cctx) == errIdle {
+			msg = fmt.Sprintf("no answer within %s (--timeout)", c.opts.Timeout)
+		}
+		c.trace("← error after %s: %s", time.Since(start).Round(time.Millisecond), msg)
+		return nil, &HTTPError{Method: method, URL: shown, Kind: ErrUnavailable, Err: errors.New(msg)}, true
 	}
-	c.trace("← %s %dB %s", resp.Status, len(body), time.Since(start).Round(time.Millisecond))
-	// Built only for failures: a page of rows is large, and a snippet of
-	// it is only wanted in an error.
+	timer.Stop()
+	c.trace("← %s %s", hr.Status, time.Since(start).Round(time.Millisecond))
+	ir := &idleReader{r: hr.Body, timer: timer, d: c.opts.Timeout, meters: meters(ctx)}
+	r := &response{body: ir, raw: hr.Body, stop: func() { timer.Stop(); cancel(nil) }, shown: shown, method: method, c: c, ctx: ctx,
+		cause: func() error { return context.Cause(cctx) }}
+	if hr.StatusCode >= 200 && hr.StatusCode < 300 {
+		return r, nil, false
+	}
+	// A failure: its body is read (bounded) for the message.
+	defer r.close()
+	body, _ := io.ReadAll(io.LimitReader(ir, 64<<10))
 	fail := func(kind error) *HTTPError {
-		return &HTTPError{Method: method, URL: shown, Status: resp.StatusCode, Body: c.redact(snippet(body)), Kind: kind}
+		return &HTTPError{Method: method, URL: shown, Status: hr.StatusCode, Body: c.snippet(body), Kind: kind}
 	}
-	switch s := resp.StatusCode; {
+	switch s := hr.StatusCode; {
 	case s == http.StatusUnauthorized:
 		return nil, fail(ErrUnauthorized), false
 	case s == http.StatusForbidden:
@@ -490,26 +664,19 @@ func (c *Client) once(ctx context.Context, method, target, shown string, payload
 		}
 		return nil, fail(ErrRouteMissing), false
 	case s == http.StatusTooManyRequests:
-		return nil, retryAfterError{fail(ErrUnavailable), parseRetryAfter(resp.Header.Get("Retry-After"))}, true
+		return nil, retryAfterError{fail(ErrUnavailable), parseRetryAfter(hr.Header.Get("Retry-After"))}, true
 	case s == http.StatusBadGateway || s == http.StatusServiceUnavailable || s == http.StatusGatewayTimeout:
 		return nil, fail(ErrUnavailable), true
 	case s >= 500:
 		return nil, fail(ErrUnavailable), false
-	case s >= 400:
-		return nil, fail(ErrBadResponse), false
-	case s >= 300:
-		return nil, fail(ErrBadResponse), false
+	case s >= 300 && s < 400:
+		he := fail(ErrBadResponse)
+		if loc := hr.Header.Get("Location"); loc != "" {
+			he.Err = fmt.Errorf("%w: the broker redirected to %s, which dlqctl does not follow", ErrBadResponse, secret.URL(loc))
+		}
+		return nil, he, false
 	}
-	// Older servers answer 200 for failures, with an "error" key.
-	if kind, ok := bodyError(body); ok {
-		return nil, fail(kind), false
-	}
-	if len(bytes.TrimSpace(body)) == 0 && method == http.MethodGet {
-		herr := fail(ErrBadResponse)
-		herr.Body = "(empty body)"
-		return nil, herr, false
-	}
-	return body, nil, false
+	return nil, fail(ErrBadResponse), false
 }
 
 // bodyError finds an {"error": "..."} (or success:false with error) in a
@@ -525,16 +692,21 @@ func bodyError(body []byte) (error, bool) {
 	if json.Unmarshal(b, &e) != nil || e.Error == nil {
 		return nil, false
 	}
-	msg := strings.ToLower(*e.Error)
+	return errorKind(*e.Error), true
+}
+
+// errorKind classifies an older server's error text.
+func errorKind(text string) error {
+	msg := strings.ToLower(text)
 	switch {
 	case strings.Contains(msg, "not found") || strings.Contains(msg, strings.ToLower(NoDeadLetterText)):
-		return ErrNoDeadLetterRow, true
+		return ErrNoDeadLetterRow
 	case strings.Contains(msg, "authentication") || strings.Contains(msg, "token"):
-		return ErrUnauthorized, true
+		return ErrUnauthorized
 	case strings.Contains(msg, "permission"):
-		return ErrForbidden, true
+		return ErrForbidden
 	}
-	return ErrUnavailable, true
+	return ErrUnavailable
 }
 
 func jsonErrorIsNotFound(body []byte) bool {
@@ -568,19 +740,4 @@ func (c *Client) trace(format string, a ...any) {
 		return
 	}
 	fmt.Fprintf(c.opts.Debug, "[http] "+format+"\n", a...)
-}
-
-// redact removes the token from any text that may reach the user.
-func (c *Client) redact(s string) string {
-	if c.opts.Token == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, c.opts.Token, "[redacted]")
-}
-
-func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil {
-		return u.Redacted()
-	}
-	return "(unparseable)"
 }

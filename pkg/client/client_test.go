@@ -80,7 +80,8 @@ func TestRowsPagesEverythingOnceOnBothServers(t *testing.T) {
 }
 
 // A server that answers the same page whatever the offset must not make
-// the client loop or list rows twice.
+// the client loop, list rows twice, or end quietly as if the DLQ stopped
+// there: it is an error that says why.
 func TestRowsStopsOnRepeatedPages(t *testing.T) {
 	var calls atomic.Int32
 	page := `{"messages":[` +
@@ -91,9 +92,17 @@ func TestRowsStopsOnRepeatedPages(t *testing.T) {
 		io.WriteString(w, page)
 	}))
 	defer srv.Close()
-	rows := collect(t, newClient(t, srv.URL), client.ListQuery{Limit: 2})
-	if len(rows) != 2 || calls.Load() != 2 {
-		t.Fatalf("%d rows in %d calls, want 2 rows in 2 calls", len(rows), calls.Load())
+	var rows []client.Row
+	var err error
+	for r, e := range newClient(t, srv.URL).Rows(context.Background(), client.ListQuery{Limit: 2}) {
+		if e != nil {
+			err = e
+			break
+		}
+		rows = append(rows, r)
+	}
+	if len(rows) != 2 || calls.Load() != 2 || !errors.Is(err, client.ErrOffsetIgnored) || !strings.Contains(err.Error(), "ignores offset") {
+		t.Fatalf("%d rows in %d calls, err %v; want 2 rows in 2 calls, then an offset error", len(rows), calls.Load(), err)
 	}
 	if rows[1].FailedAt.IsZero() {
 		t.Fatal("createdAt must stand in for a missing failedAt")
@@ -247,9 +256,9 @@ func TestTokenNeverPrinted(t *testing.T) {
 
 func TestUnreachableAddressesAreRefusedLocally(t *testing.T) {
 	c := newClient(t, "http://127.0.0.1:1")
-	for _, tx := range []string{"has space", "a/b", "50%", "q?x", "frag#1", "ünï"} {
+	for _, tx := range []string{"has space", "a/b", "50%", "q?x", "frag#1", "ünï", ".", ".."} {
 		err := c.Delete(context.Background(), client.Address{PartitionID: "p", TransactionID: tx})
-		if !errors.Is(err, client.ErrNoDeadLetterRow) || !strings.Contains(err.Error(), "unreachable") {
+		if !errors.Is(err, client.ErrUnreachable) || errors.Is(err, client.ErrNoDeadLetterRow) || !strings.Contains(err.Error(), "unreachable") {
 			t.Fatalf("%q: %v", tx, err)
 		}
 	}

@@ -24,6 +24,10 @@ var (
 	// ErrBadResponse: the broker answered something that is not the
 	// expected JSON shape.
 	ErrBadResponse = errors.New("unreadable broker response")
+	// ErrUnreachable: the address cannot be put in a URL path the broker
+	// reads back (a transaction id with /, a space, ?, …, or a dot
+	// segment): no call can name it. Nothing was sent.
+	ErrUnreachable = errors.New("address unreachable through the broker's API")
 )
 
 // NoDeadLetterText is the body a current broker sends with a 404 for an
@@ -40,9 +44,14 @@ type HTTPError struct {
 	Body   string
 	Kind   error
 	Err    error // transport error, if any
+
+	bodyBytes []byte // set by the list decoder, turned into Body by its caller
 }
 
 func (e *HTTPError) Error() string {
+	if errors.Is(e.Kind, ErrUnreachable) {
+		return fmt.Sprintf("%s is unreachable through the broker's API: %s; nothing was sent", e.URL, e.Body)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s: ", e.Method, e.URL)
 	switch {

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -13,9 +14,10 @@ type Extent struct {
 	Depth    int
 	Oldest   *Row
 	Requests int
-	// All holds every row when the broker ignored limit (an older server
-	// answers the whole DLQ in one page); callers then work from it.
-	All []Row
+	// OneBody: the broker answered the whole filtered DLQ to the first
+	// probe (it ignores limit); the depth and oldest row come from
+	// streaming through that answer, and offsets mean nothing there.
+	OneBody bool
 }
 
 // FindOldest finds the oldest row (the last one, the list being newest
@@ -23,39 +25,59 @@ type Extent struct {
 // empty page, then a binary search between the last two offsets. The
 // found row is re-checked with one limit=2 request; if rows were added or
 // removed meanwhile, the search continues from there (a few times at most).
+// A broker that ignores offset (the same row at offset 0 and further on)
+// is an error, never an endless search.
 func (c *Client) FindOldest(ctx context.Context, q ListQuery) (*Extent, error) {
+	q.NoData = true
 	ext := &Extent{}
+	var firstKey string
 	at := func(off, limit int) ([]Row, error) {
 		ext.Requests++
 		q.Offset, q.Limit = off, limit
 		p, err := c.ListPage(ctx, q)
-		return p.Rows, err
+		if err != nil {
+			return nil, err
+		}
+		if off > 0 && len(p.Rows) > 0 && RowKey(p.Rows[0]) == firstKey {
+			return nil, c.offsetIgnored(off)
+		}
+		return p.Rows, nil
 	}
-	first, err := at(0, 1)
-	if err != nil {
+	// The first probe streams: on a broker that ignores limit it is the
+	// whole DLQ, counted as it passes, never held.
+	ext.Requests++
+	n := 0
+	var first Row
+	q.Offset, q.Limit = 0, 1
+	if _, err := c.listStream(ctx, q, func(r Row) bool {
+		if n == 0 {
+			first = r
+		}
+		n++
+		if ext.Oldest == nil || r.FailedAt.Before(ext.Oldest.FailedAt) {
+			r := r
+			ext.Oldest = &r
+		}
+		return true
+	}); err != nil {
 		return nil, err
 	}
 	switch {
-	case len(first) == 0:
+	case n == 0:
 		return ext, nil
-	case len(first) > 1:
-		// The broker ignores limit: this page is the whole DLQ.
-		ext.All = first
-		ext.Depth = len(first)
-		oldest := first[0]
-		for _, r := range first {
-			if r.FailedAt.Before(oldest.FailedAt) {
-				oldest = r
-			}
-		}
-		ext.Oldest = &oldest
+	case n > 1:
+		ext.Depth, ext.OneBody = n, true
 		return ext, nil
 	}
+	firstKey = RowKey(first)
 	// Invariant for the binary search: lo was non-empty, hi was empty.
 	lo, hi := 0, 0
 	forward := func(base int) error { // exponential search up from base (non-empty)
 		lo = base
 		for step := 1; ; step *= 2 {
+			if step > 1<<40 {
+				return c.offsetIgnored(base + step)
+			}
 			rows, err := at(base+step, 1)
 			if err != nil {
 				return err
@@ -103,6 +125,7 @@ func (c *Client) FindOldest(ctx context.Context, q ListQuery) (*Extent, error) {
 			}
 		}
 		if lo < 0 {
+			ext.Oldest = nil
 			return ext, nil // emptied while probing
 		}
 		// Re-check: exactly one row at lo means lo is the end, now.
@@ -127,33 +150,31 @@ func (c *Client) FindOldest(ctx context.Context, q ListQuery) (*Extent, error) {
 		Err: errors.New("the DLQ changed faster than its end could be found; try again")}
 }
 
-// RowsOlderThan returns the rows that failed before cutoff, given an
-// extent from FindOldest: a binary search finds where they start, then
-// they are read page by page to the end. The cost is O(log N) plus the
-// pages of the rows returned.
-func (c *Client) RowsOlderThan(ctx context.Context, q ListQuery, ext *Extent, cutoff time.Time) ([]Row, int, error) {
-	if ext.All != nil {
-		var out []Row
-		for _, r := range ext.All {
-			if r.FailedAt.Before(cutoff) {
-				out = append(out, r)
-			}
-		}
-		return out, 0, nil
+func (c *Client) offsetIgnored(off int) error {
+	return &HTTPError{Method: http.MethodGet, URL: c.shown + "/api/v1/dlq", Status: 200, Kind: ErrOffsetIgnored,
+		Err: fmt.Errorf("%w: offset %d answered the row of offset 0, so the end of the DLQ cannot be found", ErrOffsetIgnored, off)}
+}
+
+// IndexOlderThan returns the offset of the first row that failed before
+// cutoff (Depth when none did), by binary search over a paged DLQ whose
+// extent FindOldest measured: O(log N) requests, no row read. Rows older
+// than cutoff are then Depth minus that index.
+func (c *Client) IndexOlderThan(ctx context.Context, q ListQuery, ext *Extent, cutoff time.Time) (int, error) {
+	if ext.OneBody {
+		return 0, errors.New("IndexOlderThan on a one-body extent")
 	}
 	if ext.Oldest == nil || !ext.Oldest.FailedAt.Before(cutoff) {
-		return nil, 0, nil
+		return ext.Depth, nil
 	}
-	requests := 0
-	// First index whose row failed before cutoff, in [0, Depth-1].
+	q.NoData = true
 	lo, hi := 0, ext.Depth-1
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		requests++
+		ext.Requests++
 		q.Offset, q.Limit = mid, 1
 		p, err := c.ListPage(ctx, q)
 		if err != nil {
-			return nil, requests, err
+			return 0, err
 		}
 		if len(p.Rows) == 0 || p.Rows[0].FailedAt.Before(cutoff) {
 			hi = mid
@@ -161,23 +182,5 @@ func (c *Client) RowsOlderThan(ctx context.Context, q ListQuery, ext *Extent, cu
 			lo = mid + 1
 		}
 	}
-	var out []Row
-	const size = 500
-	for off := lo; ; off += size {
-		requests++
-		q.Offset, q.Limit = off, size
-		p, err := c.ListPage(ctx, q)
-		if err != nil {
-			return nil, requests, err
-		}
-		for _, r := range p.Rows {
-			if r.FailedAt.Before(cutoff) {
-				out = append(out, r)
-			}
-		}
-		if len(p.Rows) < size {
-			break
-		}
-	}
-	return out, requests, nil
+	return lo, nil
 }

@@ -28,61 +28,6 @@ type Row struct {
 	FailedAt      time.Time       `json:"failedAt"`
 }
 
-// rowWire tolerates the field variations of real servers: failedAt may be
-// missing (createdAt is its alias), data may be null.
-type rowWire struct {
-	ID            string          `json:"id"`
-	TransactionID string          `json:"transactionId"`
-	PartitionID   string          `json:"partitionId"`
-	Queue         string          `json:"queue"`
-	Partition     string          `json:"partition"`
-	ConsumerGroup string          `json:"consumerGroup"`
-	ErrorMessage  *string         `json:"errorMessage"`
-	RetryCount    *int            `json:"retryCount"`
-	Data          json.RawMessage `json:"data"`
-	IsEncrypted   *bool           `json:"isEncrypted"`
-	CreatedAt     *time.Time      `json:"createdAt"`
-	FailedAt      *time.Time      `json:"failedAt"`
-}
-
-// UnmarshalJSON accepts createdAt as the alias of failedAt.
-func (r *Row) UnmarshalJSON(b []byte) error {
-	var w rowWire
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	return w.to(r)
-}
-
-// to converts the wire form; pages decode straight into []rowWire, so a
-// row is scanned once.
-func (w *rowWire) to(r *Row) error {
-	*r = Row{ID: w.ID, TransactionID: w.TransactionID, PartitionID: w.PartitionID,
-		Queue: w.Queue, Partition: w.Partition, ConsumerGroup: w.ConsumerGroup}
-	if w.ErrorMessage != nil {
-		r.ErrorMessage = *w.ErrorMessage
-	}
-	if w.RetryCount != nil {
-		r.RetryCount = *w.RetryCount
-	}
-	if len(w.Data) > 0 && !bytes.Equal(w.Data, []byte("null")) {
-		r.Data = w.Data
-	}
-	if w.IsEncrypted != nil {
-		r.IsEncrypted = *w.IsEncrypted
-	}
-	switch {
-	case w.FailedAt != nil:
-		r.FailedAt = w.FailedAt.UTC()
-	case w.CreatedAt != nil:
-		r.FailedAt = w.CreatedAt.UTC()
-	}
-	if r.PartitionID == "" || r.TransactionID == "" {
-		return fmt.Errorf("dead-letter row without partitionId or transactionId")
-	}
-	return nil
-}
-
 // Address names the message a row belongs to.
 func (r Row) Address() Address {
 	return Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
@@ -137,14 +82,29 @@ func ParseAddress(s string) (Address, error) {
 	return Address{PartitionID: p, TransactionID: t}, nil
 }
 
-// PathSafe reports whether the transaction id can be put in a URL path on
-// a broker that does not percent-decode path segments.
-func (a Address) PathSafe() bool { return pathSafe(a.PartitionID) && pathSafe(a.TransactionID) }
+// PathSafe reports whether the address can be put in a URL path on a
+// broker that does not percent-decode path segments.
+func (a Address) PathSafe() bool { return a.Unreachable() == "" }
+
+// Unreachable says why no API call can name the address, or "" when one
+// can: the released server does not percent-decode path segments, so a
+// space, /, %, ?, # or non-ASCII cannot be sent, and a "." or ".." segment
+// would name another path altogether.
+func (a Address) Unreachable() string {
+	for _, part := range []struct{ name, v string }{{"partition id", a.PartitionID}, {"transaction id", a.TransactionID}} {
+		switch {
+		case part.v == "":
+			return "the " + part.name + " is empty"
+		case part.v == "." || part.v == "..":
+			return fmt.Sprintf("the %s is %q, which a URL path reads as a directory step", part.name, part.v)
+		case !pathSafe(part.v):
+			return "the " + part.name + " has characters the broker cannot take in a path (space, /, %, ?, # or non-ASCII)"
+		}
+	}
+	return ""
+}
 
 func pathSafe(s string) bool {
-	if s == "" {
-		return false
-	}
 	for _, c := range s {
 		switch {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
@@ -184,6 +144,7 @@ type PushResult struct {
 	Index         int    `json:"index"`
 	TransactionID string `json:"transaction_id"`
 	MessageID     string `json:"message_id"`
+	PartitionID   string `json:"partition_id,omitempty"`
 	Status        string `json:"status"`
 	QueueName     string `json:"queueName,omitempty"`
 	Error         string `json:"error,omitempty"`
@@ -192,6 +153,11 @@ type PushResult struct {
 // Accepted reports whether the broker holds the message now (queued, or
 // already held under that transaction id).
 func (p PushResult) Accepted() bool { return p.Status == "queued" || p.Status == "duplicate" }
+
+// Buffered reports an answer of a broker whose database is down: it kept
+// the message in a local file to write later. That is not yet durable in
+// the broker, so a replay does not delete the dead letter on it.
+func (p PushResult) Buffered() bool { return p.Status == "buffered" }
 
 // RetryResult is the answer of the /retry endpoint.
 type RetryResult struct {
@@ -209,6 +175,16 @@ type Health struct {
 	Database string `json:"database"`
 	Version  any    `json:"version,omitempty"`
 }
+
+// ConsumerGroup is one (group, queue) pair of GET /api/v1/consumer-groups.
+type ConsumerGroup struct {
+	Name  string `json:"name"`
+	Queue string `json:"queue"`
+}
+
+// QueueModeGroup is the consumer group the broker gives queue-mode
+// consumers (those that name no group).
+const QueueModeGroup = "__QUEUE_MODE__"
 
 // Queue is one entry of GET /api/v1/resources/queues.
 type Queue struct {

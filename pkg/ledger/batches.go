@@ -28,6 +28,7 @@ const (
 	StatusInterrupted = "interrupted" // stopped by SIGINT or a guard; resumable
 	StatusDone        = "done"        // executed, no failures
 	StatusFailed      = "failed"      // executed, some addresses failed or are unknown
+	StatusResolved    = "resolved"    // a hold whose messages have all left the DLQ
 )
 
 // Batch is one recorded decision and, once executed, its outcome.
@@ -46,6 +47,9 @@ type Batch struct {
 	ExecutedAt  time.Time      `json:"executedAt,omitzero"`
 	Status      string         `json:"status"`
 	Outcome     map[string]int `json:"outcome,omitempty"`
+	// Settings is what the batch was last executed with (rate, path,
+	// destination, …), as its command recorded them: a resume reuses them.
+	Settings json.RawMessage `json:"settings,omitempty"`
 }
 
 // ManifestItem is one frozen address of a batch with a snapshot of its row.
@@ -59,6 +63,21 @@ type ManifestItem struct {
 	FailedAt      time.Time       `json:"failedAt"`
 	Payload       json.RawMessage `json:"data,omitempty"`
 	Undecryptable bool            `json:"undecryptable,omitempty"`
+	// Checked: Payload is what the broker's detail route returned (the
+	// released server's list shows encrypted payloads as envelopes).
+	Checked bool `json:"checked,omitempty"`
+	// Rows are every dead-letter row of the address when the batch was
+	// recorded, every consumer group's: a delete removes them all.
+	Rows []ManifestRow `json:"rows,omitempty"`
+}
+
+// ManifestRow is one dead-letter row of a manifest's address.
+type ManifestRow struct {
+	ConsumerGroup string    `json:"consumerGroup"`
+	Error         string    `json:"errorMessage"`
+	RetryCount    int       `json:"retryCount"`
+	FailedAt      time.Time `json:"failedAt"`
+	Selected      bool      `json:"selected"` // matched the selection (the others go with their message)
 }
 
 // NewBatchID returns a sortable, readable id: UTC time plus 4 random hex.
@@ -83,21 +102,30 @@ func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []ManifestItem)
 		return s.wrap("recording the batch", err)
 	}
 	defer tx.Rollback()
-	if _, err := s.exec(ctx, tx, `INSERT INTO batches (id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, status)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		b.ID, b.Broker, b.Action, b.By, fmtTime(b.At), b.Why, b.Owner, nullTime(b.Until), b.Selection, b.Size, b.Destination, b.Status); err != nil {
+	settings := "{}"
+	if len(b.Settings) > 0 {
+		settings = string(b.Settings)
+	}
+	if _, err := s.exec(ctx, tx, `INSERT INTO batches (id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, status, settings)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		b.ID, b.Broker, b.Action, b.By, fmtTime(b.At), b.Why, b.Owner, nullTime(b.Until), b.Selection, b.Size, b.Destination, b.Status, settings); err != nil {
 		return s.wrap("recording the batch", err)
 	}
-	err = s.insertRows(ctx, tx, `INSERT INTO batch_items (batch_id, seq, broker, partition_id, transaction_id, queue, partition_name, groups, error, retry_count, failed_at, payload, undecryptable) VALUES `,
-		"", 13, len(items), func(i int) []any {
+	err = s.insertRows(ctx, tx, `INSERT INTO batch_items (batch_id, seq, broker, partition_id, transaction_id, queue, partition_name, groups, error, retry_count, failed_at, payload, undecryptable, row_list, checked) VALUES `,
+		"", 15, len(items), func(i int) []any {
 			it := items[i]
 			groups, _ := json.Marshal(it.Groups)
 			var payload any
 			if len(it.Payload) > 0 {
 				payload = string(it.Payload)
 			}
+			var rows string
+			if len(it.Rows) > 0 {
+				b, _ := json.Marshal(it.Rows)
+				rows = string(b)
+			}
 			return []any{b.ID, i, b.Broker, it.Address.PartitionID, it.Address.TransactionID, it.Queue, it.Partition,
-				string(groups), it.Error, it.RetryCount, fmtTime(it.FailedAt), payload, boolInt(it.Undecryptable)}
+				string(groups), it.Error, it.RetryCount, fmtTime(it.FailedAt), payload, boolInt(it.Undecryptable), rows, boolInt(it.Checked)}
 		})
 	if err != nil {
 		return s.wrap("recording the manifest", err)
@@ -116,15 +144,18 @@ func boolInt(b bool) int {
 	return 0
 }
 
-const batchCols = `id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, executed_at, status, outcome`
+const batchCols = `id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, executed_at, status, outcome, settings`
 
 func scanBatch(sc interface{ Scan(...any) error }) (*Batch, error) {
 	var b Batch
 	var at, until, executed sql.NullString
-	var outcome string
+	var outcome, settings string
 	if err := sc.Scan(&b.ID, &b.Broker, &b.Action, &b.By, &at, &b.Why, &b.Owner, &until, &b.Selection, &b.Size,
-		&b.Destination, &executed, &b.Status, &outcome); err != nil {
+		&b.Destination, &executed, &b.Status, &outcome, &settings); err != nil {
 		return nil, err
+	}
+	if settings != "" && settings != "{}" {
+		b.Settings = json.RawMessage(settings)
 	}
 	b.At, b.Until, b.ExecutedAt = parseTime(at), parseTime(until), parseTime(executed)
 	_ = json.Unmarshal([]byte(outcome), &b.Outcome)
@@ -211,7 +242,7 @@ func (s *Store) Batches(ctx context.Context, f BatchFilter) ([]Batch, error) {
 
 // Manifest returns a batch's frozen addresses in their recorded order.
 func (s *Store) Manifest(ctx context.Context, batchID string) ([]ManifestItem, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT partition_id, transaction_id, queue, partition_name, groups, error, retry_count, failed_at, payload, undecryptable
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT partition_id, transaction_id, queue, partition_name, groups, error, retry_count, failed_at, payload, undecryptable, row_list, checked
 		FROM batch_items WHERE batch_id = ? ORDER BY seq`), batchID)
 	if err != nil {
 		return nil, s.wrap("reading the manifest", err)
@@ -222,20 +253,30 @@ func (s *Store) Manifest(ctx context.Context, batchID string) ([]ManifestItem, e
 		var it ManifestItem
 		var groups string
 		var failed, payload sql.NullString
-		var undec int
+		var undec, checked int
+		var rowList string
 		if err := rows.Scan(&it.Address.PartitionID, &it.Address.TransactionID, &it.Queue, &it.Partition, &groups, &it.Error,
-			&it.RetryCount, &failed, &payload, &undec); err != nil {
+			&it.RetryCount, &failed, &payload, &undec, &rowList, &checked); err != nil {
 			return nil, s.wrap("reading the manifest", err)
+		}
+		if rowList != "" {
+			_ = json.Unmarshal([]byte(rowList), &it.Rows)
 		}
 		_ = json.Unmarshal([]byte(groups), &it.Groups)
 		it.FailedAt = parseTime(failed)
 		if payload.Valid {
 			it.Payload = json.RawMessage(payload.String)
 		}
-		it.Undecryptable = undec != 0
+		it.Undecryptable, it.Checked = undec != 0, checked != 0
 		out = append(out, it)
 	}
 	return out, s.wrap("reading the manifest", rows.Err())
+}
+
+// SetBatchSettings records what a batch is executed with.
+func (s *Store) SetBatchSettings(ctx context.Context, id string, settings json.RawMessage) error {
+	_, err := s.exec(ctx, s.db, `UPDATE batches SET settings = ? WHERE id = ?`, string(settings), id)
+	return s.wrap("recording the batch settings", err)
 }
 
 // SetBatchStatus records an execution's progress and outcome counts.
@@ -255,20 +296,36 @@ type Decision struct {
 	Why     string    `json:"why"`
 	Until   time.Time `json:"until,omitzero"`
 	Status  string    `json:"status"`
+	// Queue and Seen are the address's queue and the newest failure of it
+	// the batch's manifest saw: a row that failed later is not covered.
+	Queue string    `json:"-"`
+	Seen  time.Time `json:"-"`
 }
 
-// Label is the DECISION column's text: "replay", "hold until …", etc.
+// Label is the DECISION column's text: "replay", "replayed", "hold",
+// "hold (expired)", "hold (resolved)".
 func (d Decision) Label(now time.Time) string {
 	if d.Action == ActionHold {
-		if !d.Until.IsZero() && now.After(d.Until) {
+		switch {
+		case d.Status == StatusResolved:
+			return "hold (resolved)"
+		case !d.Until.IsZero() && now.After(d.Until):
 			return "hold (expired)"
 		}
 		return "hold"
 	}
 	if d.Status == StatusDone {
-		return d.Action + "d"
+		return map[string]string{ActionReplay: "replayed", ActionDiscard: "discarded"}[d.Action]
 	}
 	return d.Action
+}
+
+// Covers reports whether the decision speaks for a dead-letter row that
+// failed at failedAt: it is active, and the row had failed when the batch
+// was recorded (its manifest saw it). A row that failed later (the message
+// dead-lettered again, by another group or after a replay) is undecided.
+func (d Decision) Covers(failedAt, now time.Time) bool {
+	return d.Active(now) && (d.Seen.IsZero() || !failedAt.After(d.Seen))
 }
 
 // Active reports whether the decision stops the undecided alert at now: a
@@ -284,7 +341,7 @@ func (d Decision) Active(now time.Time) bool {
 // covers, its latest decision. It reads the whole decision history of the
 // broker once (one query), so callers join in memory.
 func (s *Store) LatestDecisions(ctx context.Context, broker string) (map[client.Address]Decision, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT bi.partition_id, bi.transaction_id, b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT bi.partition_id, bi.transaction_id, bi.queue, bi.failed_at, b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status
 		FROM batch_items bi JOIN batches b ON b.id = bi.batch_id WHERE bi.broker = ? ORDER BY b.at, b.id`), broker)
 	if err != nil {
 		return nil, s.wrap("reading decisions", err)
@@ -294,11 +351,11 @@ func (s *Store) LatestDecisions(ctx context.Context, broker string) (map[client.
 	for rows.Next() {
 		var a client.Address
 		var d Decision
-		var at, until sql.NullString
-		if err := rows.Scan(&a.PartitionID, &a.TransactionID, &d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status); err != nil {
+		var at, until, seen sql.NullString
+		if err := rows.Scan(&a.PartitionID, &a.TransactionID, &d.Queue, &seen, &d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status); err != nil {
 			return nil, s.wrap("reading decisions", err)
 		}
-		d.At, d.Until = parseTime(at), parseTime(until)
+		d.At, d.Until, d.Seen = parseTime(at), parseTime(until), parseTime(seen)
 		out[a] = d
 	}
 	return out, s.wrap("reading decisions", rows.Err())
@@ -425,4 +482,46 @@ func (s *Store) OutcomeCounts(ctx context.Context, broker string, since time.Tim
 		}
 	}
 	return out, txids, s.wrap("reading outcomes", rows.Err())
+}
+
+// ResolveHolds marks recorded holds of a broker whose every address has
+// left the DLQ since the hold (its journal says removed after the hold
+// was recorded, or every archived row of it is gone) as resolved. It
+// returns how many it marked.
+func (s *Store) ResolveHolds(ctx context.Context, broker string) (int, error) {
+	res, err := s.exec(ctx, s.db, `UPDATE batches SET status = 'resolved'
+		WHERE broker = ? AND action = 'hold' AND status = 'recorded' AND NOT EXISTS (
+			SELECT 1 FROM batch_items bi WHERE bi.batch_id = batches.id
+			AND NOT EXISTS (SELECT 1 FROM journal j WHERE j.broker = bi.broker AND j.partition_id = bi.partition_id
+				AND j.transaction_id = bi.transaction_id AND j.state = 'removed' AND j.updated_at >= batches.at)
+			AND NOT (EXISTS (SELECT 1 FROM archive a WHERE a.broker = bi.broker AND a.partition_id = bi.partition_id AND a.transaction_id = bi.transaction_id)
+				AND NOT EXISTS (SELECT 1 FROM archive a WHERE a.broker = bi.broker AND a.partition_id = bi.partition_id
+					AND a.transaction_id = bi.transaction_id AND a.gone_at IS NULL)))`, broker)
+	if err != nil {
+		return 0, s.wrap("resolving holds", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// AddressesOf returns the addresses of a broker with this transaction id
+// that the ledger knows (journal, manifests or archive): how a bare id is
+// found once its message has left the DLQ.
+func (s *Store) AddressesOf(ctx context.Context, broker, txid string) ([]client.Address, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT partition_id FROM journal WHERE broker = ? AND transaction_id = ?
+		UNION SELECT partition_id FROM batch_items WHERE broker = ? AND transaction_id = ?
+		UNION SELECT partition_id FROM archive WHERE broker = ? AND transaction_id = ?`), broker, txid, broker, txid, broker, txid)
+	if err != nil {
+		return nil, s.wrap("looking up a transaction id", err)
+	}
+	defer rows.Close()
+	var out []client.Address
+	for rows.Next() {
+		a := client.Address{TransactionID: txid}
+		if err := rows.Scan(&a.PartitionID); err != nil {
+			return nil, s.wrap("looking up a transaction id", err)
+		}
+		out = append(out, a)
+	}
+	return out, s.wrap("looking up a transaction id", rows.Err())
 }

@@ -92,6 +92,15 @@ var migrations = []string{
 		detail   TEXT NOT NULL DEFAULT ''
 	);
 	CREATE INDEX audit_batch ON audit (batch_id);`,
+	// 2: what a batch ran with (resumes reuse it), every row of a
+	// manifest's address (a delete removes them all), and where a manual
+	// replay's copy landed.
+	`ALTER TABLE batches ADD COLUMN settings TEXT NOT NULL DEFAULT '{}';
+	ALTER TABLE batch_items ADD COLUMN row_list TEXT NOT NULL DEFAULT '';
+	ALTER TABLE batch_items ADD COLUMN checked INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE journal ADD COLUMN replay_partition_id TEXT NOT NULL DEFAULT '';
+	CREATE INDEX journal_txid ON journal (broker, transaction_id);
+	CREATE INDEX archive_txid ON archive (broker, transaction_id);`,
 }
 
 // SchemaVersion is the schema this binary writes.

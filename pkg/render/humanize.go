@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"math"
 	"time"
 	"unicode/utf8"
 )
@@ -56,4 +57,45 @@ func Timestamp(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// SecondsSince is now-t in seconds, exact however far apart they are
+// (time.Duration saturates at about 292 years).
+func SecondsSince(now, t time.Time) float64 {
+	return float64(now.Unix()-t.Unix()) + float64(now.Nanosecond()-t.Nanosecond())/1e9
+}
+
+// AgeSince is the Age of t at now, without saturating.
+func AgeSince(now, t time.Time) string { return AgeOfSeconds(SecondsSince(now, t)) }
+
+// AgeOfSeconds is Age for an age given in seconds, however large.
+func AgeOfSeconds(s float64) string {
+	const maxSecs = float64(math.MaxInt64 / int64(time.Second))
+	if s >= maxSecs {
+		return fmt.Sprintf("%dd", int64(s/86400))
+	}
+	return Age(time.Duration(s * float64(time.Second)))
+}
+
+// Duration renders a threshold or a setting the one way dlqctl writes
+// durations for people: its non-zero parts in days, hours, minutes and
+// seconds (10d, 4h, 1d12h, 1h30m, 90s → 1m30s), milliseconds below a second.
+func Duration(d time.Duration) string {
+	if d < 0 {
+		return "-" + Duration(-d)
+	}
+	if d < time.Second {
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+	var b []byte
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if n := d / u.unit; n > 0 {
+			b = fmt.Appendf(b, "%d%s", n, u.name)
+			d -= n * u.unit
+		}
+	}
+	return string(b)
 }

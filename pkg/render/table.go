@@ -10,8 +10,10 @@ import (
 )
 
 // WriteTable prints a kubectl-style table: upper-case headers, columns
-// separated by three spaces, no borders. Cells are printed as given
-// (colour and truncation are the caller's, decided by TTY).
+// separated by three spaces, no borders. Colour and truncation are the
+// caller's, decided by TTY; every cell is cleaned of terminal control
+// characters here (the palette's colours are kept), so no broker text can
+// break a line or drive the terminal.
 func WriteTable(w io.Writer, header []string, rows [][]string) error {
 	var buf bytes.Buffer
 	t := tablewriter.NewTable(&buf,
@@ -39,7 +41,11 @@ func WriteTable(w io.Writer, header []string, rows [][]string) error {
 	)
 	t.Header(header)
 	for _, r := range rows {
-		if err := t.Append(r); err != nil {
+		clean := make([]string, len(r))
+		for i, c := range r {
+			clean[i] = CleanKeepColour(c)
+		}
+		if err := t.Append(clean); err != nil {
 			return err
 		}
 	}

@@ -54,7 +54,7 @@ func BenchmarkRate(b *testing.B) {
 				b.StopTimer()
 				_, c, st, items := fixture(b, n)
 				b.StartTimer()
-				o := replay.Options{Action: replay.Replay, Broker: c.Server(), BatchID: "bench", Owner: "bench:1:x", Fresh: true,
+				o := replay.Options{Action: replay.Replay, Broker: c.Server(), BatchID: "bench", Owner: "bench:1:x",
 					Rate: r, Burst: 1, Concurrency: 8, Via: replay.ViaManual}
 				start := time.Now()
 				rep, err := replay.NewEngine(c, st, o).Run(context.Background(), items)
@@ -113,7 +113,7 @@ func BenchmarkUnlimited(b *testing.B) {
 			_, c, st, items := fixture(b, n)
 			b.StartTimer()
 			start := time.Now()
-			o := replay.Options{Action: replay.Replay, Broker: c.Server(), BatchID: "bench", Owner: "bench:1:x", Fresh: true,
+			o := replay.Options{Action: replay.Replay, Broker: c.Server(), BatchID: "bench", Owner: "bench:1:x",
 				Concurrency: 16, Via: replay.ViaManual}
 			rep, err := replay.NewEngine(c, st, o).Run(context.Background(), items)
 			if err != nil || rep.Replayed != n {

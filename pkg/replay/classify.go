@@ -61,3 +61,16 @@ var (
 	classMu   sync.Mutex
 	classMemo = map[string]string{}
 )
+
+// IsClassID reports whether s has the form of a class id (8 hex digits).
+func IsClassID(s string) bool {
+	if len(s) != 8 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

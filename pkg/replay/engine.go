@@ -33,18 +33,12 @@ type Journal interface {
 	SaveMany(ctx context.Context, items []ledger.SaveItem, owner string, now time.Time) []error
 }
 
-// Archive keeps rows before they are deleted (rm archives first).
-type Archive func(ctx context.Context, rows []client.Row) error
-
 // Options configure an execution.
 type Options struct {
 	Action  string // Replay or Discard
 	Broker  string // the broker URL the journal files entries under
 	BatchID string
 	Owner   string // claim owner (ledger.NewOwner)
-	// Fresh: the items come from a snapshot taken just now (every one is in
-	// the DLQ), not from a recorded manifest.
-	Fresh bool
 
 	Rate        float64 // per second; 0 = unlimited
 	Burst       int
@@ -63,10 +57,11 @@ type Options struct {
 	RefailEvery   time.Duration
 
 	// Absent names manifest addresses no longer dead-lettered (a recorded
-	// batch executed later): nothing is sent for them.
+	// batch executed later): nothing is sent for them. Every other address
+	// is taken to be in the DLQ, and one the journal says is done is
+	// checked with the broker before it is called done.
 	Absent map[client.Address]bool
 
-	Archive Archive
 	Lease   time.Duration
 	Now     func() time.Time
 	Sleep   func(context.Context, time.Duration) error
@@ -94,6 +89,12 @@ type Report struct {
 	Unknown           int           `json:"unknown"`
 	SkippedEncrypted  int           `json:"skippedEncrypted"`
 	SkippedGeneration int           `json:"skippedGeneration"`
+	Unreachable       int           `json:"unreachable"`
+	// DeadLetteredAgain counts addresses this batch already replayed or
+	// discarded that are back in the DLQ (another group failed the
+	// message, or the replay failed under its original id): they are not
+	// acted on twice by one batch.
+	DeadLetteredAgain int           `json:"deadLetteredAgain"`
 	Claimed           int           `json:"claimedElsewhere"`
 	Refailed          int           `json:"refailed"`
 	NotStarted        int           `json:"notStarted"`
@@ -102,7 +103,12 @@ type Report struct {
 	Elapsed           time.Duration `json:"-"`
 	ElapsedSecs       float64       `json:"elapsedSeconds"`
 	Listed            []AddrResult  `json:"addresses,omitempty"` // failed, unknown, skipped
-	ReplayTxIDs       []string      `json:"-"`
+	// LedgerError is why the run stopped when the journal could not be
+	// written: nothing more was published after it.
+	LedgerError string   `json:"ledgerError,omitempty"`
+	ReplayTxIDs []string `json:"-"`
+	// AuthRefused: the broker refused the token mid-run (exit 4).
+	AuthRefused bool `json:"-"`
 }
 
 // Outcome is the report as the ledger's outcome counts.
@@ -122,15 +128,20 @@ func (r *Report) Outcome() map[string]int {
 	add("unknown", r.Unknown)
 	add("skippedEncrypted", r.SkippedEncrypted)
 	add("skippedGeneration", r.SkippedGeneration)
+	add("unreachable", r.Unreachable)
+	add("deadLetteredAgain", r.DeadLetteredAgain)
 	add("claimedElsewhere", r.Claimed)
 	add("refailed", r.Refailed)
 	add("notStarted", r.NotStarted)
 	return m
 }
 
-// Clean reports whether nothing failed and nothing is left unresolved.
+// Clean reports whether nothing failed and nothing is left unresolved:
+// no address failed, is unknown, unreachable, back in the DLQ after this
+// batch, held by another run, or not started.
 func (r *Report) Clean() bool {
-	return r.Failed == 0 && r.Unknown == 0 && r.NotStarted == 0 && !r.Interrupted && r.Stopped == ""
+	return r.Failed == 0 && r.Unknown == 0 && r.NotStarted == 0 && r.Unreachable == 0 && r.DeadLetteredAgain == 0 &&
+		r.Claimed == 0 && !r.Interrupted && r.Stopped == "" && r.LedgerError == ""
 }
 
 // Engine executes one batch.
@@ -191,9 +202,15 @@ func NewEngine(b Broker, j Journal, o Options) *Engine {
 	return &Engine{b: b, j: j, o: o, lim: lim, txids: map[string]bool{}}
 }
 
+// errNotStarted: a job was stopped before its first broker call (an
+// interrupt while it waited for the rate limiter); it is released.
+var errNotStarted = errors.New("not started")
+
 // Run executes items. ctx stops scheduling (SIGINT): calls already sent
 // finish under their own timeout and are journaled, then Run returns with
-// Interrupted set.
+// Interrupted set. The report is returned even with an error (a journal
+// write that failed stops the run at once, and the report says what was
+// done before it).
 func (e *Engine) Run(ctx context.Context, items []Item) (*Report, error) {
 	start := e.o.Now()
 	e.start = start.Add(-time.Second) // the broker's clock may lag ours a little
@@ -218,47 +235,52 @@ func (e *Engine) Run(ctx context.Context, items []Item) (*Report, error) {
 		}
 		return e.behindErr
 	}
-	defer flush()
+	finish := func(err error) (*Report, error) {
+		if ferr := flush(); err == nil {
+			err = ferr
+		}
+		if err != nil {
+			e.rep.LedgerError = err.Error()
+		}
+		e.rep.Interrupted = ctx.Err() != nil
+		e.rep.NotStarted = len(items) - e.done
+		e.rep.Elapsed = e.o.Now().Sub(start)
+		e.rep.ElapsedSecs = e.rep.Elapsed.Seconds()
+		sort.Slice(e.rep.Listed, func(i, j int) bool { return e.rep.Listed[i].Address.String() < e.rep.Listed[j].Address.String() })
+		for t := range e.txids {
+			e.rep.ReplayTxIDs = append(e.rep.ReplayTxIDs, t)
+		}
+		sort.Strings(e.rep.ReplayTxIDs)
+		return &e.rep, err
+	}
 	if err := e.j.Enroll(jctx, e.o.Broker, e.o.BatchID, e.o.Action, addrs, gens, e.o.Now()); err != nil {
-		return nil, err
+		return finish(err)
 	}
 	rest := items
 	if e.o.Action == Replay && e.o.Canary > 0 && len(items) > e.o.Canary {
 		if err := e.runItems(ctx, items[:e.o.Canary], 1); err != nil {
-			return nil, err
+			return finish(err)
 		}
 		rest = items[e.o.Canary:]
-		if ctx.Err() == nil && e.rep.Stopped == "" {
+		if ctx.Err() == nil && !e.stopped() {
 			if err := e.o.Sleep(ctx, e.o.CanaryWait); err == nil {
 				n, err := e.refailures(ctx)
 				if err != nil {
-					return nil, err
+					return finish(err)
 				}
 				if n > 0 {
 					e.rep.Refailed = n
-					e.rep.Stopped = fmt.Sprintf("canary: %d of %d canary message(s) came back to the DLQ", n, e.o.Canary)
+					e.stop(fmt.Sprintf("canary: %d of %d canary message(s) came back to the DLQ", n, e.o.Canary))
 				}
 			}
 		}
 	}
-	if ctx.Err() == nil && e.rep.Stopped == "" {
+	if ctx.Err() == nil && !e.stopped() {
 		if err := e.runItems(ctx, rest, e.o.Concurrency); err != nil {
-			return nil, err
+			return finish(err)
 		}
 	}
-	if err := flush(); err != nil {
-		return nil, err
-	}
-	e.rep.Interrupted = ctx.Err() != nil
-	e.rep.NotStarted = len(items) - e.done
-	e.rep.Elapsed = e.o.Now().Sub(start)
-	e.rep.ElapsedSecs = e.rep.Elapsed.Seconds()
-	sort.Slice(e.rep.Listed, func(i, j int) bool { return e.rep.Listed[i].Address.String() < e.rep.Listed[j].Address.String() })
-	for t := range e.txids {
-		e.rep.ReplayTxIDs = append(e.rep.ReplayTxIDs, t)
-	}
-	sort.Strings(e.rep.ReplayTxIDs)
-	return &e.rep, nil
+	return finish(nil)
 }
 
 func (e *Engine) stopped() bool {
@@ -299,6 +321,22 @@ func (e *Engine) markDone() {
 	}
 }
 
+// pace waits for the rate limiter before an address's first call that
+// changes the broker: addresses settled from the journal or the list cost
+// nothing. An interrupt while waiting leaves the address not started.
+func (e *Engine) pace(ctx context.Context) error {
+	if ctx.Err() != nil || e.stopped() {
+		return errNotStarted
+	}
+	if err := e.lim.Wait(ctx); err != nil {
+		return errNotStarted
+	}
+	if e.stopped() {
+		return errNotStarted
+	}
+	return nil
+}
+
 // runItems claims items a chunk at a time and feeds them to workers until
 // done, stopped or interrupted; claims not worked on are released.
 func (e *Engine) runItems(ctx context.Context, items []Item, workers int) error {
@@ -312,6 +350,11 @@ func (e *Engine) runItems(ctx context.Context, items []Item, workers int) error 
 	}
 	var unworked []client.Address // claimed, then not worked on: released at the end
 	var unworkedMu sync.Mutex
+	release := func(a ...client.Address) {
+		unworkedMu.Lock()
+		unworked = append(unworked, a...)
+		unworkedMu.Unlock()
+	}
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
@@ -319,12 +362,16 @@ func (e *Engine) runItems(ctx context.Context, items []Item, workers int) error 
 			for j := range feed {
 				// A job handed over just before a stop is not started.
 				if ctx.Err() != nil || e.stopped() {
-					unworkedMu.Lock()
-					unworked = append(unworked, j.it.Address)
-					unworkedMu.Unlock()
+					release(j.it.Address)
 					continue
 				}
-				if err := e.one(ctx, j.it, j.ent); err != nil {
+				err := e.one(ctx, j.it, j.ent)
+				if errors.Is(err, errNotStarted) {
+					release(j.it.Address)
+					continue
+				}
+				e.markDone()
+				if err != nil {
 					setFatal(err)
 				}
 			}
@@ -351,27 +398,22 @@ feeding:
 		for k, it := range part {
 			ent := claimed[it.Address]
 			if ent == nil {
-				e.record(func(r *Report) { r.Claimed++ })
+				e.record(func(r *Report) {
+					r.Claimed++
+					r.Listed = append(r.Listed, AddrResult{it.Address, "claimed by another run that is working on this batch; re-run it after that run ends"})
+				})
 				e.markDone()
 				continue
 			}
-			release := func() {
-				unworkedMu.Lock()
-				defer unworkedMu.Unlock()
-				for _, rest := range part[k:] {
-					if claimed[rest.Address] != nil {
-						unworked = append(unworked, rest.Address)
+			rest := func() {
+				for _, x := range part[k:] {
+					if claimed[x.Address] != nil {
+						release(x.Address)
 					}
 				}
 			}
 			if ctx.Err() != nil || e.stopped() {
-				release()
-				break feeding
-			}
-			// The limiter paces scheduling, so in-flight calls never
-			// exceed the workers and the start rate never exceeds --rate.
-			if err := e.lim.Wait(ctx); err != nil {
-				release()
+				rest()
 				break feeding
 			}
 			if e.o.MaxRefailures > 0 && e.o.Now().Sub(lastCheck) >= e.o.RefailEvery {
@@ -381,14 +423,14 @@ feeding:
 					e.rep.Refailed = n
 					e.mu.Unlock()
 					e.stop(fmt.Sprintf("paused: %d replayed message(s) failed again (--max-refailures %d)", n, e.o.MaxRefailures))
-					release()
+					rest()
 					break feeding
 				}
 			}
 			select {
 			case feed <- job{it, ent}:
 			case <-ctx.Done():
-				release()
+				rest()
 				break feeding
 			}
 		}
@@ -398,9 +440,11 @@ feeding:
 	if err := e.j.Release(jctx, e.o.Broker, unworked, e.o.Owner); err != nil && fatal == nil {
 		fatal = err
 	}
-	if e.o.MaxRefailures > 0 && e.rep.Stopped == "" && ctx.Err() == nil {
+	if e.o.MaxRefailures > 0 && !e.stopped() && ctx.Err() == nil {
 		if n, err := e.refailures(ctx); err == nil {
+			e.mu.Lock()
 			e.rep.Refailed = n
+			e.mu.Unlock()
 			if n >= e.o.MaxRefailures {
 				e.stop(fmt.Sprintf("paused: %d replayed message(s) failed again (--max-refailures %d)", n, e.o.MaxRefailures))
 			}
@@ -446,44 +490,85 @@ func (e *Engine) list(a client.Address, reason string) {
 	e.record(func(r *Report) { r.Listed = append(r.Listed, AddrResult{Address: a, Reason: reason}) })
 }
 
-// one executes one address. Only ledger errors are returned: broker
-// errors are the address's outcome.
+// one executes one address. Only ledger errors (and errNotStarted) are
+// returned: broker errors are the address's outcome.
 func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
-	defer e.markDone()
 	// Calls already begun run to completion: interrupting between a push
 	// and its journal entry is what the journal exists to survive, but
 	// there is no reason to cause it.
 	cctx := context.WithoutCancel(ctx)
+	a := it.Address
+	absent := e.o.Absent[a]
 	if ent.State == ledger.Removed {
-		// Removed by an earlier run: done, unless a fresh snapshot saw it
-		// dead-lettered again; confirm with the broker, since another
-		// operator's batch may have removed it after our snapshot.
-		back := false
-		if e.o.Fresh {
-			present, err := e.rowPresent(cctx, it.Address)
-			if err != nil {
-				return e.settle(cctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) {
-					r.Failed++
-					r.Listed = append(r.Listed, AddrResult{it.Address, "failed: checking whether it is back in the DLQ: " + err.Error()})
-				})
-			}
-			back = present
-		}
-		if !back {
+		if absent {
 			return e.settle(cctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) { r.AlreadyDone++ })
 		}
-		// A new generation, so the derived transaction id is not a duplicate.
-		ent.Generation++
-		ent.State, ent.ReplayTxID, ent.Via, ent.Outcome = ledger.Pending, "", "", ""
+		// The journal says done, but the snapshot saw it in the DLQ (or it
+		// is a recorded batch's and may be back): ask the broker, since
+		// another run may also have removed it since.
+		present, err := e.rowPresent(cctx, a)
+		if err != nil {
+			return e.settle(cctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) {
+				r.Failed++
+				r.Listed = append(r.Listed, AddrResult{a, "failed: checking whether it is back in the DLQ: " + err.Error()})
+			})
+		}
+		if !present {
+			return e.settle(cctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) { r.AlreadyDone++ })
+		}
+		if ent.BatchID == e.o.BatchID {
+			// This batch already acted on it and it came back: one batch
+			// does not act twice on an address; a person decides.
+			return e.settle(cctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) {
+				r.DeadLetteredAgain++
+				r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("dead-lettered again after this batch %s it (%s): replay it as generation %d with dlqctl dlq replay %s --why …, or discard it with dlqctl dlq rm %s --why …",
+					pastTense(ent.Action), stamp(ent.UpdatedAt), ent.Generation+1, a, a)})
+			})
+		}
+		// Back in the DLQ after another batch: acted on afresh, a replay as
+		// a new generation, so its derived transaction id is not a duplicate.
+		if e.o.Action == Replay {
+			ent.Generation++
+		}
+		ent.State, ent.ReplayTxID, ent.ReplayPartitionID, ent.Via, ent.Outcome = ledger.Pending, "", "", "", ""
 	}
 	ent.BatchID = e.o.BatchID
-	if e.o.Absent[it.Address] && (ent.State == ledger.Pending || ent.State == ledger.Failed || ent.State == ledger.Skipped || ent.State == ledger.Unknown) {
+	if absent && (ent.State == ledger.Pending || ent.State == ledger.Failed || ent.State == ledger.Skipped || ent.State == ledger.Unknown) {
+		if e.o.Action == Replay && ent.State == ledger.Pending && e.o.ToQueue == "" {
+			// A manual push is journaled only after it; a run that died
+			// in between leaves pending. If the copy it pushed exists,
+			// the address was replayed, not lost to someone else.
+			if m, err := e.b.Get(cctx, client.Address{PartitionID: a.PartitionID, TransactionID: ReplayTxID(a, ent.Generation)}); err == nil && m != nil {
+				ent.ReplayTxID, ent.Via = ReplayTxID(a, ent.Generation), ViaManual
+				return e.settle(cctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+			}
+		}
 		return e.settle(cctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
 	}
-	if e.o.Action == Discard {
-		return e.discard(cctx, it, ent)
+	if why := a.Unreachable(); why != "" {
+		return e.settle(cctx, ent, ledger.Skipped, "unreachable", why, func(r *Report) {
+			r.Unreachable++
+			r.Listed = append(r.Listed, AddrResult{a, "unreachable: " + why + "; nothing was sent (the broker cannot be asked about this address)"})
+		})
 	}
-	return e.replay(cctx, it, ent)
+	if e.o.Action == Discard {
+		return e.discard(ctx, cctx, it, ent)
+	}
+	return e.replay(ctx, cctx, it, ent)
+}
+
+func pastTense(action string) string {
+	if action == Discard {
+		return "discarded"
+	}
+	return "replayed"
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "earlier"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05Z")
 }
 
 type saveReq struct {
@@ -540,7 +625,9 @@ func (e *Engine) committer(ctx context.Context) {
 			case r.done != nil:
 				r.done <- errs[i]
 			case errs[i] != nil && e.behindErr == nil:
+				// Nothing more is published once the journal cannot keep up.
 				e.behindErr = errs[i]
+				e.stop("ledger error: " + errs[i].Error())
 			}
 		}
 	}
@@ -570,6 +657,9 @@ func (e *Engine) settle(ctx context.Context, ent *ledger.Entry, state, outcome, 
 // call would be refused too.
 func (e *Engine) fail(ctx context.Context, ent *ledger.Entry, reason string, err error) error {
 	if errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) {
+		e.mu.Lock()
+		e.rep.AuthRefused = true
+		e.mu.Unlock()
 		e.stop("the broker refused the token: " + err.Error())
 	}
 	return e.settle(ctx, ent, ledger.Failed, "", err.Error(), func(r *Report) {
@@ -578,7 +668,7 @@ func (e *Engine) fail(ctx context.Context, ent *ledger.Entry, reason string, err
 	})
 }
 
-func (e *Engine) replay(ctx context.Context, it Item, ent *ledger.Entry) error {
+func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) error {
 	a := it.Address
 	switch ent.State {
 	case ledger.Unknown:
@@ -592,6 +682,9 @@ func (e *Engine) replay(ctx context.Context, it Item, ent *ledger.Entry) error {
 		}
 		ent.State = ledger.Pending
 	case ledger.Published:
+		if err := e.pace(pctx); err != nil {
+			return err
+		}
 		return e.finishDelete(ctx, ent, func(r *Report) { r.Replayed++ })
 	case ledger.Inflight:
 		if ent.Via == ViaEndpoint {
@@ -606,9 +699,9 @@ func (e *Engine) replay(ctx context.Context, it Item, ent *ledger.Entry) error {
 			r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("skipped: generation %d is past --max-generation %d (it keeps failing after replays)", ent.Generation, e.o.MaxGeneration)})
 		})
 	}
-	payload := it.Newest().Data
-	if it.Undecryptable() || len(payload) == 0 {
-		// An older server's list shows the envelope; the detail route
+	payload := it.Data()
+	if !it.Checked && (it.Envelope() || len(payload) == 0) {
+		// The released server's list shows the envelope; the detail route
 		// decrypts. Never push an envelope.
 		m, err := e.b.Get(ctx, a)
 		switch {
@@ -624,6 +717,9 @@ func (e *Engine) replay(ctx context.Context, it Item, ent *ledger.Entry) error {
 			r.SkippedEncrypted++
 			r.Listed = append(r.Listed, AddrResult{a, "skipped: undecryptable envelope (wrong or rotated key); left in place"})
 		})
+	}
+	if err := e.pace(pctx); err != nil {
+		return err
 	}
 	useEndpoint := e.o.Via == ViaEndpoint || (e.o.Via == ViaAuto && e.o.Transform == nil && e.o.ToQueue == "" && !e.noRetry.Load())
 	if ent.State == ledger.Inflight && ent.Via == ViaManual {
@@ -769,6 +865,12 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 			break
 		}
 	}
+	if err == nil && res[0].Buffered() {
+		// Not in the broker's database yet: the dead letter stays, and
+		// the derived id makes a later attempt safe either way.
+		e.stop("the broker buffered a push (its database is down); re-run when its /health says the database is connected")
+		err = fmt.Errorf("the broker buffered the push instead of storing it (its database is down); the dead letter is kept")
+	}
 	if err == nil && !res[0].Accepted() {
 		err = fmt.Errorf("push refused: status %q %s", res[0].Status, res[0].Error)
 	}
@@ -777,6 +879,7 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 		return e.fail(ctx, ent, "failed: ", err)
 	}
 	dup := res[0].Status == "duplicate"
+	ent.ReplayPartitionID = res[0].PartitionID
 	ent.State = ledger.Published
 	ent.Outcome = "replayed"
 	if dup {
@@ -824,20 +927,19 @@ func (e *Engine) finishDelete(ctx context.Context, ent *ledger.Entry, count func
 	return e.settle(ctx, ent, ledger.Removed, ent.Outcome, "", count)
 }
 
-// discard archives the rows, then deletes.
-func (e *Engine) discard(ctx context.Context, it Item, ent *ledger.Entry) error {
+// discard deletes an address whose rows are archived.
+func (e *Engine) discard(pctx, ctx context.Context, it Item, ent *ledger.Entry) error {
 	a := it.Address
+	if err := e.pace(pctx); err != nil {
+		return err
+	}
 	if ent.State == ledger.Published || ent.State == ledger.Inflight && ent.Via != "" {
 		// A replay is half done at this address; finishing the delete is
 		// all either action needs now.
 		return e.finishDelete(ctx, ent, func(r *Report) { r.Replayed++ })
 	}
+	// The command archived every row of the batch before the run began.
 	ent.Action, ent.State, ent.Via = Discard, ledger.Pending, ""
-	if e.o.Archive != nil {
-		if err := e.o.Archive(ctx, it.Rows); err != nil {
-			return err
-		}
-	}
 	ent.Attempts++
 	err := e.b.Delete(ctx, a)
 	switch {

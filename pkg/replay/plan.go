@@ -57,7 +57,7 @@ func ReplayTxID(a client.Address, gen int) string {
 type Plan struct {
 	Action        string         `json:"action"`
 	Addresses     int            `json:"addresses"`
-	Rows          int            `json:"rows"`
+	Rows          int            `json:"rows"` // selected dead-letter rows
 	ByQueue       map[string]int `json:"byQueue"`
 	ByClass       []ClassCount   `json:"byClass"`
 	Destination   string         `json:"destination"`
@@ -68,7 +68,32 @@ type Plan struct {
 	FanOut        []FanOut       `json:"fanOut,omitempty"`
 	Undecryptable int            `json:"undecryptable"`
 	OverGenCap    int            `json:"overGenerationCap"`
-	OtherGroups   int            `json:"otherGroupRows,omitempty"` // rm: rows of unselected groups a delete also discards
+	// OtherGroups counts the rows the selection left out that the deletes
+	// remove with their message (other groups', other classes'); AlsoRemoves
+	// names them by group and class.
+	OtherGroups int           `json:"otherGroupRows"`
+	AlsoRemoves []AlsoRemoved `json:"alsoRemoves,omitempty"`
+	// Held counts messages under an active hold; Holds names the holds.
+	Held  int         `json:"held"`
+	Holds []HoldShare `json:"holds,omitempty"`
+}
+
+// AlsoRemoved is a share of the rows a batch removes without having
+// selected them.
+type AlsoRemoved struct {
+	ConsumerGroup string `json:"consumerGroup"`
+	Class         string `json:"class"`
+	Pattern       string `json:"pattern"`
+	Rows          int    `json:"rows"`
+}
+
+// HoldShare is an active hold that covers messages of a plan.
+type HoldShare struct {
+	BatchID  string    `json:"batchId"`
+	By       string    `json:"by"`
+	Until    time.Time `json:"until,omitzero"`
+	Why      string    `json:"why"`
+	Messages int       `json:"messages"`
 }
 
 // ClassCount is a failure class's share of a plan.
@@ -91,21 +116,23 @@ type FanOut struct {
 type PlanOptions struct {
 	Action        string
 	Rate          float64
-	Via           string
+	Via           string // the path as it will be taken, in words
 	ToQueue       string
 	MaxGeneration int
 	// QueueGroups lists every consumer group known per queue (from the
-	// broker's queue list and the DLQ), for the fan-out warning.
+	// broker's queue and consumer-group lists and the DLQ), for the
+	// fan-out warning.
 	QueueGroups map[string][]string
-	// AllRows counts, per address, the rows the DLQ holds now (every
-	// group), so rm can say what a delete also discards.
-	AllRows map[client.Address]int
+	// Hold returns the active hold covering an item, if any.
+	Hold func(Item) (HoldShare, bool)
 }
 
 // MakePlan summarises items.
 func MakePlan(items []Item, o PlanOptions) Plan {
 	p := Plan{Action: o.Action, Addresses: len(items), ByQueue: map[string]int{}, Rate: o.Rate, Via: o.Via}
 	classes := map[string]*ClassCount{}
+	also := map[[2]string]*AlsoRemoved{}
+	holds := map[string]*HoldShare{}
 	for _, it := range items {
 		p.Rows += len(it.Rows)
 		p.ByQueue[it.Queue]++
@@ -118,11 +145,26 @@ func MakePlan(items []Item, o PlanOptions) Plan {
 		if it.Undecryptable() {
 			p.Undecryptable++
 		}
-		if o.MaxGeneration > 0 && Generation(it.Address.TransactionID) > o.MaxGeneration {
+		if o.Action == Replay && o.MaxGeneration > 0 && Generation(it.Address.TransactionID) > o.MaxGeneration {
 			p.OverGenCap++
 		}
-		if o.AllRows != nil {
-			p.OtherGroups += max(0, o.AllRows[it.Address]-len(it.Rows))
+		for _, x := range it.Others {
+			p.OtherGroups++
+			k := [2]string{x.ConsumerGroup, ClassID(x.ErrorMessage)}
+			if also[k] == nil {
+				also[k] = &AlsoRemoved{ConsumerGroup: k[0], Class: k[1], Pattern: NormalizeError(x.ErrorMessage)}
+			}
+			also[k].Rows++
+		}
+		if o.Hold != nil {
+			if h, ok := o.Hold(it); ok {
+				p.Held++
+				if holds[h.BatchID] == nil {
+					h := h
+					holds[h.BatchID] = &h
+				}
+				holds[h.BatchID].Messages++
+			}
 		}
 	}
 	for _, c := range classes {
@@ -134,6 +176,20 @@ func MakePlan(items []Item, o PlanOptions) Plan {
 		}
 		return p.ByClass[i].Class < p.ByClass[j].Class
 	})
+	for _, a := range also {
+		p.AlsoRemoves = append(p.AlsoRemoves, *a)
+	}
+	sort.Slice(p.AlsoRemoves, func(i, j int) bool {
+		a, b := p.AlsoRemoves[i], p.AlsoRemoves[j]
+		if a.Rows != b.Rows {
+			return a.Rows > b.Rows
+		}
+		return a.ConsumerGroup+a.Class < b.ConsumerGroup+b.Class
+	})
+	for _, h := range holds {
+		p.Holds = append(p.Holds, *h)
+	}
+	sort.Slice(p.Holds, func(i, j int) bool { return p.Holds[i].BatchID < p.Holds[j].BatchID })
 	switch {
 	case o.Action == Discard:
 		p.Destination = "deleted (archived in the ledger first)"
@@ -143,43 +199,51 @@ func MakePlan(items []Item, o PlanOptions) Plan {
 		p.Destination = "original queue and partition of each message"
 	}
 	if o.Action == Replay && o.ToQueue == "" {
-		fan := map[string]*FanOut{}
-		reached := map[string]map[string]bool{}
-		for _, it := range items {
-			failed := map[string]bool{}
-			for _, g := range it.Groups() {
-				failed[g] = true
-			}
-			var others []string
-			for _, g := range o.QueueGroups[it.Queue] {
-				if !failed[g] {
-					others = append(others, g)
-				}
-			}
-			if len(others) == 0 {
-				continue
-			}
-			if fan[it.Queue] == nil {
-				fan[it.Queue] = &FanOut{Queue: it.Queue}
-				reached[it.Queue] = map[string]bool{}
-			}
-			fan[it.Queue].Messages++
-			for _, g := range others {
-				if !reached[it.Queue][g] {
-					reached[it.Queue][g] = true
-					fan[it.Queue].AlsoReaches = append(fan[it.Queue].AlsoReaches, g)
-				}
-			}
-		}
-		for _, f := range fan {
-			sort.Strings(f.AlsoReaches)
-			p.FanOut = append(p.FanOut, *f)
-		}
-		sort.Slice(p.FanOut, func(i, j int) bool { return p.FanOut[i].Queue < p.FanOut[j].Queue })
+		p.FanOut = fanOut(items, o.QueueGroups)
 	}
 	if o.Rate > 0 {
 		p.Estimated = time.Duration(float64(len(items)) / o.Rate * float64(time.Second))
 		p.EstimatedSecs = p.Estimated.Seconds()
 	}
 	return p
+}
+
+// fanOut finds, per queue, the messages a re-push delivers again to groups
+// that did not fail them.
+func fanOut(items []Item, queueGroups map[string][]string) []FanOut {
+	fan := map[string]*FanOut{}
+	reached := map[string]map[string]bool{}
+	for _, it := range items {
+		failed := map[string]bool{}
+		for _, g := range it.Groups() {
+			failed[g] = true
+		}
+		var others []string
+		for _, g := range queueGroups[it.Queue] {
+			if !failed[g] {
+				others = append(others, g)
+			}
+		}
+		if len(others) == 0 {
+			continue
+		}
+		if fan[it.Queue] == nil {
+			fan[it.Queue] = &FanOut{Queue: it.Queue}
+			reached[it.Queue] = map[string]bool{}
+		}
+		fan[it.Queue].Messages++
+		for _, g := range others {
+			if !reached[it.Queue][g] {
+				reached[it.Queue][g] = true
+				fan[it.Queue].AlsoReaches = append(fan[it.Queue].AlsoReaches, g)
+			}
+		}
+	}
+	var out []FanOut
+	for _, f := range fan {
+		sort.Strings(f.AlsoReaches)
+		out = append(out, *f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Queue < out[j].Queue })
+	return out
 }

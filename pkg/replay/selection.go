@@ -67,6 +67,14 @@ func (s *Selection) Empty() bool {
 		s.FailedAfter.IsZero() && s.FailedBefore.IsZero() && s.Class == "" && len(s.Addresses) == 0 && !s.All
 }
 
+// OnlyAddresses reports whether the selection is explicit addresses and
+// nothing else: the broker's detail route can answer for each.
+func (s *Selection) OnlyAddresses() bool {
+	c := *s
+	c.Addresses, c.addrs, c.errRE = nil, nil, nil
+	return len(s.Addresses) > 0 && c.Empty() && s.Limit == 0
+}
+
 // Match reports whether a row is selected (Limit is applied by callers).
 func (s *Selection) Match(r client.Row) bool {
 	if s.Queue != "" && r.Queue != s.Queue {
@@ -200,28 +208,59 @@ type Lister interface {
 	Rows(ctx context.Context, q client.ListQuery) iter.Seq2[client.Row, error]
 }
 
-// Item is one address of a manifest with every row it has (one per
-// consumer group and failure).
+// Item is one address of a batch with its dead-letter rows.
 type Item struct {
 	Address client.Address `json:"address"`
 	Queue   string         `json:"queue"`
 	// Partition is the partition name.
-	Partition string       `json:"partition"`
-	Rows      []client.Row `json:"rows"`
+	Partition string `json:"partition"`
+	// Rows are the rows that matched the selection (one per consumer
+	// group and failure), newest first.
+	Rows []client.Row `json:"rows"`
+	// Others are the address's rows that did not match (another group's,
+	// another class's): the delete that acts on the address removes them
+	// too, so the batch accounts for them.
+	Others []client.Row `json:"others,omitempty"`
+	// Payload, when Checked, is the message as the detail route returned
+	// it (decrypted where the list showed an envelope).
+	Payload json.RawMessage `json:"-"`
+	Checked bool            `json:"-"`
 }
 
-// Newest returns the item's newest row.
+// Newest returns the item's newest selected row.
 func (it Item) Newest() client.Row { return it.Rows[0] }
 
-// Undecryptable reports whether the item's payload is an envelope on
-// every row (the list of an older server shows envelopes for all
-// encrypted rows; the payload is then taken from GET).
-func (it Item) Undecryptable() bool { return it.Rows[0].Undecryptable() }
+// AllRows are the selected rows and the others.
+func (it Item) AllRows() []client.Row { return append(slices.Clip(it.Rows), it.Others...) }
 
-// Groups lists the consumer groups that dead-lettered the message.
+// Envelope reports whether the list showed the payload as an encryption
+// envelope: the released server's list never decrypts, so that alone
+// does not make it undecryptable.
+func (it Item) Envelope() bool { return it.Rows[0].Undecryptable() }
+
+// Undecryptable reports whether the payload is known to be an envelope the
+// broker cannot decrypt: the detail route said so (Checked), or the list
+// of a broker that decrypts showed one.
+func (it Item) Undecryptable() bool {
+	if it.Checked {
+		return client.IsEnvelope(it.Payload)
+	}
+	return it.Envelope()
+}
+
+// Data is the payload to publish: the checked one, else the list's.
+func (it Item) Data() json.RawMessage {
+	if it.Checked {
+		return it.Payload
+	}
+	return it.Rows[0].Data
+}
+
+// Groups lists the consumer groups that dead-lettered the message (every
+// row of the address, selected or not).
 func (it Item) Groups() []string {
 	var g []string
-	for _, r := range it.Rows {
+	for _, r := range it.AllRows() {
 		if !slices.Contains(g, r.ConsumerGroup) {
 			g = append(g, r.ConsumerGroup)
 		}
@@ -229,9 +268,17 @@ func (it Item) Groups() []string {
 	return g
 }
 
+// RowLevel reports whether the selection can pick some rows of an address
+// and not others (by group, error, class or time): then a snapshot must
+// look for the address's other rows, which its delete removes too.
+func (s *Selection) RowLevel() bool {
+	return s.ConsumerGroup != "" || s.Error != "" || s.Class != "" || !s.FailedAfter.IsZero() || !s.FailedBefore.IsZero()
+}
+
 // Snapshot reads the selection from the broker into a frozen list of
 // addresses, newest failure first, before anything is written: paging
 // cannot skip rows that a later delete shifts. Limit counts addresses.
+// Each item also gets the address's rows the selection left out (Widen).
 func Snapshot(ctx context.Context, l Lister, sel *Selection, pageSize int) ([]Item, error) {
 	var items []Item
 	idx := map[client.Address]int{}
@@ -253,5 +300,42 @@ func Snapshot(ctx context.Context, l Lister, sel *Selection, pageSize int) ([]It
 		idx[a] = len(items)
 		items = append(items, Item{Address: a, Queue: r.Queue, Partition: r.Partition, Rows: []client.Row{r}})
 	}
+	if sel.RowLevel() {
+		if err := Widen(ctx, l, items, pageSize); err != nil {
+			return nil, err
+		}
+	}
 	return items, nil
+}
+
+// Widen adds to each item the rows of its address that are not among its
+// rows (other groups', other failures'), reading only the items' queues
+// and skipping payloads.
+func Widen(ctx context.Context, l Lister, items []Item, pageSize int) error {
+	idx := make(map[client.Address]int, len(items))
+	have := map[string]bool{}
+	var queues []string
+	for i, it := range items {
+		idx[it.Address] = i
+		for _, r := range it.Rows {
+			have[client.RowKey(r)] = true
+		}
+		if !slices.Contains(queues, it.Queue) {
+			queues = append(queues, it.Queue)
+		}
+	}
+	for _, q := range queues {
+		for r, err := range l.Rows(ctx, client.ListQuery{Queue: q, Limit: pageSize, NoData: true}) {
+			if err != nil {
+				return err
+			}
+			i, ok := idx[r.Address()]
+			if !ok || r.Queue != q || have[client.RowKey(r)] {
+				continue
+			}
+			have[client.RowKey(r)] = true
+			items[i].Others = append(items[i].Others, r)
+		}
+	}
+	return nil
 }

@@ -64,15 +64,36 @@ type Row struct {
 	Data          json.RawMessage `json:"data,omitempty"`
 }
 
-func toRow(r client.Row, now time.Time, d *ledger.Decision) Row {
+func toRow(r client.Row, now time.Time, d *ledger.Decision, listDecrypts bool) Row {
+	env := r.Undecryptable()
 	out := Row{Address: r.Address().String(), PartitionID: r.PartitionID, TransactionID: r.TransactionID, MessageID: r.ID,
 		Queue: r.Queue, Partition: r.Partition, ConsumerGroup: r.ConsumerGroup, ErrorMessage: r.ErrorMessage,
 		ErrorClass: replay.ClassID(r.ErrorMessage), RetryCount: r.RetryCount, FailedAt: render.Timestamp(r.FailedAt),
-		AgeSeconds: int64(now.Sub(r.FailedAt).Seconds()), IsEncrypted: r.IsEncrypted, Envelope: r.Undecryptable(), Data: r.Data}
+		AgeSeconds: int64(render.SecondsSince(now, r.FailedAt)), IsEncrypted: r.IsEncrypted || (env && !listDecrypts),
+		Envelope: env, Data: r.Data}
 	if d != nil {
-		out.Decision, out.DecisionBatch = d.Label(now), d.BatchID
+		out.Decision, out.DecisionBatch = decisionLabel(*d, r, now), d.BatchID
 	}
 	return out
+}
+
+// decisionLabel is the DECISION column for a row: the latest decision's
+// label when it covers the row, and "back (was …)" when the row failed
+// after it (the message dead-lettered again): that row is undecided.
+func decisionLabel(d ledger.Decision, r client.Row, now time.Time) string {
+	if d.Covers(r.FailedAt, now) || !d.Active(now) {
+		return d.Label(now)
+	}
+	return "back (was " + d.Label(now) + ")"
+}
+
+// groupName shows a consumer group to a person: queue-mode consumers'
+// internal name is spelled out.
+func groupName(g string) string {
+	if g == client.QueueModeGroup {
+		return "(queue mode)"
+	}
+	return g
 }
 
 // decisions loads the latest decision per address. A ledger that cannot

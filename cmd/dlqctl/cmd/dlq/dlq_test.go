@@ -161,7 +161,7 @@ func TestLsOnATerminal(t *testing.T) {
 	}
 	golden(t, "ls-tty.txt", out)
 	plain := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(out, "")
-	if !strings.Contains(out, "\x1b[") || !strings.Contains(plain, "6 dead letters, oldest") {
+	if !strings.Contains(out, "\x1b[") || !strings.Contains(plain, "6 newest dead letters shown (--limit 6), oldest shown") {
 		t.Fatalf("a terminal gets the summary line and colour:\n%s", out)
 	}
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n")[2:] {
@@ -444,7 +444,7 @@ func TestSyncCatchesVanishedRows(t *testing.T) {
 	b.RemoveDeadLetters(r.PartitionID, r.TransactionID)
 	cli.Clock = testutil.Now.Add(time.Minute)
 	_, stderr, _ := cli.Exec("dlq", "sync")
-	if !strings.Contains(stderr, "1 vanished") {
+	if !strings.Contains(stderr, "1 row left with no decision (vanished") {
 		t.Fatalf("sync: %s", stderr)
 	}
 	out, stderr, code := cli.Exec("dlq", "check")
@@ -482,10 +482,11 @@ func TestBrokerFaultsAndAuth(t *testing.T) {
 	if code != 0 || strings.Contains(out+stderr, "tok-very-secret") || !strings.Contains(stderr, "Bearer [redacted]") {
 		t.Fatalf("with token and --debug: %d\n%s", code, stderr)
 	}
-	b.SetFaults(sandbox.Faults{Token: "tok-very-secret", ReadOnlyToken: "ro"})
-	cli.Env["DLQCTL_TOKEN"] = "ro"
+	b.SetFaults(sandbox.Faults{Token: "tok-very-secret", ReadOnlyToken: "ro-token-reader"})
+	cli.Env["DLQCTL_TOKEN"] = "ro-token-reader"
 	_, stderr, code = cli.Exec("dlq", "rm", "--all", "--why", "x", "--yes")
-	if code != 1 || !strings.Contains(stderr, "permission refused") || !strings.Contains(stderr, "Stopped: the broker refused the token") || b.Depth() != 240 {
+	// A refusal mid-batch is an auth failure (4), not a partial failure (1).
+	if code != 4 || !strings.Contains(stderr, "permission refused") || !strings.Contains(stderr, "Stopped: the broker refused the token") || b.Depth() != 240 {
 		t.Fatalf("read-only token deleting: %d %s", code, stderr)
 	}
 

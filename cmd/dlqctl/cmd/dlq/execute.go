@@ -3,10 +3,13 @@ package dlq
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
@@ -15,17 +18,83 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/pflag"
 )
 
 // ExecFlags are the flags replay and rm share.
 type ExecFlags struct {
-	Why     string
-	By      string
-	Yes     bool
-	DryRun  bool
-	Rate    float64
-	Burst   int
-	BatchID string
+	Why          string
+	By           string
+	Yes          bool
+	DryRun       bool
+	Rate         float64
+	Burst        int
+	BatchID      string
+	OverrideHold bool
+}
+
+// Settings are what a batch runs with, recorded in the ledger when it
+// starts: resuming it (--batch) reuses them, except what the command line
+// sets again.
+type Settings struct {
+	Rate          float64 `json:"rate"`
+	Burst         int     `json:"burst"`
+	Concurrency   int     `json:"concurrency,omitempty"`
+	Via           string  `json:"via,omitempty"`
+	ToQueue       string  `json:"toQueue,omitempty"`
+	Transform     string  `json:"transform,omitempty"`
+	MaxGeneration int     `json:"maxGeneration,omitempty"`
+	MaxFailures   int     `json:"maxFailures,omitempty"`
+	MaxRefailures int     `json:"maxRefailures,omitempty"`
+}
+
+// flagOf names the flag that sets each field of Settings.
+var settingFlags = []struct {
+	flag string
+	copy func(dst, src *Settings)
+}{
+	{"rate", func(d, s *Settings) { d.Rate = s.Rate }},
+	{"burst", func(d, s *Settings) { d.Burst = s.Burst }},
+	{"concurrency", func(d, s *Settings) { d.Concurrency = s.Concurrency }},
+	{"via", func(d, s *Settings) { d.Via = s.Via }},
+	{"to-queue", func(d, s *Settings) { d.ToQueue = s.ToQueue }},
+	{"transform", func(d, s *Settings) { d.Transform = s.Transform }},
+	{"max-generation", func(d, s *Settings) { d.MaxGeneration = s.MaxGeneration }},
+	{"max-failures", func(d, s *Settings) { d.MaxFailures = s.MaxFailures }},
+	{"max-refailures", func(d, s *Settings) { d.MaxRefailures = s.MaxRefailures }},
+}
+
+// resumeSettings merges a batch's recorded settings under the flags the
+// command line set. The destination and the payload transform cannot
+// change half-way: the copies already published went where the batch said.
+func resumeSettings(recorded json.RawMessage, cur Settings, changed func(string) bool) (Settings, error) {
+	if len(recorded) == 0 {
+		return cur, nil
+	}
+	var rec Settings
+	if err := json.Unmarshal(recorded, &rec); err != nil {
+		return cur, nil // an unreadable record: the command line's settings stand
+	}
+	if changed("to-queue") && cur.ToQueue != rec.ToQueue {
+		return cur, cmdutil.FlagErrorf("this batch publishes to %s; a resume cannot change --to-queue", destName(rec.ToQueue))
+	}
+	if changed("transform") && cur.Transform != rec.Transform {
+		return cur, cmdutil.FlagErrorf("this batch was started with --transform %q; a resume cannot change it", rec.Transform)
+	}
+	out := cur
+	for _, f := range settingFlags {
+		if !changed(f.flag) {
+			f.copy(&out, &rec)
+		}
+	}
+	return out, nil
+}
+
+func destName(q string) string {
+	if q == "" {
+		return "each message's own queue"
+	}
+	return "queue " + q
 }
 
 // batchInput is what a batch executes: a fresh snapshot, or a recorded
@@ -64,25 +133,43 @@ func gather(ctx context.Context, f *cmdutil.Factory, cl *client.Client, ld *ledg
 		in.items = manifestItems(man)
 		// A recorded manifest may be old: find what is still dead-lettered,
 		// so nothing is deleted that is not (an older server's DELETE
-		// removes live messages too).
-		counts, err := rowCounts(ctx, cl, in.items)
+		// removes live messages too), and every row a delete removes now.
+		current, err := currentRows(ctx, cl, in.items)
 		if err != nil {
 			return nil, err
 		}
 		in.absent = map[client.Address]bool{}
-		for _, it := range in.items {
-			if counts[it.Address] == 0 {
+		for i := range in.items {
+			it := &in.items[i]
+			rows := current[it.Address]
+			if len(rows) == 0 {
 				in.absent[it.Address] = true
+				continue
+			}
+			have := map[string]bool{}
+			for _, r := range it.AllRows() {
+				have[r.ConsumerGroup+"\x00"+r.FailedAt.String()] = true
+			}
+			for _, r := range rows {
+				if !have[r.ConsumerGroup+"\x00"+r.FailedAt.String()] {
+					it.Others = append(it.Others, r)
+				}
 			}
 		}
 		return in, nil
 	}
-	items, err := replay.Snapshot(ctx, cl, sel, pageSize)
+	var items []replay.Item
+	var err error
+	if sel.OnlyAddresses() {
+		items, in.missing, err = snapshotAddresses(ctx, cl, sel.Addresses)
+	} else {
+		items, err = replay.Snapshot(ctx, cl, sel, pageSize)
+	}
 	if err != nil {
 		return nil, err
 	}
 	in.items, in.fresh = items, true
-	if len(sel.Addresses) > 0 {
+	if len(sel.Addresses) > 0 && !sel.OnlyAddresses() {
 		found := map[client.Address]bool{}
 		for _, it := range items {
 			found[it.Address] = true
@@ -96,18 +183,168 @@ func gather(ctx context.Context, f *cmdutil.Factory, cl *client.Client, ld *ledg
 	return in, nil
 }
 
+// snapshotAddresses snapshots explicit addresses without reading the
+// whole DLQ: the detail route says whether each is dead-lettered (and
+// gives its payload, decrypted); the rows are read from their queues
+// only, without payloads. An address the broker cannot be asked about
+// (see Address.Unreachable) is looked for in the list.
+func snapshotAddresses(ctx context.Context, cl *client.Client, addrs []client.Address) ([]replay.Item, []client.Address, error) {
+	type got struct {
+		m   *client.Message
+		err error
+	}
+	res := make([]got, len(addrs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, a := range addrs {
+		if !a.PathSafe() {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res[i].m, res[i].err = cl.Get(ctx, a)
+		}()
+	}
+	wg.Wait()
+	var items []replay.Item
+	var missing []client.Address
+	byAddr := map[client.Address]int{} // -1: dead-lettered, not yet seen in the list
+	seen := map[client.Address]bool{}
+	var queues []string
+	readAll := false
+	for i, a := range addrs {
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		r := res[i]
+		switch {
+		case !a.PathSafe():
+			readAll = true
+		case errors.Is(r.err, client.ErrNoDeadLetterRow):
+			missing = append(missing, a)
+			continue
+		case errors.Is(r.err, client.ErrRouteMissing):
+			readAll = true
+		case r.err != nil:
+			return nil, nil, r.err
+		case r.m.Status != "" && r.m.Status != "dead_letter":
+			missing = append(missing, a)
+			continue
+		default:
+			if !contains(queues, r.m.Queue) {
+				queues = append(queues, r.m.Queue)
+			}
+		}
+		byAddr[a] = -1
+	}
+	if readAll {
+		queues = []string{""}
+	}
+	// The rows of the addresses found, in list order (newest first).
+	for _, q := range queues {
+		for row, err := range cl.Rows(ctx, client.ListQuery{Queue: q, Limit: pageSize, NoData: !readAll}) {
+			if err != nil {
+				return nil, nil, err
+			}
+			a := row.Address()
+			i, want := byAddr[a]
+			if !want || q != "" && row.Queue != q {
+				continue
+			}
+			if i < 0 {
+				byAddr[a] = len(items)
+				items = append(items, replay.Item{Address: a, Queue: row.Queue, Partition: row.Partition, Rows: []client.Row{row}})
+				continue
+			}
+			items[i].Rows = append(items[i].Rows, row)
+		}
+	}
+	clear(seen)
+	for k, a := range addrs {
+		i, ok := byAddr[a]
+		if !ok || seen[a] {
+			continue
+		}
+		seen[a] = true
+		switch {
+		case i < 0:
+			// Dead-lettered a moment ago, gone by the time the list was read.
+			missing = append(missing, a)
+		case res[k].m != nil:
+			items[i].Payload, items[i].Checked = res[k].m.Payload, true
+		}
+	}
+	return items, missing, nil
+}
+
+// checkEnvelopes asks the detail route for each item whose list payload
+// is an encryption envelope: the released server's list never decrypts,
+// so only the detail route tells an encrypted payload (it decrypts) from
+// an undecryptable one. The answer is what the batch publishes.
+func checkEnvelopes(ctx context.Context, cl *client.Client, items []replay.Item) error {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	var mu sync.Mutex
+	var first error
+	for i := range items {
+		it := &items[i]
+		if it.Checked || !it.Envelope() || !it.Address.PathSafe() {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			m, err := cl.Get(ctx, it.Address)
+			switch {
+			case err == nil:
+				it.Payload, it.Checked = m.Payload, true
+			case errors.Is(err, client.ErrNoDeadLetterRow), errors.Is(err, client.ErrRouteMissing):
+				// Left unchecked: the run settles it (gone, or asked again).
+			default:
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
 func manifestItems(man []ledger.ManifestItem) []replay.Item {
 	items := make([]replay.Item, 0, len(man))
 	for _, m := range man {
-		it := replay.Item{Address: m.Address, Queue: m.Queue, Partition: m.Partition}
-		groups := m.Groups
-		if len(groups) == 0 {
-			groups = []string{""}
+		it := replay.Item{Address: m.Address, Queue: m.Queue, Partition: m.Partition, Payload: m.Payload, Checked: m.Checked}
+		row := func(g, errText string, retries int, failed time.Time) client.Row {
+			return client.Row{PartitionID: m.Address.PartitionID, TransactionID: m.Address.TransactionID, Queue: m.Queue,
+				Partition: m.Partition, ConsumerGroup: g, ErrorMessage: errText, RetryCount: retries, FailedAt: failed, Data: m.Payload}
 		}
-		for _, g := range groups {
-			it.Rows = append(it.Rows, client.Row{PartitionID: m.Address.PartitionID, TransactionID: m.Address.TransactionID,
-				Queue: m.Queue, Partition: m.Partition, ConsumerGroup: g, ErrorMessage: m.Error, RetryCount: m.RetryCount,
-				FailedAt: m.FailedAt, Data: m.Payload})
+		if len(m.Rows) > 0 {
+			for _, r := range m.Rows {
+				if r.Selected {
+					it.Rows = append(it.Rows, row(r.ConsumerGroup, r.Error, r.RetryCount, r.FailedAt))
+				} else {
+					it.Others = append(it.Others, row(r.ConsumerGroup, r.Error, r.RetryCount, r.FailedAt))
+				}
+			}
+		}
+		if len(it.Rows) == 0 {
+			// Manifests written before rows were recorded: one row per group.
+			groups := m.Groups
+			if len(groups) == 0 {
+				groups = []string{""}
+			}
+			for _, g := range groups {
+				it.Rows = append(it.Rows, row(g, m.Error, m.RetryCount, m.FailedAt))
+			}
 		}
 		items = append(items, it)
 	}
@@ -118,8 +355,22 @@ func toManifest(items []replay.Item) []ledger.ManifestItem {
 	out := make([]ledger.ManifestItem, len(items))
 	for i, it := range items {
 		r := it.Newest()
-		out[i] = ledger.ManifestItem{Address: it.Address, Queue: it.Queue, Partition: it.Partition, Groups: it.Groups(),
-			Error: r.ErrorMessage, RetryCount: r.RetryCount, FailedAt: r.FailedAt, Payload: r.Data, Undecryptable: it.Undecryptable()}
+		mi := ledger.ManifestItem{Address: it.Address, Queue: it.Queue, Partition: it.Partition, Groups: it.Groups(),
+			Error: r.ErrorMessage, RetryCount: r.RetryCount, Payload: it.Data(), Undecryptable: it.Undecryptable(), Checked: it.Checked}
+		for _, x := range it.Rows {
+			mi.Rows = append(mi.Rows, ledger.ManifestRow{ConsumerGroup: x.ConsumerGroup, Error: x.ErrorMessage, RetryCount: x.RetryCount, FailedAt: x.FailedAt, Selected: true})
+		}
+		for _, x := range it.Others {
+			mi.Rows = append(mi.Rows, ledger.ManifestRow{ConsumerGroup: x.ConsumerGroup, Error: x.ErrorMessage, RetryCount: x.RetryCount, FailedAt: x.FailedAt})
+		}
+		// The newest failure the batch saw: a row that fails later is a
+		// new dead letter the decision does not cover.
+		for _, x := range mi.Rows {
+			if x.FailedAt.After(mi.FailedAt) {
+				mi.FailedAt = x.FailedAt
+			}
+		}
+		out[i] = mi
 	}
 	return out
 }
@@ -127,7 +378,7 @@ func toManifest(items []replay.Item) []ledger.ManifestItem {
 // reportMissing names explicit addresses that are not dead-lettered.
 func reportMissing(f *cmdutil.Factory, missing []client.Address) {
 	for _, a := range missing {
-		fmt.Fprintf(f.IO.ErrOut, "not found: no dead-letter row at %s (nothing done to it)\n", a)
+		fmt.Fprintf(f.IO.ErrOut, "not found: no dead-letter row at %s (nothing done to it)\n", render.Clean(a.String()))
 	}
 }
 
@@ -138,45 +389,75 @@ func printPlan(f *cmdutil.Factory, fm render.Format, p replay.Plan, dry bool) er
 	}
 	w := f.IO.ErrOut
 	pal := f.ErrPalette()
+	c := render.Clean
 	verb := map[string]string{replay.Replay: "Replay", replay.Discard: "Discard"}[p.Action]
-	fmt.Fprintf(w, "%s plan: %s (%s)\n", pal.Bold(verb), plural(p.Addresses, "message", "messages"), plural(p.Rows, "dead-letter row", "dead-letter rows"))
+	rows := plural(p.Rows, "dead-letter row", "dead-letter rows")
+	if p.OtherGroups > 0 {
+		rows = fmt.Sprintf("%d dead-letter rows: %d selected, %d more of the same messages", p.Rows+p.OtherGroups, p.Rows, p.OtherGroups)
+	}
+	fmt.Fprintf(w, "%s plan: %s (%s)\n", pal.Bold(verb), plural(p.Addresses, "message", "messages"), rows)
 	queues := make([]string, 0, len(p.ByQueue))
 	for q := range p.ByQueue {
 		queues = append(queues, q)
 	}
 	sort.Strings(queues)
 	for _, q := range queues {
-		fmt.Fprintf(w, "  queue %-20s %d\n", q, p.ByQueue[q])
+		fmt.Fprintf(w, "  queue %-20s %s\n", c(q), plural(p.ByQueue[q], "message", "messages"))
 	}
-	fmt.Fprintln(w, "  by failure class:")
-	for i, c := range p.ByClass {
+	fmt.Fprintln(w, "  by failure class (messages):")
+	for i, cc := range p.ByClass {
 		if i == 10 {
 			fmt.Fprintf(w, "    … and %d more classes\n", len(p.ByClass)-10)
 			break
 		}
-		fmt.Fprintf(w, "    %s  %5d  %s\n", c.Class, c.Count, render.Truncate(c.Pattern, 80))
+		fmt.Fprintf(w, "    %s  %5d  %s\n", cc.Class, cc.Count, render.Truncate(c(cc.Pattern), 80))
 	}
-	fmt.Fprintf(w, "  destination: %s\n", p.Destination)
+	fmt.Fprintf(w, "  destination: %s\n", c(p.Destination))
 	if p.Via != "" {
 		fmt.Fprintf(w, "  path: %s\n", p.Via)
 	}
 	if p.Rate > 0 {
-		fmt.Fprintf(w, "  rate: %g/s, estimated %s\n", p.Rate, p.Estimated.Round(time.Second))
+		fmt.Fprintf(w, "  rate: %g/s, estimated %s\n", p.Rate, render.Duration(p.Estimated.Round(time.Second)))
 	} else {
 		fmt.Fprintln(w, "  rate: unlimited")
 	}
+	warn := pal.Yellow("warning:")
+	if p.OtherGroups > 0 {
+		var parts []string
+		for i, a := range p.AlsoRemoves {
+			if i == 8 {
+				parts = append(parts, fmt.Sprintf("… %d more", len(p.AlsoRemoves)-8))
+				break
+			}
+			parts = append(parts, fmt.Sprintf("%d of group %s, class %s (%s)", a.Rows, c(groupName(a.ConsumerGroup)), a.Class, render.Truncate(c(a.Pattern), 40)))
+		}
+		fmt.Fprintf(w, "  %s a %s acts on the message, so it also removes %s the selection left out: %s. They are archived and recorded in this batch.\n",
+			warn, map[string]string{replay.Replay: "replay's delete", replay.Discard: "delete"}[p.Action],
+			plural(p.OtherGroups, "dead-letter row", "dead-letter rows"), strings.Join(parts, "; "))
+		if p.Action == replay.Replay {
+			fmt.Fprintf(w, "  To replay for one consumer group alone, publish to a recovery queue only that group reads: --to-queue.\n")
+		}
+	}
 	for _, fo := range p.FanOut {
 		fmt.Fprintf(w, "  %s a re-push reaches every consumer group of %s (%s): %s failed in only some of them and will be delivered again to the others. Use --to-queue for a recovery queue only the failed group reads.\n",
-			pal.Yellow("warning:"), fo.Queue, strings.Join(fo.AlsoReaches, ", "), plural(fo.Messages, "message", "messages"))
+			warn, c(fo.Queue), c(strings.Join(fo.AlsoReaches, ", ")), plural(fo.Messages, "message", "messages"))
 	}
 	if p.Undecryptable > 0 {
-		fmt.Fprintf(w, "  %s %s show an undecryptable envelope in the list; each is checked against the detail route and left in place if it cannot be decrypted.\n", pal.Yellow("warning:"), plural(p.Undecryptable, "message", "messages"))
+		if p.Action == replay.Replay {
+			fmt.Fprintf(w, "  %s %s an encryption envelope the broker cannot decrypt; they are skipped and left in place.\n", warn, plural(p.Undecryptable, "message is", "messages are"))
+		} else {
+			fmt.Fprintf(w, "  %s %s an encryption envelope the broker cannot decrypt; they are discarded like the rest (the archive keeps the envelope).\n", warn, plural(p.Undecryptable, "message is", "messages are"))
+		}
 	}
 	if p.OverGenCap > 0 {
-		fmt.Fprintf(w, "  %s %s past --max-generation will be skipped (they keep failing after replays).\n", pal.Yellow("warning:"), plural(p.OverGenCap, "message is", "messages are"))
+		fmt.Fprintf(w, "  %s %s past --max-generation will be skipped (they keep failing after replays).\n", warn, plural(p.OverGenCap, "message is", "messages are"))
 	}
-	if p.OtherGroups > 0 {
-		fmt.Fprintf(w, "  %s deleting also discards %s of other consumer groups for the same messages (a delete acts on the message's address).\n", pal.Yellow("warning:"), plural(p.OtherGroups, "row", "rows"))
+	for _, h := range p.Holds {
+		until := ""
+		if !h.Until.IsZero() {
+			until = " until " + render.Timestamp(h.Until)
+		}
+		fmt.Fprintf(w, "  %s %s under hold %s by %s%s: %s\n", warn, plural(h.Messages, "message is", "messages are"), h.BatchID, c(h.By), until, c(h.Why))
 	}
 	if dry {
 		fmt.Fprintln(w, "Dry run: nothing was written to the broker or the ledger.")
@@ -217,6 +498,34 @@ func progress(f *cmdutil.Factory, total int, verb string) (func(int), func()) {
 	return func(done int) { _ = bar.Set(done) }, func() { _ = bar.Finish() }
 }
 
+// outcomeWords writes outcome counts for people: "23 replayed, 1 failed".
+func outcomeWords(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d %s", m[k], outcomeName(k)))
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// outcomeName spells an outcome key (camelCase in JSON) in words.
+func outcomeName(k string) string {
+	if n, ok := map[string]string{"alreadyGone": "already gone", "alreadyDone": "already done", "skippedEncrypted": "skipped (undecryptable)",
+		"skippedGeneration": "skipped (generation cap)", "claimedElsewhere": "claimed by another run", "notStarted": "not started",
+		"deadLetteredAgain": "dead-lettered again", "duplicate": "duplicate-suppressed", "gone": "already gone",
+		"failedAgain": "failed again", "suppressedAsDuplicate": "suppressed as duplicate"}[k]; ok {
+		return n
+	}
+	return k
+}
+
 // printReport writes the end summary and returns the command's error.
 func printReport(f *cmdutil.Factory, fm render.Format, rep *replay.Report, resume string, missing []client.Address) error {
 	if !fm.Human() {
@@ -229,7 +538,7 @@ func printReport(f *cmdutil.Factory, fm render.Format, rep *replay.Report, resum
 		fmt.Fprintf(w, "Batch %s: ", pal.Bold(rep.BatchID))
 		var parts []string
 		add := func(n int, s string, paint func(string) string) {
-			if n > 0 || s == "failed" {
+			if n > 0 {
 				parts = append(parts, paint(fmt.Sprintf("%d %s", n, s)))
 			}
 		}
@@ -249,25 +558,29 @@ func printReport(f *cmdutil.Factory, fm render.Format, rep *replay.Report, resum
 			parts = append(parts, "0 failed")
 		}
 		add(rep.Unknown, "unknown", pal.Red)
-		add(rep.SkippedEncrypted, "skipped-encrypted", pal.Yellow)
-		add(rep.SkippedGeneration, "skipped-generation", pal.Yellow)
-		add(rep.Claimed, "claimed by another run", id)
+		add(rep.Unreachable, "unreachable", pal.Red)
+		add(rep.DeadLetteredAgain, "dead-lettered again", pal.Red)
+		add(rep.SkippedEncrypted, "skipped (undecryptable)", pal.Yellow)
+		add(rep.SkippedGeneration, "skipped (generation cap)", pal.Yellow)
+		add(rep.Claimed, "claimed by another run", pal.Yellow)
 		add(rep.NotStarted, "not started", pal.Yellow)
 		fmt.Fprintf(w, "%s in %s\n", strings.Join(parts, ", "), rep.Elapsed.Round(time.Millisecond))
 		for _, l := range rep.Listed {
-			fmt.Fprintf(w, "  %s  %s\n", l.Address, l.Reason)
+			fmt.Fprintf(w, "  %s  %s\n", render.Clean(l.Address.String()), render.Clean(l.Reason))
 		}
 		if rep.Stopped != "" {
-			fmt.Fprintf(w, "%s %s\n", pal.Yellow("Stopped:"), rep.Stopped)
+			fmt.Fprintf(w, "%s %s\n", pal.Yellow("Stopped:"), render.Clean(rep.Stopped))
 		}
 	}
-	if rep.Interrupted || rep.Stopped != "" {
+	if rep.Interrupted || rep.Stopped != "" || rep.NotStarted > 0 || rep.Claimed > 0 || rep.LedgerError != "" {
 		fmt.Fprintf(f.IO.ErrOut, "Resume with: %s\n", resume)
 	}
 	reportMissing(f, missing)
 	switch {
 	case rep.Interrupted:
 		return cmdutil.ErrInterrupted
+	case rep.AuthRefused:
+		return &cmdutil.ExitError{Code: cmdutil.ExitAuth, Silent: true}
 	case !rep.Clean():
 		return cmdutil.ErrBreach
 	case len(missing) > 0:
@@ -285,7 +598,9 @@ func newSince(ctx context.Context, cl *client.Client, sel *replay.Selection, pla
 		inBatch[it.Address] = true
 	}
 	n := 0
-	for r, err := range cl.Rows(ctx, sel.Query(pageSize)) {
+	q := sel.Query(pageSize)
+	q.NoData = true
+	for r, err := range cl.Rows(ctx, q) {
 		if err != nil || r.FailedAt.Before(planAt) {
 			break // newest first: nothing older can be new
 		}
@@ -296,17 +611,12 @@ func newSince(ctx context.Context, cl *client.Client, sel *replay.Selection, pla
 	return n
 }
 
-// queueGroups lists consumer groups per queue from the broker's queue list
-// (where it names them) and from the rows in hand.
+// queueGroups lists consumer groups per queue from the broker's queue and
+// consumer-group lists and from the rows in hand.
 func queueGroups(ctx context.Context, cl *client.Client, items []replay.Item) map[string][]string {
 	out := map[string][]string{}
-	seen := map[string]map[string]bool{}
 	add := func(q, g string) {
-		if seen[q] == nil {
-			seen[q] = map[string]bool{}
-		}
-		if !seen[q][g] {
-			seen[q][g] = true
+		if !contains(out[q], g) {
 			out[q] = append(out[q], g)
 		}
 	}
@@ -315,6 +625,11 @@ func queueGroups(ctx context.Context, cl *client.Client, items []replay.Item) ma
 			for _, g := range q.ConsumerGroups {
 				add(q.Name, g)
 			}
+		}
+	}
+	if cgs, err := cl.ConsumerGroups(ctx); err == nil {
+		for _, g := range cgs {
+			add(g.Queue, g.Name)
 		}
 	}
 	for _, it := range items {
@@ -327,15 +642,30 @@ func queueGroups(ctx context.Context, cl *client.Client, items []replay.Item) ma
 
 // execSpec is what differs between replay and rm.
 type execSpec struct {
-	action      string
-	verb        string
-	flags       *ExecFlags
-	sel         *cmdutil.SelectionFlags
-	args        []string
-	configure   func(*replay.Options) error
-	plan        func(*replay.PlanOptions)
-	destination string
-	allRows     bool // rm: count other groups' rows a delete also discards
+	action   string
+	verb     string
+	flags    *ExecFlags
+	sel      *cmdutil.SelectionFlags
+	args     []string
+	settings Settings
+	changed  func(flag string) bool
+	// configure turns the settings in force into engine options.
+	configure func(*replay.Options, Settings) error
+}
+
+// viaWords says which path a replay takes, for the plan.
+func viaWords(s Settings, resolved string) string {
+	switch {
+	case s.Transform != "":
+		return "manual (get, push, delete: --transform needs it)"
+	case s.ToQueue != "":
+		return "manual (get, push, delete: --to-queue needs it)"
+	case resolved == replay.ViaEndpoint:
+		return "endpoint (/retry)"
+	case resolved == replay.ViaManual:
+		return "manual (get, push, delete)"
+	}
+	return "auto: the /retry endpoint where the broker has one, else get, push, delete"
 }
 
 func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
@@ -355,18 +685,22 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	} else if sp.sel.Any(sp.args) {
 		return cmdutil.FlagErrorf("--batch executes a recorded batch; it takes no selection")
 	}
-	opts := replay.Options{Action: sp.action, Rate: ef.Rate, Burst: ef.Burst, Now: f.Now}
-	if sp.configure != nil {
-		if err := sp.configure(&opts); err != nil {
-			return err
-		}
-	}
 	cl, ld, err := f.Session(ctx)
 	if err != nil {
 		return err
 	}
 	in, err := gather(ctx, f, cl, ld, sel, ef.BatchID, sp.action)
 	if err != nil {
+		return err
+	}
+	settings := sp.settings
+	if in.batch != nil {
+		if settings, err = resumeSettings(in.batch.Settings, settings, sp.changed); err != nil {
+			return err
+		}
+	}
+	opts := replay.Options{Action: sp.action, Rate: settings.Rate, Burst: settings.Burst, Now: f.Now}
+	if err := sp.configure(&opts, settings); err != nil {
 		return err
 	}
 	why := ef.Why
@@ -384,16 +718,26 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		fmt.Fprintln(f.IO.ErrOut, "Nothing to "+sp.verb+": no dead letter matches.")
 		return nil
 	}
-	po := replay.PlanOptions{Action: sp.action, Rate: ef.Rate}
-	if sp.plan != nil {
-		sp.plan(&po)
+	if err := checkEnvelopes(ctx, cl, in.items); err != nil {
+		return err
 	}
-	if sp.action == replay.Replay && sp.destination == "" {
-		po.QueueGroups = queueGroups(ctx, cl, in.items)
+	dec, err := ld.LatestDecisions(ctx, cl.Server())
+	if err != nil {
+		return err
 	}
-	if sp.allRows {
-		if po.AllRows, err = rowCounts(ctx, cl, in.items); err != nil {
-			return err
+	now := f.Now()
+	po := replay.PlanOptions{Action: sp.action, Rate: settings.Rate, ToQueue: settings.ToQueue, MaxGeneration: settings.MaxGeneration,
+		Hold: func(it replay.Item) (replay.HoldShare, bool) {
+			d, ok := dec[it.Address]
+			if !ok || d.Action != ledger.ActionHold || !d.Covers(it.Newest().FailedAt, now) || in.batch != nil && d.BatchID == in.batch.ID {
+				return replay.HoldShare{}, false
+			}
+			return replay.HoldShare{BatchID: d.BatchID, By: d.By, Until: d.Until, Why: d.Why}, true
+		}}
+	if sp.action == replay.Replay {
+		po.Via = viaWords(settings, opts.Via)
+		if settings.ToQueue == "" {
+			po.QueueGroups = queueGroups(ctx, cl, in.items)
 		}
 	}
 	plan := replay.MakePlan(in.items, po)
@@ -404,53 +748,73 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		reportMissing(f, in.missing)
 		return nil
 	}
+	if plan.Held > 0 && !ef.OverrideHold {
+		return cmdutil.UsageError(fmt.Errorf("%s under an active hold (see the plan); pass --override-hold to %s them anyway", plural(plan.Held, "message is", "messages are"), sp.verb))
+	}
 	if !ef.Yes {
 		question := map[string]string{replay.Replay: "Replay", replay.Discard: "Discard"}[sp.action]
 		if err := confirm(f, fmt.Sprintf("%s %s?", question, plural(len(in.items), "message", "messages"))); err != nil {
 			return err
 		}
 	}
+	if sp.action == replay.Replay && settings.Transform == "" && settings.ToQueue == "" && opts.Via != replay.ViaManual {
+		// Ask once, with an address that cannot exist, whether the broker
+		// has /retry. In any doubt --via auto takes the manual path, which
+		// is always safe to repeat; --via endpoint stops here.
+		ok, err := cl.HasRetryRoute(ctx)
+		switch {
+		case ok:
+			opts.Via = replay.ViaEndpoint
+		case opts.Via == replay.ViaEndpoint && err != nil:
+			return err
+		case opts.Via == replay.ViaEndpoint:
+			return cmdutil.UsageError(errors.New("--via endpoint: the broker has no /retry route (use --via auto or manual)"))
+		default:
+			opts.Via = replay.ViaManual
+		}
+	}
 	by := ef.By
 	if by == "" {
 		by = f.User()
 	}
+	record, _ := json.Marshal(settings)
 	batch := in.batch
-	now := f.Now()
 	verb := "Executing recorded"
 	if batch == nil {
 		verb = "Recorded"
 		batch = &ledger.Batch{Broker: cl.Server(), Action: map[string]string{replay.Replay: ledger.ActionReplay, replay.Discard: ledger.ActionDiscard}[sp.action],
-			By: by, At: now, Why: why, Selection: sel.String(), Destination: sp.destination, Status: ledger.StatusRunning}
+			By: by, At: now, Why: why, Selection: sel.String(), Destination: settings.ToQueue, Status: ledger.StatusRunning, Settings: record}
 		if err := ld.CreateBatch(ctx, batch, toManifest(in.items)); err != nil {
 			return err
 		}
+	} else if err := ld.SetBatchSettings(ctx, batch.ID, record); err != nil {
+		return err
 	}
 	jctx := context.WithoutCancel(ctx)
+	// Every row the batch's deletes may remove is archived before the
+	// first one: a discard is recoverable, and no row leaves the broker
+	// unrecorded (other groups' rows included).
+	if err := archiveItems(jctx, ld, cl.Server(), now, in); err != nil {
+		return err
+	}
 	if err := ld.SetBatchStatus(jctx, batch.ID, ledger.StatusRunning, now, batch.Outcome); err != nil {
 		return err
 	}
 	_ = ld.Audit(jctx, ledger.AuditEntry{At: now, Broker: cl.Server(), BatchID: batch.ID, Kind: "execution-started", By: by,
-		Detail: fmt.Sprintf("%s of %d address(es) at rate %g", sp.verb, len(in.items), ef.Rate)})
+		Detail: fmt.Sprintf("%s of %s at %s, %s", sp.verb, plural(len(in.items), "address", "addresses"), rateWords(settings.Rate), viaWords(settings, opts.Via))})
 	fmt.Fprintf(f.IO.ErrOut, "%s batch %s.\n", verb, batch.ID)
 
-	opts.Broker, opts.BatchID, opts.Owner, opts.Fresh, opts.Absent = cl.Server(), batch.ID, ledger.NewOwner(cmdutil.Nonce()), in.fresh, in.absent
-	if sp.action == replay.Discard {
-		opts.Archive = func(ctx context.Context, rows []client.Row) error {
-			a := ld.NewArchiver(cl.Server(), f.Now())
-			for _, r := range rows {
-				if err := a.Add(ctx, r); err != nil {
-					return err
-				}
-			}
-			return a.Flush(ctx)
-		}
-	}
+	opts.Broker, opts.BatchID, opts.Owner, opts.Absent = cl.Server(), batch.ID, ledger.NewOwner(cmdutil.Nonce()), in.absent
 	tick, finish := progress(f, len(in.items), sp.verb)
 	opts.Progress = tick
-	rep, err := replay.NewEngine(cl, ld, opts).Run(ctx, in.items)
+	rep, runErr := replay.NewEngine(cl, ld, opts).Run(ctx, in.items)
 	finish()
-	if err != nil {
-		return err
+	cmdLine := "dlqctl dlq " + sp.verb + " --batch " + batch.ID + " --yes"
+	if runErr != nil {
+		// The journal could not be written: say what was done and how to
+		// go on, then the cause (exit 3).
+		_ = printReport(f, fm, rep, cmdLine, in.missing)
+		return runErr
 	}
 	// The batch's record is its journal's, so a resumed batch shows
 	// everything it did, not only its last run.
@@ -470,7 +834,8 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		return err
 	}
 	_ = ld.Audit(jctx, ledger.AuditEntry{At: end, Broker: cl.Server(), BatchID: batch.ID, Kind: "execution-" + status, By: by,
-		Detail: fmt.Sprintf("%v", rep.Outcome())})
+		Detail: outcomeWords(rep.Outcome())})
+	_, _ = ld.ResolveHolds(jctx, cl.Server())
 	if in.fresh && !rep.Interrupted && sel != nil && len(sel.Addresses) == 0 {
 		own := map[string]bool{}
 		for _, t := range rep.ReplayTxIDs {
@@ -480,13 +845,39 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 			fmt.Fprintf(f.IO.ErrOut, "%s matching the selection arrived since the plan; they are not in this batch.\n", plural(n, "new dead letter", "new dead letters"))
 		}
 	}
-	cmdLine := "dlqctl dlq " + sp.verb + " --batch " + batch.ID + " --yes"
 	return printReport(f, fm, rep, cmdLine, in.missing)
 }
 
-// rowCounts counts the rows each item's address has in the DLQ now, every
-// consumer group included, reading only the items' queues.
-func rowCounts(ctx context.Context, cl *client.Client, items []replay.Item) (map[client.Address]int, error) {
+func rateWords(r float64) string {
+	if r <= 0 {
+		return "an unlimited rate"
+	}
+	return fmt.Sprintf("%g/s", r)
+}
+
+// archiveItems archives every row of the batch that is in the DLQ, with
+// the message's payload.
+func archiveItems(ctx context.Context, ld *ledger.Store, broker string, now time.Time, in *batchInput) error {
+	a := ld.NewArchiver(broker, now)
+	for _, it := range in.items {
+		if in.absent[it.Address] {
+			continue
+		}
+		for _, r := range it.AllRows() {
+			if len(r.Data) == 0 || it.Checked {
+				r.Data = it.Data()
+			}
+			if err := a.Add(ctx, r); err != nil {
+				return err
+			}
+		}
+	}
+	return a.Flush(ctx)
+}
+
+// currentRows reads, without payloads, the rows each item's address has
+// in the DLQ now (every consumer group), reading only the items' queues.
+func currentRows(ctx context.Context, cl *client.Client, items []replay.Item) (map[client.Address][]client.Row, error) {
 	want := map[client.Address]bool{}
 	var queues []string
 	for _, it := range items {
@@ -495,16 +886,34 @@ func rowCounts(ctx context.Context, cl *client.Client, items []replay.Item) (map
 			queues = append(queues, it.Queue)
 		}
 	}
-	out := map[client.Address]int{}
+	out := map[client.Address][]client.Row{}
 	for _, q := range queues {
-		for r, err := range cl.Rows(ctx, client.ListQuery{Queue: q, Limit: pageSize}) {
+		for r, err := range cl.Rows(ctx, client.ListQuery{Queue: q, Limit: pageSize, NoData: true}) {
 			if err != nil {
 				return nil, err
 			}
 			if r.Queue == q && want[r.Address()] {
-				out[r.Address()]++
+				out[r.Address()] = append(out[r.Address()], r)
 			}
 		}
 	}
 	return out, nil
+}
+
+// validateRate refuses rates that are not a number of messages a second
+// a person means: NaN, infinities, negatives, and rates so low a batch
+// would take months.
+func validateRate(r float64) error {
+	if math.IsNaN(r) || math.IsInf(r, 0) || r < 0 || (r > 0 && r < 0.01) || r > 1e6 {
+		return cmdutil.FlagErrorf("invalid --rate %v: want messages per second between 0.01 and 1000000, or 0 for unlimited", r)
+	}
+	return nil
+}
+
+// changedIn reports whether a flag was set on the command line.
+func changedIn(fs *pflag.FlagSet) func(string) bool {
+	return func(name string) bool {
+		fl := fs.Lookup(name)
+		return fl != nil && fl.Changed
+	}
 }

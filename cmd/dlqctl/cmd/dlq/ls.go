@@ -3,8 +3,10 @@ package dlq
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
@@ -73,9 +75,11 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		return err
 	}
 	now := f.Now()
+	limited := false
+	q := sel.Query(pageSize)
 	rows := func(yield func(client.Row, error) bool) {
 		n := 0
-		for r, err := range cl.Rows(ctx, sel.Query(pageSize)) {
+		for r, err := range cl.Rows(ctx, q) {
 			if err != nil {
 				yield(r, err)
 				return
@@ -88,12 +92,15 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 			}
 			n++
 			if sel.Limit > 0 && n >= sel.Limit {
+				// Stop reading: the rest of the answer is not needed.
+				limited = true
 				return
 			}
 		}
 	}
 	if o.GroupBy != "" {
-		return lsGroups(f, fm, o.GroupBy, rows, now)
+		q.NoData = true
+		return lsGroups(f, fm, o.GroupBy, rows, sel, now)
 	}
 	if !fm.Human() {
 		st := render.NewStream(f.IO.Out, fm)
@@ -109,16 +116,17 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 			if x, ok := dec[r.Address()]; ok {
 				d = &x
 			}
-			if err := st.Write(toRow(r, now, d)); err != nil {
+			if err := st.Write(toRow(r, now, d, cl.ListDecrypts())); err != nil {
 				return err
 			}
 		}
 		return st.Close()
 	}
-	return lsTable(f, fm, rows, dec, now)
+	return lsTable(f, fm, cl, rows, sel, dec, now, func() bool { return limited })
 }
 
-func lsTable(f *cmdutil.Factory, fm render.Format, rows func(func(client.Row, error) bool), dec map[client.Address]ledger.Decision, now time.Time) error {
+func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(func(client.Row, error) bool), sel *replay.Selection,
+	dec map[client.Address]ledger.Decision, now time.Time, limited func() bool) error {
 	cfg, err := f.Config()
 	if err != nil {
 		return err
@@ -130,7 +138,7 @@ func lsTable(f *cmdutil.Factory, fm render.Format, rows func(func(client.Row, er
 	}
 	var table [][]string
 	var ages []time.Duration
-	var queues []string
+	var scopes [][2]string
 	var oldest client.Row
 	classes := map[string]struct{}{}
 	undecided := 0
@@ -141,8 +149,8 @@ func lsTable(f *cmdutil.Factory, fm render.Format, rows func(func(client.Row, er
 		age := now.Sub(r.FailedAt)
 		decision := "-"
 		if d, ok := dec[r.Address()]; ok {
-			decision = d.Label(now)
-			if !d.Active(now) {
+			decision = decisionLabel(d, r, now)
+			if !d.Covers(r.FailedAt, now) {
 				undecided++
 			}
 		} else {
@@ -152,28 +160,39 @@ func lsTable(f *cmdutil.Factory, fm render.Format, rows func(func(client.Row, er
 		if oldest.PartitionID == "" || r.FailedAt.Before(oldest.FailedAt) {
 			oldest = r
 		}
-		errText := r.ErrorMessage
-		// An envelope in the list is undecryptable on a current broker; an
-		// older broker's list never decrypts (dlq show asks the detail route).
-		if r.Undecryptable() {
-			errText = "[envelope] " + errText
+		errText := render.Clean(r.ErrorMessage)
+		// An envelope in a list that decrypts means the broker could not
+		// decrypt it; the released server's list never decrypts, and its
+		// envelopes are merely encrypted (dlq show asks the detail route).
+		if r.Undecryptable() && cl.ListDecrypts() {
+			errText = "[undecryptable] " + errText
 		}
-		line := []string{render.Age(age), r.Queue, r.Partition, r.ConsumerGroup, strconv.Itoa(r.RetryCount), errText, r.Address().String(), decision}
+		line := []string{render.AgeSince(now, r.FailedAt), render.Clean(r.Queue), render.Clean(r.Partition), render.Clean(groupName(r.ConsumerGroup)),
+			strconv.Itoa(r.RetryCount), errText, render.Clean(r.Address().String()), decision}
 		if fm == render.Wide {
 			enc := "no"
 			switch {
+			case r.Undecryptable() && cl.ListDecrypts():
+				enc = "undecryptable"
 			case r.Undecryptable():
-				enc = "envelope"
+				enc = "yes (list shows the envelope)"
 			case r.IsEncrypted:
 				enc = "yes"
 			}
-			line = append(line, r.ID, render.Timestamp(r.FailedAt), enc)
+			line = append(line, render.Clean(r.ID), render.Timestamp(r.FailedAt), enc)
 		}
 		table = append(table, line)
 		ages = append(ages, age)
-		queues = append(queues, r.Queue)
+		scopes = append(scopes, [2]string{r.Queue, r.ConsumerGroup})
 	}
 	if len(table) == 0 {
+		if sel.Class != "" && !replay.IsClassID(sel.Class) {
+			return cmdutil.FlagErrorf("--class %q is not a class id: class ids are the 8 hex digits `dlq ls --group-by error` prints", sel.Class)
+		}
+		if sel.Class != "" {
+			fmt.Fprintf(f.IO.ErrOut, "No dead letters match: no dead letter is in class %s now (see dlq ls --group-by error).\n", sel.Class)
+			return nil
+		}
 		fmt.Fprintln(f.IO.ErrOut, "No dead letters match.")
 		return nil
 	}
@@ -182,14 +201,21 @@ func lsTable(f *cmdutil.Factory, fm render.Format, rows func(func(client.Row, er
 		truncateColumn(table, header, 5, f.IO.TerminalWidth())
 		for i := range table {
 			maxAge := time.Duration(0)
-			if p, ok := cfg.PolicyFor(queues[i]); ok {
+			if p, ok := cfg.PolicyFor(scopes[i][0], scopes[i][1]); ok {
 				maxAge = p.MaxAge.D()
 			}
 			table[i][0] = pal.Age(table[i][0], ages[i], maxAge)
 		}
-		fmt.Fprintf(f.IO.Out, "%s, oldest %s (%s in %s), %s, %s\n\n",
-			pal.Bold(plural(len(table), "dead letter", "dead letters")), render.Age(now.Sub(oldest.FailedAt)),
-			oldest.Address(), oldest.Queue, plural(len(classes), "failure class", "failure classes"), plural(undecided, "undecided", "undecided"))
+		what := plural(len(table), "dead letter", "dead letters")
+		of := ""
+		if limited() {
+			// The rows shown are the newest; the true oldest is further on.
+			what = fmt.Sprintf("%d newest dead letters shown (--limit %d)", len(table), sel.Limit)
+			of = " shown"
+		}
+		fmt.Fprintf(f.IO.Out, "%s, oldest%s %s (%s in %s), %s, %s\n\n",
+			pal.Bold(what), of, render.AgeSince(now, oldest.FailedAt), render.Clean(oldest.Address().String()), render.Clean(oldest.Queue),
+			plural(len(classes), "failure class", "failure classes"), plural(undecided, "undecided", "undecided"))
 	}
 	return render.WriteTable(f.IO.Out, header, table)
 }
@@ -224,16 +250,19 @@ type group struct {
 	Key      string    `json:"key"`
 	Class    string    `json:"class,omitempty"`
 	Pattern  string    `json:"pattern,omitempty"`
-	Count    int       `json:"count"`
+	Count    int       `json:"count"`    // dead-letter rows
+	Messages int       `json:"messages"` // distinct addresses among them
 	Oldest   time.Time `json:"oldestFailedAt"`
 	Newest   time.Time `json:"newestFailedAt"`
 	Example  string    `json:"exampleAddress"`
 	Queues   []string  `json:"queues"`
 	queueSet map[string]struct{}
+	addrs    map[uint64]struct{} // hashes: counting messages costs 8 bytes each
 }
 
-func lsGroups(f *cmdutil.Factory, fm render.Format, by string, rows func(func(client.Row, error) bool), now time.Time) error {
+func lsGroups(f *cmdutil.Factory, fm render.Format, by string, rows func(func(client.Row, error) bool), sel *replay.Selection, now time.Time) error {
 	groups := map[string]*group{}
+	seed := maphash.MakeSeed()
 	for r, err := range rows {
 		if err != nil {
 			return err
@@ -251,13 +280,14 @@ func lsGroups(f *cmdutil.Factory, fm render.Format, by string, rows func(func(cl
 		}
 		g := groups[key]
 		if g == nil {
-			g = &group{Key: key, Oldest: r.FailedAt, Newest: r.FailedAt, Example: r.Address().String(), queueSet: map[string]struct{}{}}
+			g = &group{Key: key, Oldest: r.FailedAt, Newest: r.FailedAt, Example: r.Address().String(), queueSet: map[string]struct{}{}, addrs: map[uint64]struct{}{}}
 			if by == "error" {
 				g.Class, g.Pattern = key, replay.NormalizeError(r.ErrorMessage)
 			}
 			groups[key] = g
 		}
 		g.Count++
+		g.addrs[maphash.String(seed, r.PartitionID+"/"+r.TransactionID)] = struct{}{}
 		if r.FailedAt.Before(g.Oldest) {
 			g.Oldest = r.FailedAt
 		}
@@ -272,6 +302,7 @@ func lsGroups(f *cmdutil.Factory, fm render.Format, by string, rows func(func(cl
 	list := make([]*group, 0, len(groups))
 	for _, g := range groups {
 		sort.Strings(g.Queues)
+		g.Messages = len(g.addrs)
 		list = append(list, g)
 	}
 	// Biggest group first; ties by oldest first, then key, so output is stable.
@@ -295,24 +326,33 @@ func lsGroups(f *cmdutil.Factory, fm render.Format, by string, rows func(func(cl
 		return st.Close()
 	}
 	if len(list) == 0 {
+		if sel.Class != "" && !replay.IsClassID(sel.Class) {
+			return cmdutil.FlagErrorf("--class %q is not a class id: class ids are the 8 hex digits `dlq ls --group-by error` prints", sel.Class)
+		}
 		fmt.Fprintln(f.IO.ErrOut, "No dead letters match.")
 		return nil
 	}
 	var header []string
 	var table [][]string
 	for _, g := range list {
-		age := func(t time.Time) string { return render.Age(now.Sub(t)) }
+		age := func(t time.Time) string { return render.AgeSince(now, t) }
 		switch by {
 		case "error":
-			header = []string{"CLASS", "COUNT", "OLDEST", "NEWEST", "QUEUES", "ERROR", "EXAMPLE"}
-			table = append(table, []string{g.Class, strconv.Itoa(g.Count), age(g.Oldest), age(g.Newest), joinComma(g.Queues), g.Pattern, g.Example})
+			header = []string{"CLASS", "ROWS", "MESSAGES", "OLDEST", "NEWEST", "QUEUES", "ERROR", "EXAMPLE"}
+			table = append(table, []string{g.Class, strconv.Itoa(g.Count), strconv.Itoa(g.Messages), age(g.Oldest), age(g.Newest),
+				render.Clean(joinComma(g.Queues)), render.Clean(g.Pattern), render.Clean(g.Example)})
 		default:
-			header = []string{map[string]string{"queue": "QUEUE", "cg": "QUEUE/CG", "partition": "QUEUE/PARTITION"}[by], "COUNT", "OLDEST", "NEWEST", "EXAMPLE"}
-			table = append(table, []string{g.Key, strconv.Itoa(g.Count), age(g.Oldest), age(g.Newest), g.Example})
+			key := g.Key
+			if by == "cg" {
+				q, grp, _ := strings.Cut(key, "/")
+				key = q + "/" + groupName(grp)
+			}
+			header = []string{map[string]string{"queue": "QUEUE", "cg": "QUEUE/CG", "partition": "QUEUE/PARTITION"}[by], "ROWS", "MESSAGES", "OLDEST", "NEWEST", "EXAMPLE"}
+			table = append(table, []string{render.Clean(key), strconv.Itoa(g.Count), strconv.Itoa(g.Messages), age(g.Oldest), age(g.Newest), render.Clean(g.Example)})
 		}
 	}
 	if f.IO.IsStdoutTTY() && by == "error" {
-		truncateColumn(table, header, 5, f.IO.TerminalWidth())
+		truncateColumn(table, header, 6, f.IO.TerminalWidth())
 	}
 	return render.WriteTable(f.IO.Out, header, table)
 }

@@ -27,6 +27,8 @@ type ReplayOptions struct {
 	CanaryWait    time.Duration
 	MaxRefailures int
 	Args          []string
+
+	changed func(string) bool
 }
 
 // NewCmdReplay re-publishes dead letters.
@@ -51,6 +53,7 @@ calls in flight finish and prints how to resume.`,
   $ dlqctl dlq replay --queue orders --transform '.version = 4' --why "fix version" --yes`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Args = args
+			o.changed = changedIn(cmd.Flags())
 			if err := validateReplay(cmd, o); err != nil {
 				return err
 			}
@@ -82,9 +85,10 @@ func addExecFlags(cmd *cobra.Command, e *ExecFlags, verb string) {
 	fl.StringVar(&e.By, "by", "", "who decided (default: the OS user)")
 	fl.BoolVarP(&e.Yes, "yes", "y", false, "do not ask for confirmation")
 	fl.BoolVar(&e.DryRun, "dry-run", false, "print the plan; write nothing to the broker or the ledger")
-	fl.Float64Var(&e.Rate, "rate", 10, "messages per second (0 = unlimited, only with --yes)")
+	fl.Float64Var(&e.Rate, "rate", 10, "messages per second (0 = unlimited, only with --yes); a resumed batch keeps its recorded rate unless this is given")
 	fl.IntVar(&e.Burst, "burst", 1, "how many may start at once before --rate applies")
-	fl.StringVar(&e.BatchID, "batch", "", "execute or resume this recorded batch instead of a selection")
+	fl.StringVar(&e.BatchID, "batch", "", "execute or resume this recorded batch instead of a selection (with the settings it was run with)")
+	fl.BoolVar(&e.OverrideHold, "override-hold", false, "act on messages under an active hold (dlq decide --action hold) all the same")
 }
 
 func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
@@ -106,6 +110,9 @@ func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
 	if o.MaxFailures < 0 || o.MaxGeneration < 0 || o.Canary < 0 || o.MaxRefailures < 0 {
 		return cmdutil.FlagErrorf("--max-failures, --max-generation, --canary and --max-refailures take 0 or more")
 	}
+	if o.CanaryWait < 0 {
+		return cmdutil.FlagErrorf("invalid --canary-wait %s: want a duration of 0 or more", o.CanaryWait)
+	}
 	if o.Transform != "" {
 		if _, err := gojq.Parse(o.Transform); err != nil {
 			return cmdutil.FlagErrorf("invalid --transform: %v", err)
@@ -115,8 +122,8 @@ func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
 }
 
 func validateExec(e *ExecFlags) error {
-	if e.Rate < 0 {
-		return cmdutil.FlagErrorf("invalid --rate %g: want messages per second, 0 for unlimited", e.Rate)
+	if err := validateRate(e.Rate); err != nil {
+		return err
 	}
 	if e.Rate == 0 && !e.Yes && !e.DryRun {
 		return cmdutil.FlagErrorf("--rate 0 (unlimited) needs --yes")
@@ -160,19 +167,21 @@ func compileTransform(expr string) (func(json.RawMessage) (json.RawMessage, erro
 
 func replayRun(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error {
 	return execute(ctx, f, execSpec{
-		action: replay.Replay, verb: "replay", flags: &o.Exec, sel: &o.Selection, args: o.Args,
-		configure: func(opts *replay.Options) error {
-			opts.Concurrency = o.Concurrency
-			opts.Via = o.Via
-			opts.ToQueue = o.ToQueue
-			opts.MaxFailures = o.MaxFailures
-			opts.MaxGeneration = o.MaxGeneration
+		action: replay.Replay, verb: "replay", flags: &o.Exec, sel: &o.Selection, args: o.Args, changed: o.changed,
+		settings: Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: o.Concurrency, Via: o.Via, ToQueue: o.ToQueue,
+			Transform: o.Transform, MaxGeneration: o.MaxGeneration, MaxFailures: o.MaxFailures, MaxRefailures: o.MaxRefailures},
+		configure: func(opts *replay.Options, s Settings) error {
+			opts.Concurrency = s.Concurrency
+			opts.Via = s.Via
+			opts.ToQueue = s.ToQueue
+			opts.MaxFailures = s.MaxFailures
+			opts.MaxGeneration = s.MaxGeneration
 			opts.RetryUnknown = o.RetryUnknown
 			opts.Canary = o.Canary
 			opts.CanaryWait = o.CanaryWait
-			opts.MaxRefailures = o.MaxRefailures
-			if o.Transform != "" {
-				t, err := compileTransform(o.Transform)
+			opts.MaxRefailures = s.MaxRefailures
+			if s.Transform != "" {
+				t, err := compileTransform(s.Transform)
 				if err != nil {
 					return cmdutil.FlagErrorf("invalid --transform: %v", err)
 				}
@@ -180,9 +189,5 @@ func replayRun(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error 
 			}
 			return nil
 		},
-		plan: func(p *replay.PlanOptions) {
-			p.Via, p.ToQueue, p.MaxGeneration = o.Via, o.ToQueue, o.MaxGeneration
-		},
-		destination: o.ToQueue,
 	})
 }

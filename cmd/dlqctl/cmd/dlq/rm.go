@@ -13,6 +13,8 @@ type RmOptions struct {
 	Selection cmdutil.SelectionFlags
 	Exec      ExecFlags
 	Args      []string
+
+	changed func(string) bool
 }
 
 // NewCmdRm discards dead letters, archiving each row first.
@@ -33,6 +35,7 @@ says when.`,
   $ dlqctl dlq rm --queue notifications --failed-before 7d --why "expired receipts" --rate 50 --yes`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Args = args
+			o.changed = changedIn(cmd.Flags())
 			if err := validateExec(&o.Exec); err != nil {
 				return err
 			}
@@ -48,6 +51,7 @@ says when.`,
 }
 
 func rmRun(ctx context.Context, f *cmdutil.Factory, o *RmOptions) error {
-	return execute(ctx, f, execSpec{action: replay.Discard, verb: "rm", flags: &o.Exec, sel: &o.Selection, args: o.Args,
-		configure: func(opts *replay.Options) error { opts.Concurrency = 1; return nil }, allRows: true})
+	return execute(ctx, f, execSpec{action: replay.Discard, verb: "rm", flags: &o.Exec, sel: &o.Selection, args: o.Args, changed: o.changed,
+		settings:  Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: 1},
+		configure: func(opts *replay.Options, s Settings) error { opts.Concurrency = 1; return nil }})
 }

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/spf13/cobra"
 )
 
@@ -56,12 +56,26 @@ type ShowResult struct {
 	Partition     string            `json:"partition"`
 	MessageID     string            `json:"messageId"`
 	Status        string            `json:"status,omitempty"`
+	InDLQ         bool              `json:"inDlq"`
 	IsEncrypted   bool              `json:"isEncrypted"`
 	Undecryptable bool              `json:"undecryptable"`
 	Rows          []Row             `json:"rows"`
 	Data          json.RawMessage   `json:"data,omitempty"`
 	Decisions     []ledger.Decision `json:"decisions"`
 	Journal       *ledger.Entry     `json:"journal,omitempty"`
+	// Archived are the rows the ledger's archive kept of this address
+	// (discarded rows, synced ones): what remains once it left the DLQ.
+	Archived []ledger.Archived `json:"archived,omitempty"`
+	// ReplayedAs is the copy a replay published, with its status now.
+	ReplayedAs *ReplayedCopy `json:"replayedAs,omitempty"`
+}
+
+// ReplayedCopy is where a replay put a message, and its status there.
+type ReplayedCopy struct {
+	PartitionID   string `json:"partitionId,omitempty"`
+	TransactionID string `json:"transactionId"`
+	Queue         string `json:"queue,omitempty"`
+	Status        string `json:"status,omitempty"`
 }
 
 func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
@@ -73,100 +87,189 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 	if err != nil {
 		return err
 	}
+	ld, lerr := f.Ledger(ctx)
+	if lerr != nil {
+		if !errors.Is(lerr, ledger.ErrUnavailable) {
+			return lerr
+		}
+		fmt.Fprintf(f.IO.ErrOut, "warning: ledger not read: %s\n", render.Clean(lerr.Error()))
+		ld = nil
+	}
 	var addr client.Address
-	bare := !strings.Contains(o.Target, "/")
-	if !bare {
+	var rows []client.Row
+	if strings.Contains(o.Target, "/") {
 		if addr, err = client.ParseAddress(o.Target); err != nil {
 			return cmdutil.FlagErrorf("%v", err)
 		}
+	} else if addr, err = findBareID(ctx, cl, ld, o.Target); err != nil {
+		return err
 	}
-	// The rows: scan the DLQ once, matching the address or the bare id.
-	var rows []client.Row
-	partitions := map[client.Address][]client.Row{}
-	for r, err := range cl.Rows(ctx, client.ListQuery{Limit: pageSize}) {
-		if err != nil {
+	res := ShowResult{Address: addr.String(), Decisions: []ledger.Decision{}, Rows: []Row{}}
+	// The detail route answers for one message without reading the list
+	// (and decrypts, where the released server's list does not).
+	var m *client.Message
+	answered := false // the detail route said whether the message exists
+	if addr.PathSafe() {
+		m, err = cl.Get(ctx, addr)
+		switch {
+		case err == nil:
+			answered = true
+			res.Queue, res.Partition, res.MessageID, res.Status = m.Queue, m.Partition, m.ID, m.Status
+			res.Data, res.IsEncrypted = m.Payload, m.IsEncrypted
+		case errors.Is(err, client.ErrNoDeadLetterRow):
+			answered, m = true, nil
+		case errors.Is(err, client.ErrRouteMissing):
+			m = nil
+		default:
 			return err
 		}
-		if bare && r.TransactionID == o.Target {
-			partitions[r.Address()] = append(partitions[r.Address()], r)
-		} else if !bare && r.Address() == addr {
-			rows = append(rows, r)
-		}
 	}
-	if bare {
-		switch len(partitions) {
-		case 0:
-			return cmdutil.NotFoundf("no dead letter has transaction id %q (give PARTITION_ID/TRANSACTION_ID to look up a message that is not dead-lettered)", o.Target)
-		case 1:
-			for a, rs := range partitions {
-				addr, rows = a, rs
+	// Its rows (one per consumer group and failure) are in the list only:
+	// read the message's queue, without payloads, when it is dead-lettered;
+	// the whole list only when the detail route could not say.
+	if !answered || m != nil && (m.Status == "" || m.Status == "dead_letter") {
+		q := client.ListQuery{Limit: pageSize, NoData: m != nil}
+		if m != nil {
+			q.Queue = m.Queue
+		}
+		for r, err := range cl.Rows(ctx, q) {
+			if err != nil {
+				return err
 			}
-		default:
-			var cands []string
-			for a, rs := range partitions {
-				cands = append(cands, fmt.Sprintf("%s (queue %s)", a, rs[0].Queue))
+			if r.Address() == addr {
+				rows = append(rows, r)
 			}
-			sort.Strings(cands)
-			return cmdutil.UsageError(fmt.Errorf("transaction id %q is in %d partitions; give one of: %s", o.Target, len(cands), strings.Join(cands, ", ")))
 		}
 	}
 	now := f.Now()
-	if len(rows) == 0 {
-		if m, gerr := cl.Get(ctx, addr); gerr == nil {
-			return cmdutil.NotFoundf("no dead-letter row at %s: the message exists in queue %s with status %s", addr, m.Queue, m.Status)
-		}
-		return cmdutil.NotFoundf("no dead-letter row at %s", addr)
-	}
-	res := ShowResult{Address: addr.String(), Queue: rows[0].Queue, Partition: rows[0].Partition, MessageID: rows[0].ID,
-		IsEncrypted: rows[0].IsEncrypted, Data: rows[0].Data, Decisions: []ledger.Decision{}}
-	// The detail route decrypts where an older server's list does not.
-	if addr.PathSafe() {
-		m, gerr := cl.Get(ctx, addr)
-		switch {
-		case gerr == nil:
-			res.Status = m.Status
-			if len(m.Payload) > 0 {
-				res.Data = m.Payload
-			}
-			res.IsEncrypted = res.IsEncrypted || m.IsEncrypted
-		case errors.Is(gerr, client.ErrNoDeadLetterRow), errors.Is(gerr, client.ErrRouteMissing):
-		default:
-			return gerr
-		}
-	}
-	res.Undecryptable = client.IsEnvelope(res.Data)
+	res.InDLQ = len(rows) > 0
 	for _, r := range rows {
-		res.Rows = append(res.Rows, toRow(r, now, nil))
-		res.Rows[len(res.Rows)-1].Data = nil
-	}
-	if ld, lerr := f.Ledger(ctx); lerr == nil {
-		if ds, err := ld.DecisionsFor(ctx, cl.Server(), addr); err == nil {
-			res.Decisions = append(res.Decisions, ds...)
+		row := toRow(r, now, nil, cl.ListDecrypts())
+		row.Data = nil
+		res.Rows = append(res.Rows, row)
+		if res.Queue == "" {
+			res.Queue, res.Partition, res.MessageID = r.Queue, r.Partition, r.ID
 		}
-		if e, err := ld.Entry(ctx, cl.Server(), addr); err == nil {
-			res.Journal = e
+		if len(res.Data) == 0 {
+			res.Data = r.Data
 		}
-	} else if errors.Is(lerr, ledger.ErrUnavailable) {
-		fmt.Fprintf(f.IO.ErrOut, "warning: ledger not read: %v\n", lerr)
-	} else {
-		return lerr
+		res.IsEncrypted = res.IsEncrypted || r.IsEncrypted
 	}
+	if ld != nil {
+		if err := showHistory(ctx, cl, ld, addr, &res); err != nil {
+			return err
+		}
+	}
+	if !res.InDLQ && m == nil && len(res.Decisions) == 0 && res.Journal == nil && len(res.Archived) == 0 {
+		return cmdutil.NotFoundf("no dead-letter row at %s, and the ledger knows nothing of it", addr)
+	}
+	if res.Queue == "" && len(res.Archived) > 0 {
+		a := res.Archived[0]
+		res.Queue, res.Partition, res.MessageID = a.Queue, a.Partition, a.MessageID
+	}
+	if len(res.Data) == 0 && len(res.Archived) > 0 {
+		res.Data = res.Archived[0].Payload
+	}
+	res.Undecryptable = client.IsEnvelope(res.Data) && (m != nil || cl.ListDecrypts())
 	if !fm.Human() {
 		return render.Document(f.IO.Out, fm, res)
 	}
 	return showHuman(f, res)
 }
 
+// findBareID finds the address of a bare transaction id: in the DLQ
+// (reading it, without payloads), else in the ledger. Several partitions
+// holding it is a usage error listing them.
+func findBareID(ctx context.Context, cl *client.Client, ld *ledger.Store, txid string) (client.Address, error) {
+	partitions := map[client.Address][]client.Row{}
+	for r, err := range cl.Rows(ctx, client.ListQuery{Limit: pageSize, NoData: true}) {
+		if err != nil {
+			return client.Address{}, err
+		}
+		if r.TransactionID == txid {
+			partitions[r.Address()] = append(partitions[r.Address()], r)
+		}
+	}
+	if len(partitions) == 0 && ld != nil {
+		known, err := ld.AddressesOf(ctx, cl.Server(), txid)
+		if err != nil {
+			return client.Address{}, err
+		}
+		for _, a := range known {
+			partitions[a] = nil
+		}
+	}
+	switch len(partitions) {
+	case 0:
+		return client.Address{}, cmdutil.NotFoundf("no dead letter has transaction id %q, and the ledger knows none (give PARTITION_ID/TRANSACTION_ID to look up a message that is not dead-lettered)", txid)
+	case 1:
+		// The payloads were skipped: the detail route, or the list read
+		// for the address, brings them.
+		for a := range partitions {
+			return a, nil
+		}
+	}
+	var cands []string
+	for a, rs := range partitions {
+		c := a.String()
+		if len(rs) > 0 {
+			c += " (queue " + rs[0].Queue + ")"
+		}
+		cands = append(cands, c)
+	}
+	sort.Strings(cands)
+	return client.Address{}, cmdutil.UsageError(fmt.Errorf("transaction id %q is in %d partitions; give one of: %s", txid, len(cands), strings.Join(cands, ", ")))
+}
+
+// showHistory adds what the ledger knows of an address: decisions, its
+// journal, archived rows, and where a replay put it (with its status now).
+func showHistory(ctx context.Context, cl *client.Client, ld *ledger.Store, addr client.Address, res *ShowResult) error {
+	ds, err := ld.DecisionsFor(ctx, cl.Server(), addr)
+	if err != nil {
+		return err
+	}
+	res.Decisions = append(res.Decisions, ds...)
+	if res.Journal, err = ld.Entry(ctx, cl.Server(), addr); err != nil {
+		return err
+	}
+	if !res.InDLQ {
+		if res.Archived, err = ld.ArchivedRows(ctx, cl.Server(), ledger.ArchiveFilter{Address: &addr}); err != nil {
+			return err
+		}
+	}
+	j := res.Journal
+	if j == nil || j.ReplayTxID == "" || j.Action != replay.Replay {
+		return nil
+	}
+	cp := &ReplayedCopy{PartitionID: j.ReplayPartitionID, TransactionID: j.ReplayTxID}
+	// /retry and a manual replay to the same queue land in the message's
+	// own partition; --to-queue records where its copy went.
+	if cp.PartitionID == "" {
+		cp.PartitionID = addr.PartitionID
+	}
+	if m, err := cl.Get(ctx, client.Address{PartitionID: cp.PartitionID, TransactionID: cp.TransactionID}); err == nil {
+		cp.Status, cp.Queue = m.Status, m.Queue
+	} else if errors.Is(err, client.ErrNoDeadLetterRow) {
+		cp.Status = "not found"
+	}
+	res.ReplayedAs = cp
+	return nil
+}
+
 func showHuman(f *cmdutil.Factory, res ShowResult) error {
 	w := f.IO.Out
 	pal := f.Palette()
+	c := render.Clean
 	kv := func(k, v string) { fmt.Fprintf(w, "%-14s %s\n", k+":", v) }
-	kv("Address", pal.Bold(res.Address))
-	kv("Queue", res.Queue)
-	kv("Partition", res.Partition)
-	kv("Message ID", res.MessageID)
+	kv("Address", pal.Bold(c(res.Address)))
+	kv("Queue", orDash(c(res.Queue)))
+	kv("Partition", orDash(c(res.Partition)))
+	kv("Message ID", orDash(c(res.MessageID)))
 	if res.Status != "" {
-		kv("Status", res.Status)
+		kv("Status", c(res.Status))
+	}
+	if !res.InDLQ {
+		kv("In the DLQ", "no (its history below is the ledger's)")
 	}
 	enc := "no"
 	if res.IsEncrypted {
@@ -176,10 +279,25 @@ func showHuman(f *cmdutil.Factory, res ShowResult) error {
 		enc = pal.Red("undecryptable envelope")
 	}
 	kv("Encrypted", enc)
-	fmt.Fprintf(w, "\nFailures (%d):\n", len(res.Rows))
-	for _, r := range res.Rows {
-		fmt.Fprintf(w, "  %s  group %s, %s retries, failed %s (%s ago)\n", pal.Red("✗"), r.ConsumerGroup, fmt.Sprint(r.RetryCount), r.FailedAt, render.Age(time.Duration(r.AgeSeconds)*time.Second))
-		fmt.Fprintf(w, "     %s  [class %s]\n", orNone(r.ErrorMessage), r.ErrorClass)
+	if len(res.Rows) > 0 {
+		fmt.Fprintf(w, "\nFailures (%d):\n", len(res.Rows))
+		for _, r := range res.Rows {
+			fmt.Fprintf(w, "  %s  group %s, %d retries, failed %s (%s ago)\n", pal.Red("✗"), c(groupName(r.ConsumerGroup)), r.RetryCount, r.FailedAt, render.AgeOfSeconds(float64(r.AgeSeconds)))
+			fmt.Fprintf(w, "     %s  [class %s]\n", orNone(c(r.ErrorMessage)), r.ErrorClass)
+		}
+	} else if len(res.Archived) > 0 {
+		fmt.Fprintf(w, "\nArchived failures (%d):\n", len(res.Archived))
+		for _, a := range res.Archived {
+			gone := "still seen at the last sync"
+			if !a.GoneAt.IsZero() {
+				gone = "left the DLQ by " + render.Timestamp(a.GoneAt)
+				if a.Vanished {
+					gone += ", with no decision (vanished)"
+				}
+			}
+			fmt.Fprintf(w, "  %s  group %s, %d retries, failed %s; %s\n", pal.Red("✗"), c(groupName(a.ConsumerGroup)), a.RetryCount, render.Timestamp(a.FailedAt), gone)
+			fmt.Fprintf(w, "     %s  [class %s]\n", orNone(c(a.Error)), replay.ClassID(a.Error))
+		}
 	}
 	if res.Undecryptable {
 		fmt.Fprintln(f.IO.ErrOut, pal.Yellow("warning: the payload is an encryption envelope the broker could not decrypt (wrong or rotated key); it will not be replayed"))
@@ -189,9 +307,9 @@ func showHuman(f *cmdutil.Factory, res ShowResult) error {
 	if len(res.Data) == 0 {
 		fmt.Fprintln(w, "  (none)")
 	} else if json.Indent(&pretty, res.Data, "  ", "  ") == nil {
-		fmt.Fprintf(w, "  %s\n", pretty.String())
+		fmt.Fprintf(w, "  %s\n", c(pretty.String()))
 	} else {
-		fmt.Fprintf(w, "  %s\n", res.Data)
+		fmt.Fprintf(w, "  %s\n", c(string(res.Data)))
 	}
 	fmt.Fprintln(w, "\nDecisions:")
 	if len(res.Decisions) == 0 {
@@ -202,19 +320,43 @@ func showHuman(f *cmdutil.Factory, res ShowResult) error {
 		if !d.Until.IsZero() {
 			until = " until " + render.Timestamp(d.Until)
 		}
-		fmt.Fprintf(w, "  %s  %s%s by %s (batch %s, %s): %s\n", render.Timestamp(d.At), d.Action, until, d.By, d.BatchID, d.Status, d.Why)
+		fmt.Fprintf(w, "  %s  %s%s by %s (batch %s, %s): %s\n", render.Timestamp(d.At), d.Action, until, c(d.By), d.BatchID, d.Status, c(d.Why))
 	}
 	if j := res.Journal; j != nil {
-		fmt.Fprintln(w, "\nReplay journal:")
-		fmt.Fprintf(w, "  state %s, generation %d, %d attempt(s), batch %s, updated %s\n", j.State, j.Generation, j.Attempts, j.BatchID, render.Timestamp(j.UpdatedAt))
-		if j.ReplayTxID != "" {
-			fmt.Fprintf(w, "  replayed as %s via %s\n", j.ReplayTxID, j.Via)
+		fmt.Fprintln(w, "\nJournal:")
+		fmt.Fprintf(w, "  %s, generation %d, %d attempt(s), batch %s, updated %s\n", journalSentence(j), j.Generation, j.Attempts, j.BatchID, render.Timestamp(j.UpdatedAt))
+		if cp := res.ReplayedAs; cp != nil {
+			now := "its status now is unknown"
+			switch cp.Status {
+			case "":
+			case "not found":
+				now = "the broker no longer holds it"
+			default:
+				now = "now " + c(cp.Status)
+				if cp.Queue != "" {
+					now += " in queue " + c(cp.Queue)
+				}
+			}
+			fmt.Fprintf(w, "  replayed as transaction id %s (partition %s) via %s; %s\n", c(cp.TransactionID), c(cp.PartitionID), j.Via, now)
 		}
 		if j.LastError != "" {
-			fmt.Fprintf(w, "  last error: %s\n", j.LastError)
+			fmt.Fprintf(w, "  last error: %s\n", c(j.LastError))
 		}
 	}
 	return nil
+}
+
+// journalSentence says an address's journal state in words.
+func journalSentence(j *ledger.Entry) string {
+	switch {
+	case j.State == ledger.Removed && j.Outcome == "discarded":
+		return "discarded (archived, then deleted)"
+	case j.State == ledger.Removed && (j.Outcome == "replayed" || j.Outcome == "duplicate"):
+		return "replayed, dead letter removed"
+	case j.State == ledger.Removed && j.Outcome == "gone":
+		return "gone before it was acted on"
+	}
+	return j.State
 }
 
 func orNone(s string) string {

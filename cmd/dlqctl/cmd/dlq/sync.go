@@ -59,8 +59,8 @@ func syncRun(ctx context.Context, f *cmdutil.Factory, o *SyncOptions) error {
 	if !fm.Human() {
 		return render.Document(f.IO.Out, fm, res)
 	}
-	fmt.Fprintf(f.IO.ErrOut, "Synced %s from %s: %d left with a recorded decision, %s.\n",
-		plural(res.Seen, "row", "rows"), cl.Server(), res.Gone, plural(res.Vanished, "vanished with no decision", "vanished with no decision"))
+	fmt.Fprintf(f.IO.ErrOut, "Synced %s from %s. Since the last sync, %s left the broker under a recorded replay or discard decision; %s left with no decision (vanished; dlq check reports them).\n",
+		plural(res.Seen, "dead-letter row", "dead-letter rows"), cl.Server(), plural(res.Gone, "row", "rows"), plural(res.Vanished, "row", "rows"))
 	return nil
 }
 
@@ -85,5 +85,10 @@ func Sync(ctx context.Context, cl *client.Client, ld *ledger.Store, queue string
 	}
 	res, err := ld.MarkGone(ctx, cl.Server(), queue, start, now())
 	res.Seen = a.Count()
+	if err != nil {
+		return res, err
+	}
+	// A hold whose messages have all left the DLQ is over.
+	_, err = ld.ResolveHolds(ctx, cl.Server())
 	return res, err
 }

@@ -1,0 +1,480 @@
+package dlq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/dlqctl/dlqctl/internal/config"
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/render"
+)
+
+// Scope is one checked queue and consumer group.
+type Scope struct {
+	Queue             string   `json:"queue"`
+	ConsumerGroup     string   `json:"consumerGroup"`
+	Owner             string   `json:"owner,omitempty"`
+	Depth             int      `json:"depth"`
+	OldestAgeSeconds  float64  `json:"oldestAgeSeconds"`
+	OldestAddress     string   `json:"oldestAddress,omitempty"`
+	OldestHeld        bool     `json:"oldestHeld"`
+	MaxAgeSeconds     *float64 `json:"maxAgeSeconds"`
+	TriageSLOSeconds  *float64 `json:"triageSloSeconds"`
+	DefaultedMaxAge   bool     `json:"defaultedMaxAge"` // no threshold configured: held to max-age 0
+	UndecidedPastSLO  int      `json:"undecidedPastSlo"`
+	VanishedUndecided int      `json:"vanishedUndecided"`
+	Breaches          []string `json:"breaches"`
+	// Requests and Bytes are what this scope cost to read. On a broker
+	// that answers a queue in one body, that one read serves every scope
+	// of the queue and is counted on the first of them.
+	Requests int   `json:"requests"`
+	Bytes    int64 `json:"bytes"`
+}
+
+// CheckResult is `dlq check -o json`.
+type CheckResult struct {
+	Broker    string   `json:"broker"`
+	CheckedAt string   `json:"checkedAt"`
+	OK        bool     `json:"ok"`
+	Scopes    []Scope  `json:"scopes"`
+	Notes     []string `json:"notes,omitempty"`
+	Requests  int      `json:"requests"`
+	Bytes     int64    `json:"bytes"`
+}
+
+// gate is one evaluation of the thresholds against the broker and the
+// ledger's decisions.
+type gate struct {
+	cl        *client.Client
+	cfg       *config.Config
+	dec       map[client.Address]ledger.Decision
+	maxAge    time.Duration // flag overrides; 0 = from policies
+	triageSLO time.Duration
+	now       time.Time
+	// holds and decided name the queues with at least one active hold or
+	// decision: a queue with none needs no row read beyond the probes.
+	holds, decided map[string]bool
+}
+
+// limits are a scope's thresholds.
+type limits struct {
+	maxAge, slo         time.Duration
+	hasMA, hasSLO       bool
+	defaulted           bool
+	owner               string
+	maCutoff, sloCutoff time.Time
+}
+
+func (g *gate) limitsFor(queue, group string) limits {
+	pol, _ := g.cfg.PolicyFor(queue, group)
+	l := limits{maxAge: pol.MaxAge.D(), slo: pol.TriageSLO.D(), owner: pol.Owner}
+	if g.maxAge > 0 {
+		l.maxAge = g.maxAge
+	}
+	if g.triageSLO > 0 {
+		l.slo = g.triageSLO
+	}
+	l.hasMA, l.hasSLO = l.maxAge > 0, l.slo > 0
+	if !l.hasMA && !l.hasSLO {
+		l.hasMA, l.defaulted = true, true
+	}
+	l.maCutoff, l.sloCutoff = g.now.Add(-l.maxAge), g.now.Add(-l.slo)
+	return l
+}
+
+func (g *gate) held(r client.Row) bool {
+	d, ok := g.dec[r.Address()]
+	return ok && d.Action == ledger.ActionHold && d.Covers(r.FailedAt, g.now)
+}
+
+func (g *gate) isDecided(r client.Row) bool {
+	d, ok := g.dec[r.Address()]
+	return ok && d.Covers(r.FailedAt, g.now)
+}
+
+// acc accumulates a scope from rows streamed past it.
+type acc struct {
+	lim          limits
+	depth        int
+	oldest       *client.Row
+	oldestUnheld *client.Row
+	undecided    int
+}
+
+func (a *acc) add(g *gate, r client.Row) {
+	a.depth++
+	if a.oldest == nil || r.FailedAt.Before(a.oldest.FailedAt) {
+		r := r
+		a.oldest = &r
+	}
+	if a.oldestUnheld == nil || r.FailedAt.Before(a.oldestUnheld.FailedAt) {
+		if !g.held(r) {
+			r := r
+			a.oldestUnheld = &r
+		}
+	}
+	if a.lim.hasSLO && r.FailedAt.Before(a.lim.sloCutoff) && !g.isDecided(r) {
+		a.undecided++
+	}
+}
+
+// Check evaluates every scope. It is the whole gate, minus I/O to the
+// ledger, so tests call it directly.
+//
+// Scopes are one per queue and consumer group: the groups come from the
+// broker's queue list, its consumer-groups route and, where the broker
+// answers a queue in one body, the rows themselves. On a broker that
+// pages, each scope costs O(log N) requests and reads no row unless the
+// ledger holds a hold or a decision that could change the answer; on one
+// that answers in one body, each queue is streamed once for all its scopes.
+func Check(ctx context.Context, cl *client.Client, cfg *config.Config, dec map[client.Address]ledger.Decision,
+	vanished []ledger.Archived, queues []string, maxAge, triageSLO time.Duration, now time.Time) (*CheckResult, error) {
+	total := &client.Meter{}
+	ctx = client.WithMeter(ctx, total)
+	res := &CheckResult{Broker: cl.Server(), CheckedAt: render.Timestamp(now), OK: true}
+	g := &gate{cl: cl, cfg: cfg, dec: dec, maxAge: maxAge, triageSLO: triageSLO, now: now,
+		holds: map[string]bool{}, decided: map[string]bool{}}
+	for _, d := range dec {
+		if !d.Active(now) {
+			continue
+		}
+		g.decided[d.Queue] = true
+		if d.Action == ledger.ActionHold {
+			g.holds[d.Queue] = true
+		}
+	}
+	names, groups, err := checkQueues(ctx, cl, queues)
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		res.Notes = append(res.Notes, "the broker did not list its queues; the DLQ was read whole to find them")
+		if names, err = queuesInDLQ(ctx, cl); err != nil {
+			return nil, err
+		}
+	}
+	var scopes []Scope
+	for _, q := range names {
+		ss, notes, err := g.queue(ctx, q, groups[q])
+		if err != nil {
+			return nil, err
+		}
+		scopes = append(scopes, ss...)
+		res.Notes = append(res.Notes, notes...)
+	}
+	sort.SliceStable(scopes, func(i, j int) bool {
+		a, b := scopes[i], scopes[j]
+		if a.Queue != b.Queue {
+			return a.Queue < b.Queue
+		}
+		return a.ConsumerGroup < b.ConsumerGroup
+	})
+	for i := range scopes {
+		s := &scopes[i]
+		g.vanishedAndVerdict(s, vanished)
+		if len(s.Breaches) > 0 {
+			res.OK = false
+		}
+	}
+	res.Scopes = scopes
+	res.Requests, res.Bytes = total.Requests(), total.Bytes()
+	return res, nil
+}
+
+// queue evaluates one queue's scopes.
+func (g *gate) queue(ctx context.Context, q string, listed []string) ([]Scope, []string, error) {
+	m := &client.Meter{}
+	mctx := client.WithMeter(ctx, m)
+	whole, err := g.cl.FindOldest(mctx, client.ListQuery{Queue: q})
+	if err != nil {
+		return nil, nil, err
+	}
+	if whole.OneBody {
+		return g.oneBody(ctx, q, listed)
+	}
+	var out []Scope
+	var notes []string
+	first := true
+	finish := func(s Scope, mm *client.Meter) {
+		s.Requests, s.Bytes = mm.Requests(), mm.Bytes()
+		if first {
+			s.Requests, s.Bytes = s.Requests+m.Requests(), s.Bytes+m.Bytes()
+			first = false
+		}
+		out = append(out, s)
+	}
+	if len(listed) == 0 {
+		s, err := g.pagedScope(mctx, q, "", whole)
+		if err != nil {
+			return nil, nil, err
+		}
+		finish(s, &client.Meter{})
+		return out, nil, nil
+	}
+	sum := 0
+	for _, grp := range listed {
+		gm := &client.Meter{}
+		gctx := client.WithMeter(ctx, gm)
+		ext, err := g.cl.FindOldest(gctx, client.ListQuery{Queue: q, ConsumerGroup: grp})
+		if err != nil {
+			return nil, nil, err
+		}
+		sum += ext.Depth
+		s, err := g.pagedScope(gctx, q, grp, ext)
+		if err != nil {
+			return nil, nil, err
+		}
+		finish(s, gm)
+	}
+	// Rows of groups the broker does not name (a retired group) would
+	// escape the group scopes, so such a queue is also checked whole.
+	if whole.Depth > sum {
+		notes = append(notes, fmt.Sprintf("%s: %d dead letter(s) belong to consumer groups the broker does not list; the queue is also checked as a whole", q, whole.Depth-sum))
+		wm := &client.Meter{}
+		s, err := g.pagedScope(client.WithMeter(ctx, wm), q, "*", whole)
+		if err != nil {
+			return nil, nil, err
+		}
+		finish(s, wm)
+	}
+	return out, notes, nil
+}
+
+// pagedScope evaluates a scope of a broker that pages, from its extent:
+// the oldest row and the count past the triage SLO come from offsets
+// alone, unless the ledger has holds (then the oldest end is read until
+// the first row not held) or decisions old enough to cover rows past the
+// SLO (then those rows are read, without their payloads, and counted).
+func (g *gate) pagedScope(ctx context.Context, q, group string, ext *client.Extent) (Scope, error) {
+	lim := g.limitsFor(q, group)
+	s := newScope(q, group, lim)
+	s.Depth = ext.Depth
+	if ext.Oldest == nil {
+		return s, nil
+	}
+	lq := client.ListQuery{Queue: q, NoData: true}
+	if group != "*" {
+		lq.ConsumerGroup = group
+	}
+	a := acc{lim: lim, depth: ext.Depth, oldest: ext.Oldest, oldestUnheld: ext.Oldest}
+	if g.holds[q] && g.held(*ext.Oldest) {
+		r, err := g.oldestUnheld(ctx, lq, ext.Depth)
+		if err != nil {
+			return s, err
+		}
+		a.oldestUnheld = r
+	}
+	if lim.hasSLO && ext.Oldest.FailedAt.Before(lim.sloCutoff) {
+		idx, err := g.cl.IndexOlderThan(ctx, lq, ext, lim.sloCutoff)
+		if err != nil {
+			return s, err
+		}
+		if !g.decided[q] {
+			// No decision in this queue: every row past the SLO is undecided.
+			a.undecided = ext.Depth - idx
+		} else {
+			lq.Offset = idx
+			lq.Limit = pageSize
+			for r, err := range g.cl.Rows(ctx, lq) {
+				if err != nil {
+					return s, err
+				}
+				if r.FailedAt.Before(lim.sloCutoff) && !g.isDecided(r) {
+					a.undecided++
+				}
+			}
+		}
+	}
+	g.fill(&s, &a)
+	return s, nil
+}
+
+// oldestUnheld reads a paged scope from its oldest end, a page at a time,
+// until a row not under an active hold; nil when every row is held.
+func (g *gate) oldestUnheld(ctx context.Context, lq client.ListQuery, depth int) (*client.Row, error) {
+	for end := depth; end > 0; end -= pageSize {
+		lq.Offset, lq.Limit = max(0, end-pageSize), min(pageSize, end)
+		p, err := g.cl.ListPage(ctx, lq)
+		if err != nil {
+			return nil, err
+		}
+		for i := len(p.Rows) - 1; i >= 0; i-- {
+			if !g.held(p.Rows[i]) {
+				return &p.Rows[i], nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+// oneBody evaluates a queue of a broker that answers it in one body: one
+// streamed read serves the whole-queue figures and every group, including
+// groups only the rows name.
+func (g *gate) oneBody(ctx context.Context, q string, listed []string) ([]Scope, []string, error) {
+	m := &client.Meter{}
+	mctx := client.WithMeter(ctx, m)
+	accs := map[string]*acc{}
+	get := func(grp string) *acc {
+		a := accs[grp]
+		if a == nil {
+			a = &acc{lim: g.limitsFor(q, grp)}
+			accs[grp] = a
+		}
+		return a
+	}
+	for _, grp := range listed {
+		get(grp)
+	}
+	for r, err := range g.cl.Rows(mctx, client.ListQuery{Queue: q, Limit: pageSize, NoData: true}) {
+		if err != nil {
+			return nil, nil, err
+		}
+		if r.Queue != q {
+			continue
+		}
+		get(r.ConsumerGroup).add(g, r)
+	}
+	grps := make([]string, 0, len(accs))
+	for grp := range accs {
+		grps = append(grps, grp)
+	}
+	slices.Sort(grps)
+	out := make([]Scope, 0, len(grps))
+	for i, grp := range grps {
+		a := accs[grp]
+		s := newScope(q, grp, a.lim)
+		s.Depth = a.depth
+		g.fill(&s, a)
+		if i == 0 {
+			s.Requests, s.Bytes = m.Requests(), m.Bytes()
+		}
+		out = append(out, s)
+	}
+	return out, nil, nil
+}
+
+func newScope(q, group string, lim limits) Scope {
+	s := Scope{Queue: q, ConsumerGroup: group, Owner: lim.owner, DefaultedMaxAge: lim.defaulted}
+	if lim.hasMA {
+		s.MaxAgeSeconds = secs(lim.maxAge)
+	}
+	if lim.hasSLO {
+		s.TriageSLOSeconds = secs(lim.slo)
+	}
+	return s
+}
+
+// fill turns an accumulated scope into figures and max-age/SLO breaches.
+func (g *gate) fill(s *Scope, a *acc) {
+	lim := a.lim
+	if a.oldest != nil {
+		s.OldestAgeSeconds = g.now.Sub(a.oldest.FailedAt).Seconds()
+		s.OldestAddress = a.oldest.Address().String()
+		s.OldestHeld = g.held(*a.oldest)
+	}
+	s.UndecidedPastSLO = a.undecided
+	if u := a.oldestUnheld; lim.hasMA && u != nil && u.FailedAt.Before(lim.maCutoff) {
+		age := render.AgeSince(g.now, u.FailedAt)
+		why := fmt.Sprintf("oldest dead letter %s is %s old (max-age %s)", u.Address(), age, render.Duration(lim.maxAge))
+		if lim.defaulted {
+			why = fmt.Sprintf("%s dead letter(s), oldest %s old; no policy for this queue, so it is held to max-age 0", strconv.Itoa(s.Depth), age)
+		}
+		s.Breaches = append(s.Breaches, why)
+	}
+	if s.UndecidedPastSLO > 0 {
+		s.Breaches = append(s.Breaches, fmt.Sprintf("%d dead letter(s) undecided past the triage SLO of %s", s.UndecidedPastSLO, render.Duration(lim.slo)))
+	}
+}
+
+// vanishedAndVerdict counts the scope's rows that left the broker with no
+// decision (from the last sync) and settles its breaches.
+func (g *gate) vanishedAndVerdict(s *Scope, vanished []ledger.Archived) {
+	seen := map[client.Address]bool{}
+	for _, v := range vanished {
+		if v.Queue != s.Queue || (s.ConsumerGroup != "" && s.ConsumerGroup != "*" && v.ConsumerGroup != s.ConsumerGroup) || seen[v.Address] {
+			continue
+		}
+		if d, ok := g.dec[v.Address]; ok && d.Covers(v.FailedAt, g.now) {
+			continue
+		}
+		seen[v.Address] = true
+		s.VanishedUndecided++
+	}
+	if s.VanishedUndecided > 0 {
+		s.Breaches = append(s.Breaches, fmt.Sprintf("%d dead letter(s) vanished from the broker with no recorded decision", s.VanishedUndecided))
+	}
+	if s.Breaches == nil {
+		s.Breaches = []string{}
+	}
+}
+
+// checkQueues lists the queues to check (the broker's list, narrowed to
+// --queue; a --queue the broker does not list is checked all the same)
+// and the consumer groups the broker names for each: from the queue list
+// where it names them (the seed contract), and from the consumer-groups
+// route (the released server).
+func checkQueues(ctx context.Context, cl *client.Client, only []string) ([]string, map[string][]string, error) {
+	var names []string
+	groups := map[string][]string{}
+	addGroup := func(q, g string) {
+		if !slices.Contains(groups[q], g) {
+			groups[q] = append(groups[q], g)
+		}
+	}
+	addQueue := func(q string) {
+		if (len(only) == 0 || slices.Contains(only, q)) && !slices.Contains(names, q) {
+			names = append(names, q)
+		}
+	}
+	qs, err := cl.Queues(ctx)
+	if errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) {
+		return nil, nil, err
+	}
+	for _, q := range qs { // empty when the broker has no such route
+		addQueue(q.Name)
+		for _, g := range q.ConsumerGroups {
+			addGroup(q.Name, g)
+		}
+	}
+	cgs, err := cl.ConsumerGroups(ctx)
+	if errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) {
+		return nil, nil, err
+	}
+	for _, cg := range cgs {
+		addGroup(cg.Queue, cg.Name)
+		if len(qs) == 0 {
+			addQueue(cg.Queue)
+		}
+	}
+	for _, q := range only {
+		if !slices.Contains(names, q) {
+			names = append(names, q)
+		}
+	}
+	for _, gs := range groups {
+		slices.Sort(gs)
+	}
+	return names, groups, nil
+}
+
+// queuesInDLQ finds the queues by reading the DLQ.
+func queuesInDLQ(ctx context.Context, cl *client.Client) ([]string, error) {
+	var names []string
+	for r, err := range cl.Rows(ctx, client.ListQuery{Limit: pageSize, NoData: true}) {
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(names, r.Queue) {
+			names = append(names, r.Queue)
+		}
+	}
+	return names, nil
+}
+
+func contains(s []string, x string) bool { return slices.Contains(s, x) }
