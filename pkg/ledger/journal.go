@@ -42,13 +42,13 @@ type Entry struct {
 	ReplayTxID string         `json:"replayTransactionId,omitempty"`
 	// ReplayPartitionID is the partition the replayed copy went to, when
 	// the broker said (a push answer's partition_id).
-	ReplayPartitionID string `json:"replayPartitionId,omitempty"`
-	Via        string         `json:"via,omitempty"`
-	Outcome    string         `json:"outcome,omitempty"`
-	Attempts   int            `json:"attempts"`
-	LastError  string         `json:"lastError,omitempty"`
-	UpdatedAt  time.Time      `json:"updatedAt"`
-	ClaimOwner string         `json:"-"`
+	ReplayPartitionID string    `json:"replayPartitionId,omitempty"`
+	Via               string    `json:"via,omitempty"`
+	Outcome           string    `json:"outcome,omitempty"`
+	Attempts          int       `json:"attempts"`
+	LastError         string    `json:"lastError,omitempty"`
+	UpdatedAt         time.Time `json:"updatedAt"`
+	ClaimOwner        string    `json:"-"`
 }
 
 // Enroll makes sure every address has a journal entry, inserting pending

@@ -62,9 +62,9 @@ type Options struct {
 	// checked with the broker before it is called done.
 	Absent map[client.Address]bool
 
-	Lease   time.Duration
-	Now     func() time.Time
-	Sleep   func(context.Context, time.Duration) error
+	Lease time.Duration
+	Now   func() time.Time
+	Sleep func(context.Context, time.Duration) error
 	// Progress is told each address as it completes.
 	Progress func(done int)
 }
@@ -77,19 +77,19 @@ type AddrResult struct {
 
 // Report is the outcome of an execution.
 type Report struct {
-	BatchID           string        `json:"batchId"`
-	Action            string        `json:"action"`
-	Total             int           `json:"total"`
-	Replayed          int           `json:"replayed"`
-	Duplicate         int           `json:"duplicateSuppressed"`
-	Discarded         int           `json:"discarded"`
-	AlreadyGone       int           `json:"alreadyGone"`
-	AlreadyDone       int           `json:"alreadyDone"`
-	Failed            int           `json:"failed"`
-	Unknown           int           `json:"unknown"`
-	SkippedEncrypted  int           `json:"skippedEncrypted"`
-	SkippedGeneration int           `json:"skippedGeneration"`
-	Unreachable       int           `json:"unreachable"`
+	BatchID           string `json:"batchId"`
+	Action            string `json:"action"`
+	Total             int    `json:"total"`
+	Replayed          int    `json:"replayed"`
+	Duplicate         int    `json:"duplicateSuppressed"`
+	Discarded         int    `json:"discarded"`
+	AlreadyGone       int    `json:"alreadyGone"`
+	AlreadyDone       int    `json:"alreadyDone"`
+	Failed            int    `json:"failed"`
+	Unknown           int    `json:"unknown"`
+	SkippedEncrypted  int    `json:"skippedEncrypted"`
+	SkippedGeneration int    `json:"skippedGeneration"`
+	Unreachable       int    `json:"unreachable"`
 	// DeadLetteredAgain counts addresses this batch already replayed or
 	// discarded that are back in the DLQ (another group failed the
 	// message, or the replay failed under its original id): they are not
