@@ -1,16 +1,21 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
+	"github.com/dlqctl/dlqctl/internal/e2e"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -19,26 +24,82 @@ func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){"dlqctl": func() { os.Exit(root.Main()) }})
 }
 
-// TestScripts runs testdata/script/*.txtar the way a user types them. With
-// DLQCTL_E2E_SERVER set, the same scripts run against that broker (a real
-// Queen) instead of a fresh sandbox; lines marked [sandbox] depend on the
-// sandbox's seed and are skipped there.
+// TestScripts runs testdata/script/*.txtar the way a user types them,
+// against every kind of broker dlqctl meets:
+//
+//   - contract: the sandbox as the seed contract describes the broker,
+//     loaded with the built-in seed (ages up to 8 days, envelopes);
+//   - released: the sandbox as the released Queen server behaves;
+//   - released-api: an empty released-mode sandbox seeded through the
+//     broker's own API (internal/e2e), exactly as a real server is.
+//
+// With DLQCTL_E2E_SERVER set, the scripts run against that broker (a real
+// Queen server) instead, each seeded through its API under queue names of
+// its own, so they can run again and again on one server. Scripts name
+// queues by $ORDERS, $PAYMENTS and $NOTIFICATIONS; lines marked [seed]
+// need the built-in seed (ages, undecryptable envelopes), [released] and
+// [contract] one kind of broker.
 func TestScripts(t *testing.T) {
-	e2e := os.Getenv("DLQCTL_E2E_SERVER")
+	if real := os.Getenv("DLQCTL_E2E_SERVER"); real != "" {
+		runScripts(t, "real", func(env *testscript.Env) (string, error) {
+			return real, seedThroughAPI(env, real, os.Getenv("DLQCTL_E2E_TOKEN"))
+		}, true)
+		return
+	}
+	for _, mode := range []string{"contract", "released", "released-api"} {
+		t.Run(mode, func(t *testing.T) {
+			runScripts(t, mode, func(env *testscript.Env) (string, error) {
+				b := sandbox.New(nil)
+				b.SetFaults(sandbox.Faults{OldServer: mode != "contract"})
+				srv := httptest.NewServer(b.Handler())
+				env.Defer(srv.Close)
+				if mode == "released-api" {
+					return srv.URL, seedThroughAPI(env, srv.URL, "")
+				}
+				if err := b.Load(dlqctl.SandboxSeed); err != nil {
+					return "", err
+				}
+				for _, q := range []string{"ORDERS", "PAYMENTS", "NOTIFICATIONS"} {
+					env.Setenv(q, map[string]string{"ORDERS": "orders", "PAYMENTS": "payments", "NOTIFICATIONS": "notifications"}[q])
+				}
+				return srv.URL, nil
+			}, mode != "contract")
+		})
+	}
+}
+
+// seedThroughAPI seeds a broker with the built-in seed under queue names
+// of this script's own, and names them in $ORDERS, $PAYMENTS, ….
+func seedThroughAPI(env *testscript.Env, server, token string) error {
+	var seed sandbox.Seed
+	if err := json.Unmarshal(dlqctl.SandboxSeed, &seed); err != nil {
+		return err
+	}
+	prefix := fmt.Sprintf("e2e-%d-%s-", time.Now().UnixNano()%1e9, filepath.Base(env.WorkDir))
+	l := &e2e.Loader{Server: server, Token: token}
+	got, err := l.Seed(context.Background(), seed, prefix)
+	if err != nil {
+		return err
+	}
+	env.Setenv("ORDERS", got.Queues["orders"])
+	env.Setenv("PAYMENTS", got.Queues["payments"])
+	env.Setenv("NOTIFICATIONS", got.Queues["notifications"])
+	return nil
+}
+
+func runScripts(t *testing.T, mode string, broker func(*testscript.Env) (string, error), released bool) {
+	builtin := mode == "contract" || mode == "released"
 	testscript.Run(t, testscript.Params{
 		Dir: filepath.Join("..", "..", "testdata", "script"),
 		Setup: func(env *testscript.Env) error {
-			server := e2e
-			if server == "" {
-				b := sandbox.New(nil)
-				if err := b.Load(dlqctl.SandboxSeed); err != nil {
-					return err
-				}
-				srv := httptest.NewServer(b.Handler())
-				env.Defer(srv.Close)
-				server = srv.URL
+			server, err := broker(env)
+			if err != nil {
+				return err
 			}
 			env.Setenv("DLQCTL_SERVER", server)
+			if tok := os.Getenv("DLQCTL_E2E_TOKEN"); tok != "" && mode == "real" {
+				env.Setenv("DLQCTL_TOKEN", tok)
+			}
 			env.Setenv("DLQCTL_LEDGER", "sqlite://"+filepath.Join(env.WorkDir, "ledger.db"))
 			env.Setenv("DLQCTL_CONFIG", filepath.Join(env.WorkDir, "config.yaml"))
 			env.Setenv("DLQCTL_USER", "oncall")
@@ -46,8 +107,13 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {
-			if cond == "sandbox" {
-				return e2e == "", nil
+			switch cond {
+			case "released":
+				return released, nil
+			case "contract":
+				return !released, nil
+			case "seed":
+				return builtin, nil
 			}
 			return false, errors.New("unknown condition " + cond)
 		},
@@ -71,6 +137,16 @@ func TestScripts(t *testing.T) {
 				}
 				if got != want {
 					ts.Fatalf("exit code %d, want %d", got, want)
+				}
+			},
+			// subst FROM TO: copy a file with $VARS expanded.
+			"subst": func(ts *testscript.TestScript, neg bool, args []string) {
+				if len(args) != 2 {
+					ts.Fatalf("usage: subst FROM TO")
+				}
+				out := os.Expand(ts.ReadFile(args[0]), ts.Getenv)
+				if err := os.WriteFile(ts.MkAbs(args[1]), []byte(out), 0o600); err != nil {
+					ts.Fatalf("subst: %v", err)
 				}
 			},
 		},

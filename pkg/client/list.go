@@ -48,6 +48,18 @@ func (c *Client) ListPage(ctx context.Context, q ListQuery) (Page, error) {
 	return p, err
 }
 
+// ListEach sends one list call and hands each row to visit as it is
+// decoded, without holding the page (visit returning false stops the
+// read). It returns how many rows it handed over.
+func (c *Client) ListEach(ctx context.Context, q ListQuery, visit func(Row) bool) (int, error) {
+	n := 0
+	_, err := c.listStream(ctx, q, func(r Row) bool {
+		n++
+		return visit(r)
+	})
+	return n, err
+}
+
 // RowKey identifies a row (not an address): one message can have a row per
 // consumer group and per failure.
 func RowKey(r Row) string {

@@ -39,7 +39,20 @@ func (c *Client) FindOldest(ctx context.Context, q ListQuery) (*Extent, error) {
 			return nil, err
 		}
 		if off > 0 && len(p.Rows) > 0 && RowKey(p.Rows[0]) == firstKey {
-			return nil, c.offsetIgnored(off)
+			// The head's row, further on: either rows arrived at the head
+			// meanwhile (the head is newer now), or offset is ignored.
+			ext.Requests++
+			q.Offset, q.Limit = 0, 1
+			head, err := c.ListPage(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			if len(head.Rows) > 0 && RowKey(head.Rows[0]) == firstKey {
+				return nil, c.offsetIgnored(off)
+			}
+			if len(head.Rows) > 0 {
+				firstKey = RowKey(head.Rows[0])
+			}
 		}
 		return p.Rows, nil
 	}

@@ -1,5 +1,5 @@
 // Package client is a typed HTTP client for the Queen broker's dead-letter
-// API (see CONTRACT.md). It pages, retries idempotent calls, redacts the
+// API (see docs/broker.md). It pages, retries idempotent calls, redacts the
 // bearer token from every trace, and maps the broker's many ways of saying
 // "no" onto typed errors.
 package client

@@ -97,6 +97,9 @@ type Report struct {
 	DeadLetteredAgain int           `json:"deadLetteredAgain"`
 	Claimed           int           `json:"claimedElsewhere"`
 	Refailed          int           `json:"refailed"`
+	// RowsRemoved counts the dead-letter rows this run's deletes removed:
+	// every row of each address done, selected or not.
+	RowsRemoved int `json:"rowsRemoved"`
 	NotStarted        int           `json:"notStarted"`
 	Interrupted       bool          `json:"interrupted"`
 	Stopped           string        `json:"stopped,omitempty"` // why scheduling stopped early
@@ -158,6 +161,7 @@ type Engine struct {
 
 	mu     sync.Mutex
 	rep    Report
+	rows   map[client.Address]int // rows each address has in the DLQ (0 when absent)
 	txids  map[string]bool
 	failed int
 	done   int
@@ -217,9 +221,13 @@ func (e *Engine) Run(ctx context.Context, items []Item) (*Report, error) {
 	e.rep = Report{BatchID: e.o.BatchID, Action: e.o.Action, Total: len(items)}
 	addrs := make([]client.Address, len(items))
 	gens := make([]int, len(items))
+	e.rows = make(map[client.Address]int, len(items))
 	for i, it := range items {
 		addrs[i] = it.Address
 		gens[i] = Generation(it.Address.TransactionID)
+		if !e.o.Absent[it.Address] {
+			e.rows[it.Address] = len(it.Rows) + len(it.Others)
+		}
 	}
 	// Journal writes must land even after SIGINT: they record what happened.
 	jctx := context.WithoutCancel(ctx)
@@ -633,13 +641,20 @@ func (e *Engine) committer(ctx context.Context) {
 	}
 }
 
-// settle records a final state, releases the claim and counts the outcome.
+// settle records a final state, releases the claim and counts the outcome
+// (and, when the count says this run removed the address, its rows).
 func (e *Engine) settle(ctx context.Context, ent *ledger.Entry, state, outcome, lastErr string, count func(r *Report)) error {
 	ent.State, ent.Outcome, ent.LastError = state, outcome, lastErr
 	if err := e.save(ctx, ent, true); err != nil {
 		return err
 	}
-	e.record(count)
+	e.mu.Lock()
+	removed := e.rep.Replayed + e.rep.Duplicate + e.rep.Discarded
+	count(&e.rep)
+	if e.rep.Replayed+e.rep.Duplicate+e.rep.Discarded > removed {
+		e.rep.RowsRemoved += e.rows[ent.Address]
+	}
+	e.mu.Unlock()
 	if state == ledger.Failed {
 		e.mu.Lock()
 		e.failed++

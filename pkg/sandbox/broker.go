@@ -1,5 +1,5 @@
 // Package sandbox is a Queen-compatible broker held in memory: the
-// dead-letter routes of CONTRACT.md with their semantics (newest-first
+// dead-letter routes of docs/broker.md with their semantics (newest-first
 // offset paging, dedup by partition and transaction id, the 404 texts,
 // /retry minting a fresh transaction id), fault injection for tests, an
 // "older server" mode, and books that tests assert on.
@@ -38,8 +38,14 @@ type Faults struct {
 	ReadOnlyToken string
 	// OldServer behaves as the released open-source server: no /retry
 	// route, limit ignored, offset > 0 answering value:null, errors as 200,
-	// DELETE removing the message itself, the list not decrypting.
+	// DELETE removing the message itself, the list not decrypting, and its
+	// shapes (queues without groups, groups from /api/v1/consumer-groups).
 	OldServer bool
+	// DatabaseDown behaves as a broker whose database is unreachable:
+	// /health answers 503, pushes are answered "buffered" (kept in a local
+	// file, not stored), and every other call is parked until the client
+	// gives up.
+	DatabaseDown bool
 }
 
 // Broker is the in-memory broker. Its zero value is not usable; call New.
@@ -54,6 +60,12 @@ type Broker struct {
 	live     []*message
 	routes   map[string]int
 	seq      int64
+	// cursors are consumer groups' positions in b.live, per queue, group
+	// and partition (pop and ack, for seeding through the API).
+	cursors map[string]int
+	leases  map[string]*message // lease id, partition id, transaction id -> message
+	leaseN  int
+	popped  map[[2]string]bool // (queue, group) pairs that popped
 	mutN     int // mutating calls since faults were set
 	cutN     int // pushes and retries since faults were set
 	retryN   int // successful retries since faults were set
@@ -75,6 +87,7 @@ type queueConf struct {
 	Encrypted  bool
 	RetryLimit int
 	Groups     []string
+	CreatedAt  time.Time
 }
 
 type msgKey struct{ pid, txid string }
@@ -135,7 +148,7 @@ func (b *Broker) partitionLocked(queue, partition string) string {
 	id := PartitionID(queue, partition)
 	b.parts[k] = id
 	if _, ok := b.queues[queue]; !ok {
-		b.queues[queue] = &queueConf{Name: queue, RetryLimit: 3}
+		b.queues[queue] = &queueConf{Name: queue, RetryLimit: 3, CreatedAt: b.now().UTC()}
 	}
 	return id
 }
@@ -164,7 +177,7 @@ type DeadLetter struct {
 func (b *Broker) AddQueue(name string, encrypted bool, retryLimit int, groups ...string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.queues[name] = &queueConf{Name: name, Encrypted: encrypted, RetryLimit: retryLimit, Groups: groups}
+	b.queues[name] = &queueConf{Name: name, Encrypted: encrypted, RetryLimit: retryLimit, Groups: groups, CreatedAt: b.now().UTC()}
 }
 
 // AddDeadLetters adds rows, as if consumers had dead-lettered the

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +23,10 @@ func (b *Broker) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/messages/{pid}/{txid}", b.get)
 	mux.HandleFunc("DELETE /api/v1/messages/{pid}/{txid}", b.del)
 	mux.HandleFunc("POST /api/v1/messages/{pid}/{txid}/retry", b.retry)
+	mux.HandleFunc("GET /api/v1/consumer-groups", b.consumerGroups)
+	mux.HandleFunc("POST /api/v1/configure", b.configure)
+	mux.HandleFunc("GET /api/v1/pop/queue/{queue}/partition/{partition}", b.pop)
+	mux.HandleFunc("POST /api/v1/ack", b.ack)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.mu.Lock()
 		f := b.faults
@@ -33,6 +39,11 @@ func (b *Broker) Handler() http.Handler {
 			}
 		}
 		if r.URL.Path != "/health" && !b.authorised(w, r, f) {
+			return
+		}
+		if f.DatabaseDown && r.URL.Path != "/health" && r.URL.Path != "/api/v1/push" {
+			// The released server parks a call while its database is away.
+			<-r.Context().Done()
 			return
 		}
 		if f.OldServer && strings.HasSuffix(r.URL.Path, "/retry") {
@@ -114,6 +125,13 @@ func cut(w http.ResponseWriter) {
 }
 
 func (b *Broker) health(w http.ResponseWriter, _ *http.Request) {
+	b.mu.Lock()
+	down := b.faults.DatabaseDown
+	b.mu.Unlock()
+	if down {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unhealthy", "database": "disconnected", "version": "sandbox"})
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "healthy", "database": "connected", "version": "sandbox"})
 }
 
@@ -213,6 +231,10 @@ func (b *Broker) list(w http.ResponseWriter, r *http.Request) {
 		wr := wireRow{ID: rw.msg.ID, TransactionID: rw.msg.TxID, PartitionID: rw.msg.PartitionID, Queue: rw.msg.Queue,
 			Partition: rw.msg.Partition, ConsumerGroup: rw.Group, ErrorMessage: rw.Error, RetryCount: rw.Retries,
 			Data: data, CreatedAt: rw.FailedAt.Format(tsLayout), FailedAt: rw.FailedAt.Format(tsLayout)}
+		if old {
+			// The released server's createdAt is the message's enqueue time.
+			wr.CreatedAt = rw.msg.CreatedAt.UTC().Format(tsLayout)
+		}
 		if enc && !old {
 			t := true
 			wr.IsEncrypted = &t
@@ -220,7 +242,8 @@ func (b *Broker) list(w http.ResponseWriter, r *http.Request) {
 		msgs = append(msgs, wr)
 	}
 	if old {
-		writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
+		// No total: the released server's page says only what was asked.
+		writeJSON(w, http.StatusOK, map[string]any{"messages": msgs, "pagination": map[string]int{"limit": limit, "offset": offset}})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs,
@@ -239,6 +262,48 @@ func (b *Broker) queuesRoute(w http.ResponseWriter, _ *http.Request) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.count("GET /api/v1/resources/queues")
+	names := make([]string, 0, len(b.queues))
+	for n := range b.queues {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if b.faults.OldServer {
+		// The released server's shape: no groups, no options.
+		type counts struct {
+			Total      int `json:"total"`
+			Pending    int `json:"pending"`
+			Processing int `json:"processing"`
+		}
+		type q struct {
+			ID         string `json:"id"`
+			Name       string `json:"name"`
+			Namespace  string `json:"namespace"`
+			Task       string `json:"task"`
+			CreatedAt  string `json:"createdAt"`
+			Partitions int    `json:"partitions"`
+			Messages   counts `json:"messages"`
+		}
+		out := []q{}
+		for _, n := range names {
+			c := b.queues[n]
+			parts := 0
+			for k := range b.parts {
+				if strings.HasPrefix(k, n+"\x00") {
+					parts++
+				}
+			}
+			live := 0
+			for _, m := range b.live {
+				if m.Queue == n {
+					live++
+				}
+			}
+			out = append(out, q{ID: PartitionID(n, "\x00queue"), Name: n, CreatedAt: c.CreatedAt.Format(tsLayout), Partitions: parts,
+				Messages: counts{Total: live, Pending: live}})
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"queues": out})
+		return
+	}
 	type q struct {
 		Name              string   `json:"name"`
 		RetryLimit        int      `json:"retryLimit"`
@@ -247,10 +312,169 @@ func (b *Broker) queuesRoute(w http.ResponseWriter, _ *http.Request) {
 		ConsumerGroups    []string `json:"consumerGroups"`
 	}
 	out := []q{}
-	for _, c := range b.queues {
+	for _, n := range names {
+		c := b.queues[n]
 		out = append(out, q{Name: c.Name, RetryLimit: c.RetryLimit, DeadLetterQueue: true, EncryptionEnabled: c.Encrypted, ConsumerGroups: c.Groups})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"queues": out})
+}
+
+// consumerGroups answers as the released server does: one object per
+// (group, queue). Groups are those declared for a queue and those that
+// popped from it.
+func (b *Broker) consumerGroups(w http.ResponseWriter, _ *http.Request) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.count("GET /api/v1/consumer-groups")
+	type cg struct {
+		Name                  string   `json:"name"`
+		QueueName             string   `json:"queueName"`
+		Topics                []string `json:"topics"`
+		Members               int      `json:"members"`
+		PartitionsWithLag     int      `json:"partitionsWithLag"`
+		TotalLag              *int     `json:"totalLag"`
+		MaxTimeLag            int      `json:"maxTimeLag"`
+		State                 string   `json:"state"`
+		SubscriptionMode      *string  `json:"subscriptionMode"`
+		SubscriptionTimestamp *string  `json:"subscriptionTimestamp"`
+		SubscriptionCreatedAt *string  `json:"subscriptionCreatedAt"`
+	}
+	seen := map[[2]string]bool{}
+	var pairs [][2]string
+	add := func(q, g string) {
+		if k := [2]string{g, q}; !seen[k] {
+			seen[k] = true
+			pairs = append(pairs, k)
+		}
+	}
+	for _, c := range b.queues {
+		for _, g := range c.Groups {
+			add(c.Name, g)
+		}
+	}
+	for k := range b.popped {
+		add(k[0], k[1])
+	}
+	sort.Slice(pairs, func(i, j int) bool { return pairs[i][0]+"\x00"+pairs[i][1] < pairs[j][0]+"\x00"+pairs[j][1] })
+	out := []cg{}
+	for _, p := range pairs {
+		out = append(out, cg{Name: p[0], QueueName: p[1], Topics: []string{p[1]}, Members: 1, State: "Stable"})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// configure declares a queue (POST /api/v1/configure).
+func (b *Broker) configure(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Queue   string `json:"queue"`
+		Options struct {
+			RetryLimit        *int `json:"retryLimit"`
+			EncryptionEnabled bool `json:"encryptionEnabled"`
+		} `json:"options"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Queue == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "queue is required"})
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.count("POST /api/v1/configure")
+	c := b.queues[req.Queue]
+	if c == nil {
+		c = &queueConf{Name: req.Queue, RetryLimit: 3, CreatedAt: b.now().UTC()}
+		b.queues[req.Queue] = c
+	}
+	if req.Options.RetryLimit != nil {
+		c.RetryLimit = *req.Options.RetryLimit
+	}
+	c.Encrypted = req.Options.EncryptionEnabled
+	writeJSON(w, http.StatusOK, map[string]any{"configured": true, "queue": req.Queue, "namespace": "", "task": ""})
+}
+
+// pop hands a consumer group the next live messages of one partition
+// (GET /api/v1/pop/queue/{queue}/partition/{partition}); the group's
+// position moves past them, each under a lease its ack names.
+func (b *Broker) pop(w http.ResponseWriter, r *http.Request) {
+	q, part := r.PathValue("queue"), r.PathValue("partition")
+	group := r.URL.Query().Get("consumerGroup")
+	if group == "" {
+		group = "__QUEUE_MODE__"
+	}
+	batch, _ := strconv.Atoi(r.URL.Query().Get("batch"))
+	if batch <= 0 {
+		batch = 1
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.count("GET /api/v1/pop")
+	if b.cursors == nil {
+		b.cursors, b.leases, b.popped = map[string]int{}, map[string]*message{}, map[[2]string]bool{}
+	}
+	key := q + "\x00" + group + "\x00" + part
+	b.popped[[2]string{q, group}] = true
+	b.leaseN++
+	lease := fmt.Sprintf("lease-%d", b.leaseN)
+	type msg struct {
+		ID            string          `json:"id"`
+		TransactionID string          `json:"transactionId"`
+		PartitionID   string          `json:"partitionId"`
+		Partition     string          `json:"partition"`
+		ConsumerGroup string          `json:"consumerGroup"`
+		Data          json.RawMessage `json:"data"`
+		LeaseID       string          `json:"leaseId"`
+		CreatedAt     string          `json:"createdAt"`
+	}
+	out := []msg{}
+	i := b.cursors[key]
+	for ; i < len(b.live) && len(out) < batch; i++ {
+		m := b.live[i]
+		if m.Queue != q || m.Partition != part {
+			continue
+		}
+		b.leases[lease+"\x00"+m.PartitionID+"\x00"+m.TxID] = m
+		out = append(out, msg{ID: m.ID, TransactionID: m.TxID, PartitionID: m.PartitionID, Partition: m.Partition, ConsumerGroup: group,
+			Data: m.Payload, LeaseID: lease, CreatedAt: m.CreatedAt.Format(tsLayout)})
+	}
+	b.cursors[key] = i
+	writeJSON(w, http.StatusOK, map[string]any{"messages": out, "leaseId": lease, "consumerGroup": group, "queue": q, "partition": part, "success": true})
+}
+
+// ack settles a popped message (POST /api/v1/ack); status "dlq" (or
+// "failed") dead-letters it for the group with the error given.
+func (b *Broker) ack(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		TransactionID string `json:"transactionId"`
+		PartitionID   string `json:"partitionId"`
+		LeaseID       string `json:"leaseId"`
+		Status        string `json:"status"`
+		ConsumerGroup string `json:"consumerGroup"`
+		Error         string `json:"error"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.TransactionID == "" || req.PartitionID == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "transactionId and partitionId are required"})
+		return
+	}
+	if req.ConsumerGroup == "" {
+		req.ConsumerGroup = "__QUEUE_MODE__"
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.count("POST /api/v1/ack")
+	m := b.leases[req.LeaseID+"\x00"+req.PartitionID+"\x00"+req.TransactionID]
+	if m == nil {
+		writeJSON(w, http.StatusOK, []map[string]any{{"index": 0, "success": false, "error": "lease not found", "transactionId": req.TransactionID}})
+		return
+	}
+	delete(b.leases, req.LeaseID+"\x00"+req.PartitionID+"\x00"+req.TransactionID)
+	dlq := req.Status == "dlq" || req.Status == "failed"
+	if dlq {
+		b.seq++
+		b.rows = append([]*row{{msg: m, Group: req.ConsumerGroup, Error: req.Error, FailedAt: b.now().UTC().Truncate(time.Millisecond), seq: b.seq}}, b.rows...)
+		sort.SliceStable(b.rows, func(i, j int) bool { return newer(b.rows[i], b.rows[j]) })
+		b.version++
+	}
+	writeJSON(w, http.StatusOK, []map[string]any{{"index": 0, "success": true, "dlq": dlq, "error": nil, "transactionId": req.TransactionID,
+		"queueName": m.Queue, "partitionName": m.Partition}})
 }
 
 func (b *Broker) metrics(w http.ResponseWriter, _ *http.Request) {
@@ -284,6 +508,16 @@ func (b *Broker) push(w http.ResponseWriter, r *http.Request) {
 	}
 	b.mu.Lock()
 	b.count("POST /api/v1/push")
+	if b.faults.DatabaseDown {
+		// Kept in the broker's local file to write later: not stored.
+		out := make([]map[string]any, 0, len(req.Items))
+		for i, it := range req.Items {
+			out = append(out, map[string]any{"index": i, "status": "buffered", "transaction_id": it.TransactionID, "queueName": it.Queue})
+		}
+		b.mu.Unlock()
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
 	if !b.mutatingLocked(w) {
 		b.mu.Unlock()
 		return
@@ -298,6 +532,12 @@ func (b *Broker) push(w http.ResponseWriter, r *http.Request) {
 		status := "queued"
 		if dup {
 			status = "duplicate"
+		}
+		if dup {
+			// As the released server: a duplicate names the message it
+			// already holds, and nothing else.
+			out = append(out, map[string]any{"index": i, "message_id": m.ID, "queueName": m.Queue, "status": status, "transaction_id": m.TxID})
+			continue
 		}
 		out = append(out, map[string]any{"index": i, "message_id": m.ID, "partition_id": m.PartitionID,
 			"queueName": m.Queue, "status": status, "transaction_id": m.TxID, "trace_id": nil})
@@ -332,10 +572,27 @@ func (b *Broker) get(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	var cgs any = groups
+	if b.faults.OldServer {
+		// The released server lists the partition's consumers here, not
+		// the groups that dead-lettered the message.
+		objs := []map[string]any{}
+		for _, g := range b.queues[m.Queue].Groups {
+			objs = append(objs, map[string]any{"name": g, "consumed": false, "leaseExpiresAt": nil})
+		}
+		cgs = objs
+	}
+	q := b.queues[m.Queue]
+	var errField, retryField any = errText, retries
+	if status != "dead_letter" {
+		errField, retryField = nil, nil
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": m.ID, "transactionId": m.TxID, "partitionId": m.PartitionID,
-		"queue": m.Queue, "partition": m.Partition, "status": status, "payload": readPayload(m),
-		"isEncrypted": m.Encrypted && !m.Undecryptable, "consumerGroups": groups, "retryCount": retries,
-		"errorMessage": errText, "createdAt": m.CreatedAt.Format(tsLayout)})
+		"queue": m.Queue, "partition": m.Partition, "queuePath": m.Queue + "/" + m.Partition, "namespace": "", "task": "",
+		"status": status, "payload": readPayload(m), "isEncrypted": m.Encrypted && !m.Undecryptable, "traceId": nil, "producerSub": nil,
+		"consumerGroups": cgs, "retryCount": retryField, "errorMessage": errField, "createdAt": m.CreatedAt.Format(tsLayout),
+		"leaseExpiresAt": nil, "queueConfig": map[string]any{"leaseTime": 300, "retryLimit": q.RetryLimit, "retryDelay": 1000, "ttl": 3600, "priority": 0},
+		"mode": map[string]any{"hasQueueMode": slices.Contains(q.Groups, "__QUEUE_MODE__"), "busGroupsCount": len(q.Groups), "consumedByGroups": 0, "type": "bus"}})
 }
 
 func (b *Broker) notFoundLocked(w http.ResponseWriter, oldText string) {
@@ -359,7 +616,7 @@ func (b *Broker) del(w http.ResponseWriter, r *http.Request) {
 	if b.faults.OldServer {
 		m := b.messages[k]
 		if m == nil {
-			writeJSON(w, http.StatusOK, map[string]any{"success": false, "message": "Message not found"})
+			writeJSON(w, http.StatusOK, map[string]any{"success": false, "message": "Message not found", "partitionId": k.pid, "transactionId": k.txid})
 			return
 		}
 		// The released server deletes the message itself, live or not,
@@ -372,7 +629,7 @@ func (b *Broker) del(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"success": true, "message": "Message deleted successfully"})
+		writeJSON(w, http.StatusOK, map[string]any{"success": true, "message": "Message deleted successfully", "partitionId": k.pid, "transactionId": k.txid})
 		return
 	}
 	if b.removeRowsLocked(k) == 0 {

@@ -189,14 +189,29 @@ func Check(ctx context.Context, cl *client.Client, cfg *config.Config, dec map[c
 
 // queue evaluates one queue's scopes.
 func (g *gate) queue(ctx context.Context, q string, listed []string) ([]Scope, []string, error) {
+	// The first read asks for one row. A broker that ignores limit answers
+	// the whole queue: that one streamed read then serves every scope.
+	ob := &oneBodyPass{g: g, q: q, accs: map[string]*acc{}}
+	for _, grp := range listed {
+		ob.get(grp)
+	}
 	m := &client.Meter{}
 	mctx := client.WithMeter(ctx, m)
-	whole, err := g.cl.FindOldest(mctx, client.ListQuery{Queue: q})
+	n, err := g.cl.ListEach(mctx, client.ListQuery{Queue: q, Limit: 1, NoData: true}, func(r client.Row) bool {
+		if r.Queue == q {
+			ob.get(r.ConsumerGroup).add(g, r)
+		}
+		return true
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	if whole.OneBody {
-		return g.oneBody(ctx, q, listed)
+	if n > 1 || g.cl.OneBody() {
+		return ob.scopes(m), nil, nil
+	}
+	whole, err := g.cl.FindOldest(mctx, client.ListQuery{Queue: q})
+	if err != nil {
+		return nil, nil, err
 	}
 	var out []Scope
 	var notes []string
@@ -313,50 +328,42 @@ func (g *gate) oldestUnheld(ctx context.Context, lq client.ListQuery, depth int)
 	return nil, nil
 }
 
-// oneBody evaluates a queue of a broker that answers it in one body: one
-// streamed read serves the whole-queue figures and every group, including
-// groups only the rows name.
-func (g *gate) oneBody(ctx context.Context, q string, listed []string) ([]Scope, []string, error) {
-	m := &client.Meter{}
-	mctx := client.WithMeter(ctx, m)
-	accs := map[string]*acc{}
-	get := func(grp string) *acc {
-		a := accs[grp]
-		if a == nil {
-			a = &acc{lim: g.limitsFor(q, grp)}
-			accs[grp] = a
-		}
-		return a
+// oneBodyPass evaluates a queue of a broker that answers it in one body:
+// one streamed read serves the whole-queue figures and every group,
+// including groups only the rows name.
+type oneBodyPass struct {
+	g    *gate
+	q    string
+	accs map[string]*acc
+}
+
+func (ob *oneBodyPass) get(grp string) *acc {
+	a := ob.accs[grp]
+	if a == nil {
+		a = &acc{lim: ob.g.limitsFor(ob.q, grp)}
+		ob.accs[grp] = a
 	}
-	for _, grp := range listed {
-		get(grp)
-	}
-	for r, err := range g.cl.Rows(mctx, client.ListQuery{Queue: q, Limit: pageSize, NoData: true}) {
-		if err != nil {
-			return nil, nil, err
-		}
-		if r.Queue != q {
-			continue
-		}
-		get(r.ConsumerGroup).add(g, r)
-	}
-	grps := make([]string, 0, len(accs))
-	for grp := range accs {
+	return a
+}
+
+func (ob *oneBodyPass) scopes(m *client.Meter) []Scope {
+	grps := make([]string, 0, len(ob.accs))
+	for grp := range ob.accs {
 		grps = append(grps, grp)
 	}
 	slices.Sort(grps)
 	out := make([]Scope, 0, len(grps))
 	for i, grp := range grps {
-		a := accs[grp]
-		s := newScope(q, grp, a.lim)
+		a := ob.accs[grp]
+		s := newScope(ob.q, grp, a.lim)
 		s.Depth = a.depth
-		g.fill(&s, a)
+		ob.g.fill(&s, a)
 		if i == 0 {
 			s.Requests, s.Bytes = m.Requests(), m.Bytes()
 		}
 		out = append(out, s)
 	}
-	return out, nil, nil
+	return out
 }
 
 func newScope(q, group string, lim limits) Scope {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	dlqctl "github.com/dlqctl/dlqctl"
@@ -29,13 +30,16 @@ func NewCmdSandbox(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command
 	cmd := &cobra.Command{
 		Use:   "sandbox",
 		Short: "Run a Queen-compatible broker in memory, seeded with realistic dead letters",
-		Long: `Sandbox serves the broker API dlqctl uses (CONTRACT.md) from memory, seeded
-with dead letters over several queues, consumer groups and failure classes,
-some encrypted and a few undecryptable. It keeps the broker's semantics
-(newest-first paging, dedup by partition and transaction id, the 404 texts,
-/retry with a fresh id) and can misbehave on purpose for rehearsals:
---old-server, --fail-503-every, --cut-every, --row-kept-every, --latency,
---require-token. Stop it with Ctrl-C; nothing is kept.`,
+		Long: `Sandbox serves the broker API dlqctl uses from memory (docs/broker.md in
+dlqctl's repository describes it), seeded with dead letters over several
+queues, consumer groups and failure classes, some encrypted and a few
+undecryptable. It keeps the broker's semantics (newest-first paging, dedup
+by partition and transaction id, the 404 texts, /retry with a fresh id).
+--old-server makes it the released Queen server users run today (one-body
+lists, no /retry, errors as 200, groups from /api/v1/consumer-groups); it
+can also misbehave on purpose for rehearsals: --fail-503-every, --cut-every,
+--row-kept-every, --latency, --database-down, --require-token. Stop it with
+Ctrl-C; nothing is kept.`,
 		Example: `  $ dlqctl sandbox
   $ dlqctl sandbox --addr 127.0.0.1:7000 --old-server --require-token s3cret`,
 		Args: cobra.NoArgs,
@@ -49,7 +53,8 @@ some encrypted and a few undecryptable. It keeps the broker's semantics
 	fl := cmd.Flags()
 	fl.StringVar(&o.Addr, "addr", "127.0.0.1:6632", "address to listen on")
 	fl.StringVar(&o.Seed, "seed", "", "seed file (default: the built-in testdata/sandbox.json)")
-	fl.BoolVar(&o.Faults.OldServer, "old-server", false, "behave as the released server: no /retry, limit ignored, errors as 200")
+	fl.BoolVar(&o.Faults.OldServer, "old-server", false, "behave as the released Queen server: no /retry, limit ignored, errors as 200, DELETE removes the message")
+	fl.BoolVar(&o.Faults.DatabaseDown, "database-down", false, "behave as a broker whose database is away: pushes answered buffered, other calls hang")
 	fl.IntVar(&o.Faults.Fail503Every, "fail-503-every", 0, "answer every Nth mutating call with 503")
 	fl.IntVar(&o.Faults.CutEvery, "cut-every", 0, "apply every Nth push or retry, then cut the connection")
 	fl.IntVar(&o.Faults.RowKeptEvery, "row-kept-every", 0, "answer every Nth retry with dlqRowRemoved:false")
@@ -79,12 +84,21 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(f.IO.ErrOut, "Sandbox broker on %s with %d dead letters.\n", url, b.Depth())
-	if url == "http://127.0.0.1:6632" {
+	var set []string
+	if url != "http://127.0.0.1:6632" {
+		set = append(set, "export DLQCTL_SERVER="+url)
+	}
+	if o.Faults.Token != "" {
+		// The token itself is printed nowhere, not even the sandbox's own.
+		set = append(set, "export DLQCTL_TOKEN='<the value of --require-token>'")
+	}
+	if len(set) == 0 {
 		fmt.Fprintln(f.IO.ErrOut, "dlqctl's default server (http://localhost:6632) is this one: nothing to set.")
 	} else {
-		fmt.Fprintf(f.IO.ErrOut, "Point dlqctl at it: export DLQCTL_SERVER=%s\n", url)
+		fmt.Fprintf(f.IO.ErrOut, "Point dlqctl at it: %s\n", strings.Join(set, "; "))
 	}
 	fmt.Fprintln(f.IO.ErrOut, "Try: dlqctl dlq ls --group-by error    (Ctrl-C stops the sandbox)")
+	fmt.Fprintln(f.IO.ErrOut, "     (from a clone without dlqctl installed: go run ./cmd/dlqctl dlq ls --group-by error)")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -1,0 +1,255 @@
+package dlq_test
+
+// The released Queen server (docs/broker.md) is the broker
+// users run: these tests hold dlqctl to it, on the sandbox's released mode.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dlqctl "github.com/dlqctl/dlqctl"
+	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/dlq"
+	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
+	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/dlqctl/dlqctl/pkg/sandbox"
+)
+
+// released starts a released-mode sandbox with the seed, recording every
+// request's path and query.
+func released(t *testing.T) (*sandbox.Broker, *testutil.CLI, func() []string) {
+	t.Helper()
+	b := sandbox.New(func() time.Time { return testutil.Now })
+	if err := b.Load(dlqctl.SandboxSeed); err != nil {
+		t.Fatal(err)
+	}
+	b.SetFaults(sandbox.Faults{OldServer: true})
+	var mu sync.Mutex
+	var log []string
+	h := b.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		log = append(log, r.Method+" "+r.URL.RequestURI())
+		mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return b, testutil.NewCLI(t, srv.URL, root.Run), func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := log
+		log = nil
+		return out
+	}
+}
+
+// addressesOf returns the rows per address the broker holds for a
+// queue's consumer group, and every row of those addresses.
+func rowsOfGroup(b *sandbox.Broker, queue, group string) (map[client.Address]bool, int) {
+	addrs := map[client.Address]bool{}
+	for _, r := range b.DeadLetterRows() {
+		if r.Queue == queue && r.ConsumerGroup == group {
+			addrs[client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}] = true
+		}
+	}
+	all := 0
+	for _, r := range b.DeadLetterRows() {
+		if addrs[client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}] {
+			all++
+		}
+	}
+	return addrs, all
+}
+
+func TestCheckScopesPerConsumerGroupOnTheReleasedServer(t *testing.T) {
+	_, cli, _ := released(t)
+	cli.WriteConfig(`policies:
+  - queue: orders
+    owner: team-orders
+    max-age: 2400h
+  - queue: orders
+    consumer-group: billing
+    owner: team-billing
+    max-age: 1h
+  - queue: "*"
+    max-age: 2400h
+`)
+	out, _, code := cli.Exec("dlq", "check", "-o", "json")
+	var res dlq.CheckResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err, out)
+	}
+	scopes := map[string]dlq.Scope{}
+	for _, s := range res.Scopes {
+		scopes[s.Queue+"/"+s.ConsumerGroup] = s
+	}
+	billing, shipping := scopes["orders/billing"], scopes["orders/shipping"]
+	if len(res.Scopes) != 5 || billing.Owner != "team-billing" || shipping.Owner != "team-orders" || scopes["notifications/__QUEUE_MODE__"].Depth == 0 {
+		t.Fatalf("want one scope per (queue, group) with each group's policy owner, got %+v", res.Scopes)
+	}
+	if code != 1 || len(billing.Breaches) == 0 || len(shipping.Breaches) != 0 {
+		t.Fatalf("billing's 1h max-age breaches, shipping's 2400h holds: exit %d, %+v / %+v", code, billing.Breaches, shipping.Breaches)
+	}
+	// One streamed read per queue, and the bytes it cost are reported.
+	if res.Requests > 3+2 || res.Bytes == 0 {
+		t.Fatalf("%d requests, %d bytes: want one list read per queue (plus the queue and group lists) and the bytes counted", res.Requests, res.Bytes)
+	}
+}
+
+func TestReplayOfOneGroupAccountsForEveryRowItRemoves(t *testing.T) {
+	b, cli, _ := released(t)
+	addrs, all := rowsOfGroup(b, "orders", "billing")
+	selected := 0
+	for _, r := range b.DeadLetterRows() {
+		if r.Queue == "orders" && r.ConsumerGroup == "billing" {
+			selected++
+		}
+	}
+	if all == selected {
+		t.Fatal("the seed must have orders messages that both groups failed")
+	}
+	out, stderr, code := cli.Exec("dlq", "replay", "--queue", "orders", "--cg", "billing", "--dry-run", "-o", "json")
+	var plan replay.Plan
+	if err := json.Unmarshal([]byte(out), &plan); err != nil || code != 0 {
+		t.Fatalf("%v %d %s", err, code, stderr)
+	}
+	if plan.Rows != selected || plan.OtherGroups != all-selected || len(plan.AlsoRemoves) == 0 || plan.AlsoRemoves[0].ConsumerGroup != "shipping" {
+		t.Fatalf("plan: %d rows + %d others (%+v), want %d + %d of group shipping", plan.Rows, plan.OtherGroups, plan.AlsoRemoves, selected, all-selected)
+	}
+
+	out, stderr, code = cli.Exec("dlq", "replay", "--queue", "orders", "--cg", "billing", "--why", "billing fixed", "--yes", "--rate", "0", "-o", "json")
+	var rep replay.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 {
+		t.Fatalf("%v %d %s", err, code, stderr)
+	}
+	if rep.RowsRemoved != all || rep.Replayed != len(addrs) {
+		t.Fatalf("report: %d rows removed for %d replayed; want %d rows for %d messages", rep.RowsRemoved, rep.Replayed, all, len(addrs))
+	}
+	for _, r := range b.DeadLetterRows() {
+		if addrs[client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}] {
+			t.Fatalf("%s/%s (%s) is still dead-lettered", r.PartitionID, r.TransactionID, r.ConsumerGroup)
+		}
+	}
+	// The ledger: every removed row archived, every one in the manifest.
+	ld := testutil.OpenLedger(t, cli.Env["DLQCTL_LEDGER"])
+	ctx := context.Background()
+	archived := 0
+	for a := range addrs {
+		rows, err := ld.ArchivedRows(ctx, cli.Env["DLQCTL_SERVER"], ledger.ArchiveFilter{Address: &a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		archived += len(rows)
+	}
+	man, err := ld.Manifest(ctx, rep.BatchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inManifest, others := 0, 0
+	for _, m := range man {
+		inManifest += len(m.Rows)
+		for _, r := range m.Rows {
+			if !r.Selected {
+				others++
+				if r.ConsumerGroup != "shipping" {
+					t.Fatalf("unselected row of group %s", r.ConsumerGroup)
+				}
+			}
+		}
+	}
+	if archived != all || inManifest != all || others != all-selected {
+		t.Fatalf("archive %d rows, manifest %d rows (%d unselected); want %d and %d", archived, inManifest, others, all, all-selected)
+	}
+}
+
+func TestRmOfOneGroupArchivesTheRowsItAlsoDeletes(t *testing.T) {
+	b, cli, _ := released(t)
+	addrs, all := rowsOfGroup(b, "orders", "shipping")
+	_, stderr, code := cli.Exec("dlq", "rm", "--queue", "orders", "--cg", "shipping", "--why", "obsolete", "--yes", "--rate", "0")
+	if code != 0 || !strings.Contains(stderr, "more of the same messages") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	ld := testutil.OpenLedger(t, cli.Env["DLQCTL_LEDGER"])
+	n := 0
+	for a := range addrs {
+		rows, err := ld.ArchivedRows(context.Background(), cli.Env["DLQCTL_SERVER"], ledger.ArchiveFilter{Address: &a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if len(r.Payload) == 0 {
+				t.Fatalf("archived row of %s without its payload", a)
+			}
+		}
+		n += len(rows)
+	}
+	if n != all {
+		t.Fatalf("%d rows archived, want every one the deletes removed: %d", n, all)
+	}
+}
+
+// The released server's list never decrypts: an envelope there is merely
+// encrypted. The plan asks the detail route and calls undecryptable only
+// what it cannot decrypt (the seed's four); ls does not call any so.
+func TestEnvelopesOnTheReleasedServer(t *testing.T) {
+	_, cli, _ := released(t)
+	out, _, _ := cli.Exec("dlq", "replay", "--queue", "notifications", "--dry-run", "-o", "json")
+	var plan replay.Plan
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if plan.Undecryptable != 4 {
+		t.Fatalf("plan: %d undecryptable, want the seed's 4 (of %d encrypted messages)", plan.Undecryptable, plan.Addresses)
+	}
+	ls, _, _ := cli.Exec("dlq", "ls", "--queue", "notifications", "-o", "wide")
+	if strings.Contains(ls, "undecryptable") || !strings.Contains(ls, "yes (list shows the envelope)") {
+		t.Fatalf("ls on a released server:\n%s", ls)
+	}
+	_, stderr, code := cli.Exec("dlq", "replay", "--queue", "notifications", "--why", "x", "--yes", "--rate", "0")
+	if code != 0 || !strings.Contains(stderr, "4 skipped (undecryptable)") {
+		t.Fatalf("replay: exit %d\n%s", code, stderr)
+	}
+}
+
+// show and replay of one address ask the detail route, then read only the
+// message's own queue (without payloads) for its rows.
+func TestOneAddressReadsOnlyItsQueue(t *testing.T) {
+	b, cli, requests := released(t)
+	r := b.DeadLetterRows()[0]
+	addr := r.PartitionID + "/" + r.TransactionID
+	requests()
+	if _, stderr, code := cli.Exec("dlq", "show", addr); code != 0 {
+		t.Fatalf("show: %d %s", code, stderr)
+	}
+	for _, q := range requests() {
+		if strings.HasPrefix(q, "GET /api/v1/dlq") && !strings.Contains(q, "queue="+r.Queue) {
+			t.Fatalf("show read the whole DLQ: %s", q)
+		}
+	}
+	if _, stderr, code := cli.Exec("dlq", "replay", addr, "--dry-run"); code != 0 {
+		t.Fatalf("replay --dry-run: %d %s", code, stderr)
+	}
+	for _, q := range requests() {
+		if strings.HasPrefix(q, "GET /api/v1/dlq") && !strings.Contains(q, "queue="+r.Queue) {
+			t.Fatalf("replay ADDRESS read the whole DLQ: %s", q)
+		}
+	}
+	// Not dead-lettered: the detail route says so, no list read at all.
+	_, _, code := cli.Exec("dlq", "replay", sandbox.PartitionID("orders", "1009")+"/nope", "--dry-run")
+	for _, q := range requests() {
+		if strings.HasPrefix(q, "GET /api/v1/dlq") {
+			t.Fatalf("a missing address needed the list: %s", q)
+		}
+	}
+	if code != 5 {
+		t.Fatalf("missing address: exit %d, want 5", code)
+	}
+}
