@@ -94,18 +94,18 @@ type Report struct {
 	// discarded that are back in the DLQ (another group failed the
 	// message, or the replay failed under its original id): they are not
 	// acted on twice by one batch.
-	DeadLetteredAgain int           `json:"deadLetteredAgain"`
-	Claimed           int           `json:"claimedElsewhere"`
-	Refailed          int           `json:"refailed"`
+	DeadLetteredAgain int `json:"deadLetteredAgain"`
+	Claimed           int `json:"claimedElsewhere"`
+	Refailed          int `json:"refailed"`
 	// RowsRemoved counts the dead-letter rows this run's deletes removed:
 	// every row of each address done, selected or not.
-	RowsRemoved int `json:"rowsRemoved"`
-	NotStarted        int           `json:"notStarted"`
-	Interrupted       bool          `json:"interrupted"`
-	Stopped           string        `json:"stopped,omitempty"` // why scheduling stopped early
-	Elapsed           time.Duration `json:"-"`
-	ElapsedSecs       float64       `json:"elapsedSeconds"`
-	Listed            []AddrResult  `json:"addresses,omitempty"` // failed, unknown, skipped
+	RowsRemoved int           `json:"rowsRemoved"`
+	NotStarted  int           `json:"notStarted"`
+	Interrupted bool          `json:"interrupted"`
+	Stopped     string        `json:"stopped,omitempty"` // why scheduling stopped early
+	Elapsed     time.Duration `json:"-"`
+	ElapsedSecs float64       `json:"elapsedSeconds"`
+	Listed      []AddrResult  `json:"addresses,omitempty"` // failed, unknown, skipped
 	// LedgerError is why the run stopped when the journal could not be
 	// written: nothing more was published after it.
 	LedgerError string   `json:"ledgerError,omitempty"`

@@ -66,9 +66,9 @@ type Broker struct {
 	leases  map[string]*message // lease id, partition id, transaction id -> message
 	leaseN  int
 	popped  map[[2]string]bool // (queue, group) pairs that popped
-	mutN     int // mutating calls since faults were set
-	cutN     int // pushes and retries since faults were set
-	retryN   int // successful retries since faults were set
+	mutN    int                // mutating calls since faults were set
+	cutN    int                // pushes and retries since faults were set
+	retryN  int                // successful retries since faults were set
 
 	// version counts changes to rows; views caches filtered row lists
 	// per filter until the next change, so paging a filtered DLQ costs
