@@ -39,6 +39,9 @@ type Factory struct {
 	HTTPClient *http.Client
 	// Retry backoff for the client; tests shorten it.
 	Backoff time.Duration
+	// CreatingConfig: the command writes the config file, so a --config
+	// that does not exist yet is not an error.
+	CreatingConfig bool
 
 	flagSet *pflag.FlagSet // the root's persistent flags, to tell set from default
 
@@ -66,17 +69,26 @@ func NewFactory(io *iostreams.IOStreams) *Factory {
 func (f *Factory) load() {
 	f.once.Do(func() {
 		path := f.Globals.ConfigPath
+		named := path != ""
 		if path == "" {
 			path = f.Getenv("DLQCTL_CONFIG")
 		}
 		if path == "" {
 			path = config.DefaultPath()
 		}
-		f.cfg, f.cfgErr = config.Load(path)
+		f.cfg, f.cfgErr = config.Load(path, named && !f.CreatingConfig)
 		if f.cfgErr != nil {
 			return
 		}
 		f.settings, f.cfgErr = config.Resolve(f.cfg, f.flags(), f.Getenv)
+		for _, w := range f.cfg.Warnings {
+			fmt.Fprintln(f.IO.ErrOut, "warning: "+w)
+		}
+		if f.settings != nil {
+			for _, w := range f.settings.Warnings {
+				fmt.Fprintln(f.IO.ErrOut, "warning: "+w)
+			}
+		}
 	})
 }
 
@@ -119,7 +131,7 @@ func (f *Factory) Client() (*client.Client, error) {
 				return
 			}
 		}
-		opts := client.Options{Server: s.Server, Token: s.Token, HTTPClient: hc, Backoff: f.Backoff}
+		opts := client.Options{Server: s.Server, Token: s.Token, HTTPClient: hc, Backoff: f.Backoff, Timeout: f.Globals.Timeout}
 		if f.Globals.Debug {
 			opts.Debug = f.IO.ErrOut
 		}

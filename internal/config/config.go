@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,12 +26,15 @@ const DefaultServer = "http://localhost:6632"
 
 // Config is the config file.
 type Config struct {
-	CurrentContext string              `mapstructure:"current-context" yaml:"current-context,omitempty"`
-	Contexts       map[string]*Context `mapstructure:"contexts" yaml:"contexts,omitempty"`
-	Policies       []Policy            `mapstructure:"policies" yaml:"policies,omitempty"`
+	CurrentContext string              `mapstructure:"current-context" yaml:"current-context,omitempty" json:"currentContext,omitempty"`
+	Contexts       map[string]*Context `mapstructure:"contexts" yaml:"contexts,omitempty" json:"contexts,omitempty"`
+	Policies       []Policy            `mapstructure:"policies" yaml:"policies,omitempty" json:"policies,omitempty"`
 
 	path   string
 	exists bool
+	// Warnings are what the file has that dlqctl does not use (unknown
+	// keys): worth saying, not worth refusing.
+	Warnings []string `mapstructure:"-" yaml:"-" json:"-"`
 }
 
 // Exists reports whether the file was there to read.
@@ -38,29 +42,51 @@ func (c *Config) Exists() bool { return c.exists }
 
 // Context is a named broker profile.
 type Context struct {
-	Server    string `mapstructure:"server" yaml:"server,omitempty"`
-	TokenFile string `mapstructure:"token-file" yaml:"token-file,omitempty"`
-	Ledger    string `mapstructure:"ledger" yaml:"ledger,omitempty"`
+	Server    string `mapstructure:"server" yaml:"server,omitempty" json:"server,omitempty"`
+	TokenFile string `mapstructure:"token-file" yaml:"token-file,omitempty" json:"tokenFile,omitempty"`
+	Ledger    string `mapstructure:"ledger" yaml:"ledger,omitempty" json:"ledger,omitempty"`
 }
 
 // Policy holds a queue's thresholds, or one consumer group's of it;
 // Queue "*" is the default.
 type Policy struct {
-	Queue         string   `mapstructure:"queue" yaml:"queue"`
-	ConsumerGroup string   `mapstructure:"consumer-group" yaml:"consumer-group,omitempty"`
-	Owner         string   `mapstructure:"owner" yaml:"owner,omitempty"`
-	MaxAge        Duration `mapstructure:"max-age" yaml:"max-age,omitempty"`
-	TriageSLO     Duration `mapstructure:"triage-slo" yaml:"triage-slo,omitempty"`
+	Queue         string   `mapstructure:"queue" yaml:"queue" json:"queue"`
+	ConsumerGroup string   `mapstructure:"consumer-group" yaml:"consumer-group,omitempty" json:"consumerGroup,omitempty"`
+	Owner         string   `mapstructure:"owner" yaml:"owner,omitempty" json:"owner,omitempty"`
+	MaxAge        Duration `mapstructure:"max-age" yaml:"max-age,omitempty" json:"maxAge,omitzero"`
+	TriageSLO     Duration `mapstructure:"triage-slo" yaml:"triage-slo,omitempty" json:"triageSlo,omitzero"`
 }
 
-// Duration is a time.Duration written as "1h30m" in the file; zero = unset.
-type Duration time.Duration
+// Duration is a duration as the file writes it ("1h30m", "2d"); zero is
+// unset. It keeps the text it was written as, so the file is shown and
+// saved back the way its author wrote it.
+type Duration struct {
+	d    time.Duration
+	text string
+}
+
+// NewDuration returns d, written as text.
+func NewDuration(d time.Duration, text string) Duration { return Duration{d: d, text: text} }
 
 // D returns the time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
+func (d Duration) D() time.Duration { return d.d }
 
-// MarshalYAML writes the duration as text.
-func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+// IsZero reports an unset duration (omitempty, omitzero).
+func (d Duration) IsZero() bool { return d.d == 0 && d.text == "" }
+
+// String is the text the duration was written as.
+func (d Duration) String() string {
+	if d.text != "" {
+		return d.text
+	}
+	return d.d.String()
+}
+
+// MarshalYAML writes the duration as its text.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// MarshalJSON writes the duration as its text.
+func (d Duration) MarshalJSON() ([]byte, error) { return []byte(strconv.Quote(d.String())), nil }
 
 // PolicyFor returns the policy for a queue's consumer group: the one that
 // names both, else the queue's own (no consumer-group), else "*".
@@ -103,10 +129,14 @@ func DefaultLedger() string {
 var ErrInvalid = errors.New("invalid configuration")
 
 // Load reads the config file. A missing file is an empty config (Exists
-// says so), so that `config set-context` can create it.
-func Load(path string) (*Config, error) {
+// says so), so that `config set-context` can create it, unless mustExist
+// (the user named the file with --config): then it is an error.
+func Load(path string, mustExist bool) (*Config, error) {
 	c := &Config{path: path, Contexts: map[string]*Context{}}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if mustExist {
+			return nil, fmt.Errorf("%w: --config %s does not exist (create it with dlqctl --config %s config set-context NAME --server URL)", ErrInvalid, path, path)
+		}
 		return c, nil
 	}
 	c.exists = true
@@ -114,11 +144,15 @@ func Load(path string) (*Config, error) {
 	v.SetConfigFile(path)
 	v.SetConfigType("yaml")
 	if err := v.ReadInConfig(); err != nil {
-		return nil, fmt.Errorf("%w: reading %s: %v", ErrInvalid, path, firstLine(err.Error()))
+		return nil, fmt.Errorf("%w: reading %s: %v", ErrInvalid, path, oneLine(err.Error()))
 	}
 	hook := mapstructure.ComposeDecodeHookFunc(durationHook)
-	if err := v.Unmarshal(c, viper.DecodeHook(hook)); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, path, firstLine(err.Error()))
+	var md mapstructure.Metadata
+	if err := v.Unmarshal(c, viper.DecodeHook(hook), func(dc *mapstructure.DecoderConfig) { dc.Metadata = &md }); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, path, oneLine(err.Error()))
+	}
+	for _, k := range md.Unused {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("%s: unknown key %q is ignored", path, k))
 	}
 	if c.Contexts == nil {
 		c.Contexts = map[string]*Context{}
@@ -131,13 +165,20 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	return s
+// oneLine joins a multi-line error (viper's and mapstructure's put the
+// cause on later lines) into one.
+func oneLine(s string) string {
+	var parts []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			parts = append(parts, l)
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 func durationHook(from, to reflect.Type, data any) (any, error) {
-	if to != reflect.TypeOf(Duration(0)) {
+	if to != reflect.TypeOf(Duration{}) {
 		return data, nil
 	}
 	switch v := data.(type) {
@@ -146,11 +187,11 @@ func durationHook(from, to reflect.Type, data any) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return Duration(d), nil
+		return Duration{d: d, text: v}, nil
 	case int:
-		return Duration(time.Duration(v) * time.Second), nil
+		return Duration{d: time.Duration(v) * time.Second, text: fmt.Sprintf("%ds", v)}, nil
 	}
-	return data, nil
+	return nil, fmt.Errorf("want a duration such as 90m, 4h or 2d, not %v", data)
 }
 
 // ParseDuration accepts Go durations plus a day unit ("2d", "1d12h").
@@ -202,6 +243,8 @@ type Settings struct {
 	Token       string
 	TokenSource string // where the token came from, for messages (never the token)
 	Ledger      string
+	// Warnings are worth saying once (a token file others can read).
+	Warnings []string
 }
 
 // Flags are the global flags as parsed; Changed reports whether the user set one.
@@ -258,30 +301,42 @@ func Resolve(c *Config, f Flags, getenv func(string) string) (*Settings, error) 
 	s.Server = v.GetString("server")
 	s.Ledger = v.GetString("ledger")
 
+	var err error
 	switch {
 	case f.changed("token"):
 		s.Token, s.TokenSource = f.Token, "--token"
 	case f.changed("token-file"):
-		t, err := readToken(f.TokenFile)
-		if err != nil {
-			return nil, err
-		}
-		s.Token, s.TokenSource = t, "--token-file"
+		s.Token, err = readToken(f.TokenFile, &s.Warnings)
+		s.TokenSource = "--token-file " + f.TokenFile
 	case getenv("DLQCTL_TOKEN") != "":
 		s.Token, s.TokenSource = getenv("DLQCTL_TOKEN"), "DLQCTL_TOKEN"
 	case getenv("QUEEN_TOKEN") != "":
 		s.Token, s.TokenSource = getenv("QUEEN_TOKEN"), "QUEEN_TOKEN"
 	case ctx.TokenFile != "":
-		t, err := readToken(ctx.TokenFile)
-		if err != nil {
-			return nil, err
-		}
-		s.Token, s.TokenSource = t, "context "+s.Context+" token-file"
+		s.Token, err = readToken(ctx.TokenFile, &s.Warnings)
+		s.TokenSource = "context " + s.Context + " token-file " + ctx.TokenFile
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.Token != "" && !tokenShaped(s.Token) {
+		// A header cannot carry it; the broker would be blamed for it.
+		return nil, fmt.Errorf("%w: the token from %s has a space, a line break or a control character: it must be the token alone, on one line", ErrInvalid, s.TokenSource)
 	}
 	return s, nil
 }
 
-func readToken(path string) (string, error) {
+// tokenShaped reports whether a token can travel in a header as is.
+func tokenShaped(t string) bool {
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func readToken(path string, warnings *[]string) (string, error) {
 	if strings.HasPrefix(path, "~/") {
 		if home, err := os.UserHomeDir(); err == nil {
 			path = filepath.Join(home, path[2:])
@@ -291,9 +346,17 @@ func readToken(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: reading token file: %v", ErrInvalid, err)
 	}
-	t := strings.TrimSpace(string(b))
-	if t == "" {
+	// One line, with or without its end (LF or CRLF).
+	t := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	t = strings.TrimSpace(t)
+	switch {
+	case t == "":
 		return "", fmt.Errorf("%w: token file %s is empty", ErrInvalid, path)
+	case strings.ContainsAny(t, "\r\n"):
+		return "", fmt.Errorf("%w: token file %s has more than one line: it must hold the token alone", ErrInvalid, path)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		*warnings = append(*warnings, fmt.Sprintf("token file %s can be read by others (mode %04o): chmod 600 %s", path, fi.Mode().Perm(), path))
 	}
 	return t, nil
 }

@@ -51,7 +51,7 @@ policies:
   - queue: "*"
     max-age: 1d
 `), 0o600)
-	c, err := Load(path)
+	c, err := Load(path, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ policies:
 	if err := c.Save(); err != nil {
 		t.Fatal(err)
 	}
-	c2, err := Load(path)
+	c2, err := Load(path, false)
 	if err != nil || c2.CurrentContext != "staging" || len(c2.Policies) != 2 || c2.Policies[0].MaxAge.D() != time.Hour {
 		t.Fatalf("round trip: %+v %v", c2, err)
 	}

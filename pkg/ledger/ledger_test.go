@@ -326,19 +326,33 @@ func TestBadLedgers(t *testing.T) {
 		says      string
 	}{
 		{"unknown scheme", "mysql://x", ledger.ErrBadDSN, "unknown ledger scheme"},
-		{"empty sqlite path", "sqlite://", ledger.ErrBadDSN, "names no file"},
+		{"empty sqlite path", "sqlite://", ledger.ErrBadDSN, "names no absolute path"},
+		{"relative sqlite path", "sqlite://ledger.db", ledger.ErrBadDSN, "names no absolute path"},
+		{"sqlite without slashes", "sqlite:rel.db", ledger.ErrBadDSN, "not an absolute path"},
+		{"file URI", "file:x.db", ledger.ErrBadDSN, "not an absolute path"},
+		{"relative bare path", "ledger.db", ledger.ErrBadDSN, "not an absolute path"},
+		{"blank", " ", ledger.ErrBadDSN, "empty"},
+		{"libpq keywords", "host=db user=dlq password=hunter2 dbname=dlq", ledger.ErrBadDSN, "libpq keyword DSN"},
 		{"corrupt sqlite", "sqlite://" + corrupt, ledger.ErrBadDSN, "not a SQLite database"},
 		{"not a ledger", "sqlite://" + foreign, ledger.ErrBadDSN, "not a dlqctl ledger"},
-		{"unreachable postgres", "postgres://dlqctl:hunter2@127.0.0.1:1/db?connect_timeout=2", ledger.ErrUnavailable, "cannot reach"},
-		{"malformed postgres", "postgres://dlqctl:hunter2@[::1/db", ledger.ErrBadDSN, "cannot parse"},
+		{"unopenable sqlite", "sqlite://" + corrupt + "/ledger.db", ledger.ErrUnavailable, "not a directory"},
+		{"unreachable postgres", "postgres://dlqctl:hunter2@127.0.0.1:1/db?connect_timeout=2", ledger.ErrUnavailable, "connection refused"},
+		{"password in the query", "postgres://dlqctl@127.0.0.1:1/db?password=hunter2&connect_timeout=2", ledger.ErrUnavailable, "connection refused"},
+		{"malformed postgres", "postgres://dlqctl:hunter2@[::1/db", ledger.ErrBadDSN, "cannot read the PostgreSQL DSN"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			// Nothing may appear in the working directory: a typo must
+			// not create a ledger wherever the command happens to run.
+			t.Chdir(t.TempDir())
 			_, err := ledger.Open(ctx, c.dsn)
 			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.says) {
 				t.Fatalf("err = %v, want %v saying %q", err, c.want, c.says)
 			}
 			if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error leaks the password or spans lines: %q", err)
+			}
+			if left, _ := os.ReadDir("."); len(left) > 0 {
+				t.Fatalf("%q created %s in the working directory", c.dsn, left[0].Name())
 			}
 		})
 	}

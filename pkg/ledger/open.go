@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/secret"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
 	_ "modernc.org/sqlite"             // registers "sqlite"
 )
@@ -56,43 +57,45 @@ func (s *Store) Close() error { return s.db.Close() }
 // DB exposes the database for tests and benchmarks.
 func (s *Store) DB() *sql.DB { return s.db }
 
+// dsnForms is what a ledger DSN may be, for error messages.
+const dsnForms = "sqlite:///ABSOLUTE/PATH.db, an absolute path, or postgres://USER:PASSWORD@HOST/DB"
+
 // ParseDSN tells the engine and the driver's data source from a ledger
-// DSN: sqlite:///path, a bare path, or postgres(ql)://...
+// DSN: sqlite:///absolute/path, an absolute path, or postgres(ql)://...
+// Anything else is refused, a relative path included: a ledger that
+// depends on the directory a command runs in breaks resume and
+// idempotence, quietly.
 func ParseDSN(dsn string) (Engine, string, string, error) {
+	bad := func(why string) (Engine, string, string, error) {
+		return "", "", "", fmt.Errorf("%w: %s; a ledger is %s", ErrBadDSN, why, dsnForms)
+	}
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		u, err := url.Parse(dsn)
 		if err != nil || u.Host == "" {
-			return "", "", "", fmt.Errorf("%w: cannot parse the PostgreSQL DSN %s: want postgres://user:pass@host/db", ErrBadDSN, redactDSN(dsn))
+			return bad(fmt.Sprintf("cannot read the PostgreSQL DSN %s", secret.DSN(dsn)))
 		}
-		return Postgres, dsn, u.Redacted(), nil
+		return Postgres, dsn, secret.DSN(dsn), nil
 	case strings.HasPrefix(dsn, "sqlite://"):
 		p := strings.TrimPrefix(dsn, "sqlite://")
 		if i := strings.IndexByte(p, '?'); i >= 0 {
 			p = p[:i]
 		}
-		if p == "" {
-			return "", "", "", fmt.Errorf("%w: %q names no file: want sqlite:///path/to/ledger.db", ErrBadDSN, dsn)
+		if p == "" || !filepath.IsAbs(p) {
+			return bad(fmt.Sprintf("%q names no absolute path (sqlite:// is followed by the path: sqlite:///var/lib/dlqctl/ledger.db)", dsn))
 		}
 		return SQLite, p, "sqlite://" + p, nil
 	case strings.Contains(dsn, "://"):
 		scheme, _, _ := strings.Cut(dsn, "://")
-		return "", "", "", fmt.Errorf("%w: unknown ledger scheme %q: use sqlite:///path or postgres://user@host/db", ErrBadDSN, scheme)
-	case dsn == "":
-		return "", "", "", fmt.Errorf("%w: empty ledger DSN", ErrBadDSN)
+		return bad(fmt.Sprintf("unknown ledger scheme %q", secret.DSN(scheme)))
+	case strings.TrimSpace(dsn) == "":
+		return bad("the ledger DSN is empty")
+	case strings.Contains(dsn, "="):
+		return bad(fmt.Sprintf("%q looks like a libpq keyword DSN, which dlqctl does not read: write it as a URL", secret.DSN(dsn)))
+	case !filepath.IsAbs(dsn):
+		return bad(fmt.Sprintf("%q is not an absolute path", secret.DSN(dsn)))
 	}
 	return SQLite, dsn, "sqlite://" + dsn, nil
-}
-
-func redactDSN(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil {
-		return u.Redacted()
-	}
-	// Unparseable: drop everything between "://" and "@".
-	if i, j := strings.Index(dsn, "://"), strings.LastIndex(dsn, "@"); i >= 0 && j > i {
-		return dsn[:i+3] + "xxxxx" + dsn[j:]
-	}
-	return dsn
 }
 
 // Open opens (creating and migrating as needed) the ledger at dsn.
@@ -105,8 +108,18 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	switch engine {
 	case SQLite:
 		if err := os.MkdirAll(filepath.Dir(source), 0o700); err != nil {
-			return nil, fmt.Errorf("%w: creating the ledger's folder: %v", ErrBadDSN, err)
+			return nil, fmt.Errorf("%w: %s: creating its folder: %v", ErrUnavailable, shown, err)
 		}
+		// SQLite says only "unable to open (14)": ask the OS why first.
+		fh, err := os.OpenFile(source, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, fmt.Errorf("%w: cannot open %s: %v", ErrUnavailable, shown, err)
+		}
+		fh.Close()
 		q := url.Values{}
 		q.Add("_pragma", "busy_timeout(15000)")
 		q.Add("_pragma", "journal_mode(WAL)")
@@ -150,12 +163,24 @@ func firstLine(err error) string {
 }
 
 // scrub keeps the password out of driver errors, which sometimes quote
-// the connection string.
+// the connection string, and keeps the cause: pgx puts it on the lines
+// after "failed to connect to …:".
 func scrub(err error, dsn string) string {
-	msg := firstLine(err)
-	if u, perr := url.Parse(dsn); perr == nil && u.User != nil {
+	var parts []string
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			parts = append(parts, l)
+		}
+	}
+	msg := strings.Join(parts, " ")
+	if u, perr := url.Parse(dsn); perr == nil {
 		if pw, ok := u.User.Password(); ok && pw != "" {
-			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+			msg = strings.ReplaceAll(msg, pw, secret.Mask)
+		}
+		for _, k := range []string{"password", "sslpassword"} {
+			if pw := u.Query().Get(k); pw != "" {
+				msg = strings.ReplaceAll(msg, pw, secret.Mask)
+			}
 		}
 	}
 	return msg

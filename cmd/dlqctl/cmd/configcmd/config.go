@@ -7,6 +7,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/config"
+	"github.com/dlqctl/dlqctl/internal/secret"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
@@ -38,12 +39,14 @@ func newCmdView(f *cmdutil.Factory) *cobra.Command {
 				return err
 			}
 			fm, _ := f.Format()
-			// The token itself is never printed: only where it comes from.
-			inForce := map[string]string{"context": s.Context, "server": s.Server, "ledger": redactLedger(s.Ledger), "token": tokenState(s)}
+			// No secret is printed: the token only by where it comes from,
+			// URLs and DSNs without their passwords.
+			shown := redacted(c)
+			inForce := map[string]string{"context": s.Context, "server": secret.URL(s.Server), "ledger": secret.DSN(s.Ledger), "token": tokenState(s)}
 			if !fm.Human() {
-				return render.Document(f.IO.Out, fm, map[string]any{"path": c.Path(), "config": c, "inForce": inForce})
+				return render.Document(f.IO.Out, fm, map[string]any{"path": c.Path(), "config": shown, "inForce": inForce})
 			}
-			out, err := yaml.Marshal(c)
+			out, err := yaml.Marshal(shown)
 			if err != nil {
 				return err
 			}
@@ -52,7 +55,7 @@ func newCmdView(f *cmdutil.Factory) *cobra.Command {
 				state = " (does not exist yet)"
 			}
 			fmt.Fprintf(f.IO.Out, "# %s%s\n%s", c.Path(), state, out)
-			fmt.Fprintf(f.IO.Out, "# in force: context=%q server=%s ledger=%s token=%s\n", s.Context, s.Server, redactLedger(s.Ledger), tokenState(s))
+			fmt.Fprintf(f.IO.Out, "# in force: context=%q server=%s ledger=%s token=%s\n", s.Context, inForce["server"], inForce["ledger"], tokenState(s))
 			return nil
 		},
 	}
@@ -65,11 +68,17 @@ func tokenState(s *config.Settings) string {
 	return "set (from " + s.TokenSource + ")"
 }
 
-func redactLedger(dsn string) string {
-	if _, _, shown, err := ledgerParse(dsn); err == nil {
-		return shown
+// redacted is the config as it may be shown: contexts' servers and
+// ledgers without passwords.
+func redacted(c *config.Config) *config.Config {
+	out := *c
+	out.Contexts = make(map[string]*config.Context, len(c.Contexts))
+	for name, ctx := range c.Contexts {
+		cp := *ctx
+		cp.Server, cp.Ledger = secret.URL(cp.Server), secret.DSN(cp.Ledger)
+		out.Contexts[name] = &cp
 	}
-	return "(invalid)"
+	return &out
 }
 
 func newCmdUseContext(f *cmdutil.Factory) *cobra.Command {
@@ -115,6 +124,7 @@ func newCmdSetContext(f *cmdutil.Factory, runF func(*SetContextOptions) error) *
 			if runF != nil {
 				return runF(o)
 			}
+			f.CreatingConfig = true
 			c, err := f.Config()
 			if err != nil {
 				return err

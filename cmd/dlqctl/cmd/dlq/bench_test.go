@@ -136,7 +136,7 @@ func BenchmarkCheck(b *testing.B) {
 		sb.Fill(n, 2)
 		srv := httptest.NewServer(sb.Handler())
 		c := testutil.Client(b, srv.URL)
-		cfg := &config.Config{Policies: []config.Policy{{Queue: "*", MaxAge: config.Duration(240 * time.Hour), TriageSLO: config.Duration(240 * time.Hour)}}}
+		cfg := &config.Config{Policies: []config.Policy{{Queue: "*", MaxAge: config.NewDuration(240*time.Hour, "10d"), TriageSLO: config.NewDuration(240*time.Hour, "10d")}}}
 		b.Run(fmt.Sprintf("check/%d", n), func(b *testing.B) {
 			sb.ResetCalls()
 			for i := 0; i < b.N; i++ {

@@ -18,6 +18,7 @@ import (
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/version"
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/iostreams"
+	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/spf13/cobra"
 )
 
@@ -27,9 +28,11 @@ func Main() int {
 	return Run(context.Background(), cmdutil.NewFactory(iostreams.System()), os.Args[1:])
 }
 
-// Run executes one command line; SIGINT and SIGTERM cancel its context.
+// Run executes one command line; SIGINT, SIGTERM and SIGHUP (a closed
+// terminal) cancel its context, so a replay stops cleanly and says how to
+// resume.
 func Run(ctx context.Context, f *cmdutil.Factory, args []string) int {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	defer f.Close()
 	cmd := NewCmdRoot(f)
@@ -44,6 +47,9 @@ func Run(ctx context.Context, f *cmdutil.Factory, args []string) int {
 		f.IO.SetNoColor(f.Globals.NoColor)
 		if _, err := f.Format(); err != nil {
 			return err
+		}
+		if f.Globals.Timeout <= 0 {
+			return cmdutil.FlagErrorf("invalid --timeout %s: want a positive duration (each broker call waits at most this long for an answer; GET and DELETE are tried 4 times)", f.Globals.Timeout)
 		}
 		return nil
 	}
@@ -64,7 +70,9 @@ func Run(ctx context.Context, f *cmdutil.Factory, args []string) int {
 		fmt.Fprintln(f.IO.ErrOut, "interrupted")
 		return code
 	}
-	fmt.Fprintln(f.IO.ErrOut, "error: "+oneLine(err.Error()))
+	// Errors quote the broker (bodies, names): one line, nothing that can
+	// drive the terminal.
+	fmt.Fprintln(f.IO.ErrOut, "error: "+render.Clean(oneLine(err.Error())))
 	var fe *cmdutil.FlagError
 	if errors.As(err, &fe) && sub != nil {
 		fmt.Fprintf(f.IO.ErrOut, "Run '%s --help' for usage.\n", sub.CommandPath())
@@ -99,7 +107,7 @@ decide (replay or discard), with every decision recorded in a ledger.`,
 	pf.StringVar(&g.Ledger, "ledger", "", "ledger DSN: sqlite:///path.db or postgres://user@host/db (env DLQCTL_LEDGER)")
 	pf.StringVar(&g.ConfigPath, "config", "", "config file (env DLQCTL_CONFIG; default $XDG_CONFIG_HOME/dlqctl/config.yaml)")
 	pf.StringVarP(&g.Output, "output", "o", "table", "output format: table, wide, json, ndjson, yaml")
-	pf.DurationVar(&g.Timeout, "timeout", 30*time.Second, "timeout of one broker request")
+	pf.DurationVar(&g.Timeout, "timeout", 30*time.Second, "how long one broker call may wait for an answer, and between reads of it; GET and DELETE are tried 4 times, so an unresponsive broker is given up after about 4× this")
 	pf.BoolVar(&g.NoColor, "no-color", false, "no colour (NO_COLOR is honoured too)")
 	pf.BoolVar(&g.Debug, "debug", false, "print an HTTP trace to stderr (the token is redacted)")
 	pf.StringVar(&g.CAFile, "ca-file", "", "PEM file of a CA to trust for the broker's certificate")
