@@ -3,7 +3,10 @@ package render
 import (
 	"fmt"
 	"math"
+	"sort"
+	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -98,4 +101,38 @@ func Duration(d time.Duration) string {
 		}
 	}
 	return string(b)
+}
+
+// Counts writes counts for people, largest name-order stable: "3 already
+// gone, 23 replayed" (camelCase keys become words), or "-" when empty.
+func Counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d %s", m[k], Words(k)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Words turns a camelCase key into lower-case words: "alreadyGone" →
+// "already gone".
+func Words(key string) string {
+	var b strings.Builder
+	for i, r := range key {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -4,7 +4,6 @@ package decisions
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -114,30 +113,14 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		if b.Action == ledger.ActionHold && !b.Until.IsZero() {
 			action += " until " + render.Timestamp(b.Until)
 		}
-		r := []string{b.ID, action, b.By, render.Age(now.Sub(b.At)) + " ago", strconv.Itoa(b.Size), b.Status, Outcome(b.Outcome), b.Why}
+		c := render.Clean
+		r := []string{b.ID, action, c(b.By), render.AgeSince(now, b.At) + " ago", strconv.Itoa(b.Size), b.Status, render.Counts(b.Outcome), c(b.Why)}
 		if fm == render.Wide {
-			r = append(r, b.Owner, render.Timestamp(b.Until), b.Selection, b.Broker)
+			r = append(r, c(b.Owner), render.Timestamp(b.Until), c(b.Selection), c(b.Broker))
 		}
 		rows = append(rows, r)
 	}
 	return render.WriteTable(f.IO.Out, header, rows)
-}
-
-// Outcome renders outcome counts as "12 replayed, 1 failed".
-func Outcome(m map[string]int) string {
-	if len(m) == 0 {
-		return "-"
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%d %s", m[k], k))
-	}
-	return strings.Join(parts, ", ")
 }
 
 // ShowOptions are `decisions show`'s flags.
@@ -202,7 +185,7 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 	w := f.IO.Out
 	kv := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(w, "%-12s %s\n", k+":", v)
+			fmt.Fprintf(w, "%-12s %s\n", k+":", render.Clean(v))
 		}
 	}
 	kv("Batch", b.ID)
@@ -222,7 +205,7 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 	if !b.ExecutedAt.IsZero() {
 		kv("Executed", render.Timestamp(b.ExecutedAt))
 	}
-	kv("Outcome", Outcome(b.Outcome))
+	kv("Outcome", render.Counts(b.Outcome))
 	state := map[string]string{}
 	for _, e := range jr {
 		state[e.Address.String()] = e.State
@@ -234,14 +217,15 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 		if st == "" {
 			st = "-"
 		}
-		rows = append(rows, []string{m.Address.String(), m.Queue, strings.Join(m.Groups, ","), render.Timestamp(m.FailedAt), st, render.Truncate(m.Error, 60)})
+		c := render.Clean
+		rows = append(rows, []string{c(m.Address.String()), c(m.Queue), c(strings.Join(m.Groups, ",")), render.Timestamp(m.FailedAt), st, render.Truncate(c(m.Error), 60)})
 	}
 	if err := render.WriteTable(w, []string{"ADDRESS", "QUEUE", "CG", "FAILED-AT", "STATE", "ERROR"}, rows); err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "\nAudit:")
 	for _, a := range au {
-		fmt.Fprintf(w, "  %s  %-22s %s  %s\n", render.Timestamp(a.At), a.Kind, a.By, a.Detail)
+		fmt.Fprintf(w, "  %s  %-22s %s  %s\n", render.Timestamp(a.At), a.Kind, render.Clean(a.By), render.Clean(a.Detail))
 	}
 	return nil
 }

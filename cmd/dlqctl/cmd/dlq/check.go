@@ -133,7 +133,7 @@ func fmtThreshold(p *float64) string {
 	if p == nil {
 		return "-"
 	}
-	return (time.Duration(*p) * time.Second).String()
+	return render.Duration(time.Duration(*p * float64(time.Second)))
 }
 
 func writeCheckTable(f *cmdutil.Factory, res *CheckResult) {
@@ -147,7 +147,7 @@ func writeCheckTable(f *cmdutil.Factory, res *CheckResult) {
 		}
 		oldest := "-"
 		if s.Depth > 0 {
-			oldest = render.Age(time.Duration(s.OldestAgeSeconds * float64(time.Second)))
+			oldest = render.AgeOfSeconds(s.OldestAgeSeconds)
 			if s.OldestHeld {
 				oldest += " (held)"
 			}
@@ -156,16 +156,16 @@ func writeCheckTable(f *cmdutil.Factory, res *CheckResult) {
 		if s.DefaultedMaxAge {
 			ma = "0 (no policy)"
 		}
-		rows = append(rows, []string{s.Queue, orDash(s.ConsumerGroup), orDash(s.Owner), strconv.Itoa(s.Depth), oldest, ma,
+		rows = append(rows, []string{render.Clean(s.Queue), orDash(render.Clean(groupName(s.ConsumerGroup))), orDash(render.Clean(s.Owner)), strconv.Itoa(s.Depth), oldest, ma,
 			strconv.Itoa(s.UndecidedPastSLO), strconv.Itoa(s.VanishedUndecided), status})
 	}
 	_ = render.WriteTable(f.IO.Out, header, rows)
 	for _, n := range res.Notes {
-		fmt.Fprintln(f.IO.ErrOut, "note: "+n)
+		fmt.Fprintln(f.IO.ErrOut, "note: "+render.Clean(n))
 	}
 	for _, s := range res.Scopes {
 		for _, b := range s.Breaches {
-			fmt.Fprintf(f.IO.ErrOut, "%s %s: %s\n", pal.Red("breach"), scopeName(s), b)
+			fmt.Fprintf(f.IO.ErrOut, "%s %s: %s\n", pal.Red("breach"), render.Clean(scopeName(s)), render.Clean(b))
 		}
 	}
 }
@@ -174,7 +174,7 @@ func scopeName(s Scope) string {
 	if s.ConsumerGroup == "" {
 		return s.Queue
 	}
-	return s.Queue + "/" + s.ConsumerGroup
+	return s.Queue + "/" + groupName(s.ConsumerGroup)
 }
 
 func orDash(s string) string {
@@ -187,19 +187,23 @@ func orDash(s string) string {
 // writeGitHub prints workflow commands: an ::error per breach, a ::notice
 // per healthy scope. Values are escaped as the runner requires.
 func writeGitHub(w io.Writer, res *CheckResult) {
-	esc := strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A")
-	escProp := strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C")
+	// The runner's escapes first, then no control character at all: the
+	// annotations end up in a log someone reads in a terminal too.
+	escR := strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A")
+	escPropR := strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C")
+	esc := func(s string) string { return render.Clean(escR.Replace(s)) }
+	escProp := func(s string) string { return render.Clean(escPropR.Replace(s)) }
 	for _, s := range res.Scopes {
 		title := "DLQ " + scopeName(s)
 		if s.Owner != "" {
 			title += " (owner " + s.Owner + ")"
 		}
 		if len(s.Breaches) == 0 {
-			fmt.Fprintf(w, "::notice title=%s::%s\n", escProp.Replace(title), esc.Replace(fmt.Sprintf("ok: depth %d", s.Depth)))
+			fmt.Fprintf(w, "::notice title=%s::%s\n", escProp(title), esc(fmt.Sprintf("ok: depth %d", s.Depth)))
 			continue
 		}
 		for _, b := range s.Breaches {
-			fmt.Fprintf(w, "::error title=%s::%s\n", escProp.Replace(title), esc.Replace(b))
+			fmt.Fprintf(w, "::error title=%s::%s\n", escProp(title), esc(b))
 		}
 	}
 }

@@ -498,34 +498,6 @@ func progress(f *cmdutil.Factory, total int, verb string) (func(int), func()) {
 	return func(done int) { _ = bar.Set(done) }, func() { _ = bar.Finish() }
 }
 
-// outcomeWords writes outcome counts for people: "23 replayed, 1 failed".
-func outcomeWords(m map[string]int) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%d %s", m[k], outcomeName(k)))
-	}
-	if len(parts) == 0 {
-		return "nothing"
-	}
-	return strings.Join(parts, ", ")
-}
-
-// outcomeName spells an outcome key (camelCase in JSON) in words.
-func outcomeName(k string) string {
-	if n, ok := map[string]string{"alreadyGone": "already gone", "alreadyDone": "already done", "skippedEncrypted": "skipped (undecryptable)",
-		"skippedGeneration": "skipped (generation cap)", "claimedElsewhere": "claimed by another run", "notStarted": "not started",
-		"deadLetteredAgain": "dead-lettered again", "duplicate": "duplicate-suppressed", "gone": "already gone",
-		"failedAgain": "failed again", "suppressedAsDuplicate": "suppressed as duplicate"}[k]; ok {
-		return n
-	}
-	return k
-}
-
 // printReport writes the end summary and returns the command's error.
 func printReport(f *cmdutil.Factory, fm render.Format, rep *replay.Report, resume string, missing []client.Address) error {
 	if !fm.Human() {
@@ -834,7 +806,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		return err
 	}
 	_ = ld.Audit(jctx, ledger.AuditEntry{At: end, Broker: cl.Server(), BatchID: batch.ID, Kind: "execution-" + status, By: by,
-		Detail: outcomeWords(rep.Outcome())})
+		Detail: render.Counts(rep.Outcome())})
 	_, _ = ld.ResolveHolds(jctx, cl.Server())
 	if in.fresh && !rep.Interrupted && sel != nil && len(sel.Addresses) == 0 {
 		own := map[string]bool{}

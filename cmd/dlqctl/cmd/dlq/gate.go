@@ -381,7 +381,7 @@ func newScope(q, group string, lim limits) Scope {
 func (g *gate) fill(s *Scope, a *acc) {
 	lim := a.lim
 	if a.oldest != nil {
-		s.OldestAgeSeconds = g.now.Sub(a.oldest.FailedAt).Seconds()
+		s.OldestAgeSeconds = render.SecondsSince(g.now, a.oldest.FailedAt)
 		s.OldestAddress = a.oldest.Address().String()
 		s.OldestHeld = g.held(*a.oldest)
 	}

@@ -134,7 +134,7 @@ func statsRun(ctx context.Context, f *cmdutil.Factory, o *StatsOptions) error {
 		ours[id] = true
 	}
 	refailed := 0
-	for r, err := range cl.Rows(ctx, client.ListQuery{Limit: pageSize}) {
+	for r, err := range cl.Rows(ctx, client.ListQuery{Limit: pageSize, NoData: true}) {
 		if err != nil {
 			return err
 		}
@@ -193,15 +193,15 @@ func statsRun(ctx context.Context, f *cmdutil.Factory, o *StatsOptions) error {
 	for _, q := range st.Queues {
 		oldest := "-"
 		if q.Depth > 0 {
-			oldest = render.Age(time.Duration(q.OldestAgeSeconds * float64(time.Second)))
+			oldest = render.AgeOfSeconds(q.OldestAgeSeconds)
 		}
-		rows = append(rows, []string{q.Queue, strconv.Itoa(q.Depth), oldest})
+		rows = append(rows, []string{render.Clean(q.Queue), strconv.Itoa(q.Depth), oldest})
 	}
 	_ = render.WriteTable(w, []string{"QUEUE", "DEPTH", "OLDEST"}, rows)
 	fmt.Fprintln(w, "\nArrivals by failure class:")
 	rows = nil
 	for _, c := range st.Arrivals {
-		rows = append(rows, []string{c.Class, strconv.Itoa(c.Arrivals), strconv.FormatFloat(c.PerHour, 'f', 2, 64), render.Truncate(c.Pattern, 70)})
+		rows = append(rows, []string{c.Class, strconv.Itoa(c.Arrivals), strconv.FormatFloat(c.PerHour, 'f', 2, 64), render.Truncate(render.Clean(c.Pattern), 70)})
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(w, "  none")
@@ -211,7 +211,7 @@ func statsRun(ctx context.Context, f *cmdutil.Factory, o *StatsOptions) error {
 	fmt.Fprintln(w)
 	if st.DecisionP50Secs != nil {
 		fmt.Fprintf(w, "Time to decision: p50 %s, p90 %s (%d decided)\n",
-			render.Age(time.Duration(*st.DecisionP50Secs*float64(time.Second))), render.Age(time.Duration(*st.DecisionP90Secs*float64(time.Second))), st.Decided)
+			render.AgeOfSeconds(*st.DecisionP50Secs), render.AgeOfSeconds(*st.DecisionP90Secs), st.Decided)
 	} else {
 		fmt.Fprintln(w, "Time to decision: no decisions in the window")
 	}
@@ -221,10 +221,6 @@ func statsRun(ctx context.Context, f *cmdutil.Factory, o *StatsOptions) error {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	fmt.Fprint(w, "Replay outcomes:")
-	for _, k := range keys {
-		fmt.Fprintf(w, " %s %d;", k, st.ReplayOutcomes[k])
-	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Replay outcomes: %s\n", render.Counts(st.ReplayOutcomes))
 	return nil
 }

@@ -1,0 +1,303 @@
+package dlq_test
+
+// A broker can be wrong, hostile or broken. Each test here stands up one
+// such behaviour and asserts what dlqctl sent where, what it printed and
+// how it exited, for ls, show, check, stats, replay, rm and sync.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
+	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/sandbox"
+)
+
+// recorder is a server that only records what reaches it.
+type recorder struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	hits []string
+}
+
+func newRecorder(t *testing.T) *recorder {
+	r := &recorder{}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.hits = append(r.hits, req.Method+" "+req.URL.Path+" auth="+req.Header.Get("Authorization"))
+		r.mu.Unlock()
+		io.WriteString(w, `{"messages":[]}`)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.hits)
+}
+
+// hostile serves the seeded sandbox through wrap, which may answer first.
+func hostile(t *testing.T, wrap func(w http.ResponseWriter, r *http.Request) bool) (*sandbox.Broker, *testutil.CLI) {
+	t.Helper()
+	b, _ := seeded(t)
+	h := b.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !wrap(w, r) {
+			h.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return b, testutil.NewCLI(t, srv.URL, root.Run)
+}
+
+func TestHostileRedirectsToAnotherOrigin(t *testing.T) {
+	const token = "tok-7d1f0c52-9b8e-4aa1-b2c3-55aa66bb77cc"
+	other := newRecorder(t)
+	b, cli := hostile(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodGet || r.URL.Path == "/api/v1/dlq" && r.URL.Query().Get("queue") == "payments" {
+			http.Redirect(w, r, other.srv.URL+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+			return true
+		}
+		return false
+	})
+	cli.Env["DLQCTL_TOKEN"] = token
+	depth := b.Depth()
+	var addr string
+	for _, r := range b.DeadLetterRows() {
+		if r.Queue == "orders" {
+			addr = r.PartitionID + "/" + r.TransactionID
+			break
+		}
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"ls", []string{"dlq", "ls", "--queue", "payments"}, 3},
+		{"sync", []string{"dlq", "sync", "--queue", "payments"}, 3},
+		{"rm", []string{"dlq", "rm", addr, "--why", "x", "--yes"}, 1},
+		{"replay manual", []string{"dlq", "replay", addr, "--via", "manual", "--why", "x", "--yes"}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, stderr, code := cli.Exec(c.args...)
+			if code != c.code || !strings.Contains(stderr, "redirect") || !strings.Contains(stderr, other.srv.URL) {
+				t.Fatalf("exit %d (want %d), and the error must name where it was sent:\n%s", code, c.code, stderr)
+			}
+			if strings.Contains(stderr, token) {
+				t.Fatal("the token was printed")
+			}
+		})
+	}
+	if n := other.count(); n != 0 {
+		t.Fatalf("%d requests reached the other origin: %v", n, other.hits)
+	}
+	if b.Depth() != depth || len(b.LiveMessages()) != 0 {
+		t.Fatal("something was deleted or published")
+	}
+}
+
+// Escapes in every string the broker sends: nothing reaches a person's
+// terminal raw; the machine formats keep the data exact.
+func TestHostileEscapesNeverReachTheTerminal(t *testing.T) {
+	b := sandbox.New(func() time.Time { return testutil.Now })
+	evil := "\x1b]0;pwned\x07\x1b[2Jboom\r\nFAKE LINE: all good\u202e"
+	b.AddQueue("q\x1b[31m", false, 3, "g\x1b[8m")
+	b.AddDeadLetters(sandbox.DeadLetter{Queue: "q\x1b[31m", Partition: "p\x1b[1m", TransactionID: "t-1", ConsumerGroup: "g\x1b[8m",
+		Error: evil, RetryCount: 3, FailedAt: testutil.Now.Add(-time.Hour), Data: json.RawMessage(`{"note":"\u001b[2J\r\nFAKE LINE"}`)})
+	srv := httptest.NewServer(b.Handler())
+	t.Cleanup(srv.Close)
+	cli := testutil.NewCLI(t, srv.URL, root.Run)
+	addr := sandbox.PartitionID("q\x1b[31m", "p\x1b[1m") + "/t-1"
+	clean := func(name, out string) {
+		t.Helper()
+		if strings.ContainsAny(out, "\x1b\r\a\u202e") || regexp.MustCompile(`(?m)^FAKE LINE`).MatchString(out) {
+			t.Fatalf("%s printed control characters or a forged line:\n%q", name, out)
+		}
+	}
+	for _, args := range [][]string{
+		{"dlq", "ls"}, {"dlq", "ls", "-o", "wide"}, {"dlq", "ls", "--group-by", "error"}, {"dlq", "ls", "--group-by", "cg"},
+		{"dlq", "show", addr}, {"dlq", "show", "t-1"}, {"dlq", "check"}, {"dlq", "check", "--format", "github"},
+		{"dlq", "stats"}, {"dlq", "sync"}, {"dlq", "replay", "--all", "--dry-run"}, {"dlq", "rm", "--all", "--dry-run"},
+		{"dlq", "decide", "--all", "--action", "hold", "--until", "1h", "--why", "x\x1b[2J"}, {"decisions", "ls"},
+	} {
+		out, stderr, _ := cli.Exec(args...)
+		clean(strings.Join(args, " "), out+stderr)
+	}
+	_, stderr, code := cli.Exec("dlq", "replay", "--all", "--why", "x", "--yes", "--rate", "0", "--override-hold")
+	clean("replay", stderr)
+	if code != 0 {
+		t.Fatalf("replay: %d %s", code, stderr)
+	}
+	// JSON keeps the data exact.
+	b.AddDeadLetters(sandbox.DeadLetter{Queue: "q\x1b[31m", Partition: "p", TransactionID: "t-2", ConsumerGroup: "g", Error: evil, FailedAt: testutil.Now, Data: json.RawMessage(`{}`)})
+	out, _, _ := cli.Exec("dlq", "ls", "-o", "ndjson")
+	var row struct{ ErrorMessage string }
+	if err := json.Unmarshal([]byte(strings.Split(out, "\n")[0]), &row); err != nil || row.ErrorMessage != evil {
+		t.Fatalf("ndjson changed the data: %q %v", row.ErrorMessage, err)
+	}
+}
+
+// Transaction ids no URL path can carry: reported unreachable, exit 1,
+// nothing sent for them, never counted done.
+func TestHostileIDsThatAreNotPathSegments(t *testing.T) {
+	b := sandbox.New(func() time.Time { return testutil.Now })
+	b.AddQueue("q", false, 3, "g")
+	ids := []string{"a/b", "has space", "q?x", ".", "..", "fine-1"}
+	for _, id := range ids {
+		b.AddDeadLetters(sandbox.DeadLetter{Queue: "q", Partition: "p", TransactionID: id, ConsumerGroup: "g", Error: "e", FailedAt: testutil.Now.Add(-time.Minute), Data: json.RawMessage(`{"id":1}`)})
+	}
+	var mu sync.Mutex
+	var paths []string
+	h := b.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.Method+" "+r.URL.RawPath+r.URL.Path)
+		mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	cli := testutil.NewCLI(t, srv.URL, root.Run)
+	for _, verb := range []string{"rm", "replay"} {
+		out, stderr, code := cli.Exec("dlq", verb, "--queue", "q", "--why", "x", "--yes", "--rate", "0", "-o", "json")
+		var rep struct {
+			Unreachable int `json:"unreachable"`
+			AlreadyGone int `json:"alreadyGone"`
+			Addresses   []struct{ Reason string }
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("%s: %v %s", verb, err, stderr)
+		}
+		if code != 1 || rep.Unreachable != 5 || rep.AlreadyGone != 0 {
+			t.Fatalf("%s: exit %d, %d unreachable, %d gone; want exit 1, 5 unreachable, none gone\n%s", verb, code, rep.Unreachable, rep.AlreadyGone, stderr)
+		}
+	}
+	for _, p := range paths {
+		if strings.Contains(p, "/messages/") && (strings.HasSuffix(p, "/.") || strings.HasSuffix(p, "/..") || strings.Contains(p, "/a/b") || strings.Contains(p, "has space") || strings.Contains(p, "q?x")) {
+			t.Fatalf("a call named an unreachable address: %s", p)
+		}
+	}
+	if b.Depth() != 5 {
+		t.Fatalf("%d rows left, want the 5 unreachable ones", b.Depth())
+	}
+}
+
+func TestHostileEchoedToken(t *testing.T) {
+	const token = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0LXRva2VuLWJvZHk.s1gn4tur3-abcdef0123456789"
+	_, cli := hostile(t, func(w http.ResponseWriter, r *http.Request) bool {
+		w.WriteHeader(http.StatusInternalServerError)
+		// Padding puts the token across the point a snippet is cut at.
+		fmt.Fprintf(w, `{"error":"%s bad header: %s"}`, strings.Repeat("x", 100), r.Header.Get("Authorization"))
+		return true
+	})
+	cli.Env["DLQCTL_TOKEN"] = token
+	for _, args := range [][]string{{"dlq", "ls"}, {"dlq", "check"}, {"dlq", "show", "p/t"}, {"dlq", "ls", "--debug"}} {
+		out, stderr, code := cli.Exec(args...)
+		if code != 3 {
+			t.Fatalf("%v: exit %d", args, code)
+		}
+		for n := len(token); n >= 8; n-- {
+			if strings.Contains(out+stderr, token[:n]) {
+				t.Fatalf("%v printed %d bytes of the token:\n%s", args, n, stderr)
+			}
+		}
+	}
+}
+
+// A broker that pages with limit but ignores offset answers every page
+// with the first rows: every reader stops with a clear error, quickly.
+func TestHostileBrokerIgnoringOffset(t *testing.T) {
+	var requests atomic.Int64
+	b, cli := hostile(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/api/v1/dlq" {
+			requests.Add(1)
+			q := r.URL.Query()
+			q.Set("offset", "0")
+			r.URL.RawQuery = q.Encode()
+		}
+		return false
+	})
+	b.Fill(1200, 3) // more than a page
+	for _, args := range [][]string{{"dlq", "check"}, {"dlq", "stats"}, {"dlq", "ls", "-o", "ndjson"}, {"dlq", "sync"}, {"dlq", "show", "nope"}, {"dlq", "replay", "--all", "--dry-run"}} {
+		requests.Store(0)
+		start := time.Now()
+		_, stderr, code := cli.Exec(args...)
+		if code != 3 || !strings.Contains(stderr, "ignores offset") || requests.Load() > 60 || time.Since(start) > 20*time.Second {
+			t.Fatalf("%v: exit %d after %d list requests:\n%s", args, code, requests.Load(), stderr)
+		}
+	}
+}
+
+// An answer that never ends, or a row too large to hold: a clear error
+// naming the limit, not an unbounded read.
+func TestHostileEndlessBody(t *testing.T) {
+	_, cli := hostile(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path != "/api/v1/dlq" {
+			return false
+		}
+		io.WriteString(w, `{"messages":[{"id":"1","transactionId":"t","partitionId":"p","errorMessage":"`)
+		chunk := []byte(strings.Repeat("a", 1<<16))
+		for i := 0; i < 2000; i++ { // 128 MiB at most
+			if _, err := w.Write(chunk); err != nil {
+				return true
+			}
+		}
+		return true
+	})
+	for _, args := range [][]string{{"dlq", "ls"}, {"dlq", "check"}} {
+		_, stderr, code := cli.Exec(args...)
+		if code != 3 || !strings.Contains(stderr, "larger than 64 MiB") {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+	}
+}
+
+// The token is refused half-way through a batch (rotated, revoked): the
+// batch stops, says how to resume, and exits 4.
+func TestHostileUnauthorizedMidBatch(t *testing.T) {
+	var mutating atomic.Int64
+	b, cli := hostile(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodGet && mutating.Add(1) > 6 {
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, `{"error":"Token has expired"}`)
+			return true
+		}
+		return false
+	})
+	_, stderr, code := cli.Exec("dlq", "replay", "--queue", "orders", "--via", "manual", "--why", "x", "--yes", "--rate", "0", "--concurrency", "1")
+	if code != 4 || !strings.Contains(stderr, "Resume with: dlqctl dlq replay --batch") || !strings.Contains(stderr, "refused the token") {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	if n := len(b.LiveMessages()); n == 0 || n > 6 {
+		t.Fatalf("%d published before the refusal", n)
+	}
+}
+
+// A broker with no /retry that hangs on it instead of answering 404: the
+// probe's timeout sends --via auto down the manual path; nothing is left
+// unknown.
+func TestHostileHungRetryRoute(t *testing.T) {
+	b, cli := hostile(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if strings.HasSuffix(r.URL.Path, "/retry") {
+			<-r.Context().Done()
+			return true
+		}
+		return false
+	})
+	b.SetFaults(sandbox.Faults{OldServer: true})
+	_, stderr, code := cli.Exec("--timeout", "1s", "dlq", "replay", "--queue", "orders", "--why", "x", "--yes", "--rate", "0")
+	if code != 0 || regexp.MustCompile(`\d+ unknown`).MatchString(stderr) || !regexp.MustCompile(`: 75 replayed, 0 failed in`).MatchString(stderr) {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+}

@@ -1,0 +1,83 @@
+package replay_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+)
+
+// failingJournal is a ledger whose writes start failing after a while,
+// as a locked or full database does mid-run.
+type failingJournal struct {
+	*ledger.Store
+	saves, after atomic.Int64
+}
+
+var errLocked = errors.New("database is locked")
+
+func (j *failingJournal) SaveMany(ctx context.Context, items []ledger.SaveItem, owner string, now time.Time) []error {
+	if j.saves.Add(1) > j.after.Load() {
+		errs := make([]error, len(items))
+		for i := range errs {
+			errs[i] = errLocked
+		}
+		return errs
+	}
+	return j.Store.SaveMany(ctx, items, owner, now)
+}
+
+// When the journal cannot be written, publishing stops at once (only what
+// was already in flight finishes), and the run still reports what it did.
+func TestJournalFailureStopsPublishing(t *testing.T) {
+	r := newRig(t, 200, "")
+	items := r.items(t)
+	j := &failingJournal{Store: r.store}
+	j.after.Store(5)
+	o := replay.Options{Action: replay.Replay, Broker: r.c.Server(), BatchID: "b", Owner: ledger.NewOwner("b"),
+		Concurrency: 4, Via: replay.ViaManual, Sleep: func(context.Context, time.Duration) error { return nil }}
+	rep, err := replay.NewEngine(r.c, j, o).Run(context.Background(), items)
+	if !errors.Is(err, errLocked) || rep == nil || rep.LedgerError == "" {
+		t.Fatalf("err %v, report %+v: want the ledger error and a report", err, rep)
+	}
+	published := len(r.b.LiveMessages())
+	// One claim chunk (32) and the workers' jobs at most run past the failure.
+	if published > 5*32+32+4 || rep.NotStarted == 0 {
+		t.Fatalf("%d published, %d not started: publishing went on after the journal failed", published, rep.NotStarted)
+	}
+	// Resumed on a working ledger, every message ends exactly once.
+	r.resumeUntilClean(t, "b", items, func(o *replay.Options) { o.Via = replay.ViaManual })
+	r.assertExactlyOnce(t)
+}
+
+// A manual push whose final journal entry was lost (the run died right
+// after it) leaves the address pending. When the row is gone by the
+// resume, the copy the push made is found: replayed, not "already gone".
+func TestLostFinalEntryIsFoundReplayed(t *testing.T) {
+	r := newRig(t, 40, "")
+	items := r.items(t)
+	rep := r.run(t, "b", items, true, func(o *replay.Options) { o.Via = replay.ViaManual })
+	if rep.Replayed == 0 {
+		t.Fatalf("%+v", rep)
+	}
+	// What a crash between the push and its write-behind leaves.
+	if _, err := r.store.DB().Exec(`UPDATE journal SET state = 'pending', outcome = '', replay_txid = '' WHERE state = 'removed'`); err != nil {
+		t.Fatal(err)
+	}
+	absent := map[client.Address]bool{}
+	for _, it := range items {
+		if !r.undec[it.Address] { // the undecryptable ones are still there
+			absent[it.Address] = true
+		}
+	}
+	rep = r.run(t, "b", items, false, func(o *replay.Options) { o.Via = replay.ViaManual; o.Absent = absent })
+	if rep.AlreadyGone != 0 || rep.Replayed != len(items)-len(r.undec) {
+		t.Fatalf("resume: %d replayed, %d already gone; want %d replayed", rep.Replayed, rep.AlreadyGone, len(items)-len(r.undec))
+	}
+	r.assertExactlyOnce(t)
+}
