@@ -39,6 +39,9 @@ type Factory struct {
 	HTTPClient *http.Client
 	// Retry backoff for the client; tests shorten it.
 	Backoff time.Duration
+	// MaxRow, when set, replaces the client's bound on one answer's row
+	// (tests of endless bodies keep it small).
+	MaxRow int64
 	// CreatingConfig: the command writes the config file, so a --config
 	// that does not exist yet is not an error.
 	CreatingConfig bool
@@ -131,7 +134,7 @@ func (f *Factory) Client() (*client.Client, error) {
 				return
 			}
 		}
-		opts := client.Options{Server: s.Server, Token: s.Token, HTTPClient: hc, Backoff: f.Backoff, Timeout: f.Globals.Timeout}
+		opts := client.Options{Server: s.Server, Token: s.Token, HTTPClient: hc, Backoff: f.Backoff, Timeout: f.Globals.Timeout, MaxRow: f.MaxRow}
 		if f.Globals.Debug {
 			opts.Debug = f.IO.ErrOut
 		}

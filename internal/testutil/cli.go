@@ -28,6 +28,8 @@ type CLI struct {
 	Config string
 	// Clock is the time commands see; zero means Now.
 	Clock time.Time
+	// Tune, when set, adjusts each command's factory.
+	Tune func(*cmdutil.Factory)
 }
 
 // NewCLI prepares a CLI for server; run is root.Run (passed in to avoid
@@ -63,6 +65,9 @@ func (c *CLI) Exec(args ...string) (string, string, int) {
 	}
 	f.Now = func() time.Time { return clock }
 	f.Backoff = time.Millisecond
+	if c.Tune != nil {
+		c.Tune(f)
+	}
 	code := c.Run(context.Background(), f, args)
 	return out.String(), errOut.String(), code
 }

@@ -40,15 +40,22 @@ type Options struct {
 	Backoff time.Duration
 	// Sleep waits between retries; tests replace it. nil waits on a timer.
 	Sleep func(context.Context, time.Duration) error
+	// MaxRow bounds one row of a list answer (and any other answer);
+	// 0 means MaxRow (64 MiB).
+	MaxRow int64
 }
 
-// MaxBody is the most dlqctl reads of an answer that is not a list (a
-// message's detail, a push result); a list is streamed a row at a time and
-// MaxRow bounds one row.
-const (
-	MaxBody = 64 << 20
-	MaxRow  = 64 << 20
-)
+// MaxRow is the most dlqctl holds of one answer that is not a list (a
+// message's detail, a push result) and of one row of a list, which is
+// streamed a row at a time.
+const MaxRow = 64 << 20
+
+func mib(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
 
 // Client talks to one Queen broker.
 type Client struct {
@@ -91,6 +98,9 @@ func New(o Options) (*Client, error) {
 	}
 	if o.Sleep == nil {
 		o.Sleep = sleepCtx
+	}
+	if o.MaxRow <= 0 {
+		o.MaxRow = MaxRow
 	}
 	c := &Client{base: u, opts: o, shown: secret.URL(u.String()), redact: secret.NewRedactor(o.Token)}
 	// A copy, so the redirect policy is ours whatever was injected.
@@ -418,13 +428,13 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, payl
 		return nil, err
 	}
 	defer resp.close()
-	body, err := io.ReadAll(io.LimitReader(resp.body, MaxBody+1))
+	body, err := io.ReadAll(io.LimitReader(resp.body, c.opts.MaxRow+1))
 	if err != nil {
 		return nil, resp.readErr(err)
 	}
-	if len(body) > MaxBody {
+	if int64(len(body)) > c.opts.MaxRow {
 		return nil, &HTTPError{Method: method, URL: resp.shown, Status: 200, Kind: ErrBadResponse,
-			Err: fmt.Errorf("%w: the answer is larger than %d MiB, the most dlqctl reads of it", ErrBadResponse, MaxBody>>20)}
+			Err: fmt.Errorf("%w: the answer is larger than %s, the most dlqctl reads of it", ErrBadResponse, mib(c.opts.MaxRow))}
 	}
 	c.trace("← %dB", len(body))
 	// Older servers answer 200 for failures, with an "error" key.

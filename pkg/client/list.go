@@ -163,7 +163,7 @@ func (c *Client) listStream(ctx context.Context, q ListQuery, visit func(Row) bo
 	}
 	defer resp.close()
 	pr := &prefixReader{r: resp.body}
-	lr := &valueLimiter{r: pr}
+	lr := &valueLimiter{r: pr, max: c.opts.MaxRow}
 	info, n, err := decodeList(lr, q.NoData, visit)
 	c.trace("← %d rows, %dB", n, lr.read)
 	if err != nil {
@@ -175,7 +175,7 @@ func (c *Client) listStream(ctx context.Context, q ListQuery, visit func(Row) bo
 			return info, he
 		case errors.Is(err, errValueTooLarge):
 			return info, &HTTPError{Method: http.MethodGet, URL: resp.shown, Status: 200, Kind: ErrBadResponse,
-				Err: fmt.Errorf("%w: a row of the answer is larger than %d MiB, the most dlqctl reads of one", ErrBadResponse, MaxRow>>20)}
+				Err: fmt.Errorf("%w: a row of the answer is larger than %s, the most dlqctl reads of one", ErrBadResponse, mib(c.opts.MaxRow))}
 		case resp.ctx.Err() != nil || resp.cause() != nil || isReadError(err):
 			return info, resp.readErr(err)
 		}
@@ -222,17 +222,18 @@ func (p *prefixReader) Read(b []byte) (int, error) {
 
 var errValueTooLarge = errors.New("value too large")
 
-// valueLimiter fails once more than MaxRow bytes (and some read-ahead)
-// have been read since mark: one row, or one top-level value, cannot make
+// valueLimiter fails once more than max bytes (and some read-ahead) have
+// been read since mark: one row, or one top-level value, cannot make
 // dlqctl hold an unbounded body.
 type valueLimiter struct {
 	r    io.Reader
 	read int64
 	mark int64
+	max  int64
 }
 
 func (l *valueLimiter) Read(b []byte) (int, error) {
-	if l.read-l.mark > MaxRow+1<<20 {
+	if l.read-l.mark > l.max+64<<10 {
 		return 0, errValueTooLarge
 	}
 	n, err := l.r.Read(b)
@@ -243,7 +244,7 @@ func (l *valueLimiter) Read(b []byte) (int, error) {
 // decodePage decodes a whole list answer held in memory (tests, fuzzing).
 func decodePage(body []byte) (Page, error) {
 	var p Page
-	info, _, err := decodeList(&valueLimiter{r: bytes.NewReader(body)}, false, func(r Row) bool {
+	info, _, err := decodeList(&valueLimiter{r: bytes.NewReader(body), max: MaxRow}, false, func(r Row) bool {
 		p.Rows = append(p.Rows, r)
 		return true
 	})
