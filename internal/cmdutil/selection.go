@@ -1,8 +1,10 @@
 package cmdutil
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
@@ -114,10 +116,17 @@ func ParseDurationFlag(name, v string, parse func(string) (time.Duration, error)
 // exit 0).
 func Noun(cmd *cobra.Command) *cobra.Command {
 	cmd.Args = func(c *cobra.Command, args []string) error {
-		if len(args) > 0 {
-			return FlagErrorf("unknown command %q for %q", args[0], c.CommandPath())
+		if len(args) == 0 {
+			return nil
 		}
-		return nil
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+		if c.SuggestionsMinimumDistance <= 0 {
+			c.SuggestionsMinimumDistance = 2
+		}
+		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+		}
+		return &FlagError{Err: errors.New(msg)}
 	}
 	cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
 	return cmd

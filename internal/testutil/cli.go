@@ -30,6 +30,9 @@ type CLI struct {
 	Clock time.Time
 	// Tune, when set, adjusts each command's factory.
 	Tune func(*cmdutil.Factory)
+	// Ctx, when set, is the commands' context (cancel it to interrupt
+	// one, as SIGINT does).
+	Ctx context.Context
 }
 
 // NewCLI prepares a CLI for server; run is root.Run (passed in to avoid
@@ -68,7 +71,11 @@ func (c *CLI) Exec(args ...string) (string, string, int) {
 	if c.Tune != nil {
 		c.Tune(f)
 	}
-	code := c.Run(context.Background(), f, args)
+	ctx := c.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	code := c.Run(ctx, f, args)
 	return out.String(), errOut.String(), code
 }
 

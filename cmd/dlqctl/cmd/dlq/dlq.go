@@ -78,13 +78,14 @@ func toRow(r client.Row, now time.Time, d *ledger.Decision, listDecrypts bool) R
 }
 
 // decisionLabel is the DECISION column for a row: the latest decision's
-// label when it covers the row, and "back (was …)" when the row failed
-// after it (the message dead-lettered again): that row is undecided.
+// label when it covers the row, and "back after replay" (or discard,
+// hold) when the row failed after it: the message dead-lettered again,
+// and that row is undecided.
 func decisionLabel(d ledger.Decision, r client.Row, now time.Time) string {
 	if d.Covers(r.FailedAt, now) || !d.Active(now) {
 		return d.Label(now)
 	}
-	return "back (was " + d.Label(now) + ")"
+	return "back after " + d.Action
 }
 
 // groupName shows a consumer group to a person: queue-mode consumers'

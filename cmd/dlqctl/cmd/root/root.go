@@ -71,10 +71,26 @@ func Run(ctx context.Context, f *cmdutil.Factory, args []string) int {
 		return code
 	}
 	// Errors quote the broker (bodies, names): one line, nothing that can
-	// drive the terminal.
-	fmt.Fprintln(f.IO.ErrOut, "error: "+render.Clean(oneLine(err.Error())))
+	// drive the terminal. A usage error may add a hint on lines of its own
+	// (cobra's "Did you mean this?").
+	msg, hint := err.Error(), ""
 	var fe *cmdutil.FlagError
-	if errors.As(err, &fe) && sub != nil {
+	if errors.As(err, &fe) {
+		if i := strings.Index(msg, "\n\n"); i >= 0 {
+			msg, hint = msg[:i], strings.TrimSpace(msg[i+2:])
+		}
+	}
+	fmt.Fprintln(f.IO.ErrOut, "error: "+render.Clean(oneLine(msg)))
+	for _, l := range strings.Split(hint, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			if strings.HasSuffix(l, "?") {
+				fmt.Fprintln(f.IO.ErrOut, render.Clean(l))
+			} else {
+				fmt.Fprintln(f.IO.ErrOut, "\t"+render.Clean(l))
+			}
+		}
+	}
+	if fe != nil && sub != nil {
 		fmt.Fprintf(f.IO.ErrOut, "Run '%s --help' for usage.\n", sub.CommandPath())
 	}
 	return code

@@ -43,7 +43,9 @@ func TestSandboxCommand(t *testing.T) {
 	f.Getenv = func(string) string { return "" }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
-	go func() { done <- root.Run(ctx, f, []string{"sandbox", "--addr", "127.0.0.1:0", "--old-server"}) }()
+	go func() {
+		done <- root.Run(ctx, f, []string{"sandbox", "--addr", "127.0.0.1:0", "--old-server", "--require-token", "sandbox-s3cret-token"})
+	}()
 	re := regexp.MustCompile(`Sandbox broker on (http://127\.0\.0\.1:\d+) with 240 dead letters`)
 	var url string
 	for deadline := time.Now().Add(10 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
@@ -55,10 +57,14 @@ func TestSandboxCommand(t *testing.T) {
 		cancel()
 		t.Fatalf("no address printed: %q", errOut.String())
 	}
-	if !strings.Contains(errOut.String(), "export DLQCTL_SERVER="+url) {
-		t.Fatalf("no hint to point dlqctl at it: %q", errOut.String())
+	// The hint says how to pass the token, without printing it.
+	if !strings.Contains(errOut.String(), "export DLQCTL_SERVER="+url) || !strings.Contains(errOut.String(), "export DLQCTL_TOKEN=") ||
+		strings.Contains(errOut.String(), "sandbox-s3cret-token") {
+		t.Fatalf("the hint to point dlqctl at it: %q", errOut.String())
 	}
-	resp, err := http.Get(url + "/api/v1/dlq?limit=1")
+	req, _ := http.NewRequest(http.MethodGet, url+"/api/v1/dlq?limit=1", nil)
+	req.Header.Set("Authorization", "Bearer sandbox-s3cret-token")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
