@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -88,9 +89,13 @@ func seedThroughAPI(env *testscript.Env, server, token string) error {
 }
 
 func runScripts(t *testing.T, mode string, broker func(*testscript.Env) (string, error), released bool) {
+	runScriptsIn(t, filepath.Join("..", "..", "testdata", "script"), mode, broker, released)
+}
+
+func runScriptsIn(t *testing.T, dir, mode string, broker func(*testscript.Env) (string, error), released bool) {
 	builtin := mode == "contract" || mode == "released"
 	testscript.Run(t, testscript.Params{
-		Dir: filepath.Join("..", "..", "testdata", "script"),
+		Dir: dir,
 		Setup: func(env *testscript.Env) error {
 			server, err := broker(env)
 			if err != nil {
@@ -137,6 +142,23 @@ func runScripts(t *testing.T, mode string, broker func(*testscript.Env) (string,
 				}
 				if got != want {
 					ts.Fatalf("exit code %d, want %d", got, want)
+				}
+			},
+			// exitin RE cmd args...: run a command; its exit code must match RE.
+			"exitin": func(ts *testscript.TestScript, neg bool, args []string) {
+				if len(args) < 2 {
+					ts.Fatalf("usage: exitin REGEXP command [args...]")
+				}
+				err := ts.Exec(args[1], args[2:]...)
+				got := 0
+				var ee *exec.ExitError
+				if errors.As(err, &ee) {
+					got = ee.ExitCode()
+				} else if err != nil {
+					ts.Fatalf("exitin: %v", err)
+				}
+				if !regexp.MustCompile("^(" + args[0] + ")$").MatchString(strconv.Itoa(got)) {
+					ts.Fatalf("exit code %d, want %s", got, args[0])
 				}
 			},
 			// subst FROM TO: copy a file with $VARS expanded.

@@ -23,6 +23,19 @@ func Clean(s string) string {
 	return b.String()
 }
 
+// CleanLines is Clean for text of several lines (pretty-printed JSON):
+// line ends stay, everything else is escaped.
+func CleanLines(s string) string {
+	if !needsClean(s) {
+		return s
+	}
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = Clean(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
 // CleanKeepColour is Clean for a cell dlqctl may have painted itself: SGR
 // colour sequences (ESC [ digits ; … m, what the palette writes) are kept,
 // everything else is escaped. Data is cleaned with Clean before painting.

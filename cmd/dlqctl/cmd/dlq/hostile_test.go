@@ -304,3 +304,32 @@ func TestHostileHungRetryRoute(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, stderr)
 	}
 }
+
+// A broker whose database is down buffers pushes instead of storing them:
+// the dead letter is kept (nothing deleted on a buffered push), and the
+// batch stops until the broker is healthy.
+func TestHostileBufferedPush(t *testing.T) {
+	b, cli := hostile(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodPost && r.URL.Path == "/api/v1/push" {
+			io.WriteString(w, `[{"index":0,"status":"buffered","transaction_id":"x","queueName":"orders"}]`)
+			return true
+		}
+		return false
+	})
+	depth := b.Depth()
+	_, stderr, code := cli.Exec("dlq", "replay", "--queue", "orders", "--via", "manual", "--why", "x", "--yes", "--rate", "0", "--concurrency", "1")
+	if code != 1 || !strings.Contains(stderr, "buffered") || !strings.Contains(stderr, "Resume with:") || b.Depth() != depth {
+		t.Fatalf("exit %d, %d rows deleted:\n%s", code, depth-b.Depth(), stderr)
+	}
+}
+
+// With its database away, the released server parks calls: --timeout ends
+// each wait, and the error says so.
+func TestHostileDatabaseDown(t *testing.T) {
+	b, cli := seeded(t)
+	b.SetFaults(sandbox.Faults{OldServer: true, DatabaseDown: true})
+	_, stderr, code := cli.Exec("--timeout", "300ms", "dlq", "ls")
+	if code != 3 || !strings.Contains(stderr, "no answer within 300ms (--timeout)") || !strings.Contains(stderr, "4 tries") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}

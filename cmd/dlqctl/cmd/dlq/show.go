@@ -288,7 +288,7 @@ func showHuman(f *cmdutil.Factory, res ShowResult) error {
 	} else if len(res.Archived) > 0 {
 		fmt.Fprintf(w, "\nArchived failures (%d):\n", len(res.Archived))
 		for _, a := range res.Archived {
-			gone := "still seen at the last sync"
+			gone := "last seen in the DLQ " + render.Timestamp(a.LastSeen)
 			if !a.GoneAt.IsZero() {
 				gone = "left the DLQ by " + render.Timestamp(a.GoneAt)
 				if a.Vanished {
@@ -307,7 +307,7 @@ func showHuman(f *cmdutil.Factory, res ShowResult) error {
 	if len(res.Data) == 0 {
 		fmt.Fprintln(w, "  (none)")
 	} else if json.Indent(&pretty, res.Data, "  ", "  ") == nil {
-		fmt.Fprintf(w, "  %s\n", c(pretty.String()))
+		fmt.Fprintf(w, "  %s\n", render.CleanLines(pretty.String()))
 	} else {
 		fmt.Fprintf(w, "  %s\n", c(string(res.Data)))
 	}
