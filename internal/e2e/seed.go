@@ -143,32 +143,39 @@ func (l *Loader) consume(ctx context.Context, queue, partition, group string, fa
 		if len(page.Messages) == 0 {
 			return dead, nil
 		}
+		// One ack call for the page, as consumers do.
+		var acks []map[string]any
 		for _, m := range page.Messages {
 			lease := m.LeaseID
 			if lease == "" {
 				lease = page.LeaseID
 			}
 			ack := map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "leaseId": lease, "status": "completed"}
-			if group != client.QueueModeGroup {
-				ack["consumerGroup"] = group
-			}
 			if e, ok := fail(m.TransactionID); ok {
 				ack["status"], ack["error"] = "dlq", e
 				dead++
 			}
-			var res []struct {
-				Success bool    `json:"success"`
-				Error   *string `json:"error"`
-			}
-			if err := l.call(ctx, http.MethodPost, "/api/v1/ack", nil, ack, &res); err != nil {
-				return dead, err
-			}
-			if len(res) == 1 && !res[0].Success {
+			acks = append(acks, ack)
+		}
+		body := map[string]any{"acknowledgments": acks}
+		if group != client.QueueModeGroup {
+			body["consumerGroup"] = group
+		}
+		var res []struct {
+			Success       bool    `json:"success"`
+			Error         *string `json:"error"`
+			TransactionID string  `json:"transactionId"`
+		}
+		if err := l.call(ctx, http.MethodPost, "/api/v1/ack/batch", nil, body, &res); err != nil {
+			return dead, err
+		}
+		for _, r := range res {
+			if !r.Success {
 				msg := "refused"
-				if res[0].Error != nil {
-					msg = *res[0].Error
+				if r.Error != nil {
+					msg = *r.Error
 				}
-				return dead, fmt.Errorf("ack of %s: %s", m.TransactionID, msg)
+				return dead, fmt.Errorf("ack of %s: %s", r.TransactionID, msg)
 			}
 		}
 	}

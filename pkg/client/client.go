@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/internal/secret"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Options configure a Client.
@@ -750,4 +752,43 @@ func (c *Client) trace(format string, a ...any) {
 		return
 	}
 	fmt.Fprintf(c.opts.Debug, "[http] "+format+"\n", a...)
+}
+
+// DLQDepths reads the broker's per-queue dead-letter depth from its
+// Prometheus metrics (queen_dlq_depth_by_queue{queue}), which a contract
+// server exports: a depth without paging. The released server has no such
+// metric: the map is then empty, and so it is on any error (a probe does
+// without it).
+func (c *Client) DLQDepths(ctx context.Context) map[string]int {
+	out := map[string]int{}
+	resp, err := c.send(ctx, http.MethodGet, "/metrics/prometheus", nil, nil)
+	if err != nil {
+		return out
+	}
+	defer resp.close()
+	body, err := io.ReadAll(io.LimitReader(resp.body, 16<<20))
+	if err != nil {
+		return out
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return out
+	}
+	if f := fams["queen_dlq_depth_by_queue"]; f != nil {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "queue" {
+					continue
+				}
+				switch {
+				case m.GetGauge() != nil:
+					out[l.GetValue()] = int(m.GetGauge().GetValue())
+				case m.GetUntyped() != nil:
+					out[l.GetValue()] = int(m.GetUntyped().GetValue())
+				}
+			}
+		}
+	}
+	return out
 }

@@ -57,11 +57,11 @@ func TestRowsPagesEverythingOnceOnBothServers(t *testing.T) {
 			if len(rows) != 1234 {
 				t.Fatalf("got %d rows, want 1234", len(rows))
 			}
-			seen := map[string]bool{}
+			seen := map[client.Key]bool{}
 			for i, r := range rows {
 				k := client.RowKey(r)
 				if seen[k] {
-					t.Fatalf("row %s listed twice", k)
+					t.Fatalf("row %+v listed twice", k)
 				}
 				seen[k] = true
 				if i > 0 && r.FailedAt.After(rows[i-1].FailedAt) {

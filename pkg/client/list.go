@@ -60,10 +60,17 @@ func (c *Client) ListEach(ctx context.Context, q ListQuery, visit func(Row) bool
 	return n, err
 }
 
-// RowKey identifies a row (not an address): one message can have a row per
-// consumer group and per failure.
-func RowKey(r Row) string {
-	return r.PartitionID + "\x00" + r.TransactionID + "\x00" + r.ConsumerGroup + "\x00" + r.FailedAt.Format(time.RFC3339Nano)
+// Key identifies a row (not an address): one message can have a row per
+// consumer group and per failure. It is comparable and costs no
+// allocation to make.
+type Key struct {
+	PartitionID, TransactionID, ConsumerGroup string
+	FailedAt                                  int64 // Unix nanoseconds
+}
+
+// RowKey returns the row's Key.
+func RowKey(r Row) Key {
+	return Key{r.PartitionID, r.TransactionID, r.ConsumerGroup, r.FailedAt.UnixNano()}
 }
 
 // ErrOffsetIgnored: a full page came back with only rows already read, so
@@ -85,10 +92,10 @@ func (c *Client) Rows(ctx context.Context, q ListQuery) iter.Seq2[Row, error] {
 		if size <= 0 {
 			size = 500
 		}
-		prev := map[string]struct{}{}
+		prev := map[Key]struct{}{}
 		offset := q.Offset
 		for {
-			cur := make(map[string]struct{}, min(size, 1024))
+			cur := make(map[Key]struct{}, min(size, 1024))
 			n, fresh, stopped := 0, 0, false
 			pq := q
 			pq.Limit, pq.Offset = size, offset
@@ -357,61 +364,73 @@ func expect(dec *jsontext.Decoder, k jsontext.Kind) (jsontext.Token, error) {
 	return dec.ReadToken()
 }
 
-// decodeRow decodes one row object, tolerating the field variations of
-// real servers: failedAt may be missing (createdAt is its alias on the
-// seed contract), data and errorMessage may be null, ids may be numbers.
+// decodeRow reads one row: the decoder validates it as JSON in one
+// pass, then a scanner that may trust that picks out the fields. It
+// tolerates the field variations of real servers: failedAt may be missing
+// (createdAt is its alias on the seed contract), data and errorMessage
+// may be null, ids may be numbers.
 func decodeRow(dec *jsontext.Decoder, r *Row, noData bool) error {
-	if _, err := expect(dec, '{'); err != nil {
+	if k := dec.PeekKind(); k != '{' {
+		_, err := dec.ReadToken()
+		if err == nil {
+			err = fmt.Errorf("want a JSON object, got a %s", kindName(k))
+		}
 		return err
 	}
+	raw, err := dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	return scanRow(raw, r, noData)
+}
+
+// scanRow picks a row's fields out of a valid JSON object. Its strings
+// share one allocation: the row's text fields are gathered in a buffer
+// and made into one string, which each field slices.
+func scanRow(raw []byte, r *Row, noData bool) error {
 	var created time.Time
-	for dec.PeekKind() != '}' {
-		name, err := dec.ReadValue()
-		if err != nil {
-			return err
+	type span struct {
+		field      rowField
+		start, end int
+	}
+	var spans [10]span
+	ns := 0
+	var text [512]byte
+	buf := text[:0]
+	i := skipSpace(raw, 1)
+	for i < len(raw) && raw[i] != '}' {
+		// A name, a colon, a value.
+		end := stringEnd(raw, i)
+		name := raw[i+1 : end-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			name = unquote(raw[i:end])
 		}
-		// The name's bytes are the decoder's until the next read: take
-		// what it says now.
-		field := rowFields[string(unquoteName(name))]
-		if field == fData {
-			if noData {
-				err = dec.SkipValue()
-			} else {
-				var v jsontext.Value
-				if v, err = dec.ReadValue(); err == nil && v.Kind() != 'n' {
-					r.Data = bytes.Clone(v)
-				}
-			}
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if field == fOther {
-			if err := dec.SkipValue(); err != nil {
-				return err
-			}
-			continue
-		}
-		v, err := dec.ReadValue()
-		if err != nil {
-			return err
-		}
+		field := rowFieldOf(name)
+		i = skipSpace(raw, end)
+		i = skipSpace(raw, i+1) // the colon
+		vend := valueEnd(raw, i)
+		v := jsontext.Value(raw[i:vend])
 		switch field {
-		case fID:
-			r.ID = scalar(v)
-		case fTransactionID:
-			r.TransactionID = scalar(v)
-		case fPartitionID:
-			r.PartitionID = scalar(v)
-		case fQueue:
-			r.Queue = scalar(v)
-		case fPartition:
-			r.Partition = scalar(v)
-		case fConsumerGroup:
-			r.ConsumerGroup = scalar(v)
-		case fErrorMessage:
-			r.ErrorMessage = scalar(v)
+		case fData:
+			if !noData && v.Kind() != 'n' {
+				r.Data = bytes.Clone(v)
+			}
+		case fID, fTransactionID, fPartitionID, fQueue, fPartition, fConsumerGroup, fErrorMessage:
+			start := len(buf)
+			switch v.Kind() {
+			case '"':
+				if bytes.IndexByte(v, '\\') < 0 {
+					buf = append(buf, v[1:len(v)-1]...)
+				} else if u, err := jsontext.AppendUnquote(buf, v); err == nil {
+					buf = u
+				}
+			case '0':
+				buf = append(buf, v...)
+			}
+			if ns < len(spans) {
+				spans[ns] = span{field, start, len(buf)}
+				ns++
+			}
 		case fRetryCount:
 			if v.Kind() == '0' {
 				n, err := strconv.Atoi(string(v))
@@ -422,26 +441,43 @@ func decodeRow(dec *jsontext.Decoder, r *Row, noData bool) error {
 			}
 		case fIsEncrypted:
 			r.IsEncrypted = v.Kind() == 't'
-		case fFailedAt:
+		case fFailedAt, fCreatedAt:
 			if v.Kind() == '"' {
 				t, err := parseTimestamp(unquote(v))
 				if err != nil {
-					return fmt.Errorf("failedAt: %v", err)
+					return fmt.Errorf("%s: %v", name, err)
 				}
-				r.FailedAt = t
-			}
-		case fCreatedAt:
-			if v.Kind() == '"' {
-				t, err := parseTimestamp(unquote(v))
-				if err != nil {
-					return fmt.Errorf("createdAt: %v", err)
+				if field == fFailedAt {
+					r.FailedAt = t
+				} else {
+					created = t
 				}
-				created = t
 			}
 		}
+		i = skipSpace(raw, vend)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
 	}
-	if _, err := dec.ReadToken(); err != nil {
-		return err
+	all := string(buf)
+	for _, sp := range spans[:ns] {
+		v := all[sp.start:sp.end]
+		switch sp.field {
+		case fID:
+			r.ID = v
+		case fTransactionID:
+			r.TransactionID = v
+		case fPartitionID:
+			r.PartitionID = v
+		case fQueue:
+			r.Queue = v
+		case fPartition:
+			r.Partition = v
+		case fConsumerGroup:
+			r.ConsumerGroup = v
+		case fErrorMessage:
+			r.ErrorMessage = v
+		}
 	}
 	if r.FailedAt.IsZero() {
 		r.FailedAt = created
@@ -450,6 +486,67 @@ func decodeRow(dec *jsontext.Decoder, r *Row, noData bool) error {
 		return fmt.Errorf("dead-letter row without partitionId or transactionId")
 	}
 	return nil
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index after the string that starts at b[i] ('"').
+func stringEnd(b []byte, i int) int {
+	j := i + 1
+	for {
+		q := bytes.IndexByte(b[j:], '"')
+		if q < 0 {
+			return len(b)
+		}
+		// The quote ends the string unless an odd run of backslashes
+		// escapes it.
+		k := j + q
+		n := 0
+		for k-1-n >= j && b[k-1-n] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			return k + 1
+		}
+		j = k + 1
+	}
+}
+
+// valueEnd returns the index after the (valid) JSON value at b[i].
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = stringEnd(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+		j++
+	}
+	return j
 }
 
 type rowField int
@@ -470,9 +567,37 @@ const (
 	fCreatedAt
 )
 
-var rowFields = map[string]rowField{"id": fID, "transactionId": fTransactionID, "partitionId": fPartitionID, "queue": fQueue,
-	"partition": fPartition, "consumerGroup": fConsumerGroup, "errorMessage": fErrorMessage, "retryCount": fRetryCount,
-	"data": fData, "isEncrypted": fIsEncrypted, "failedAt": fFailedAt, "createdAt": fCreatedAt}
+// rowFieldOf names a row's field (a switch on the bytes, which allocates
+// nothing and beats a map here).
+func rowFieldOf(name []byte) rowField {
+	switch string(name) {
+	case "id":
+		return fID
+	case "transactionId":
+		return fTransactionID
+	case "partitionId":
+		return fPartitionID
+	case "queue":
+		return fQueue
+	case "partition":
+		return fPartition
+	case "consumerGroup":
+		return fConsumerGroup
+	case "errorMessage":
+		return fErrorMessage
+	case "retryCount":
+		return fRetryCount
+	case "data":
+		return fData
+	case "isEncrypted":
+		return fIsEncrypted
+	case "failedAt":
+		return fFailedAt
+	case "createdAt":
+		return fCreatedAt
+	}
+	return fOther
+}
 
 // unquoteName returns a name's text; names without escapes (all of the
 // broker's) are returned without copying.

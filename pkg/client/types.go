@@ -44,6 +44,11 @@ func IsEnvelope(data json.RawMessage) bool {
 	if len(d) == 0 || d[0] != '{' {
 		return false
 	}
+	// Most payloads are not envelopes: without the key's name (and no
+	// escape that could spell it), there is nothing to decode.
+	if !bytes.Contains(d, []byte(`"authTag"`)) && bytes.IndexByte(d, '\\') < 0 {
+		return false
+	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(d, &m) != nil || len(m) != 3 {
 		return false

@@ -2,6 +2,7 @@ package render
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -65,4 +66,46 @@ func TestPaletteOff(t *testing.T) {
 	if on := NewPalette(&b, true); !strings.Contains(on.Red("x"), "\x1b[") {
 		t.Fatal("colour on")
 	}
+}
+
+func FuzzAppendJSONStringIsEncodingJSON(f *testing.F) {
+	for _, s := range []string{"", "plain", "<&>", "\u2028\u2029", "\x00\x1f\x7f", "bad \xff", "é💥", "\"\\"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := AppendJSONString(nil, s); string(got) != string(want) {
+			t.Fatalf("%q: %s, encoding/json writes %s", s, got, want)
+		}
+	})
+}
+
+func FuzzAppendJSONRawIsEncodingJSON(f *testing.F) {
+	for _, s := range []string{`{}`, `{ "a" : [1, 2] }`, `"<b>"`, "{\"x\":\"\u2028\"}", `[1,2,3]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !json.Valid([]byte(s)) {
+			return
+		}
+		want, err := json.Marshal(json.RawMessage(s))
+		if err != nil {
+			return
+		}
+		if got := AppendJSONRaw(nil, []byte(s)); string(got) != string(want) {
+			t.Fatalf("%q: %s, encoding/json writes %s", s, got, want)
+		}
+	})
+}
+
+func FuzzAppendTimestampIsFormat(f *testing.F) {
+	for _, ns := range []int64{0, 1, -1, 1764558000123456789, -14200000000000000} {
+		f.Add(ns)
+	}
+	f.Fuzz(func(t *testing.T, ns int64) {
+		tm := time.Unix(0, ns)
+		if got, want := string(AppendTimestamp(nil, tm)), tm.UTC().Format("2006-01-02T15:04:05.000Z"); got != want {
+			t.Fatalf("%d: %s, want %s", ns, got, want)
+		}
+	})
 }

@@ -18,6 +18,7 @@ type Stream struct {
 	f     Format
 	n     int
 	flush bool
+	buf   []byte // reused by records that append their own JSON
 }
 
 // NewStream starts a stream; f must be JSON, NDJSON or YAML.
@@ -31,9 +32,15 @@ func (s *Stream) FlushEach() { s.flush = true }
 
 // Write adds one record.
 func (s *Stream) Write(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
+	var b []byte
+	if a, ok := v.(JSONAppender); ok {
+		s.buf = a.AppendJSON(s.buf[:0])
+		b = s.buf
+	} else {
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return err
+		}
 	}
 	switch s.f {
 	case NDJSON:

@@ -3,38 +3,9 @@ package replay
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"regexp"
 	"strings"
 	"sync"
 )
-
-var (
-	reUUID   = regexp.MustCompile(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`)
-	reQuoted = regexp.MustCompile(`"[^"]*"|'[^']*'|` + "`[^`]*`")
-	reHexTok = regexp.MustCompile(`\b(?:0x)?[0-9a-fA-F]+\b`)
-	reDigits = regexp.MustCompile(`[0-9]+(?:\.[0-9]+)?`)
-	reSpace  = regexp.MustCompile(`\s+`)
-)
-
-// NormalizeError turns an error text into its failure class's pattern:
-// UUIDs, quoted values, hex ids and numbers become placeholders, so
-// "order 8812 not found" and "order 91 not found" are one class.
-func NormalizeError(s string) string {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return "(no error message)"
-	}
-	s = reUUID.ReplaceAllString(s, "<uuid>")
-	s = reQuoted.ReplaceAllString(s, "<str>")
-	s = reHexTok.ReplaceAllStringFunc(s, func(tok string) string {
-		if strings.ContainsAny(tok, "0123456789") {
-			return "<n>"
-		}
-		return tok
-	})
-	s = reDigits.ReplaceAllString(s, "<n>")
-	return reSpace.ReplaceAllString(s, " ")
-}
 
 // ClassID is the stable id of a failure class: a hash of its pattern, so
 // the same error text gets the same id on every machine and every day.
@@ -52,7 +23,8 @@ func ClassID(errorMessage string) string {
 	if len(classMemo) >= 1<<14 {
 		clear(classMemo) // bounded: distinct texts (ids in them) must not grow it forever
 	}
-	classMemo[errorMessage] = id
+	// A copy: the text may be a slice of a larger string (a row's).
+	classMemo[strings.Clone(errorMessage)] = id
 	classMu.Unlock()
 	return id
 }

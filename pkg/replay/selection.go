@@ -313,7 +313,7 @@ func Snapshot(ctx context.Context, l Lister, sel *Selection, pageSize int) ([]It
 // and skipping payloads.
 func Widen(ctx context.Context, l Lister, items []Item, pageSize int) error {
 	idx := make(map[client.Address]int, len(items))
-	have := map[string]bool{}
+	have := map[client.Key]bool{}
 	var queues []string
 	for i, it := range items {
 		idx[it.Address] = i

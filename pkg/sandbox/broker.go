@@ -75,11 +75,18 @@ type Broker struct {
 	// O(limit) per page, as a real broker's index makes it.
 	version int
 	views   map[string]view
+	pages   map[string]cachedPage // list answers by query, until the next change
 }
 
 type view struct {
 	version int
 	rows    []*row
+}
+
+type cachedPage struct {
+	version int
+	old     bool
+	body    []byte
 }
 
 type queueConf struct {

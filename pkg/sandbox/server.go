@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,6 +28,7 @@ func (b *Broker) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/configure", b.configure)
 	mux.HandleFunc("GET /api/v1/pop/queue/{queue}/partition/{partition}", b.pop)
 	mux.HandleFunc("POST /api/v1/ack", b.ack)
+	mux.HandleFunc("POST /api/v1/ack/batch", b.ackBatch)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.mu.Lock()
 		f := b.faults
@@ -156,8 +158,21 @@ const tsLayout = "2006-01-02T15:04:05.000Z"
 func (b *Broker) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			b.mu.Unlock()
+		}
+	}()
 	b.count("GET /api/v1/dlq")
+	// A page asked for again before anything changed is the same bytes:
+	// kept, so benchmarks measure dlqctl rather than this test double.
+	cacheKey := r.URL.RawQuery
+	if c, ok := b.pages[cacheKey]; ok && c.version == b.version && c.old == b.faults.OldServer {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(c.body)
+		return
+	}
 	old := b.faults.OldServer
 	limit, offset := 100, 0
 	if v := q.Get("limit"); v != "" {
@@ -225,29 +240,64 @@ func (b *Broker) list(w http.ResponseWriter, r *http.Request) {
 			page = v.rows[offset:min(len(v.rows), offset+limit)]
 		}
 	}
-	msgs := make([]wireRow, 0, len(page))
-	for _, rw := range page {
+	// The page is encoded outside the lock, a row at a time, as a broker
+	// streams it (a released server's page is the whole DLQ).
+	version := b.version
+	type item struct {
+		rw   *row
+		data json.RawMessage
+		enc  bool
+	}
+	items := make([]item, len(page))
+	for i, rw := range page {
 		data, enc := b.listedPayload(rw.msg)
+		items[i] = item{rw, data, enc}
+	}
+	b.mu.Unlock()
+	locked = false
+	var buf bytes.Buffer
+	buf.WriteString(`{"messages":[`)
+	for i, it := range items {
+		rw := it.rw
 		wr := wireRow{ID: rw.msg.ID, TransactionID: rw.msg.TxID, PartitionID: rw.msg.PartitionID, Queue: rw.msg.Queue,
 			Partition: rw.msg.Partition, ConsumerGroup: rw.Group, ErrorMessage: rw.Error, RetryCount: rw.Retries,
-			Data: data, CreatedAt: rw.FailedAt.Format(tsLayout), FailedAt: rw.FailedAt.Format(tsLayout)}
+			Data: it.data, CreatedAt: rw.FailedAt.Format(tsLayout), FailedAt: rw.FailedAt.Format(tsLayout)}
 		if old {
 			// The released server's createdAt is the message's enqueue time.
 			wr.CreatedAt = rw.msg.CreatedAt.UTC().Format(tsLayout)
 		}
-		if enc && !old {
+		if it.enc && !old {
 			t := true
 			wr.IsEncrypted = &t
 		}
-		msgs = append(msgs, wr)
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		line, _ := json.Marshal(wr)
+		buf.Write(line)
+		if buf.Len() > 1<<20 {
+			w.Write(buf.Bytes())
+			buf.Reset()
+		}
 	}
-	if old {
-		// No total: the released server's page says only what was asked.
-		writeJSON(w, http.StatusOK, map[string]any{"messages": msgs, "pagination": map[string]int{"limit": limit, "offset": offset}})
-		return
+	// No total on the released server: its page says only what was asked.
+	fmt.Fprintf(&buf, `],"pagination":{"limit":%d,"offset":%d}`, limit, offset)
+	if !old {
+		fmt.Fprintf(&buf, `,"total":%d`, len(items))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs,
-		"pagination": map[string]int{"limit": limit, "offset": offset}, "total": len(msgs)})
+	buf.WriteString("}\n")
+	if len(items) <= 1000 {
+		b.mu.Lock()
+		if b.version == version {
+			if b.pages == nil || len(b.pages) > 4096 {
+				b.pages = map[string]cachedPage{}
+			}
+			b.pages[cacheKey] = cachedPage{version: version, old: old, body: bytes.Clone(buf.Bytes())}
+		}
+		b.mu.Unlock()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(buf.Bytes())
 }
 
 func (b *Broker) badParam(w http.ResponseWriter, name string) {
@@ -439,42 +489,78 @@ func (b *Broker) pop(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"messages": out, "leaseId": lease, "consumerGroup": group, "queue": q, "partition": part, "success": true})
 }
 
+type ackReq struct {
+	TransactionID string `json:"transactionId"`
+	PartitionID   string `json:"partitionId"`
+	LeaseID       string `json:"leaseId"`
+	Status        string `json:"status"`
+	ConsumerGroup string `json:"consumerGroup"`
+	Error         string `json:"error"`
+}
+
 // ack settles a popped message (POST /api/v1/ack); status "dlq" (or
 // "failed") dead-letters it for the group with the error given.
 func (b *Broker) ack(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		TransactionID string `json:"transactionId"`
-		PartitionID   string `json:"partitionId"`
-		LeaseID       string `json:"leaseId"`
-		Status        string `json:"status"`
-		ConsumerGroup string `json:"consumerGroup"`
-		Error         string `json:"error"`
-	}
+	var req ackReq
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.TransactionID == "" || req.PartitionID == "" {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "transactionId and partitionId are required"})
 		return
 	}
-	if req.ConsumerGroup == "" {
-		req.ConsumerGroup = "__QUEUE_MODE__"
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.count("POST /api/v1/ack")
-	m := b.leases[req.LeaseID+"\x00"+req.PartitionID+"\x00"+req.TransactionID]
-	if m == nil {
-		writeJSON(w, http.StatusOK, []map[string]any{{"index": 0, "success": false, "error": "lease not found", "transactionId": req.TransactionID}})
+	writeJSON(w, http.StatusOK, []map[string]any{b.ackLocked(0, req)})
+	b.sortAfterAcks()
+}
+
+// ackBatch settles several popped messages of one consumer group
+// (POST /api/v1/ack/batch).
+func (b *Broker) ackBatch(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Acks          []ackReq `json:"acknowledgments"`
+		ConsumerGroup string   `json:"consumerGroup"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Acks == nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "acknowledgments array is required"})
 		return
 	}
-	delete(b.leases, req.LeaseID+"\x00"+req.PartitionID+"\x00"+req.TransactionID)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.count("POST /api/v1/ack/batch")
+	out := make([]map[string]any, 0, len(req.Acks))
+	for i, a := range req.Acks {
+		if a.ConsumerGroup == "" {
+			a.ConsumerGroup = req.ConsumerGroup
+		}
+		out = append(out, b.ackLocked(i, a))
+	}
+	b.sortAfterAcks()
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (b *Broker) ackLocked(i int, req ackReq) map[string]any {
+	if req.ConsumerGroup == "" {
+		req.ConsumerGroup = "__QUEUE_MODE__"
+	}
+	key := req.LeaseID + "\x00" + req.PartitionID + "\x00" + req.TransactionID
+	m := b.leases[key]
+	if m == nil {
+		return map[string]any{"index": i, "success": false, "error": "lease not found", "transactionId": req.TransactionID}
+	}
+	delete(b.leases, key)
 	dlq := req.Status == "dlq" || req.Status == "failed"
 	if dlq {
 		b.seq++
-		b.rows = append([]*row{{msg: m, Group: req.ConsumerGroup, Error: req.Error, FailedAt: b.now().UTC().Truncate(time.Millisecond), seq: b.seq}}, b.rows...)
-		sort.SliceStable(b.rows, func(i, j int) bool { return newer(b.rows[i], b.rows[j]) })
+		b.rows = append(b.rows, &row{msg: m, Group: req.ConsumerGroup, Error: req.Error, FailedAt: b.now().UTC().Truncate(time.Millisecond), seq: b.seq})
 		b.version++
 	}
-	writeJSON(w, http.StatusOK, []map[string]any{{"index": 0, "success": true, "dlq": dlq, "error": nil, "transactionId": req.TransactionID,
-		"queueName": m.Queue, "partitionName": m.Partition}})
+	return map[string]any{"index": i, "success": true, "dlq": dlq, "error": nil, "transactionId": req.TransactionID,
+		"queueName": m.Queue, "partitionName": m.Partition}
+}
+
+// sortAfterAcks puts rows dead-lettered by acks in their place: newest first.
+func (b *Broker) sortAfterAcks() {
+	sort.SliceStable(b.rows, func(i, j int) bool { return newer(b.rows[i], b.rows[j]) })
 }
 
 func (b *Broker) metrics(w http.ResponseWriter, _ *http.Request) {
@@ -485,9 +571,16 @@ func (b *Broker) metrics(w http.ResponseWriter, _ *http.Request) {
 		by[r.msg.Queue]++
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	fmt.Fprintf(w, "queen_dlq_depth{scope=\"cluster\"} %d\n", len(b.rows))
+	if b.faults.OldServer {
+		// The released server counts dead-lettering, not depth.
+		fmt.Fprintf(w, "# TYPE queen_cluster_dlq_total counter\nqueen_cluster_dlq_total{scope=\"cluster\"} %d\n", len(b.rows))
+		return
+	}
+	esc := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+	fmt.Fprintf(w, "# TYPE queen_dlq_depth gauge\nqueen_dlq_depth{scope=\"cluster\"} %d\n", len(b.rows))
+	fmt.Fprintln(w, "# TYPE queen_dlq_depth_by_queue gauge")
 	for q, n := range by {
-		fmt.Fprintf(w, "queen_dlq_depth_by_queue{queue=%q} %d\n", q, n)
+		fmt.Fprintf(w, "queen_dlq_depth_by_queue{queue=\"%s\"} %d\n", esc.Replace(q), n)
 	}
 }
 

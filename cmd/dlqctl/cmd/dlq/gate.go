@@ -60,6 +60,9 @@ type gate struct {
 	// holds and decided name the queues with at least one active hold or
 	// decision: a queue with none needs no row read beyond the probes.
 	holds, decided map[string]bool
+	// depths are the broker's own per-queue DLQ depths, where it exports
+	// them: where probes start looking for each end.
+	depths map[string]int
 }
 
 // limits are a scope's thresholds.
@@ -209,10 +212,6 @@ func (g *gate) queue(ctx context.Context, q string, listed []string) ([]Scope, [
 	if n > 1 || g.cl.OneBody() {
 		return ob.scopes(m), nil, nil
 	}
-	whole, err := g.cl.FindOldest(mctx, client.ListQuery{Queue: q})
-	if err != nil {
-		return nil, nil, err
-	}
 	var out []Scope
 	var notes []string
 	first := true
@@ -224,19 +223,32 @@ func (g *gate) queue(ctx context.Context, q string, listed []string) ([]Scope, [
 		}
 		out = append(out, s)
 	}
-	if len(listed) == 0 {
-		s, err := g.pagedScope(mctx, q, "", whole)
+	if g.depths == nil {
+		// Asked once, and only of a broker that pages.
+		g.depths = g.cl.DLQDepths(ctx)
+	}
+	depth, known := g.depths[q]
+	if len(listed) == 0 || !known {
+		whole, err := g.cl.FindOldestBelow(mctx, client.ListQuery{Queue: q}, depth)
 		if err != nil {
 			return nil, nil, err
 		}
-		finish(s, &client.Meter{})
-		return out, nil, nil
+		if len(listed) == 0 {
+			s, err := g.pagedScope(mctx, q, "", whole)
+			if err != nil {
+				return nil, nil, err
+			}
+			finish(s, &client.Meter{})
+			return out, nil, nil
+		}
+		depth = whole.Depth
 	}
 	sum := 0
 	for _, grp := range listed {
 		gm := &client.Meter{}
 		gctx := client.WithMeter(ctx, gm)
-		ext, err := g.cl.FindOldest(gctx, client.ListQuery{Queue: q, ConsumerGroup: grp})
+		// A group's rows are among its queue's: search below its depth.
+		ext, err := g.cl.FindOldestBelow(gctx, client.ListQuery{Queue: q, ConsumerGroup: grp}, depth)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -249,14 +261,21 @@ func (g *gate) queue(ctx context.Context, q string, listed []string) ([]Scope, [
 	}
 	// Rows of groups the broker does not name (a retired group) would
 	// escape the group scopes, so such a queue is also checked whole.
-	if whole.Depth > sum {
-		notes = append(notes, fmt.Sprintf("%s: %d dead letter(s) belong to consumer groups the broker does not list; the queue is also checked as a whole", q, whole.Depth-sum))
+	if depth > sum {
 		wm := &client.Meter{}
-		s, err := g.pagedScope(client.WithMeter(ctx, wm), q, "*", whole)
+		wctx := client.WithMeter(ctx, wm)
+		whole, err := g.cl.FindOldestBelow(wctx, client.ListQuery{Queue: q}, depth)
 		if err != nil {
 			return nil, nil, err
 		}
-		finish(s, wm)
+		if whole.Depth > sum {
+			notes = append(notes, fmt.Sprintf("%s: %d dead letter(s) belong to consumer groups the broker does not list; the queue is also checked as a whole", q, whole.Depth-sum))
+			s, err := g.pagedScope(wctx, q, "*", whole)
+			if err != nil {
+				return nil, nil, err
+			}
+			finish(s, wm)
+		}
 	}
 	return out, notes, nil
 }

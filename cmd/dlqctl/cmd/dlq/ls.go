@@ -116,7 +116,7 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 			if x, ok := dec[r.Address()]; ok {
 				d = &x
 			}
-			if err := st.Write(toRow(r, now, d, cl.ListDecrypts())); err != nil {
+			if err := st.Write(lsRecord{r, now, d, cl.ListDecrypts()}); err != nil {
 				return err
 			}
 		}

@@ -253,3 +253,43 @@ func TestOneAddressReadsOnlyItsQueue(t *testing.T) {
 		t.Fatalf("missing address: exit %d, want 5", code)
 	}
 }
+
+// Row.AppendJSON is what encoding/json writes for a Row, byte for byte,
+// whatever the strings hold.
+func TestRowAppendJSONIsEncodingJSON(t *testing.T) {
+	for _, r := range []dlq.Row{
+		{Address: "p/t", ErrorMessage: "plain", Data: json.RawMessage(`{"a":1}`)},
+		{Address: "p/<&>", PartitionID: "\u2028\u2029", TransactionID: "\x00\x1f\b\f\n\r\t\"\\", ErrorMessage: "bad \xff utf8 é 💥",
+			RetryCount: -3, AgeSeconds: 1 << 40, IsEncrypted: true, Envelope: true, Decision: "hold", DecisionBatch: "b",
+			Data: json.RawMessage("{ \"html\" : \"<b>&amp;\u2028\" ,\n \"n\": [1, 2] }")},
+		{},
+	} {
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.AppendJSON(nil); string(got) != string(want) {
+			t.Fatalf("AppendJSON:\n%s\nencoding/json:\n%s", got, want)
+		}
+	}
+}
+
+// What ls -o ndjson writes straight from a broker row is what toRow's
+// Row would encode to.
+func TestLsRecordIsToRow(t *testing.T) {
+	b, _ := seeded(t)
+	now := testutil.Now
+	hold := &ledger.Decision{BatchID: "b1", Action: ledger.ActionHold, Until: now.Add(time.Hour), Seen: now}
+	for i, sr := range b.DeadLetterRows() {
+		r := client.Row{ID: "m<&>", TransactionID: sr.TransactionID, PartitionID: sr.PartitionID, Queue: sr.Queue, Partition: sr.Partition,
+			ConsumerGroup: sr.ConsumerGroup, ErrorMessage: sr.Error + "\x1b\u2028\xff", RetryCount: i, FailedAt: sr.FailedAt, Data: sr.Payload, IsEncrypted: i%3 == 0}
+		for _, d := range []*ledger.Decision{nil, hold} {
+			for _, dec := range []bool{false, true} {
+				want, _ := json.Marshal(dlq.ToRowForTest(r, now, d, dec))
+				if got := dlq.LsRecordForTest(r, now, d, dec); string(got) != string(want) {
+					t.Fatalf("row %d:\n%s\nwant\n%s", i, got, want)
+				}
+			}
+		}
+	}
+}

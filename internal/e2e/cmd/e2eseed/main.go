@@ -24,8 +24,12 @@ func main() {
 	server := flag.String("server", "http://localhost:6632", "broker URL")
 	prefix := flag.String("prefix", fmt.Sprintf("e2e-%d-", time.Now().Unix()), "prefix of every queue name")
 	seedFile := flag.String("seed", "", "seed file (default: the built-in testdata/sandbox.json)")
+	n := flag.Int("n", 0, "generate this many dead letters (sandbox.GenerateSeed) instead of reading a seed")
 	flag.Parse()
 	raw := dlqctl.SandboxSeed
+	if *n > 0 {
+		raw, _ = json.Marshal(sandbox.GenerateSeed(*n, 1))
+	}
 	if *seedFile != "" {
 		b, err := os.ReadFile(*seedFile)
 		if err != nil {

@@ -1,0 +1,18 @@
+package dlq
+
+import (
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+)
+
+// ToRowForTest and LsRecordForTest expose the two ways a row is written,
+// for the test that holds them equal.
+func ToRowForTest(r client.Row, now time.Time, d *ledger.Decision, listDecrypts bool) Row {
+	return toRow(r, now, d, listDecrypts)
+}
+
+func LsRecordForTest(r client.Row, now time.Time, d *ledger.Decision, listDecrypts bool) []byte {
+	return lsRecord{r, now, d, listDecrypts}.AppendJSON(nil)
+}

@@ -1,0 +1,133 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+	"unicode/utf8"
+)
+
+// JSONAppender is a record that writes its own JSON (exactly what
+// encoding/json would write for it), so a stream of many records skips
+// reflection.
+type JSONAppender interface {
+	AppendJSON(b []byte) []byte
+}
+
+const hexDigits = "0123456789abcdef"
+
+// jsonSafe marks the ASCII bytes encoding/json writes as they are.
+var jsonSafe = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
+// AppendJSONStringContent is AppendJSONString without the quotes, for a
+// string written in parts.
+func AppendJSONStringContent(b []byte, s string) []byte {
+	return appendStringContent(b, s)
+}
+
+// AppendJSONString appends s as encoding/json writes a string (HTML
+// characters escaped, invalid UTF-8 as \ufffd).
+func AppendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	b = appendStringContent(b, s)
+	return append(b, '"')
+}
+
+func appendStringContent(b []byte, s string) []byte {
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if jsonSafe[c] {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(b, s[start:]...)
+}
+
+// AppendJSONRaw appends a raw JSON value as encoding/json writes a
+// json.RawMessage: compacted, HTML characters escaped. Values that need
+// neither (most) are copied as they are.
+func AppendJSONRaw(b []byte, raw []byte) []byte {
+	plain := true
+	for _, c := range raw {
+		// 0xE2 starts U+2028 and U+2029, which are escaped too.
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '<' || c == '>' || c == '&' || c == 0xE2 {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return append(b, raw...)
+	}
+	var c, h bytes.Buffer
+	if err := json.Compact(&c, raw); err != nil {
+		return append(b, raw...)
+	}
+	json.HTMLEscape(&h, c.Bytes())
+	return append(b, h.Bytes()...)
+}
+
+// AppendTimestamp appends Timestamp(t) (RFC 3339, UTC, milliseconds).
+func AppendTimestamp(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, '-')
+	}
+	t = t.UTC()
+	y, mo, d := t.Date()
+	if y < 0 || y > 9999 {
+		return t.AppendFormat(b, "2006-01-02T15:04:05.000Z")
+	}
+	h, mi, sec := t.Clock()
+	ms := t.Nanosecond() / int(time.Millisecond)
+	two := func(b []byte, n int) []byte { return append(b, byte('0'+n/10), byte('0'+n%10)) }
+	b = append(b, byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10), '-')
+	b = append(two(b, int(mo)), '-')
+	b = append(two(b, d), 'T')
+	b = append(two(b, h), ':')
+	b = append(two(b, mi), ':')
+	b = append(two(b, sec), '.')
+	return append(b, byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z')
+}
