@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dlqctl/dlqctl/internal/secret"
@@ -46,13 +47,22 @@ type Store struct {
 	db     *sql.DB
 	engine Engine
 	shown  string // the DSN with any password removed
+
+	saveOnce sync.Once
+	saveStmt *sql.Stmt
+	saveErr  error
 }
 
 // String is the DSN without its password.
 func (s *Store) String() string { return s.shown }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	if s.saveStmt != nil {
+		s.saveStmt.Close()
+	}
+	return s.db.Close()
+}
 
 // DB exposes the database for tests and benchmarks.
 func (s *Store) DB() *sql.DB { return s.db }

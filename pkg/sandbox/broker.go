@@ -111,6 +111,7 @@ type message struct {
 	Live          bool
 	CreatedAt     time.Time
 	seq           int64
+	rows          []*row // its dead-letter rows, newest first
 }
 
 type row struct {
@@ -206,7 +207,7 @@ func (b *Broker) AddDeadLetters(dls ...DeadLetter) {
 			b.messages[k] = m
 		}
 		b.seq++
-		b.rows = append(b.rows, &row{msg: m, Group: d.ConsumerGroup, Error: d.Error, Retries: d.RetryCount, FailedAt: d.FailedAt.UTC().Truncate(time.Millisecond), seq: b.seq})
+		b.addRowLocked(&row{msg: m, Group: d.ConsumerGroup, Error: d.Error, Retries: d.RetryCount, FailedAt: d.FailedAt.UTC().Truncate(time.Millisecond), seq: b.seq})
 	}
 	sort.SliceStable(b.rows, func(i, j int) bool { return newer(b.rows[i], b.rows[j]) })
 	b.version++
@@ -227,17 +228,34 @@ func (b *Broker) RemoveDeadLetters(partitionID, txid string) int {
 	return b.removeRowsLocked(msgKey{partitionID, txid})
 }
 
+// addRowLocked appends a row to the DLQ and to its message's rows; the
+// caller sorts b.rows.
+func (b *Broker) addRowLocked(r *row) {
+	b.rows = append(b.rows, r)
+	r.msg.rows = append(r.msg.rows, r)
+	sort.SliceStable(r.msg.rows, func(i, j int) bool { return newer(r.msg.rows[i], r.msg.rows[j]) })
+}
+
+// removeRowsLocked deletes a message's rows, each found by binary search
+// (b.rows is ordered), so a replay of N rows is not N scans of the DLQ.
 func (b *Broker) removeRowsLocked(k msgKey) int {
 	m := b.messages[k]
-	if m == nil {
+	if m == nil || len(m.rows) == 0 {
 		return 0
 	}
-	n := len(b.rows)
-	b.rows = slices.DeleteFunc(b.rows, func(r *row) bool { return r.msg == m })
-	if len(b.rows) != n {
-		b.version++
+	n := len(m.rows)
+	for _, r := range m.rows {
+		i := sort.Search(len(b.rows), func(i int) bool { return !newer(b.rows[i], r) })
+		for i < len(b.rows) && b.rows[i] != r {
+			i++
+		}
+		if i < len(b.rows) {
+			b.rows = slices.Delete(b.rows, i, i+1)
+		}
 	}
-	return n - len(b.rows)
+	m.rows = nil
+	b.version++
+	return n
 }
 
 // FailAgain dead-letters a live message again (its replay failed), as a
@@ -249,7 +267,7 @@ func (b *Broker) FailAgain(queue, txid, group, errText string) bool {
 		if m.Queue == queue && m.TxID == txid {
 			b.seq++
 			r := &row{msg: m, Group: group, Error: errText, Retries: 3, FailedAt: b.now().UTC().Truncate(time.Millisecond), seq: b.seq}
-			b.rows = append([]*row{r}, b.rows...)
+			b.addRowLocked(r)
 			sort.SliceStable(b.rows, func(i, j int) bool { return newer(b.rows[i], b.rows[j]) })
 			b.version++
 			return true

@@ -551,7 +551,7 @@ func (b *Broker) ackLocked(i int, req ackReq) map[string]any {
 	dlq := req.Status == "dlq" || req.Status == "failed"
 	if dlq {
 		b.seq++
-		b.rows = append(b.rows, &row{msg: m, Group: req.ConsumerGroup, Error: req.Error, FailedAt: b.now().UTC().Truncate(time.Millisecond), seq: b.seq})
+		b.addRowLocked(&row{msg: m, Group: req.ConsumerGroup, Error: req.Error, FailedAt: b.now().UTC().Truncate(time.Millisecond), seq: b.seq})
 		b.version++
 	}
 	return map[string]any{"index": i, "success": true, "dlq": dlq, "error": nil, "transactionId": req.TransactionID,
@@ -656,13 +656,11 @@ func (b *Broker) get(w http.ResponseWriter, r *http.Request) {
 	status, groups := "pending", []string{}
 	var errText string
 	retries := 0
-	for _, rw := range b.rows {
-		if rw.msg == m {
-			status = "dead_letter"
-			groups = append(groups, rw.Group)
-			if errText == "" {
-				errText, retries = rw.Error, rw.Retries
-			}
+	for _, rw := range m.rows {
+		status = "dead_letter"
+		groups = append(groups, rw.Group)
+		if errText == "" {
+			errText, retries = rw.Error, rw.Retries
 		}
 	}
 	var cgs any = groups
@@ -741,14 +739,7 @@ func (b *Broker) retry(w http.ResponseWriter, r *http.Request) {
 	}
 	k := msgKey{r.PathValue("pid"), r.PathValue("txid")}
 	m := b.messages[k]
-	has := false
-	for _, rw := range b.rows {
-		if rw.msg == m {
-			has = true
-			break
-		}
-	}
-	if m == nil || !has {
+	if m == nil || len(m.rows) == 0 {
 		b.notFoundLocked(w, "")
 		b.mu.Unlock()
 		return
