@@ -417,7 +417,11 @@ func printPlan(f *cmdutil.Factory, fm render.Format, p replay.Plan, dry bool) er
 		fmt.Fprintf(w, "  path: %s\n", p.Via)
 	}
 	if p.Rate > 0 {
-		fmt.Fprintf(w, "  rate: %g/s, estimated %s\n", p.Rate, render.Duration(p.Estimated.Round(time.Second)))
+		est := "under a second"
+		if p.Estimated >= time.Second {
+			est = render.Duration(p.Estimated.Round(time.Second))
+		}
+		fmt.Fprintf(w, "  rate: %g/s, estimated %s\n", p.Rate, est)
 	} else {
 		fmt.Fprintln(w, "  rate: unlimited")
 	}
