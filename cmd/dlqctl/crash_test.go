@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -226,10 +227,10 @@ func TestKillAndResume(t *testing.T) {
 				w := newWorld(t, 50, uint64(100+trials), "")
 				w.b.SetFaults(v.faults)
 				kill := time.Duration(rng.IntN(400)) * time.Millisecond
-				w.killAfter(kill, "dlq", "replay", "--all", "--via", v.via, "--rate", "150", "--concurrency", "4", "--why", "crash test", "--yes")
+				w.killAfter(kill, "dlq", "replay", "--all", "--via", v.via, "--rate", "150", "--concurrency", "4", "--why", "crash test", "--yes", "--order", "none")
 				w.books(false)
 				t.Logf("trial %d: killed after %s with %d of %d published", i, kill, len(w.b.LiveMessages()), len(w.orig)-len(w.undec))
-				w.finish("--via", v.via)
+				w.finish("--via", v.via, "--order", "none")
 				w.books(true)
 				if t.Failed() {
 					t.Fatalf("trial %d (killed after %s)", i, kill)
@@ -249,7 +250,7 @@ func TestInterruptPrintsResume(t *testing.T) {
 		t.Skip("runs the real binary")
 	}
 	w := newWorld(t, 40, 7, "")
-	c := w.cmd("dlq", "replay", "--all", "--rate", "20", "--why", "sigint", "--yes")
+	c := w.cmd("dlq", "replay", "--all", "--rate", "20", "--why", "sigint", "--yes", "--order", "none")
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, &out
 	if err := c.Start(); err != nil {
@@ -263,7 +264,7 @@ func TestInterruptPrintsResume(t *testing.T) {
 		t.Fatalf("SIGINT: %v\n%s", err, out.String())
 	}
 	w.books(false)
-	w.finish()
+	w.finish("--order", "none")
 	w.books(true)
 }
 
@@ -293,7 +294,7 @@ func TestTwoProcessesOneBatchOnPostgres(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				w.run("dlq", "replay", "--batch", id, "--yes", "--rate", "0", "--concurrency", "4", "--via", via)
+				w.run("dlq", "replay", "--batch", id, "--yes", "--rate", "0", "--concurrency", "4", "--via", via, "--order", "none")
 			}()
 		}
 		wg.Wait()
@@ -301,6 +302,96 @@ func TestTwoProcessesOneBatchOnPostgres(t *testing.T) {
 		w.books(true)
 		if t.Failed() {
 			t.Fatalf("round %d", round)
+		}
+	}
+}
+
+// TestOrderedKillAndResume kills the real binary at random moments of an
+// ordered replay (the default), under broker faults and on the released
+// server, then resumes it as the runbook says. From the broker's books:
+// in every partition the copies were accepted in enqueue order, no
+// message was published past one that was not, and each exactly once.
+func TestOrderedKillAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	const parts, per = 6, 8
+	variants := []struct {
+		name   string
+		faults sandbox.Faults
+		via    string
+	}{
+		{"manual with 503s and cut connections", sandbox.Faults{Fail503Every: 5, CutEvery: 7}, "manual"},
+		{"endpoint with dlqRowRemoved false", sandbox.Faults{RowKeptEvery: 3}, "auto"},
+		{"released server with cuts", sandbox.Faults{OldServer: true, CutEvery: 6}, "auto"},
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	for vi, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			for trial := 0; trial < 4; trial++ {
+				b, url := testutil.Sandbox(t)
+				b.FillChains(parts, per, uint64(100*vi+trial))
+				w := &world{t: t, b: b, url: url, dir: t.TempDir(), orig: map[string]client.Address{}, undec: map[string]bool{}}
+				w.ledger = "sqlite://" + filepath.Join(w.dir, "ledger.db")
+				for _, r := range b.DeadLetterRows() {
+					w.orig[string(r.Payload)] = client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
+				}
+				b.SetFaults(v.faults)
+				kill := time.Duration(rng.IntN(500)) * time.Millisecond
+				w.killAfter(kill, "dlq", "replay", "--all", "--via", v.via, "--rate", "100", "--concurrency", "3", "--why", "ordered crash test", "--yes")
+				orderBooks(t, b, parts, per, false)
+				w.finish("--via", v.via)
+				orderBooks(t, b, parts, per, true)
+				w.books(true)
+				if t.Failed() {
+					t.Fatalf("trial %d (killed after %s)", trial, kill)
+				}
+			}
+		})
+	}
+}
+
+// orderBooks checks per-partition order on the broker's books: copies of
+// one partition accepted in enqueue order, none twice, none published
+// past a message that is still dead-lettered; with complete, all once.
+func orderBooks(t *testing.T, b *sandbox.Broker, parts, per int, complete bool) {
+	t.Helper()
+	type place struct{ P, I int }
+	of := func(p []byte) place {
+		var x place
+		json.Unmarshal(p, &x)
+		return x
+	}
+	last := map[int]int{}
+	seen := map[place]int{}
+	for _, m := range b.LiveMessages() {
+		x := of(m.Payload)
+		seen[x]++
+		if l, ok := last[x.P]; ok && x.I < l {
+			t.Fatalf("partition p%d: message %d accepted after message %d", x.P, x.I, l)
+		}
+		last[x.P] = x.I
+	}
+	dead := map[place]bool{}
+	for _, r := range b.DeadLetterRows() {
+		dead[of(r.Payload)] = true
+	}
+	for p := 0; p < parts; p++ {
+		gap := -1
+		for i := 0; i < per; i++ {
+			x := place{p, i}
+			switch {
+			case seen[x] > 1:
+				t.Fatalf("%v published %d times", x, seen[x])
+			case seen[x] == 0 && !dead[x]:
+				t.Fatalf("%v lost", x)
+			case complete && seen[x] != 1:
+				t.Fatalf("%v published %d times at the end", x, seen[x])
+			case seen[x] == 0 && gap < 0:
+				gap = i
+			case seen[x] == 1 && gap >= 0:
+				t.Fatalf("partition p%d: message %d published past %d, which was not", p, i, gap)
+			}
 		}
 	}
 }

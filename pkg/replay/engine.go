@@ -44,7 +44,10 @@ type Options struct {
 	Burst       int
 	Concurrency int
 
-	Via           string // auto, endpoint, manual
+	Via string // auto, endpoint, manual
+	// Order is OrderPartition (the default when empty), OrderSkipGaps or
+	// OrderNone; items come in replay order (Arrange).
+	Order         string
 	ToQueue       string
 	Transform     func(json.RawMessage) (json.RawMessage, error)
 	MaxFailures   int // stop scheduling after this many failures; 0 = never
@@ -96,7 +99,12 @@ type Report struct {
 	// acted on twice by one batch.
 	DeadLetteredAgain int `json:"deadLetteredAgain"`
 	Claimed           int `json:"claimedElsewhere"`
-	Refailed          int `json:"refailed"`
+	// HeldBack counts messages not replayed because an earlier message of
+	// their partition was not (BlockedPartitions names each partition and
+	// what holds it back).
+	HeldBack          int       `json:"heldBack"`
+	BlockedPartitions []Blocked `json:"blockedPartitions,omitempty"`
+	Refailed          int       `json:"refailed"`
 	// RowsRemoved counts the dead-letter rows this run's deletes removed:
 	// every row of each address done, selected or not.
 	RowsRemoved int           `json:"rowsRemoved"`
@@ -134,6 +142,7 @@ func (r *Report) Outcome() map[string]int {
 	add("unreachable", r.Unreachable)
 	add("deadLetteredAgain", r.DeadLetteredAgain)
 	add("claimedElsewhere", r.Claimed)
+	add("heldBack", r.HeldBack)
 	add("refailed", r.Refailed)
 	add("notStarted", r.NotStarted)
 	return m
@@ -144,7 +153,7 @@ func (r *Report) Outcome() map[string]int {
 // batch, held by another run, or not started.
 func (r *Report) Clean() bool {
 	return r.Failed == 0 && r.Unknown == 0 && r.NotStarted == 0 && r.Unreachable == 0 && r.DeadLetteredAgain == 0 &&
-		r.Claimed == 0 && !r.Interrupted && r.Stopped == "" && r.LedgerError == ""
+		r.Claimed == 0 && r.HeldBack == 0 && !r.Interrupted && r.Stopped == "" && r.LedgerError == ""
 }
 
 // Engine executes one batch.
@@ -159,12 +168,13 @@ type Engine struct {
 	behindErr error // the first failed write-behind save (read after the committer ends)
 	start     time.Time
 
-	mu     sync.Mutex
-	rep    Report
-	rows   map[client.Address]int // rows each address has in the DLQ (0 when absent)
-	txids  map[string]bool
-	failed int
-	done   int
+	mu      sync.Mutex
+	blocked map[Chain]bool // partitions held back by a gap, across the canary and the rest
+	rep     Report
+	rows    map[client.Address]int // rows each address has in the DLQ (0 when absent)
+	txids   map[string]bool
+	failed  int
+	done    int
 }
 
 // NewEngine prepares an execution.
@@ -199,11 +209,14 @@ func NewEngine(b Broker, j Journal, o Options) *Engine {
 	if o.RefailEvery <= 0 {
 		o.RefailEvery = 5 * time.Second
 	}
+	if o.Order == "" {
+		o.Order = OrderPartition
+	}
 	lim := rate.NewLimiter(rate.Inf, 0)
 	if o.Rate > 0 {
 		lim = rate.NewLimiter(rate.Limit(o.Rate), o.Burst)
 	}
-	return &Engine{b: b, j: j, o: o, lim: lim, txids: map[string]bool{}}
+	return &Engine{b: b, j: j, o: o, lim: lim, txids: map[string]bool{}, blocked: map[Chain]bool{}}
 }
 
 // errNotStarted: a job was stopped before its first broker call (an
@@ -266,7 +279,7 @@ func (e *Engine) Run(ctx context.Context, items []Item) (*Report, error) {
 	}
 	rest := items
 	if e.o.Action == Replay && e.o.Canary > 0 && len(items) > e.o.Canary {
-		if err := e.runItems(ctx, items[:e.o.Canary], 1); err != nil {
+		if err := e.runSome(ctx, items[:e.o.Canary], 1); err != nil {
 			return finish(err)
 		}
 		rest = items[e.o.Canary:]
@@ -284,7 +297,7 @@ func (e *Engine) Run(ctx context.Context, items []Item) (*Report, error) {
 		}
 	}
 	if ctx.Err() == nil && !e.stopped() {
-		if err := e.runItems(ctx, rest, e.o.Concurrency); err != nil {
+		if err := e.runSome(ctx, rest, e.o.Concurrency); err != nil {
 			return finish(err)
 		}
 	}
@@ -343,6 +356,192 @@ func (e *Engine) pace(ctx context.Context) error {
 		return errNotStarted
 	}
 	return nil
+}
+
+// runSome runs items in order (a partition at a time per worker) or
+// not, as Options.Order says.
+func (e *Engine) runSome(ctx context.Context, items []Item, workers int) error {
+	if e.o.Action == Replay && Ordered(e.o.Order) {
+		return e.runChains(ctx, items, workers)
+	}
+	return e.runItems(ctx, items, workers)
+}
+
+// runChains replays each destination partition's items one after
+// another, in the order given, with up to workers partitions at once. A
+// partition is claimed a chunk at a time, from its first unfinished
+// address: another run holding that address is working the partition,
+// and this one leaves it to it. An address that is not replayed holds
+// back the rest of its partition (OrderSkipGaps goes on past it).
+func (e *Engine) runChains(ctx context.Context, items []Item, workers int) error {
+	var chains [][]Item
+	idx := map[Chain]int{}
+	for _, it := range items {
+		c := ChainOf(it, e.o.ToQueue)
+		i, ok := idx[c]
+		if !ok {
+			i = len(chains)
+			idx[c] = i
+			chains = append(chains, nil)
+		}
+		chains[i] = append(chains[i], it)
+	}
+	feed := make(chan []Item)
+	var wg sync.WaitGroup
+	var fatal error
+	var fatalOnce sync.Once
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ch := range feed {
+				if err := e.runChain(ctx, ch); err != nil {
+					fatalOnce.Do(func() { fatal = err })
+					e.stop("ledger error: " + err.Error())
+				}
+			}
+		}()
+	}
+	lastCheck := e.o.Now()
+feeding:
+	for _, ch := range chains {
+		if ctx.Err() != nil || e.stopped() {
+			break
+		}
+		if e.o.MaxRefailures > 0 && e.o.Now().Sub(lastCheck) >= e.o.RefailEvery {
+			lastCheck = e.o.Now()
+			if e.refailedTooOften(ctx) {
+				break
+			}
+		}
+		select {
+		case feed <- ch:
+		case <-ctx.Done():
+			break feeding
+		}
+	}
+	close(feed)
+	wg.Wait()
+	if e.o.MaxRefailures > 0 && !e.stopped() && ctx.Err() == nil {
+		e.refailedTooOften(ctx)
+	}
+	return fatal
+}
+
+// refailedTooOften counts this run's replays back in the DLQ and stops
+// the run at --max-refailures.
+func (e *Engine) refailedTooOften(ctx context.Context) bool {
+	n, err := e.refailures(ctx)
+	if err != nil {
+		return false
+	}
+	e.mu.Lock()
+	e.rep.Refailed = n
+	e.mu.Unlock()
+	if n >= e.o.MaxRefailures {
+		e.stop(fmt.Sprintf("paused: %d replayed message(s) failed again (--max-refailures %d)", n, e.o.MaxRefailures))
+		return true
+	}
+	return false
+}
+
+// runChain replays one partition's items in order.
+func (e *Engine) runChain(ctx context.Context, chain []Item) error {
+	c := ChainOf(chain[0], e.o.ToQueue)
+	jctx := context.WithoutCancel(ctx)
+	e.mu.Lock()
+	held := e.blocked[c]
+	e.mu.Unlock()
+	if held && e.o.Order != OrderSkipGaps {
+		e.holdBack(c, nil, "", chain)
+		return nil
+	}
+	chunk := e.claimChunk()
+	for i := 0; i < len(chain); i += chunk {
+		if ctx.Err() != nil || e.stopped() {
+			return nil
+		}
+		part := chain[i:min(i+chunk, len(chain))]
+		addrs := make([]client.Address, len(part))
+		for k, it := range part {
+			addrs[k] = it.Address
+		}
+		claimed, err := e.j.ClaimMany(jctx, e.o.Broker, addrs, e.o.Owner, e.o.Now(), e.o.Lease)
+		if err != nil {
+			return err
+		}
+		release := func(from int) error {
+			var rest []client.Address
+			for _, it := range part[from:] {
+				if claimed[it.Address] != nil {
+					rest = append(rest, it.Address)
+				}
+			}
+			return e.j.Release(jctx, e.o.Broker, rest, e.o.Owner)
+		}
+		for k, it := range part {
+			ent := claimed[it.Address]
+			if ent == nil {
+				// Another run holds it: the partition is that run's from here.
+				rest := chain[i+k:]
+				e.record(func(r *Report) {
+					r.Claimed += len(rest)
+					r.Listed = append(r.Listed, AddrResult{it.Address, fmt.Sprintf("claimed by another run working partition %s/%s; it and the %d after it are that run's (re-run this batch after it ends)", c.Queue, c.Partition, len(rest)-1)})
+				})
+				for range rest {
+					e.markDone()
+				}
+				return release(k + 1)
+			}
+			if ctx.Err() != nil || e.stopped() {
+				return release(k)
+			}
+			err := e.one(ctx, it, ent)
+			if errors.Is(err, errNotStarted) {
+				return release(k)
+			}
+			e.markDone()
+			if err != nil {
+				_ = release(k + 1)
+				return err
+			}
+			if !passes(ent) && e.o.Order != OrderSkipGaps {
+				if rest := chain[i+k+1:]; len(rest) > 0 {
+					reason := ent.State
+					if ent.Outcome != "" {
+						reason += " (" + ent.Outcome + ")"
+					}
+					e.holdBack(c, &it.Address, reason, rest)
+				}
+				e.mu.Lock()
+				e.blocked[c] = true
+				e.mu.Unlock()
+				return release(k + 1)
+			}
+		}
+	}
+	return nil
+}
+
+// holdBack records messages of a partition not replayed behind a gap.
+func (e *Engine) holdBack(c Chain, by *client.Address, reason string, rest []Item) {
+	e.record(func(r *Report) {
+		r.HeldBack += len(rest)
+		for i := range r.BlockedPartitions {
+			if r.BlockedPartitions[i].Chain == c {
+				r.BlockedPartitions[i].Messages += len(rest)
+				return
+			}
+		}
+		b := Blocked{Chain: c, Reason: reason, Messages: len(rest)}
+		if by != nil {
+			b.Address = *by
+		}
+		r.BlockedPartitions = append(r.BlockedPartitions, b)
+	})
+	for range rest {
+		e.markDone()
+	}
 }
 
 // runItems claims items a chunk at a time and feeds them to workers until

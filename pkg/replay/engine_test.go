@@ -66,7 +66,7 @@ func (r *rig) items(t *testing.T) []replay.Item {
 
 func (r *rig) run(t *testing.T, batch string, items []replay.Item, fresh bool, mod func(*replay.Options)) *replay.Report {
 	t.Helper()
-	o := replay.Options{Action: replay.Replay, Broker: r.c.Server(), BatchID: batch, Owner: ledger.NewOwner(batch),
+	o := replay.Options{Order: replay.OrderNone, Action: replay.Replay, Broker: r.c.Server(), BatchID: batch, Owner: ledger.NewOwner(batch),
 		Concurrency: 4, Sleep: func(context.Context, time.Duration) error { return nil }}
 	if mod != nil {
 		mod(&o)
@@ -232,7 +232,7 @@ func TestGenerationCap(t *testing.T) {
 	sel := &replay.Selection{All: true}
 	sel.Compile()
 	items, _ := replay.Snapshot(context.Background(), c, sel, 10)
-	o := replay.Options{Action: replay.Replay, Broker: c.Server(), BatchID: "b", Owner: "o:1:x", MaxGeneration: 3, Via: replay.ViaManual}
+	o := replay.Options{Order: replay.OrderNone, Action: replay.Replay, Broker: c.Server(), BatchID: "b", Owner: "o:1:x", MaxGeneration: 3, Via: replay.ViaManual}
 	rep, err := replay.NewEngine(c, testutil.OpenLedger(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db")), o).Run(context.Background(), items)
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +296,7 @@ func (c *concurrencyBroker) Delete(ctx context.Context, a client.Address) error 
 func TestConcurrencyNeverExceeded(t *testing.T) {
 	r := newRig(t, 150, "")
 	cb := &concurrencyBroker{Broker: r.c}
-	o := replay.Options{Action: replay.Replay, Broker: r.c.Server(), BatchID: "b", Owner: "o:1:x", Concurrency: 3, Via: replay.ViaManual}
+	o := replay.Options{Order: replay.OrderNone, Action: replay.Replay, Broker: r.c.Server(), BatchID: "b", Owner: "o:1:x", Concurrency: 3, Via: replay.ViaManual}
 	rep, err := replay.NewEngine(cb, r.store, o).Run(context.Background(), r.items(t))
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +328,7 @@ func TestTwoRunnersOneBatch(t *testing.T) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						o := replay.Options{Action: replay.Replay, Broker: r.c.Server(), BatchID: batch, Owner: fmt.Sprintf("otherhost:%d:w", w),
+						o := replay.Options{Order: replay.OrderNone, Action: replay.Replay, Broker: r.c.Server(), BatchID: batch, Owner: fmt.Sprintf("otherhost:%d:w", w),
 							Concurrency: 4, Via: replay.ViaAuto}
 						if _, err := replay.NewEngine(r.c, store, o).Run(context.Background(), items); err != nil {
 							t.Error(err)
@@ -362,7 +362,7 @@ func (f *failingBroker) Push(ctx context.Context, items []client.PushItem) ([]cl
 func TestMaxRefailuresPauses(t *testing.T) {
 	r := newRig(t, 120, "")
 	items := r.items(t)
-	o := replay.Options{Action: replay.Replay, Broker: r.c.Server(), BatchID: "b", Owner: "o:1:x", Concurrency: 1,
+	o := replay.Options{Order: replay.OrderNone, Action: replay.Replay, Broker: r.c.Server(), BatchID: "b", Owner: "o:1:x", Concurrency: 1,
 		Via: replay.ViaManual, MaxRefailures: 5, RefailEvery: time.Nanosecond}
 	rep, err := replay.NewEngine(&failingBroker{r.c, r.b}, r.store, o).Run(context.Background(), items)
 	if err != nil {

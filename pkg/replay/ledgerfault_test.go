@@ -39,7 +39,7 @@ func TestJournalFailureStopsPublishing(t *testing.T) {
 	items := r.items(t)
 	j := &failingJournal{Store: r.store}
 	j.after.Store(5)
-	o := replay.Options{Action: replay.Replay, Broker: r.c.Server(), BatchID: "b", Owner: ledger.NewOwner("b"),
+	o := replay.Options{Order: replay.OrderNone, Action: replay.Replay, Broker: r.c.Server(), BatchID: "b", Owner: ledger.NewOwner("b"),
 		Concurrency: 4, Via: replay.ViaManual, Sleep: func(context.Context, time.Duration) error { return nil }}
 	rep, err := replay.NewEngine(r.c, j, o).Run(context.Background(), items)
 	if !errors.Is(err, errLocked) || rep == nil || rep.LedgerError == "" {

@@ -76,6 +76,8 @@ type Plan struct {
 	// Held counts messages under an active hold; Holds names the holds.
 	Held  int         `json:"held"`
 	Holds []HoldShare `json:"holds,omitempty"`
+	// Order is what order the replay keeps (replays only).
+	Order *OrderInfo `json:"order,omitempty"`
 }
 
 // AlsoRemoved is a share of the rows a batch removes without having
@@ -125,6 +127,8 @@ type PlanOptions struct {
 	QueueGroups map[string][]string
 	// Hold returns the active hold covering an item, if any.
 	Hold func(Item) (HoldShare, bool)
+	// Order is what Arrange found (replays).
+	Order OrderInfo
 }
 
 // MakePlan summarises items.
@@ -200,6 +204,10 @@ func MakePlan(items []Item, o PlanOptions) Plan {
 	}
 	if o.Action == Replay && o.ToQueue == "" {
 		p.FanOut = fanOut(items, o.QueueGroups)
+	}
+	if o.Action == Replay && o.Order.Mode != "" {
+		info := o.Order
+		p.Order = &info
 	}
 	if o.Rate > 0 {
 		p.Estimated = time.Duration(float64(len(items)) / o.Rate * float64(time.Second))

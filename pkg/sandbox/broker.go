@@ -161,6 +161,16 @@ func (b *Broker) partitionLocked(queue, partition string) string {
 	return id
 }
 
+// messageIDLocked mints a message id as the broker does: a UUIDv7 whose
+// first 48 bits are the enqueue time in milliseconds, then a counter, so
+// ids sort in enqueue order.
+func (b *Broker) messageIDLocked(t time.Time) string {
+	b.seq++
+	ms := uint64(max(t.UnixMilli(), 0))
+	n := uint64(b.seq)
+	return fmt.Sprintf("%08x-%04x-7%03x-%04x-%012x", ms>>16, ms&0xffff, (n>>62)&0xfff, 0x8000|(n>>48)&0x3fff, n&0xffffffffffff)
+}
+
 func (b *Broker) nextIDLocked() string {
 	b.seq++
 	h := sha1.Sum(fmt.Appendf(nil, "msg-%d-%d", b.seq, b.now().UnixNano()))
@@ -179,6 +189,9 @@ type DeadLetter struct {
 	FailedAt      time.Time       `json:"failedAt"`
 	Data          json.RawMessage `json:"data"`
 	Undecryptable bool            `json:"undecryptable,omitempty"`
+	// EnqueuedAt is when the message was pushed (its id's time); zero
+	// means its first failure.
+	EnqueuedAt time.Time `json:"enqueuedAt,omitzero"`
 }
 
 // AddQueue declares a queue (encryption, retry limit, consumer groups).
@@ -201,9 +214,13 @@ func (b *Broker) AddDeadLetters(dls ...DeadLetter) {
 		if m == nil {
 			b.seq++
 			q := b.queues[d.Queue]
-			m = &message{ID: b.nextIDLocked(), TxID: d.TransactionID, PartitionID: pid, Queue: d.Queue,
+			enq := d.EnqueuedAt
+			if enq.IsZero() {
+				enq = d.FailedAt
+			}
+			m = &message{ID: b.messageIDLocked(enq), TxID: d.TransactionID, PartitionID: pid, Queue: d.Queue,
 				Partition: d.Partition, Payload: d.Data, Encrypted: q.Encrypted || d.Undecryptable,
-				Undecryptable: d.Undecryptable, CreatedAt: d.FailedAt, seq: b.seq}
+				Undecryptable: d.Undecryptable, CreatedAt: enq, seq: b.seq}
 			b.messages[k] = m
 		}
 		b.seq++
@@ -392,7 +409,7 @@ func (b *Broker) pushLocked(queue, partition, txid string, payload json.RawMessa
 		return m, true
 	}
 	b.seq++
-	m := &message{ID: b.nextIDLocked(), TxID: txid, PartitionID: pid, Queue: queue, Partition: partition,
+	m := &message{ID: b.messageIDLocked(b.now()), TxID: txid, PartitionID: pid, Queue: queue, Partition: partition,
 		Payload: payload, Encrypted: b.queues[queue].Encrypted, Live: true, CreatedAt: b.now().UTC(), seq: b.seq}
 	b.messages[k] = m
 	b.live = append(b.live, m)

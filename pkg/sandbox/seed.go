@@ -155,3 +155,29 @@ func (b *Broker) Fill(n int, seed uint64) {
 	}
 	b.AddDeadLetters(dls...)
 }
+
+// FillChains adds, to queue "orders", `parts` partitions (p0, p1, …) of
+// `per` messages each, enqueued in order (message i before i+1, so their
+// ids sort that way) but failed in a shuffled order (a later version can
+// fail first): the shape ordered replay is about. Each payload names its
+// place, {"p":P,"i":I}. Places listed in undecryptable get an envelope
+// nobody can decrypt.
+func (b *Broker) FillChains(parts, per int, seed uint64, undecryptable ...[2]int) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5bd1e995))
+	b.AddQueue("orders", false, 3, "billing")
+	base := b.now().Add(-time.Hour)
+	var dls []DeadLetter
+	for p := 0; p < parts; p++ {
+		for i := 0; i < per; i++ {
+			undec := false
+			for _, u := range undecryptable {
+				undec = undec || u == [2]int{p, i}
+			}
+			dls = append(dls, DeadLetter{Queue: "orders", Partition: fmt.Sprintf("p%d", p), TransactionID: fmt.Sprintf("o-%d-%d", p, i),
+				ConsumerGroup: "billing", Error: "stale version", EnqueuedAt: base.Add(time.Duration(i) * time.Second),
+				FailedAt: base.Add(time.Minute + time.Duration(rng.IntN(per*10+1))*time.Second),
+				Data:     json.RawMessage(fmt.Sprintf(`{"p":%d,"i":%d}`, p, i)), Undecryptable: undec})
+		}
+	}
+	b.AddDeadLetters(dls...)
+}

@@ -3,11 +3,13 @@ package decisions
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/replay"
@@ -152,6 +154,32 @@ type ShowResult struct {
 	Manifest []ledger.ManifestItem `json:"manifest"`
 	Journal  []ledger.Entry        `json:"journal"`
 	Audit    []ledger.AuditEntry   `json:"audit"`
+	// BlockedPartitions are the partitions of an ordered replay whose
+	// later messages wait behind one that was not replayed.
+	BlockedPartitions []replay.Blocked `json:"blockedPartitions,omitempty"`
+}
+
+// blocked reads an ordered replay batch's manifest (in replay order)
+// against each address's journal.
+func blocked(ctx context.Context, ld *ledger.Store, b *ledger.Batch, man []ledger.ManifestItem) ([]replay.Blocked, error) {
+	var set struct {
+		Order string `json:"order"`
+	}
+	_ = json.Unmarshal(b.Settings, &set)
+	if b.Action != ledger.ActionReplay || set.Order != replay.OrderPartition {
+		return nil, nil
+	}
+	items := make([]replay.Item, len(man))
+	journal := make(map[client.Address]*ledger.Entry, len(man))
+	for i, m := range man {
+		items[i] = replay.Item{Address: m.Address, Queue: m.Queue, Partition: m.Partition}
+		e, err := ld.Entry(ctx, b.Broker, m.Address)
+		if err != nil {
+			return nil, err
+		}
+		journal[m.Address] = e
+	}
+	return replay.BlockedChains(items, b.Destination, journal), nil
 }
 
 func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
@@ -179,8 +207,12 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 	if err != nil {
 		return err
 	}
+	bl, err := blocked(ctx, ld, b, man)
+	if err != nil {
+		return err
+	}
 	if !fm.Human() {
-		return render.Document(f.IO.Out, fm, ShowResult{Batch: b, Manifest: man, Journal: jr, Audit: au})
+		return render.Document(f.IO.Out, fm, ShowResult{Batch: b, Manifest: man, Journal: jr, Audit: au, BlockedPartitions: bl})
 	}
 	w := f.IO.Out
 	kv := func(k, v string) {
@@ -222,6 +254,13 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 	}
 	if err := render.WriteTable(w, []string{"ADDRESS", "QUEUE", "CG", "FAILED-AT", "STATE", "ERROR"}, rows); err != nil {
 		return err
+	}
+	if len(bl) > 0 {
+		fmt.Fprintln(w, "\nHeld back (ordered replay):")
+		for _, x := range bl {
+			fmt.Fprintf(w, "  partition %s/%s: %d message(s) wait behind %s (%s)\n", render.Clean(x.Queue), render.Clean(x.Partition), x.Messages,
+				render.Clean(x.Address.String()), render.Clean(x.Reason))
+		}
 	}
 	fmt.Fprintln(w, "\nAudit:")
 	for _, a := range au {

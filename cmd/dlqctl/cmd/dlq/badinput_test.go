@@ -120,7 +120,7 @@ func TestDecisionLabelsAndSaturatedAges(t *testing.T) {
 	}
 	// The four undecryptable messages stay after a replay of their queue:
 	// their DECISION reads "replayed", not "replayd".
-	cli.Exec("dlq", "replay", "--queue", "notifications", "--why", "x", "--yes", "--rate", "0")
+	cli.Exec("dlq", "replay", "--queue", "notifications", "--why", "x", "--yes", "--rate", "0", "--order", "none")
 	ls, _, _ := cli.Exec("dlq", "ls", "--queue", "notifications")
 	if !strings.Contains(ls, " replayed") || strings.Contains(ls, "replayd") {
 		t.Fatalf("labels:\n%s", ls)

@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -125,6 +126,12 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 		by = f.User()
 	}
 	b := &ledger.Batch{Broker: cl.Server(), Action: o.Action, By: by, At: now, Why: o.Why, Owner: o.Owner, Until: until, Selection: sel.String()}
+	if o.Action == ledger.ActionReplay {
+		// Recorded in replay order, as replay records its own batches, so
+		// the manifest's order is the one every run of it keeps.
+		items, _ = replay.Arrange(items, replay.OrderPartition, "")
+		b.Settings, _ = json.Marshal(map[string]string{"order": replay.OrderPartition})
+	}
 	if err := ld.CreateBatch(ctx, b, toManifest(items)); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -46,33 +47,40 @@ type Settings struct {
 	MaxGeneration int     `json:"maxGeneration,omitempty"`
 	MaxFailures   int     `json:"maxFailures,omitempty"`
 	MaxRefailures int     `json:"maxRefailures,omitempty"`
+	// Order is the replay order; recorded, it also says the manifest is
+	// already in that order.
+	Order string `json:"order,omitempty"`
 }
 
-// flagOf names the flag that sets each field of Settings.
+// settingFlags are the flags that set Settings' fields, by JSON key.
 var settingFlags = []struct {
-	flag string
-	copy func(dst, src *Settings)
+	flag, key string
+	copy      func(dst, src *Settings)
 }{
-	{"rate", func(d, s *Settings) { d.Rate = s.Rate }},
-	{"burst", func(d, s *Settings) { d.Burst = s.Burst }},
-	{"concurrency", func(d, s *Settings) { d.Concurrency = s.Concurrency }},
-	{"via", func(d, s *Settings) { d.Via = s.Via }},
-	{"to-queue", func(d, s *Settings) { d.ToQueue = s.ToQueue }},
-	{"transform", func(d, s *Settings) { d.Transform = s.Transform }},
-	{"max-generation", func(d, s *Settings) { d.MaxGeneration = s.MaxGeneration }},
-	{"max-failures", func(d, s *Settings) { d.MaxFailures = s.MaxFailures }},
-	{"max-refailures", func(d, s *Settings) { d.MaxRefailures = s.MaxRefailures }},
+	{"rate", "rate", func(d, s *Settings) { d.Rate = s.Rate }},
+	{"burst", "burst", func(d, s *Settings) { d.Burst = s.Burst }},
+	{"concurrency", "concurrency", func(d, s *Settings) { d.Concurrency = s.Concurrency }},
+	{"via", "via", func(d, s *Settings) { d.Via = s.Via }},
+	{"to-queue", "toQueue", func(d, s *Settings) { d.ToQueue = s.ToQueue }},
+	{"transform", "transform", func(d, s *Settings) { d.Transform = s.Transform }},
+	{"max-generation", "maxGeneration", func(d, s *Settings) { d.MaxGeneration = s.MaxGeneration }},
+	{"max-failures", "maxFailures", func(d, s *Settings) { d.MaxFailures = s.MaxFailures }},
+	{"max-refailures", "maxRefailures", func(d, s *Settings) { d.MaxRefailures = s.MaxRefailures }},
+	{"order", "order", func(d, s *Settings) { d.Order = s.Order }},
 }
 
 // resumeSettings merges a batch's recorded settings under the flags the
-// command line set. The destination and the payload transform cannot
-// change half-way: the copies already published went where the batch said.
+// command line set: a setting the record has (decide records only the
+// order) and the command line does not set is the record's. The
+// destination and the payload transform cannot change half-way: the
+// copies already published went where the batch said.
 func resumeSettings(recorded json.RawMessage, cur Settings, changed func(string) bool) (Settings, error) {
 	if len(recorded) == 0 {
 		return cur, nil
 	}
 	var rec Settings
-	if err := json.Unmarshal(recorded, &rec); err != nil {
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(recorded, &rec) != nil || json.Unmarshal(recorded, &keys) != nil {
 		return cur, nil // an unreadable record: the command line's settings stand
 	}
 	if changed("to-queue") && cur.ToQueue != rec.ToQueue {
@@ -83,7 +91,7 @@ func resumeSettings(recorded json.RawMessage, cur Settings, changed func(string)
 	}
 	out := cur
 	for _, f := range settingFlags {
-		if !changed(f.flag) {
+		if _, ok := keys[f.key]; ok && !changed(f.flag) {
 			f.copy(&out, &rec)
 		}
 	}
@@ -416,6 +424,24 @@ func printPlan(f *cmdutil.Factory, fm render.Format, p replay.Plan, dry bool) er
 	if p.Via != "" {
 		fmt.Fprintf(w, "  path: %s\n", p.Via)
 	}
+	if o := p.Order; o != nil {
+		switch {
+		case !replay.Ordered(o.Mode):
+			fmt.Fprintln(w, "  order: none (--order none): messages of one partition may be published in any order")
+		case o.Partitions == 0:
+			fmt.Fprintln(w, "  order: per partition (no partition has more than one of these messages)")
+		default:
+			fmt.Fprintf(w, "  order: per partition, oldest first, one at a time in each; %s with several messages, the longest %s/%s (%d)\n",
+				plural(o.Partitions, "partition", "partitions"), c(o.Chain.Queue), c(o.Chain.Partition), o.LongestChain)
+			if o.Mode == replay.OrderPartition {
+				fmt.Fprintln(w, "    a message not replayed holds back the later ones of its partition (--order skip-gaps goes on past it)")
+			}
+			fmt.Fprintln(w, "    each replay lands after whatever its partition delivered since it failed: handlers must accept an older version")
+		}
+		if o.ByFailure > 0 {
+			fmt.Fprintf(w, "    %s ordered by first failure: their message ids are not time-ordered\n", plural(o.ByFailure, "message is", "messages are"))
+		}
+	}
 	if p.Rate > 0 {
 		est := "under a second"
 		if p.Estimated >= time.Second {
@@ -539,16 +565,24 @@ func printReport(f *cmdutil.Factory, fm render.Format, rep *replay.Report, resum
 		add(rep.SkippedEncrypted, "skipped (undecryptable)", pal.Yellow)
 		add(rep.SkippedGeneration, "skipped (generation cap)", pal.Yellow)
 		add(rep.Claimed, "claimed by another run", pal.Yellow)
+		add(rep.HeldBack, "held back behind a message not replayed", pal.Yellow)
 		add(rep.NotStarted, "not started", pal.Yellow)
 		fmt.Fprintf(w, "%s in %s\n", strings.Join(parts, ", "), rep.Elapsed.Round(time.Millisecond))
 		for _, l := range rep.Listed {
 			fmt.Fprintf(w, "  %s  %s\n", render.Clean(l.Address.String()), render.Clean(l.Reason))
 		}
+		for _, b := range rep.BlockedPartitions {
+			by := "an earlier run's gap"
+			if b.Address.PartitionID != "" {
+				by = render.Clean(b.Address.String()) + " (" + render.Clean(b.Reason) + ")"
+			}
+			fmt.Fprintf(w, "  partition %s/%s: %s held back behind %s\n", render.Clean(b.Queue), render.Clean(b.Partition), plural(b.Messages, "message", "messages"), by)
+		}
 		if rep.Stopped != "" {
 			fmt.Fprintf(w, "%s %s\n", pal.Yellow("Stopped:"), render.Clean(rep.Stopped))
 		}
 	}
-	if rep.Interrupted || rep.Stopped != "" || rep.NotStarted > 0 || rep.Claimed > 0 || rep.LedgerError != "" {
+	if rep.Interrupted || rep.Stopped != "" || rep.NotStarted > 0 || rep.Claimed > 0 || rep.HeldBack > 0 || rep.LedgerError != "" {
 		fmt.Fprintf(f.IO.ErrOut, "Resume with: %s\n", resume)
 	}
 	reportMissing(f, missing)
@@ -679,6 +713,24 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	if err := sp.configure(&opts, settings); err != nil {
 		return err
 	}
+	// A fresh batch is put in replay order before it is recorded, so its
+	// manifest keeps that order for every resume; a recorded batch whose
+	// settings say no order (decided by an older dlqctl) is arranged by
+	// failure time, the same way every time.
+	var orderInfo replay.OrderInfo
+	if sp.action == replay.Replay {
+		recordedOrder := ""
+		if in.batch != nil {
+			var rec Settings
+			_ = json.Unmarshal(in.batch.Settings, &rec)
+			recordedOrder = rec.Order
+		}
+		if in.batch == nil || recordedOrder == "" {
+			in.items, orderInfo = replay.Arrange(in.items, settings.Order, settings.ToQueue)
+		} else {
+			_, orderInfo = replay.Arrange(slices.Clone(in.items), settings.Order, settings.ToQueue)
+		}
+	}
 	why := ef.Why
 	if in.batch != nil && why == "" {
 		why = in.batch.Why
@@ -702,7 +754,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		return err
 	}
 	now := f.Now()
-	po := replay.PlanOptions{Action: sp.action, Rate: settings.Rate, ToQueue: settings.ToQueue, MaxGeneration: settings.MaxGeneration,
+	po := replay.PlanOptions{Action: sp.action, Rate: settings.Rate, ToQueue: settings.ToQueue, MaxGeneration: settings.MaxGeneration, Order: orderInfo,
 		Hold: func(it replay.Item) (replay.HoldShare, bool) {
 			d, ok := dec[it.Address]
 			if !ok || d.Action != ledger.ActionHold || !d.Covers(it.Newest().FailedAt, now) || in.batch != nil && d.BatchID == in.batch.ID {

@@ -171,7 +171,11 @@ func TestHostileIDsThatAreNotPathSegments(t *testing.T) {
 	t.Cleanup(srv.Close)
 	cli := testutil.NewCLI(t, srv.URL, root.Run)
 	for _, verb := range []string{"rm", "replay"} {
-		out, stderr, code := cli.Exec("dlq", verb, "--queue", "q", "--why", "x", "--yes", "--rate", "0", "-o", "json")
+		args := []string{"dlq", verb, "--queue", "q", "--why", "x", "--yes", "--rate", "0", "-o", "json"}
+		if verb == "replay" {
+			args = append(args, "--order", "none") // each address on its own; order has its own tests
+		}
+		out, stderr, code := cli.Exec(args...)
 		var rep struct {
 			Unreachable int `json:"unreachable"`
 			AlreadyGone int `json:"alreadyGone"`

@@ -213,7 +213,7 @@ func TestEnvelopesOnTheReleasedServer(t *testing.T) {
 	if strings.Contains(ls, "undecryptable") || !strings.Contains(ls, "yes (list shows the envelope)") {
 		t.Fatalf("ls on a released server:\n%s", ls)
 	}
-	_, stderr, code := cli.Exec("dlq", "replay", "--queue", "notifications", "--why", "x", "--yes", "--rate", "0")
+	_, stderr, code := cli.Exec("dlq", "replay", "--queue", "notifications", "--why", "x", "--yes", "--rate", "0", "--order", "none")
 	if code != 0 || !strings.Contains(stderr, "4 skipped (undecryptable)") {
 		t.Fatalf("replay: exit %d\n%s", code, stderr)
 	}

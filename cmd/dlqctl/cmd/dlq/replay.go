@@ -26,6 +26,7 @@ type ReplayOptions struct {
 	Canary        int
 	CanaryWait    time.Duration
 	MaxRefailures int
+	Order         string
 	Args          []string
 
 	changed func(string) bool
@@ -76,6 +77,7 @@ calls in flight finish and prints how to resume.`,
 	fl.IntVar(&o.Canary, "canary", 0, "replay this many first, wait --canary-wait, stop if any came back to the DLQ")
 	fl.DurationVar(&o.CanaryWait, "canary-wait", 30*time.Second, "how long to wait after the canary")
 	fl.IntVar(&o.MaxRefailures, "max-refailures", 0, "pause the batch when this many replayed messages failed again (0 = never)")
+	fl.StringVar(&o.Order, "order", replay.OrderPartition, "partition (each partition in enqueue order, a message not replayed holds back the rest), skip-gaps, or none")
 	return cmd
 }
 
@@ -109,6 +111,11 @@ func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
 	}
 	if o.MaxFailures < 0 || o.MaxGeneration < 0 || o.Canary < 0 || o.MaxRefailures < 0 {
 		return cmdutil.FlagErrorf("--max-failures, --max-generation, --canary and --max-refailures take 0 or more")
+	}
+	switch o.Order {
+	case replay.OrderPartition, replay.OrderSkipGaps, replay.OrderNone:
+	default:
+		return cmdutil.FlagErrorf("invalid --order %q: valid values are partition, skip-gaps, none", o.Order)
 	}
 	if o.CanaryWait < 0 {
 		return cmdutil.FlagErrorf("invalid --canary-wait %s: want a duration of 0 or more", o.CanaryWait)
@@ -169,7 +176,7 @@ func replayRun(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error 
 	return execute(ctx, f, execSpec{
 		action: replay.Replay, verb: "replay", flags: &o.Exec, sel: &o.Selection, args: o.Args, changed: o.changed,
 		settings: Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: o.Concurrency, Via: o.Via, ToQueue: o.ToQueue,
-			Transform: o.Transform, MaxGeneration: o.MaxGeneration, MaxFailures: o.MaxFailures, MaxRefailures: o.MaxRefailures},
+			Transform: o.Transform, MaxGeneration: o.MaxGeneration, MaxFailures: o.MaxFailures, MaxRefailures: o.MaxRefailures, Order: o.Order},
 		configure: func(opts *replay.Options, s Settings) error {
 			opts.Concurrency = s.Concurrency
 			opts.Via = s.Via
@@ -180,6 +187,10 @@ func replayRun(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error 
 			opts.Canary = o.Canary
 			opts.CanaryWait = o.CanaryWait
 			opts.MaxRefailures = s.MaxRefailures
+			opts.Order = s.Order
+			if opts.Order == "" {
+				opts.Order = replay.OrderPartition
+			}
 			if s.Transform != "" {
 				t, err := compileTransform(s.Transform)
 				if err != nil {

@@ -1,0 +1,205 @@
+package replay
+
+import (
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+)
+
+// Orders a replay can keep.
+const (
+	// OrderPartition: within each destination partition, messages are
+	// published in their original enqueue order, one in flight at a time,
+	// and a message that is not replayed (failed, unknown, skipped,
+	// claimed by another run) holds back the later ones of its partition.
+	OrderPartition = "partition"
+	// OrderSkipGaps keeps the order but goes on past a message that is
+	// not replayed.
+	OrderSkipGaps = "skip-gaps"
+	// OrderNone publishes in any order, as fast as --concurrency allows.
+	OrderNone = "none"
+)
+
+// Ordered reports whether an order mode keeps per-partition order.
+func Ordered(mode string) bool { return mode == OrderPartition || mode == OrderSkipGaps }
+
+// Chain is the destination partition a message is published to: its
+// messages are replayed one after another, in enqueue order.
+type Chain struct {
+	Queue     string `json:"queue"`
+	Partition string `json:"partition"`
+}
+
+// ChainOf is the chain an item belongs to, given the destination queue
+// (--to-queue keeps the source partition name, so order holds there too).
+func ChainOf(it Item, toQueue string) Chain {
+	q := it.Queue
+	if toQueue != "" {
+		q = toQueue
+	}
+	return Chain{Queue: q, Partition: it.Partition}
+}
+
+// uuidV7 reports whether a message id is a UUIDv7: its first 48 bits are
+// the enqueue time, so ids sort in enqueue order (the broker mints them).
+func uuidV7(id string) bool {
+	if len(id) != 36 || id[8] != '-' || id[13] != '-' || id[14] != '7' || id[18] != '-' || id[23] != '-' {
+		return false
+	}
+	for i := 0; i < 36; i++ {
+		c := id[i]
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			continue
+		}
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// firstFailure is an item's earliest failure: the best stand-in for its
+// enqueue time when the message id does not tell it.
+func firstFailure(it Item) time.Time {
+	t := it.Rows[0].FailedAt
+	for _, r := range it.AllRows() {
+		if r.FailedAt.Before(t) {
+			t = r.FailedAt
+		}
+	}
+	return t
+}
+
+// OrderInfo is what a plan says about order.
+type OrderInfo struct {
+	Mode string `json:"mode"`
+	// Partitions counts destination partitions with more than one
+	// message: the ones where order matters.
+	Partitions   int   `json:"partitionsWithSeveral"`
+	LongestChain int   `json:"longestChain"`
+	Chain        Chain `json:"longestChainPartition,omitzero"`
+	// ByFailure counts messages ordered by their first failure, their
+	// ids not being time-ordered UUIDs.
+	ByFailure int `json:"orderedByFailureTime"`
+}
+
+// Arrange puts items in replay order: each destination partition's
+// messages together, oldest enqueued first (message ids when they are
+// UUIDv7 for the whole partition, first failure otherwise), partitions by
+// their oldest message. The manifest keeps this order, so a resumed batch
+// replays in it too. With OrderNone the items are left as they are.
+func Arrange(items []Item, mode, toQueue string) ([]Item, OrderInfo) {
+	info := OrderInfo{Mode: mode}
+	if !Ordered(mode) {
+		return items, info
+	}
+	groups := map[Chain][]Item{}
+	var chains []Chain
+	for _, it := range items {
+		c := ChainOf(it, toQueue)
+		if _, ok := groups[c]; !ok {
+			chains = append(chains, c)
+		}
+		groups[c] = append(groups[c], it)
+	}
+	byID := map[Chain]bool{}
+	for _, c := range chains {
+		g := groups[c]
+		ids := true
+		for _, it := range g {
+			if !uuidV7(it.Rows[0].ID) {
+				ids = false
+				break
+			}
+		}
+		byID[c] = ids
+		sort.SliceStable(g, func(i, j int) bool {
+			if ids {
+				if a, b := strings.ToLower(g[i].Rows[0].ID), strings.ToLower(g[j].Rows[0].ID); a != b {
+					return a < b
+				}
+			}
+			if a, b := firstFailure(g[i]), firstFailure(g[j]); !a.Equal(b) {
+				return a.Before(b)
+			}
+			return g[i].Address.String() < g[j].Address.String()
+		})
+		if !ids {
+			info.ByFailure += len(g)
+		}
+		if len(g) > 1 {
+			info.Partitions++
+		}
+		if len(g) > info.LongestChain {
+			info.LongestChain, info.Chain = len(g), c
+		}
+	}
+	// Partitions by their oldest message, so the oldest failures go first.
+	head := func(c Chain) Item { return groups[c][0] }
+	sort.SliceStable(chains, func(i, j int) bool {
+		a, b := head(chains[i]), head(chains[j])
+		if byID[chains[i]] && byID[chains[j]] {
+			return strings.ToLower(a.Rows[0].ID) < strings.ToLower(b.Rows[0].ID)
+		}
+		return firstFailure(a).Before(firstFailure(b))
+	})
+	out := make([]Item, 0, len(items))
+	for _, c := range chains {
+		out = append(out, groups[c]...)
+	}
+	return out, info
+}
+
+// Blocked is a partition whose later messages a replay held back: the
+// message at Address was not replayed, for Reason.
+type Blocked struct {
+	Chain
+	Address  client.Address `json:"address"`
+	Reason   string         `json:"reason"`
+	Messages int            `json:"messagesHeldBack"`
+}
+
+// passes reports whether an address's journal lets the rest of its
+// partition go on: it was published (or is gone, or was done before).
+func passes(ent *ledger.Entry) bool {
+	return ent != nil && (ent.State == ledger.Removed || ent.State == ledger.Published)
+}
+
+// BlockedChains reads a batch's manifest (in its order) against the
+// journal: for each partition, the first message not replayed, when
+// later ones were held back behind it.
+func BlockedChains(items []Item, toQueue string, journal map[client.Address]*ledger.Entry) []Blocked {
+	var out []Blocked
+	idx := map[Chain]int{}
+	for _, it := range items {
+		c := ChainOf(it, toQueue)
+		if i, ok := idx[c]; ok {
+			if i >= 0 && !passes(journal[it.Address]) {
+				out[i].Messages++
+			}
+			continue
+		}
+		ent := journal[it.Address]
+		if passes(ent) {
+			continue
+		}
+		// Not replayed. If it is the last of its partition nothing waits
+		// on it; the count below says how many do.
+		reason := "not replayed yet"
+		if ent != nil {
+			reason = ent.State
+			if ent.LastError != "" {
+				reason += ": " + ent.LastError
+			} else if ent.Outcome != "" {
+				reason += " (" + ent.Outcome + ")"
+			}
+		}
+		idx[c] = len(out)
+		out = append(out, Blocked{Chain: c, Address: it.Address, Reason: reason})
+	}
+	return slices.DeleteFunc(out, func(b Blocked) bool { return b.Messages == 0 })
+}
