@@ -183,14 +183,14 @@ func (f *Factory) Close() {
 // Palette is the one palette bound to Out.
 func (f *Factory) Palette() *render.Palette {
 	if f.pal == nil {
-		f.pal = render.NewPalette(f.IO.Out, f.IO.ColorEnabled())
+		f.pal = render.NewPalette(f.IO.ColorEnabled())
 	}
 	return f.pal
 }
 
 // ErrPalette is a palette for ErrOut.
 func (f *Factory) ErrPalette() *render.Palette {
-	return render.NewPalette(f.IO.ErrOut, f.IO.ColorEnabledStderr())
+	return render.NewPalette(f.IO.ColorEnabledStderr())
 }
 
 // Format returns the -o format.

@@ -1,35 +1,33 @@
 package render
 
 import (
-	"io"
 	"time"
 
-	"github.com/charmbracelet/lipgloss"
-	"github.com/muesli/termenv"
+	"charm.land/lipgloss/v2"
 )
 
 // Palette is the one set of styles, bound to one output. With colour off
 // every method returns its text unchanged.
 type Palette struct {
-	on                              bool
-	red, yellow, green, faint, bold lipgloss.Style
+	on                       bool
+	red, yellow, green, bold lipgloss.Style
 }
 
-// NewPalette binds the styles to w; colour is on only when asked.
-func NewPalette(w io.Writer, color bool) *Palette {
-	r := lipgloss.NewRenderer(w)
-	if color {
-		r.SetColorProfile(termenv.ANSI256)
-	} else {
-		r.SetColorProfile(termenv.Ascii)
-	}
+// NewPalette returns the styles; colour is on only when the caller, who
+// knows the output (a terminal, NO_COLOR, --no-color), asks. The colours
+// are the terminal's own 16, so they follow the user's theme and need no
+// downsampling.
+func NewPalette(color bool) *Palette {
 	return &Palette{on: color,
-		red:    r.NewStyle().Foreground(lipgloss.Color("9")),
-		yellow: r.NewStyle().Foreground(lipgloss.Color("11")),
-		green:  r.NewStyle().Foreground(lipgloss.Color("10")),
-		bold:   r.NewStyle().Bold(true),
+		red:    lipgloss.NewStyle().Foreground(lipgloss.BrightRed),
+		yellow: lipgloss.NewStyle().Foreground(lipgloss.BrightYellow),
+		green:  lipgloss.NewStyle().Foreground(lipgloss.BrightGreen),
+		bold:   lipgloss.NewStyle().Bold(true),
 	}
 }
+
+// On reports whether the palette colours.
+func (p *Palette) On() bool { return p.on }
 
 func (p *Palette) apply(s lipgloss.Style, text string) string {
 	if !p.on || text == "" {

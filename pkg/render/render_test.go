@@ -58,12 +58,11 @@ func TestStreams(t *testing.T) {
 }
 
 func TestPaletteOff(t *testing.T) {
-	var b bytes.Buffer
-	p := NewPalette(&b, false)
+	p := NewPalette(false)
 	if p.Red("x") != "x" || p.Age("1h", time.Hour*2, time.Hour) != "1h" {
 		t.Fatal("colour off must leave text alone")
 	}
-	if on := NewPalette(&b, true); !strings.Contains(on.Red("x"), "\x1b[") {
+	if on := NewPalette(true); !strings.Contains(on.Red("x"), "\x1b[") {
 		t.Fatal("colour on")
 	}
 }

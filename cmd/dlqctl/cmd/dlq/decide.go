@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/config"
+	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/replay"
@@ -111,34 +112,46 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 	if err != nil {
 		return err
 	}
-	items, err := replay.Snapshot(ctx, cl, sel, pageSize)
-	if err != nil {
-		return err
-	}
-	if len(items) == 0 {
-		if len(sel.Addresses) > 0 {
-			return cmdutil.NotFoundf("none of the given addresses is dead-lettered; nothing recorded")
-		}
-		return cmdutil.UsageError(fmt.Errorf("no dead letter matches the selection; nothing recorded"))
-	}
 	by := o.By
 	if by == "" {
 		by = f.User()
 	}
-	b := &ledger.Batch{Broker: cl.Server(), Action: o.Action, By: by, At: now, Why: o.Why, Owner: o.Owner, Until: until, Selection: sel.String()}
-	if o.Action == ledger.ActionReplay {
+	b := &ledger.Batch{Action: o.Action, By: by, At: now, Why: o.Why, Owner: o.Owner, Until: until}
+	n, err := recordDecision(ctx, cl, ld, sel, b)
+	if err != nil {
+		return err
+	}
+	if !fm.Human() {
+		return render.Document(f.IO.Out, fm, b)
+	}
+	fmt.Fprintf(f.IO.ErrOut, "Recorded %s of %s by %s.\n", o.Action, plural(n, "message", "messages"), by)
+	fmt.Fprintln(f.IO.Out, b.ID)
+	return nil
+}
+
+// recordDecision snapshots the selection into batch b (its action, who,
+// when, why and until set by the caller) and records it; it returns how
+// many messages the batch holds.
+func recordDecision(ctx context.Context, cl *client.Client, ld *ledger.Store, sel *replay.Selection, b *ledger.Batch) (int, error) {
+	items, err := replay.Snapshot(ctx, cl, sel, pageSize)
+	if err != nil {
+		return 0, err
+	}
+	if len(items) == 0 {
+		if len(sel.Addresses) > 0 {
+			return 0, cmdutil.NotFoundf("none of the given addresses is dead-lettered; nothing recorded")
+		}
+		return 0, cmdutil.UsageError(fmt.Errorf("no dead letter matches the selection; nothing recorded"))
+	}
+	b.Broker, b.Selection = cl.Server(), sel.String()
+	if b.Action == ledger.ActionReplay {
 		// Recorded in replay order, as replay records its own batches, so
 		// the manifest's order is the one every run of it keeps.
 		items, _ = replay.Arrange(items, replay.OrderPartition, "")
 		b.Settings, _ = json.Marshal(map[string]string{"order": replay.OrderPartition})
 	}
 	if err := ld.CreateBatch(ctx, b, toManifest(items)); err != nil {
-		return err
+		return 0, err
 	}
-	if !fm.Human() {
-		return render.Document(f.IO.Out, fm, b)
-	}
-	fmt.Fprintf(f.IO.ErrOut, "Recorded %s of %s by %s.\n", o.Action, plural(len(items), "message", "messages"), by)
-	fmt.Fprintln(f.IO.Out, b.ID)
-	return nil
+	return len(items), nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"sort"
@@ -384,19 +385,14 @@ func toManifest(items []replay.Item) []ledger.ManifestItem {
 }
 
 // reportMissing names explicit addresses that are not dead-lettered.
-func reportMissing(f *cmdutil.Factory, missing []client.Address) {
+func reportMissing(w io.Writer, missing []client.Address) {
 	for _, a := range missing {
-		fmt.Fprintf(f.IO.ErrOut, "not found: no dead-letter row at %s (nothing done to it)\n", render.Clean(a.String()))
+		fmt.Fprintf(w, "not found: no dead-letter row at %s (nothing done to it)\n", render.Clean(a.String()))
 	}
 }
 
-// printPlan writes the plan for people (stderr) or as a document.
-func printPlan(f *cmdutil.Factory, fm render.Format, p replay.Plan, dry bool) error {
-	if !fm.Human() && dry {
-		return render.Document(f.IO.Out, fm, p)
-	}
-	w := f.IO.ErrOut
-	pal := f.ErrPalette()
+// writePlan writes the plan for people.
+func writePlan(w io.Writer, pal *render.Palette, p replay.Plan, dry bool) {
 	c := render.Clean
 	verb := map[string]string{replay.Replay: "Replay", replay.Discard: "Discard"}[p.Action]
 	rows := plural(p.Rows, "dead-letter row", "dead-letter rows")
@@ -492,7 +488,6 @@ func printPlan(f *cmdutil.Factory, fm render.Format, p replay.Plan, dry bool) er
 	if dry {
 		fmt.Fprintln(w, "Dry run: nothing was written to the broker or the ledger.")
 	}
-	return nil
 }
 
 // confirm asks for a yes on a terminal; without one, --yes is required.
@@ -535,57 +530,12 @@ func printReport(f *cmdutil.Factory, fm render.Format, rep *replay.Report, resum
 			return err
 		}
 	} else {
-		w := f.IO.ErrOut
-		pal := f.ErrPalette()
-		fmt.Fprintf(w, "Batch %s: ", pal.Bold(rep.BatchID))
-		var parts []string
-		add := func(n int, s string, paint func(string) string) {
-			if n > 0 {
-				parts = append(parts, paint(fmt.Sprintf("%d %s", n, s)))
-			}
-		}
-		id := func(s string) string { return s }
-		if rep.Action == replay.Replay {
-			add(rep.Replayed, "replayed", pal.Green)
-			add(rep.Duplicate, "duplicate-suppressed", id)
-		} else {
-			add(rep.Discarded, "discarded", pal.Green)
-			add(rep.Replayed, "finished earlier replays", id)
-		}
-		add(rep.AlreadyGone, "already gone", id)
-		add(rep.AlreadyDone, "already done", id)
-		if rep.Failed > 0 {
-			add(rep.Failed, "failed", pal.Red)
-		} else {
-			parts = append(parts, "0 failed")
-		}
-		add(rep.Unknown, "unknown", pal.Red)
-		add(rep.Unreachable, "unreachable", pal.Red)
-		add(rep.DeadLetteredAgain, "dead-lettered again", pal.Red)
-		add(rep.SkippedEncrypted, "skipped (undecryptable)", pal.Yellow)
-		add(rep.SkippedGeneration, "skipped (generation cap)", pal.Yellow)
-		add(rep.Claimed, "claimed by another run", pal.Yellow)
-		add(rep.HeldBack, "held back behind a message not replayed", pal.Yellow)
-		add(rep.NotStarted, "not started", pal.Yellow)
-		fmt.Fprintf(w, "%s in %s\n", strings.Join(parts, ", "), rep.Elapsed.Round(time.Millisecond))
-		for _, l := range rep.Listed {
-			fmt.Fprintf(w, "  %s  %s\n", render.Clean(l.Address.String()), render.Clean(l.Reason))
-		}
-		for _, b := range rep.BlockedPartitions {
-			by := "an earlier run's gap"
-			if b.Address.PartitionID != "" {
-				by = render.Clean(b.Address.String()) + " (" + render.Clean(b.Reason) + ")"
-			}
-			fmt.Fprintf(w, "  partition %s/%s: %s held back behind %s\n", render.Clean(b.Queue), render.Clean(b.Partition), plural(b.Messages, "message", "messages"), by)
-		}
-		if rep.Stopped != "" {
-			fmt.Fprintf(w, "%s %s\n", pal.Yellow("Stopped:"), render.Clean(rep.Stopped))
-		}
+		writeReport(f.IO.ErrOut, f.ErrPalette(), rep)
 	}
-	if rep.Interrupted || rep.Stopped != "" || rep.NotStarted > 0 || rep.Claimed > 0 || rep.HeldBack > 0 || rep.LedgerError != "" {
+	if needsResume(rep) {
 		fmt.Fprintf(f.IO.ErrOut, "Resume with: %s\n", resume)
 	}
-	reportMissing(f, missing)
+	reportMissing(f.IO.ErrOut, missing)
 	switch {
 	case rep.Interrupted:
 		return cmdutil.ErrInterrupted
@@ -597,6 +547,59 @@ func printReport(f *cmdutil.Factory, fm render.Format, rep *replay.Report, resum
 		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Silent: true}
 	}
 	return nil
+}
+
+// needsResume reports whether a run left part of its batch to do.
+func needsResume(rep *replay.Report) bool {
+	return rep.Interrupted || rep.Stopped != "" || rep.NotStarted > 0 || rep.Claimed > 0 || rep.HeldBack > 0 || rep.LedgerError != ""
+}
+
+// writeReport writes what a run did, for people.
+func writeReport(w io.Writer, pal *render.Palette, rep *replay.Report) {
+	fmt.Fprintf(w, "Batch %s: ", pal.Bold(rep.BatchID))
+	var parts []string
+	add := func(n int, s string, paint func(string) string) {
+		if n > 0 {
+			parts = append(parts, paint(fmt.Sprintf("%d %s", n, s)))
+		}
+	}
+	id := func(s string) string { return s }
+	if rep.Action == replay.Replay {
+		add(rep.Replayed, "replayed", pal.Green)
+		add(rep.Duplicate, "duplicate-suppressed", id)
+	} else {
+		add(rep.Discarded, "discarded", pal.Green)
+		add(rep.Replayed, "finished earlier replays", id)
+	}
+	add(rep.AlreadyGone, "already gone", id)
+	add(rep.AlreadyDone, "already done", id)
+	if rep.Failed > 0 {
+		add(rep.Failed, "failed", pal.Red)
+	} else {
+		parts = append(parts, "0 failed")
+	}
+	add(rep.Unknown, "unknown", pal.Red)
+	add(rep.Unreachable, "unreachable", pal.Red)
+	add(rep.DeadLetteredAgain, "dead-lettered again", pal.Red)
+	add(rep.SkippedEncrypted, "skipped (undecryptable)", pal.Yellow)
+	add(rep.SkippedGeneration, "skipped (generation cap)", pal.Yellow)
+	add(rep.Claimed, "claimed by another run", pal.Yellow)
+	add(rep.HeldBack, "held back behind a message not replayed", pal.Yellow)
+	add(rep.NotStarted, "not started", pal.Yellow)
+	fmt.Fprintf(w, "%s in %s\n", strings.Join(parts, ", "), rep.Elapsed.Round(time.Millisecond))
+	for _, l := range rep.Listed {
+		fmt.Fprintf(w, "  %s  %s\n", render.Clean(l.Address.String()), render.Clean(l.Reason))
+	}
+	for _, b := range rep.BlockedPartitions {
+		by := "an earlier run's gap"
+		if b.Address.PartitionID != "" {
+			by = render.Clean(b.Address.String()) + " (" + render.Clean(b.Reason) + ")"
+		}
+		fmt.Fprintf(w, "  partition %s/%s: %s held back behind %s\n", render.Clean(b.Queue), render.Clean(b.Partition), plural(b.Messages, "message", "messages"), by)
+	}
+	if rep.Stopped != "" {
+		fmt.Fprintf(w, "%s %s\n", pal.Yellow("Stopped:"), render.Clean(rep.Stopped))
+	}
 }
 
 // newSince counts dead letters matching a fresh selection that arrived
@@ -678,46 +681,60 @@ func viaWords(s Settings, resolved string) string {
 	return "auto: the /retry endpoint where the broker has one, else get, push, delete"
 }
 
-func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
-	fm, err := f.Format()
-	if err != nil {
-		return err
-	}
+// pending is a batch planned and not yet executed: what execute prints
+// as the plan, and what the triage screen shows before it asks.
+type pending struct {
+	f        *cmdutil.Factory
+	sp       execSpec
+	sel      *replay.Selection // nil for a recorded batch
+	cl       *client.Client
+	ld       *ledger.Store
+	in       *batchInput
+	settings Settings
+	opts     replay.Options
+	po       replay.PlanOptions
+	plan     replay.Plan
+	why      string // the recorded batch's, unless given again
+	now      time.Time
+}
+
+// prepare snapshots the selection (or loads the recorded batch), settles
+// the settings and the replay order; nothing is written anywhere.
+func prepare(ctx context.Context, f *cmdutil.Factory, sp execSpec) (*pending, error) {
 	ef := sp.flags
-	var sel *replay.Selection
+	p := &pending{f: f, sp: sp}
+	var err error
 	if ef.BatchID == "" {
-		if sel, err = sp.sel.Build(f, sp.args); err != nil {
-			return err
+		if p.sel, err = sp.sel.Build(f, sp.args); err != nil {
+			return nil, err
 		}
-		if err := cmdutil.RequireSelection(sel, "dlq "+sp.verb); err != nil {
-			return err
+		if err := cmdutil.RequireSelection(p.sel, "dlq "+sp.verb); err != nil {
+			return nil, err
 		}
 	} else if sp.sel.Any(sp.args) {
-		return cmdutil.FlagErrorf("--batch executes a recorded batch; it takes no selection")
+		return nil, cmdutil.FlagErrorf("--batch executes a recorded batch; it takes no selection")
 	}
-	cl, ld, err := f.Session(ctx)
+	if p.cl, p.ld, err = f.Session(ctx); err != nil {
+		return nil, err
+	}
+	in, err := gather(ctx, f, p.cl, p.ld, p.sel, ef.BatchID, sp.action)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	in, err := gather(ctx, f, cl, ld, sel, ef.BatchID, sp.action)
-	if err != nil {
-		return err
-	}
-	settings := sp.settings
+	p.in, p.settings = in, sp.settings
 	if in.batch != nil {
-		if settings, err = resumeSettings(in.batch.Settings, settings, sp.changed); err != nil {
-			return err
+		if p.settings, err = resumeSettings(in.batch.Settings, p.settings, sp.changed); err != nil {
+			return nil, err
 		}
 	}
-	opts := replay.Options{Action: sp.action, Rate: settings.Rate, Burst: settings.Burst, Now: f.Now}
-	if err := sp.configure(&opts, settings); err != nil {
-		return err
+	p.opts = replay.Options{Action: sp.action, Rate: p.settings.Rate, Burst: p.settings.Burst, Now: f.Now}
+	if err := sp.configure(&p.opts, p.settings); err != nil {
+		return nil, err
 	}
 	// A fresh batch is put in replay order before it is recorded, so its
 	// manifest keeps that order for every resume; a recorded batch whose
 	// settings say no order (decided by an older dlqctl) is arranged by
 	// failure time, the same way every time.
-	var orderInfo replay.OrderInfo
 	if sp.action == replay.Replay {
 		recordedOrder := ""
 		if in.batch != nil {
@@ -726,65 +743,134 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 			recordedOrder = rec.Order
 		}
 		if in.batch == nil || recordedOrder == "" {
-			in.items, orderInfo = replay.Arrange(in.items, settings.Order, settings.ToQueue)
+			in.items, p.po.Order = replay.Arrange(in.items, p.settings.Order, p.settings.ToQueue)
 		} else {
-			_, orderInfo = replay.Arrange(slices.Clone(in.items), settings.Order, settings.ToQueue)
+			_, p.po.Order = replay.Arrange(slices.Clone(in.items), p.settings.Order, p.settings.ToQueue)
 		}
 	}
-	why := ef.Why
-	if in.batch != nil && why == "" {
-		why = in.batch.Why
+	p.why = ef.Why
+	if in.batch != nil && p.why == "" {
+		p.why = in.batch.Why
 	}
-	if why == "" && !ef.DryRun {
+	return p, nil
+}
+
+// makePlan settles what the list could not say (undecryptable
+// envelopes), finds the holds, and makes the plan.
+func (p *pending) makePlan(ctx context.Context) error {
+	if err := checkEnvelopes(ctx, p.cl, p.in.items); err != nil {
+		return err
+	}
+	dec, err := p.ld.LatestDecisions(ctx, p.cl.Server())
+	if err != nil {
+		return err
+	}
+	p.now = p.f.Now()
+	s := p.settings
+	p.po.Action, p.po.Rate, p.po.ToQueue, p.po.MaxGeneration = p.sp.action, s.Rate, s.ToQueue, s.MaxGeneration
+	p.po.Hold = func(it replay.Item) (replay.HoldShare, bool) {
+		d, ok := dec[it.Address]
+		if !ok || d.Action != ledger.ActionHold || !d.Covers(it.Newest().FailedAt, p.now) || p.in.batch != nil && d.BatchID == p.in.batch.ID {
+			return replay.HoldShare{}, false
+		}
+		return replay.HoldShare{BatchID: d.BatchID, By: d.By, Until: d.Until, Why: d.Why}, true
+	}
+	if p.sp.action == replay.Replay {
+		p.po.Via = viaWords(s, p.opts.Via)
+		if s.ToQueue == "" {
+			p.po.QueueGroups = queueGroups(ctx, p.cl, p.in.items)
+		}
+	}
+	p.plan = replay.MakePlan(p.in.items, p.po)
+	return nil
+}
+
+// setRate changes the rate of a planned batch, and its estimate.
+func (p *pending) setRate(r float64) error {
+	if err := validateRate(r); err != nil {
+		return err
+	}
+	p.settings.Rate, p.opts.Rate, p.po.Rate = r, r, r
+	p.plan = replay.MakePlan(p.in.items, p.po)
+	return nil
+}
+
+func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
+	fm, err := f.Format()
+	if err != nil {
+		return err
+	}
+	ef := sp.flags
+	p, err := prepare(ctx, f, sp)
+	if err != nil {
+		return err
+	}
+	if p.why == "" && !ef.DryRun {
 		return cmdutil.FlagErrorf("--why is required: say why this batch is %s (it is recorded in the ledger)", map[string]string{"replay": "replayed", "rm": "discarded"}[sp.verb])
 	}
-	if len(in.items) == 0 {
-		reportMissing(f, in.missing)
-		if len(in.missing) > 0 {
+	if len(p.in.items) == 0 {
+		reportMissing(f.IO.ErrOut, p.in.missing)
+		if len(p.in.missing) > 0 {
 			return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Silent: true}
 		}
 		fmt.Fprintln(f.IO.ErrOut, "Nothing to "+sp.verb+": no dead letter matches.")
 		return nil
 	}
-	if err := checkEnvelopes(ctx, cl, in.items); err != nil {
+	if err := p.makePlan(ctx); err != nil {
 		return err
 	}
-	dec, err := ld.LatestDecisions(ctx, cl.Server())
-	if err != nil {
-		return err
-	}
-	now := f.Now()
-	po := replay.PlanOptions{Action: sp.action, Rate: settings.Rate, ToQueue: settings.ToQueue, MaxGeneration: settings.MaxGeneration, Order: orderInfo,
-		Hold: func(it replay.Item) (replay.HoldShare, bool) {
-			d, ok := dec[it.Address]
-			if !ok || d.Action != ledger.ActionHold || !d.Covers(it.Newest().FailedAt, now) || in.batch != nil && d.BatchID == in.batch.ID {
-				return replay.HoldShare{}, false
-			}
-			return replay.HoldShare{BatchID: d.BatchID, By: d.By, Until: d.Until, Why: d.Why}, true
-		}}
-	if sp.action == replay.Replay {
-		po.Via = viaWords(settings, opts.Via)
-		if settings.ToQueue == "" {
-			po.QueueGroups = queueGroups(ctx, cl, in.items)
+	if !fm.Human() && ef.DryRun {
+		if err := render.Document(f.IO.Out, fm, p.plan); err != nil {
+			return err
 		}
-	}
-	plan := replay.MakePlan(in.items, po)
-	if err := printPlan(f, fm, plan, ef.DryRun); err != nil {
-		return err
+	} else {
+		writePlan(f.IO.ErrOut, f.ErrPalette(), p.plan, ef.DryRun)
 	}
 	if ef.DryRun {
-		reportMissing(f, in.missing)
+		reportMissing(f.IO.ErrOut, p.in.missing)
 		return nil
 	}
-	if plan.Held > 0 && !ef.OverrideHold {
-		return cmdutil.UsageError(fmt.Errorf("%s under an active hold (see the plan); pass --override-hold to %s them anyway", plural(plan.Held, "message is", "messages are"), sp.verb))
+	if p.plan.Held > 0 && !ef.OverrideHold {
+		return cmdutil.UsageError(fmt.Errorf("%s under an active hold (see the plan); pass --override-hold to %s them anyway", plural(p.plan.Held, "message is", "messages are"), sp.verb))
 	}
 	if !ef.Yes {
 		question := map[string]string{replay.Replay: "Replay", replay.Discard: "Discard"}[sp.action]
-		if err := confirm(f, fmt.Sprintf("%s %s?", question, plural(len(in.items), "message", "messages"))); err != nil {
+		if err := confirm(f, fmt.Sprintf("%s %s?", question, plural(len(p.in.items), "message", "messages"))); err != nil {
 			return err
 		}
 	}
+	tick, finish := progress(f, len(p.in.items), sp.verb)
+	res, err := p.run(ctx, f.IO.ErrOut, tick)
+	finish()
+	if res == nil {
+		return err
+	}
+	if err != nil {
+		// The journal could not be written: say what was done and how to
+		// go on, then the cause (exit 3).
+		_ = printReport(f, fm, res.rep, res.resume, p.in.missing)
+		return err
+	}
+	if res.newSince > 0 {
+		fmt.Fprintf(f.IO.ErrOut, "%s matching the selection arrived since the plan; they are not in this batch.\n", plural(res.newSince, "new dead letter", "new dead letters"))
+	}
+	return printReport(f, fm, res.rep, res.resume, p.in.missing)
+}
+
+// runResult is what a run of a planned batch did.
+type runResult struct {
+	rep      *replay.Report
+	resume   string // the command line that resumes the batch
+	newSince int    // dead letters matching the selection that arrived since the plan
+}
+
+// run records the batch (or takes up the recorded one), archives every
+// row its deletes may remove, and executes it. w gets the line naming
+// the batch. A nil result is an error before anything was published; a
+// result with an error is a run the ledger failed under.
+func (p *pending) run(ctx context.Context, w io.Writer, tick func(int)) (*runResult, error) {
+	sp, cl, ld, in, settings := p.sp, p.cl, p.ld, p.in, p.settings
+	opts := p.opts
 	if sp.action == replay.Replay && settings.Transform == "" && settings.ToQueue == "" && opts.Via != replay.ViaManual {
 		// Ask once, with an address that cannot exist, whether the broker
 		// has /retry. In any doubt --via auto takes the manual path, which
@@ -794,61 +880,57 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		case ok:
 			opts.Via = replay.ViaEndpoint
 		case opts.Via == replay.ViaEndpoint && err != nil:
-			return err
+			return nil, err
 		case opts.Via == replay.ViaEndpoint:
-			return cmdutil.UsageError(errors.New("--via endpoint: the broker has no /retry route (use --via auto or manual)"))
+			return nil, cmdutil.UsageError(errors.New("--via endpoint: the broker has no /retry route (use --via auto or manual)"))
 		default:
 			opts.Via = replay.ViaManual
 		}
 	}
-	by := ef.By
+	by := sp.flags.By
 	if by == "" {
-		by = f.User()
+		by = p.f.User()
 	}
+	now := p.now
 	record, _ := json.Marshal(settings)
 	batch := in.batch
 	verb := "Executing recorded"
 	if batch == nil {
 		verb = "Recorded"
 		batch = &ledger.Batch{Broker: cl.Server(), Action: map[string]string{replay.Replay: ledger.ActionReplay, replay.Discard: ledger.ActionDiscard}[sp.action],
-			By: by, At: now, Why: why, Selection: sel.String(), Destination: settings.ToQueue, Status: ledger.StatusRunning, Settings: record}
+			By: by, At: now, Why: p.why, Selection: p.sel.String(), Destination: settings.ToQueue, Status: ledger.StatusRunning, Settings: record}
 		if err := ld.CreateBatch(ctx, batch, toManifest(in.items)); err != nil {
-			return err
+			return nil, err
 		}
 	} else if err := ld.SetBatchSettings(ctx, batch.ID, record); err != nil {
-		return err
+		return nil, err
 	}
 	jctx := context.WithoutCancel(ctx)
 	// Every row the batch's deletes may remove is archived before the
 	// first one: a discard is recoverable, and no row leaves the broker
 	// unrecorded (other groups' rows included).
 	if err := archiveItems(jctx, ld, cl.Server(), now, in); err != nil {
-		return err
+		return nil, err
 	}
 	if err := ld.SetBatchStatus(jctx, batch.ID, ledger.StatusRunning, now, batch.Outcome); err != nil {
-		return err
+		return nil, err
 	}
 	_ = ld.Audit(jctx, ledger.AuditEntry{At: now, Broker: cl.Server(), BatchID: batch.ID, Kind: "execution-started", By: by,
 		Detail: fmt.Sprintf("%s of %s at %s, %s", sp.verb, plural(len(in.items), "address", "addresses"), rateWords(settings.Rate), viaWords(settings, opts.Via))})
-	fmt.Fprintf(f.IO.ErrOut, "%s batch %s.\n", verb, batch.ID)
+	fmt.Fprintf(w, "%s batch %s.\n", verb, batch.ID)
 
 	opts.Broker, opts.BatchID, opts.Owner, opts.Absent = cl.Server(), batch.ID, ledger.NewOwner(cmdutil.Nonce()), in.absent
-	tick, finish := progress(f, len(in.items), sp.verb)
 	opts.Progress = tick
 	rep, runErr := replay.NewEngine(cl, ld, opts).Run(ctx, in.items)
-	finish()
-	cmdLine := "dlqctl dlq " + sp.verb + " --batch " + batch.ID + " --yes"
+	res := &runResult{rep: rep, resume: "dlqctl dlq " + sp.verb + " --batch " + batch.ID + " --yes"}
 	if runErr != nil {
-		// The journal could not be written: say what was done and how to
-		// go on, then the cause (exit 3).
-		_ = printReport(f, fm, rep, cmdLine, in.missing)
-		return runErr
+		return res, runErr
 	}
 	// The batch's record is its journal's, so a resumed batch shows
 	// everything it did, not only its last run.
 	outcome, err := ld.BatchOutcome(jctx, batch.ID)
 	if err != nil {
-		return err
+		return res, err
 	}
 	status := ledger.StatusDone
 	switch {
@@ -857,23 +939,21 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	case outcome[ledger.Failed]+outcome[ledger.Unknown]+outcome[ledger.Pending]+outcome[ledger.Inflight]+outcome[ledger.Published] > 0 || !rep.Clean():
 		status = ledger.StatusFailed
 	}
-	end := f.Now()
+	end := p.f.Now()
 	if err := ld.SetBatchStatus(jctx, batch.ID, status, now, outcome); err != nil {
-		return err
+		return res, err
 	}
 	_ = ld.Audit(jctx, ledger.AuditEntry{At: end, Broker: cl.Server(), BatchID: batch.ID, Kind: "execution-" + status, By: by,
 		Detail: render.Counts(rep.Outcome())})
 	_, _ = ld.ResolveHolds(jctx, cl.Server())
-	if in.fresh && !rep.Interrupted && sel != nil && len(sel.Addresses) == 0 {
+	if in.fresh && !rep.Interrupted && p.sel != nil && len(p.sel.Addresses) == 0 {
 		own := map[string]bool{}
 		for _, t := range rep.ReplayTxIDs {
 			own[t] = true
 		}
-		if n := newSince(ctx, cl, sel, in.planAt, in.items, own); n > 0 {
-			fmt.Fprintf(f.IO.ErrOut, "%s matching the selection arrived since the plan; they are not in this batch.\n", plural(n, "new dead letter", "new dead letters"))
-		}
+		res.newSince = newSince(ctx, cl, p.sel, in.planAt, in.items, own)
 	}
-	return printReport(f, fm, rep, cmdLine, in.missing)
+	return res, nil
 }
 
 func rateWords(r float64) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -246,7 +247,8 @@ func truncateColumn(table [][]string, header []string, col, width int) {
 	}
 }
 
-type group struct {
+// Group is one row of `ls --group-by`: for error, a failure class.
+type Group struct {
 	Key      string    `json:"key"`
 	Class    string    `json:"class,omitempty"`
 	Pattern  string    `json:"pattern,omitempty"`
@@ -256,56 +258,85 @@ type group struct {
 	Newest   time.Time `json:"newestFailedAt"`
 	Example  string    `json:"exampleAddress"`
 	Queues   []string  `json:"queues"`
-	queueSet map[string]struct{}
-	addrs    map[uint64]struct{} // hashes: counting messages costs 8 bytes each
+	// OldestQueue and OldestGroup are where the oldest row is: its age is
+	// judged against that scope's max-age.
+	OldestQueue string `json:"-"`
+	OldestGroup string `json:"-"`
+	queueSet    map[string]struct{}
+	addrs       map[uint64]struct{} // hashes: counting messages costs 8 bytes each
 }
 
-func lsGroups(f *cmdutil.Factory, fm render.Format, by string, rows func(func(client.Row, error) bool), sel *replay.Selection, now time.Time) error {
-	groups := map[string]*group{}
-	seed := maphash.MakeSeed()
-	for r, err := range rows {
-		if err != nil {
-			return err
-		}
-		var key string
-		switch by {
-		case "error":
-			key = replay.ClassID(r.ErrorMessage)
-		case "queue":
-			key = r.Queue
-		case "cg":
-			key = r.Queue + "/" + r.ConsumerGroup
-		case "partition":
-			key = r.Queue + "/" + r.Partition
-		}
-		g := groups[key]
-		if g == nil {
-			g = &group{Key: key, Oldest: r.FailedAt, Newest: r.FailedAt, Example: r.Address().String(), queueSet: map[string]struct{}{}, addrs: map[uint64]struct{}{}}
-			if by == "error" {
-				g.Class, g.Pattern = key, replay.NormalizeError(r.ErrorMessage)
-			}
-			groups[key] = g
-		}
-		g.Count++
-		g.addrs[maphash.String(seed, r.PartitionID+"/"+r.TransactionID)] = struct{}{}
-		if r.FailedAt.Before(g.Oldest) {
-			g.Oldest = r.FailedAt
-		}
-		if r.FailedAt.After(g.Newest) {
-			g.Newest = r.FailedAt
-		}
-		if _, ok := g.queueSet[r.Queue]; !ok {
-			g.queueSet[r.Queue] = struct{}{}
-			g.Queues = append(g.Queues, r.Queue)
-		}
+// GroupBys are the groupings of `ls --group-by`.
+var GroupBys = []string{"error", "queue", "cg", "partition"}
+
+// GroupKey is the key of r's group under a grouping.
+func GroupKey(by string, r client.Row) string {
+	switch by {
+	case "queue":
+		return r.Queue
+	case "cg":
+		return r.Queue + "/" + r.ConsumerGroup
+	case "partition":
+		return r.Queue + "/" + r.Partition
 	}
-	list := make([]*group, 0, len(groups))
-	for _, g := range groups {
-		sort.Strings(g.Queues)
-		g.Messages = len(g.addrs)
-		list = append(list, g)
+	return replay.ClassID(r.ErrorMessage)
+}
+
+// Grouper groups rows one at a time, so the groups can be shown while
+// rows are still arriving (the triage screen does).
+type Grouper struct {
+	by     string
+	groups map[string]*Group
+	seed   maphash.Seed
+}
+
+// NewGrouper groups by one of GroupBys.
+func NewGrouper(by string) *Grouper {
+	return &Grouper{by: by, groups: map[string]*Group{}, seed: maphash.MakeSeed()}
+}
+
+// Add counts a row into its group and returns the group's key.
+func (gr *Grouper) Add(r client.Row) string {
+	key := GroupKey(gr.by, r)
+	g := gr.groups[key]
+	if g == nil {
+		g = &Group{Key: key, Oldest: r.FailedAt, Newest: r.FailedAt, Example: r.Address().String(),
+			OldestQueue: r.Queue, OldestGroup: r.ConsumerGroup, queueSet: map[string]struct{}{}, addrs: map[uint64]struct{}{}}
+		if gr.by == "error" {
+			g.Class, g.Pattern = key, replay.NormalizeError(r.ErrorMessage)
+		}
+		gr.groups[key] = g
 	}
-	// Biggest group first; ties by oldest first, then key, so output is stable.
+	g.Count++
+	g.addrs[maphash.String(gr.seed, r.PartitionID+"/"+r.TransactionID)] = struct{}{}
+	if r.FailedAt.Before(g.Oldest) {
+		g.Oldest, g.OldestQueue, g.OldestGroup = r.FailedAt, r.Queue, r.ConsumerGroup
+	}
+	if r.FailedAt.After(g.Newest) {
+		g.Newest = r.FailedAt
+	}
+	if _, ok := g.queueSet[r.Queue]; !ok {
+		g.queueSet[r.Queue] = struct{}{}
+		g.Queues = append(g.Queues, r.Queue)
+	}
+	return key
+}
+
+// Len is the number of groups so far.
+func (gr *Grouper) Len() int { return len(gr.groups) }
+
+// Groups returns copies of the groups, biggest first; ties by oldest
+// first, then key, so the order is stable.
+func (gr *Grouper) Groups() []Group {
+	list := make([]Group, 0, len(gr.groups))
+	for _, g := range gr.groups {
+		c := *g
+		c.Queues = slices.Clone(g.Queues)
+		sort.Strings(c.Queues)
+		c.Messages = len(g.addrs)
+		c.queueSet, c.addrs = nil, nil
+		list = append(list, c)
+	}
 	sort.Slice(list, func(i, j int) bool {
 		a, b := list[i], list[j]
 		if a.Count != b.Count {
@@ -316,6 +347,18 @@ func lsGroups(f *cmdutil.Factory, fm render.Format, by string, rows func(func(cl
 		}
 		return a.Key < b.Key
 	})
+	return list
+}
+
+func lsGroups(f *cmdutil.Factory, fm render.Format, by string, rows func(func(client.Row, error) bool), sel *replay.Selection, now time.Time) error {
+	gr := NewGrouper(by)
+	for r, err := range rows {
+		if err != nil {
+			return err
+		}
+		gr.Add(r)
+	}
+	list := gr.Groups()
 	if !fm.Human() {
 		st := render.NewStream(f.IO.Out, fm)
 		for _, g := range list {

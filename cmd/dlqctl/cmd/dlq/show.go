@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/pkg/client"
@@ -96,7 +98,6 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 		ld = nil
 	}
 	var addr client.Address
-	var rows []client.Row
 	if strings.Contains(o.Target, "/") {
 		if addr, err = client.ParseAddress(o.Target); err != nil {
 			return cmdutil.FlagErrorf("%v", err)
@@ -104,6 +105,22 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 	} else if addr, err = findBareID(ctx, cl, ld, o.Target); err != nil {
 		return err
 	}
+	res, err := lookup(ctx, cl, ld, addr, f.Now())
+	if err != nil {
+		return err
+	}
+	if !fm.Human() {
+		return render.Document(f.IO.Out, fm, res)
+	}
+	writeShow(f.IO.Out, f.IO.ErrOut, f.Palette(), res)
+	return nil
+}
+
+// lookup gathers everything known about one address: the broker's detail
+// route and its rows in the DLQ, then the ledger's history (ld may be nil).
+func lookup(ctx context.Context, cl *client.Client, ld *ledger.Store, addr client.Address, now time.Time) (ShowResult, error) {
+	var rows []client.Row
+	var err error
 	res := ShowResult{Address: addr.String(), Decisions: []ledger.Decision{}, Rows: []Row{}}
 	// The detail route answers for one message without reading the list
 	// (and decrypts, where the released server's list does not).
@@ -121,7 +138,7 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 		case errors.Is(err, client.ErrRouteMissing):
 			m = nil
 		default:
-			return err
+			return res, err
 		}
 	}
 	// Its rows (one per consumer group and failure) are in the list only:
@@ -134,14 +151,13 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 		}
 		for r, err := range cl.Rows(ctx, q) {
 			if err != nil {
-				return err
+				return res, err
 			}
 			if r.Address() == addr {
 				rows = append(rows, r)
 			}
 		}
 	}
-	now := f.Now()
 	res.InDLQ = len(rows) > 0
 	for _, r := range rows {
 		row := toRow(r, now, nil, cl.ListDecrypts())
@@ -157,11 +173,11 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 	}
 	if ld != nil {
 		if err := showHistory(ctx, cl, ld, addr, &res); err != nil {
-			return err
+			return res, err
 		}
 	}
 	if !res.InDLQ && m == nil && len(res.Decisions) == 0 && res.Journal == nil && len(res.Archived) == 0 {
-		return cmdutil.NotFoundf("no dead-letter row at %s, and the ledger knows nothing of it", addr)
+		return res, cmdutil.NotFoundf("no dead-letter row at %s, and the ledger knows nothing of it", addr)
 	}
 	if res.Queue == "" && len(res.Archived) > 0 {
 		a := res.Archived[0]
@@ -171,10 +187,7 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 		res.Data = res.Archived[0].Payload
 	}
 	res.Undecryptable = client.IsEnvelope(res.Data) && (m != nil || cl.ListDecrypts())
-	if !fm.Human() {
-		return render.Document(f.IO.Out, fm, res)
-	}
-	return showHuman(f, res)
+	return res, nil
 }
 
 // findBareID finds the address of a bare transaction id: in the DLQ
@@ -256,9 +269,9 @@ func showHistory(ctx context.Context, cl *client.Client, ld *ledger.Store, addr 
 	return nil
 }
 
-func showHuman(f *cmdutil.Factory, res ShowResult) error {
-	w := f.IO.Out
-	pal := f.Palette()
+// writeShow writes a lookup for people: the record to w, the warning
+// about an undecryptable payload to warn.
+func writeShow(w, warn io.Writer, pal *render.Palette, res ShowResult) {
 	c := render.Clean
 	kv := func(k, v string) { fmt.Fprintf(w, "%-14s %s\n", k+":", v) }
 	kv("Address", pal.Bold(c(res.Address)))
@@ -300,7 +313,7 @@ func showHuman(f *cmdutil.Factory, res ShowResult) error {
 		}
 	}
 	if res.Undecryptable {
-		fmt.Fprintln(f.IO.ErrOut, pal.Yellow("warning: the payload is an encryption envelope the broker could not decrypt (wrong or rotated key); it will not be replayed"))
+		fmt.Fprintln(warn, pal.Yellow("warning: the payload is an encryption envelope the broker could not decrypt (wrong or rotated key); it will not be replayed"))
 	}
 	fmt.Fprintln(w, "\nPayload:")
 	var pretty bytes.Buffer
@@ -343,7 +356,6 @@ func showHuman(f *cmdutil.Factory, res ShowResult) error {
 			fmt.Fprintf(w, "  last error: %s\n", c(j.LastError))
 		}
 	}
-	return nil
 }
 
 // journalSentence says an address's journal state in words.
