@@ -254,6 +254,9 @@ type Flags struct {
 }
 
 func (f Flags) changed(name string) bool {
+	if f.Set == nil {
+		return false // no command line: a factory built by a test or a library
+	}
 	fl := f.Set.Lookup(name)
 	return fl != nil && fl.Changed
 }

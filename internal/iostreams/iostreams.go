@@ -63,6 +63,9 @@ func Test() (*IOStreams, *bytes.Buffer, *bytes.Buffer, *bytes.Buffer) {
 // IsStdoutTTY reports whether Out is a terminal.
 func (s *IOStreams) IsStdoutTTY() bool { return s.stdoutTTY }
 
+// IsStdinTTY reports whether In is a terminal.
+func (s *IOStreams) IsStdinTTY() bool { return s.stdinTTY }
+
 // IsStderrTTY reports whether ErrOut is a terminal.
 func (s *IOStreams) IsStderrTTY() bool { return s.stderrTTY }
 

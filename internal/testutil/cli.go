@@ -56,11 +56,23 @@ func (c *CLI) WriteConfig(yaml string) {
 
 // Exec runs one command line and returns stdout, stderr and the exit code.
 func (c *CLI) Exec(args ...string) (string, string, int) {
-	io, in, out, errOut := iostreams.Test()
+	f, in, out, errOut := c.Factory()
 	in.WriteString(c.Stdin)
+	ctx := c.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	code := c.Run(ctx, f, args)
+	return out.String(), errOut.String(), code
+}
+
+// Factory is the factory a command line of this CLI gets, with its
+// standard streams.
+func (c *CLI) Factory() (f *cmdutil.Factory, in, out, errOut *bytes.Buffer) {
+	io, in, out, errOut := iostreams.Test()
 	io.SetTTY(c.TTY, c.TTY, c.TTY)
 	io.SetWidth(c.Width)
-	f := cmdutil.NewFactory(io)
+	f = cmdutil.NewFactory(io)
 	f.Getenv = func(k string) string { return c.Env[k] }
 	clock := c.Clock
 	if clock.IsZero() {
@@ -71,12 +83,7 @@ func (c *CLI) Exec(args ...string) (string, string, int) {
 	if c.Tune != nil {
 		c.Tune(f)
 	}
-	ctx := c.Ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	code := c.Run(ctx, f, args)
-	return out.String(), errOut.String(), code
+	return f, in, out, errOut
 }
 
 // Golden compares got with testdata/golden/name, rewriting it with -update.

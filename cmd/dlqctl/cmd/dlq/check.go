@@ -10,7 +10,6 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/config"
-	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/spf13/cobra"
@@ -87,27 +86,7 @@ func checkRun(ctx context.Context, f *cmdutil.Factory, o *CheckOptions) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := f.Config()
-	if err != nil {
-		return err
-	}
-	cl, err := f.Client()
-	if err != nil {
-		return err
-	}
-	var dec map[client.Address]ledger.Decision
-	var vanished []ledger.Archived
-	ld, lerr := f.Ledger(ctx)
-	if lerr != nil {
-		return lerr
-	}
-	if dec, err = ld.LatestDecisions(ctx, cl.Server()); err != nil {
-		return err
-	}
-	if vanished, err = ld.ArchivedRows(ctx, cl.Server(), ledger.ArchiveFilter{VanishedOnly: true}); err != nil {
-		return err
-	}
-	res, err := Check(ctx, cl, cfg, dec, vanished, o.Queues, o.maxAge, o.triageSLO, f.Now())
+	res, err := evaluate(ctx, f, o.Queues, o.maxAge, o.triageSLO)
 	if err != nil {
 		return err
 	}
@@ -127,6 +106,28 @@ func checkRun(ctx context.Context, f *cmdutil.Factory, o *CheckOptions) error {
 		return cmdutil.ErrBreach
 	}
 	return nil
+}
+
+// evaluate runs the gate against the broker and the ledger's decisions;
+// maxAge and triageSLO, when not zero, override the policies.
+func evaluate(ctx context.Context, f *cmdutil.Factory, queues []string, maxAge, triageSLO time.Duration) (*CheckResult, error) {
+	cfg, err := f.Config()
+	if err != nil {
+		return nil, err
+	}
+	cl, ld, err := f.Session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dec, err := ld.LatestDecisions(ctx, cl.Server())
+	if err != nil {
+		return nil, err
+	}
+	vanished, err := ld.ArchivedRows(ctx, cl.Server(), ledger.ArchiveFilter{VanishedOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	return Check(ctx, cl, cfg, dec, vanished, queues, maxAge, triageSLO, f.Now())
 }
 
 func fmtThreshold(p *float64) string {

@@ -322,6 +322,25 @@ func (gr *Grouper) Add(r client.Row) string {
 	return key
 }
 
+// Lookup returns a copy of one group, as Groups does.
+func (gr *Grouper) Lookup(key string) (Group, bool) {
+	g, ok := gr.groups[key]
+	if !ok {
+		return Group{}, false
+	}
+	return g.snapshot(), true
+}
+
+// snapshot is a copy of the group the grouper can go on counting under.
+func (g *Group) snapshot() Group {
+	c := *g
+	c.Queues = slices.Clone(g.Queues)
+	sort.Strings(c.Queues)
+	c.Messages = len(g.addrs)
+	c.queueSet, c.addrs = nil, nil
+	return c
+}
+
 // Len is the number of groups so far.
 func (gr *Grouper) Len() int { return len(gr.groups) }
 
@@ -330,12 +349,7 @@ func (gr *Grouper) Len() int { return len(gr.groups) }
 func (gr *Grouper) Groups() []Group {
 	list := make([]Group, 0, len(gr.groups))
 	for _, g := range gr.groups {
-		c := *g
-		c.Queues = slices.Clone(g.Queues)
-		sort.Strings(c.Queues)
-		c.Messages = len(g.addrs)
-		c.queueSet, c.addrs = nil, nil
-		list = append(list, c)
+		list = append(list, g.snapshot())
 	}
 	sort.Slice(list, func(i, j int) bool {
 		a, b := list[i], list[j]

@@ -173,7 +173,12 @@ func compileTransform(expr string) (func(json.RawMessage) (json.RawMessage, erro
 }
 
 func replayRun(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error {
-	return execute(ctx, f, execSpec{
+	return execute(ctx, f, replaySpec(o))
+}
+
+// replaySpec is what replay's flags ask of execute.
+func replaySpec(o *ReplayOptions) execSpec {
+	return execSpec{
 		action: replay.Replay, verb: "replay", flags: &o.Exec, sel: &o.Selection, args: o.Args, changed: o.changed,
 		settings: Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: o.Concurrency, Via: o.Via, ToQueue: o.ToQueue,
 			Transform: o.Transform, MaxGeneration: o.MaxGeneration, MaxFailures: o.MaxFailures, MaxRefailures: o.MaxRefailures, Order: o.Order},
@@ -200,5 +205,5 @@ func replayRun(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error 
 			}
 			return nil
 		},
-	})
+	}
 }

@@ -51,7 +51,12 @@ says when.`,
 }
 
 func rmRun(ctx context.Context, f *cmdutil.Factory, o *RmOptions) error {
-	return execute(ctx, f, execSpec{action: replay.Discard, verb: "rm", flags: &o.Exec, sel: &o.Selection, args: o.Args, changed: o.changed,
+	return execute(ctx, f, rmSpec(o))
+}
+
+// rmSpec is what rm's flags ask of execute.
+func rmSpec(o *RmOptions) execSpec {
+	return execSpec{action: replay.Discard, verb: "rm", flags: &o.Exec, sel: &o.Selection, args: o.Args, changed: o.changed,
 		settings:  Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: 1},
-		configure: func(opts *replay.Options, s Settings) error { opts.Concurrency = 1; return nil }})
+		configure: func(opts *replay.Options, s Settings) error { opts.Concurrency = 1; return nil }}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/decisions"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/dlq"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/sandbox"
+	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/triage"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/version"
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/iostreams"
@@ -131,6 +132,7 @@ decide (replay or discard), with every decision recorded in a ledger.`,
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &cmdutil.FlagError{Err: err} })
 
 	cmd.AddCommand(dlq.NewCmdDLQ(f))
+	cmd.AddCommand(triage.NewCmdTriage(f, nil))
 	cmd.AddCommand(decisions.NewCmdDecisions(f))
 	cmd.AddCommand(sandbox.NewCmdSandbox(f, nil))
 	cmd.AddCommand(configcmd.NewCmdConfig(f))
