@@ -83,23 +83,29 @@ func (tm *terminal) keys(k ...string) { tm.run(append([]string{"send-keys", "-t"
 // typ types text literally.
 func (tm *terminal) typ(s string) { tm.run("send-keys", "-t", "t", "-l", s) }
 
+// triageWorld is the seeded sandbox and the environment dlqctl runs in
+// against it, with a ledger of the test's own.
+func triageWorld(t *testing.T) (*sandbox.Broker, []string, string) {
+	b := sandbox.New(nil)
+	if err := b.Load(dlqctl.SandboxSeed); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b.Handler())
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	ledgerDSN := "sqlite://" + filepath.Join(dir, "ledger.db")
+	return b, []string{"DLQCTL_SERVER=" + srv.URL, "DLQCTL_LEDGER=" + ledgerDSN, "DLQCTL_CONFIG=" + filepath.Join(dir, "config.yaml"),
+		"DLQCTL_USER=oncall", "TERM=xterm-256color"}, ledgerDSN
+}
+
 var cursorClass = regexp.MustCompile(`(?m)^› ([0-9a-f]{8}) `)
 
 // The issue's scenario on the real binary in a terminal: open, drill into
 // a class, hold it, replay another with confirmation, quit; then the
 // ledger and the broker's books.
 func TestTriageInATerminal(t *testing.T) {
-	b := sandbox.New(nil)
-	if err := b.Load(dlqctl.SandboxSeed); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(b.Handler())
-	defer srv.Close()
-	dir := t.TempDir()
-	ledgerDSN := "sqlite://" + filepath.Join(dir, "ledger.db")
-	env := []string{"DLQCTL_SERVER=" + srv.URL, "DLQCTL_LEDGER=" + ledgerDSN, "DLQCTL_CONFIG=" + filepath.Join(dir, "config.yaml"),
-		"DLQCTL_USER=oncall", "TERM=xterm-256color", "NO_COLOR=1"}
-	tm := newTerminal(t, env, "triage")
+	b, env, ledgerDSN := triageWorld(t)
+	tm := newTerminal(t, append(env, "NO_COLOR=1"), "triage")
 
 	s := tm.waitFor("CHECK:", 20*time.Second)
 	tm.waitFor("9 classes", 10*time.Second)
@@ -129,12 +135,14 @@ func TestTriageInATerminal(t *testing.T) {
 
 	// Replay the class of another queue, with confirmation.
 	tm.keys("Down")
-	time.Sleep(100 * time.Millisecond)
-	m = cursorClass.FindStringSubmatch(tm.screen(false))
-	if m == nil || m[1] == held {
-		t.Fatalf("the cursor did not move to another class:\n%s", tm.screen(false))
+	replayed := ""
+	for deadline := time.Now().Add(5 * time.Second); replayed == ""; time.Sleep(50 * time.Millisecond) {
+		if m = cursorClass.FindStringSubmatch(tm.screen(false)); m != nil && m[1] != held {
+			replayed = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the cursor did not move to another class:\n%s", tm.screen(false))
+		}
 	}
-	replayed := m[1]
 	tm.keys("r")
 	tm.waitFor("Replay plan:", 10*time.Second)
 	tm.typ("notifier fixed")
@@ -204,15 +212,7 @@ func TestTriageInATerminal(t *testing.T) {
 
 // A colour terminal gets colour; without a terminal, a clear error.
 func TestTriageColourAndNoTerminal(t *testing.T) {
-	b := sandbox.New(nil)
-	if err := b.Load(dlqctl.SandboxSeed); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(b.Handler())
-	defer srv.Close()
-	dir := t.TempDir()
-	env := []string{"DLQCTL_SERVER=" + srv.URL, "DLQCTL_LEDGER=sqlite://" + filepath.Join(dir, "ledger.db"),
-		"DLQCTL_CONFIG=" + filepath.Join(dir, "config.yaml"), "TERM=xterm-256color"}
+	_, env, _ := triageWorld(t)
 	tm := newTerminal(t, env, "triage")
 	tm.waitFor("CHECK:", 20*time.Second)
 	if !colourful(tm.screen(true)) {

@@ -111,7 +111,7 @@ type helpModal struct{}
 type holdModal struct {
 	t          target
 	until, why textinput.Model
-	focus      int
+	form       form
 	err        string
 	busy       bool
 }
@@ -132,7 +132,7 @@ type planModal struct {
 	planned   *dlq.Planned
 	page      pager // the plan, then the outcome
 	rate, why textinput.Model
-	focus     int
+	form      form
 	err       string
 	override  bool // ctrl+o: act on held messages too
 	ran       bool // the batch was started: the lists are reloaded after
@@ -344,19 +344,16 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 // forward hands other messages (cursor blinks, pastes) to the input in use.
 func (m *model) forward(msg tea.Msg) tea.Cmd {
-	var cmd tea.Cmd
 	switch md := m.modal.(type) {
 	case *holdModal:
-		md.until, cmd = md.until.Update(msg)
-		var c2 tea.Cmd
-		md.why, c2 = md.why.Update(msg)
-		return tea.Batch(cmd, c2)
+		return md.form.update(msg)
 	case *planModal:
-		md.rate, cmd = md.rate.Update(msg)
-		var c2 tea.Cmd
-		md.why, c2 = md.why.Update(msg)
-		return tea.Batch(cmd, c2)
+		if md.phase == confirming {
+			return md.form.update(msg)
+		}
+		return nil
 	}
+	var cmd tea.Cmd
 	if m.filtering {
 		m.input, cmd = m.input.Update(msg)
 	}
@@ -565,8 +562,9 @@ func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
 			hm := &holdModal{t: t, until: m.newInput("until ", "24h"), why: m.newInput("why   ", "")}
 			hm.until.Placeholder = "24h, 2d or an RFC 3339 time"
 			hm.why.Placeholder = "recorded in the ledger"
+			hm.form = form{fields: []*textinput.Model{&hm.until, &hm.why}}
 			m.modal = hm
-			return hm.until.Focus()
+			return hm.form.start(0)
 		}
 	case key.Matches(k, m.keys.Replay), key.Matches(k, m.keys.Discard):
 		if t, ok := m.target(); ok {
@@ -683,14 +681,8 @@ func (m *model) holdKey(hm *holdModal, k tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(k, m.keys.Cancel):
 		m.modal = nil
 		return nil
-	case key.Matches(k, m.keys.Next), k.String() == "enter" && hm.focus == 0:
-		hm.focus = 1 - hm.focus
-		if hm.focus == 0 {
-			hm.why.Blur()
-			return hm.until.Focus()
-		}
-		hm.until.Blur()
-		return hm.why.Focus()
+	case key.Matches(k, m.keys.Next), k.String() == "enter" && hm.form.focus == 0:
+		return hm.form.next()
 	case k.String() == "enter":
 		args := append([]string{"--action", "hold", "--until", hm.until.Value(), "--why", hm.why.Value()}, hm.t.args...)
 		hm.busy, hm.err = true, ""
@@ -699,13 +691,7 @@ func (m *model) holdKey(hm *holdModal, k tea.KeyPressMsg) tea.Cmd {
 			return decidedMsg{batch: b, n: n, err: err}
 		}
 	}
-	var cmd tea.Cmd
-	if hm.focus == 0 {
-		hm.until, cmd = hm.until.Update(k)
-	} else {
-		hm.why, cmd = hm.why.Update(k)
-	}
-	return cmd
+	return hm.form.update(k)
 }
 
 func (m *model) decided(msg decidedMsg) tea.Cmd {
@@ -762,8 +748,9 @@ func (m *model) planned(msg plannedMsg) {
 	pm.rate = m.newInput("rate/s ", strconv.FormatFloat(msg.planned.Rate(), 'f', -1, 64))
 	pm.why = m.newInput("why    ", "")
 	pm.why.Placeholder = "recorded in the ledger"
-	pm.phase, pm.focus = confirming, 1
-	pm.why.Focus()
+	pm.form = form{fields: []*textinput.Model{&pm.rate, &pm.why}}
+	pm.phase = confirming
+	pm.form.start(1)
 	m.layout()
 }
 
@@ -801,13 +788,7 @@ func (m *model) planKey(pm *planModal, k tea.KeyPressMsg) tea.Cmd {
 		pm.override, pm.err = true, ""
 		return nil
 	case key.Matches(k, m.keys.Next):
-		pm.focus = 1 - pm.focus
-		if pm.focus == 0 {
-			pm.why.Blur()
-			return pm.rate.Focus()
-		}
-		pm.rate.Blur()
-		return pm.why.Focus()
+		return pm.form.next()
 	case key.Matches(k, m.keys.Up), key.Matches(k, m.keys.Down), key.Matches(k, m.keys.PageUp), key.Matches(k, m.keys.PageDown):
 		if k.Text == "" { // arrows and pages scroll the plan; letters are typed
 			pm.page.update(k)
@@ -816,13 +797,7 @@ func (m *model) planKey(pm *planModal, k tea.KeyPressMsg) tea.Cmd {
 	case k.String() == "enter":
 		return m.startRun(pm)
 	}
-	var cmd tea.Cmd
-	if pm.focus == 0 {
-		pm.rate, cmd = pm.rate.Update(k)
-	} else {
-		pm.why, cmd = pm.why.Update(k)
-	}
-	return cmd
+	return pm.form.update(k)
 }
 
 // startRun checks the form and runs the batch.
@@ -961,6 +936,32 @@ func (m *model) newInput(prompt, value string) textinput.Model {
 	}
 	ti.SetStyles(s)
 	return ti
+}
+
+// form is a modal's text fields, one in focus; tab goes round them.
+type form struct {
+	fields []*textinput.Model
+	focus  int
+}
+
+// start focuses field i.
+func (f *form) start(i int) tea.Cmd {
+	f.focus = i
+	return f.fields[i].Focus()
+}
+
+// next moves the focus to the next field.
+func (f *form) next() tea.Cmd {
+	f.fields[f.focus].Blur()
+	return f.start((f.focus + 1) % len(f.fields))
+}
+
+// update hands a message to the field in focus.
+func (f *form) update(msg tea.Msg) tea.Cmd {
+	in := f.fields[f.focus]
+	var cmd tea.Cmd
+	*in, cmd = in.Update(msg)
+	return cmd
 }
 
 // ---- cursor ----
