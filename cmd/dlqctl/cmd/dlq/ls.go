@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"iter"
 	"slices"
 	"sort"
 	"strconv"
@@ -78,31 +79,11 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	now := f.Now()
 	limited := false
 	q := sel.Query(pageSize)
-	rows := func(yield func(client.Row, error) bool) {
-		n := 0
-		for r, err := range cl.Rows(ctx, q) {
-			if err != nil {
-				yield(r, err)
-				return
-			}
-			if !sel.Match(r) {
-				continue
-			}
-			if !yield(r, nil) {
-				return
-			}
-			n++
-			if sel.Limit > 0 && n >= sel.Limit {
-				// Stop reading: the rest of the answer is not needed.
-				limited = true
-				return
-			}
-		}
-	}
 	if o.GroupBy != "" {
 		q.NoData = true
-		return lsGroups(f, fm, o.GroupBy, rows, sel, now)
+		return lsGroups(f, fm, o.GroupBy, selected(ctx, cl, sel, q, &limited), sel, now)
 	}
+	rows := selected(ctx, cl, sel, q, &limited)
 	if !fm.Human() {
 		st := render.NewStream(f.IO.Out, fm)
 		if f.IO.IsStdoutTTY() {
@@ -124,6 +105,31 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		return st.Close()
 	}
 	return lsTable(f, fm, cl, rows, sel, dec, now, func() bool { return limited })
+}
+
+// selected streams the rows of q that sel matches, up to its --limit
+// (then it stops reading, and sets *limited).
+func selected(ctx context.Context, cl *client.Client, sel *replay.Selection, q client.ListQuery, limited *bool) iter.Seq2[client.Row, error] {
+	return func(yield func(client.Row, error) bool) {
+		n := 0
+		for r, err := range cl.Rows(ctx, q) {
+			if err != nil {
+				yield(r, err)
+				return
+			}
+			if !sel.Match(r) {
+				continue
+			}
+			if !yield(r, nil) {
+				return
+			}
+			if n++; sel.Limit > 0 && n >= sel.Limit {
+				// Stop reading: the rest of the answer is not needed.
+				*limited = true
+				return
+			}
+		}
+	}
 }
 
 func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(func(client.Row, error) bool), sel *replay.Selection,

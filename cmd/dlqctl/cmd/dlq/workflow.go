@@ -43,23 +43,13 @@ func (w *Workflow) Server() string { return w.cl.Server() }
 // Rows streams the dead-letter rows sel matches, newest first, without
 // payloads (as ls --group-by reads them).
 func (w *Workflow) Rows(ctx context.Context, sel *replay.Selection) iter.Seq2[client.Row, error] {
+	q := sel.Query(pageSize)
+	q.NoData = true
+	var limited bool
 	return func(yield func(client.Row, error) bool) {
-		q := sel.Query(pageSize)
-		q.NoData = true
-		n := 0
-		for r, err := range w.cl.Rows(ctx, q) {
-			if err != nil {
-				yield(r, err)
-				return
-			}
-			if !sel.Match(r) {
-				continue
-			}
+		for r, err := range selected(ctx, w.cl, sel, q, &limited) {
 			r.Data = nil
-			if !yield(r, nil) {
-				return
-			}
-			if n++; sel.Limit > 0 && n >= sel.Limit {
+			if !yield(r, err) {
 				return
 			}
 		}
