@@ -324,6 +324,37 @@ func TestFindOldestUnderConcurrentChanges(t *testing.T) {
 	wg.Wait()
 }
 
+// A DLQ that grows between every two list requests (a burst of failures
+// while check runs): the end moves on each answer, and the oldest row is
+// still found, in a bounded number of requests.
+func TestFindOldestWhileTheDLQGrows(t *testing.T) {
+	b := sandbox.New(nil)
+	b.Fill(5_000, 3)
+	rows := b.DeadLetterRows()
+	want := rows[len(rows)-1]
+	var n atomic.Int64
+	h := b.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		if r.URL.Path == "/api/v1/dlq" {
+			for range 3 {
+				i := n.Add(1)
+				b.AddDeadLetters(sandbox.DeadLetter{Queue: "orders", Partition: "new", TransactionID: fmt.Sprintf("new-%d", i),
+					ConsumerGroup: "billing", Error: "late", FailedAt: time.Now(), Data: json.RawMessage(`{}`)})
+			}
+		}
+	}))
+	defer srv.Close()
+	ext, err := newClient(t, srv.URL).FindOldest(context.Background(), client.ListQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ext.Oldest == nil || ext.Oldest.TransactionID != want.TransactionID || ext.Requests > 120 {
+		t.Fatalf("oldest %+v after %d requests, want %s", ext.Oldest, ext.Requests, want.TransactionID)
+	}
+	t.Logf("%d requests while %d rows arrived", ext.Requests, n.Load())
+}
+
 func TestFindOldestOnAnOldServer(t *testing.T) {
 	b, url := testutil.Sandbox(t)
 	b.Fill(500, 9)

@@ -22,9 +22,10 @@ type Extent struct {
 
 // FindOldest finds the oldest row (the last one, the list being newest
 // first) in O(log N) list requests: limit=1 at offsets 1, 2, 4, … until an
-// empty page, then a binary search between the last two offsets. The
-// found row is re-checked with one limit=2 request; if rows were added or
-// removed meanwhile, the search continues from there (a few times at most).
+// empty page, then a binary search between the last two offsets. The end
+// found is confirmed by one read of a small window around it; if rows
+// were added or removed meanwhile, the search continues from there with a
+// wider window (a few times at most).
 // A broker that ignores offset (the same row at offset 0 and further on)
 // is an error, never an endless search.
 func (c *Client) FindOldest(ctx context.Context, q ListQuery) (*Extent, error) {
@@ -146,7 +147,12 @@ func (c *Client) FindOldestBelow(ctx context.Context, q ListQuery, upper int) (*
 	if err := start(); err != nil {
 		return nil, err
 	}
-	for round := 0; round < 16; round++ {
+	// The end is confirmed by one read of a window around it: a page that
+	// holds it (fewer rows than asked) says, in one answer of the broker,
+	// which row is last now. Rows arriving or leaving during the search
+	// move the end; the window widens each round so a busy DLQ is caught.
+	win := 16
+	for round := 0; round < 16; round, win = round+1, min(win*2, 1024) {
 		for hi-lo > 1 {
 			mid := lo + (hi-lo)/2
 			rows, err := at(mid, 1)
@@ -163,19 +169,19 @@ func (c *Client) FindOldestBelow(ctx context.Context, q ListQuery, upper int) (*
 			ext.Oldest = nil
 			return ext, nil // emptied while probing
 		}
-		// Re-check: exactly one row at lo means lo is the end, now.
-		rows, err := at(lo, 2)
+		off := max(lo-win/2, 0)
+		rows, err := at(off, win)
 		if err != nil {
 			return nil, err
 		}
-		switch len(rows) {
-		case 1:
-			ext.Depth, ext.Oldest = lo+1, &rows[0]
+		switch {
+		case len(rows) > 0 && len(rows) < win:
+			ext.Depth, ext.Oldest = off+len(rows), &rows[len(rows)-1]
 			return ext, nil
-		case 0: // rows were removed: the end moved below lo
-			err = backward(lo)
-		default: // rows were added: the end moved past lo+1
-			err = forward(lo + 1)
+		case len(rows) == 0: // rows were removed: the end moved below the window
+			err = backward(off)
+		default: // rows were added: the end moved past the window
+			err = forward(off + win - 1)
 		}
 		if err != nil {
 			return nil, err
