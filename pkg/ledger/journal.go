@@ -184,15 +184,18 @@ func (s *Store) ClaimMany(ctx context.Context, broker string, addrs []client.Add
 	var q string
 	var args []any
 	if s.engine == Postgres {
-		// Two runs claiming overlapping chunks would lock rows in
-		// different orders and deadlock; SKIP LOCKED leaves the rows the
-		// other run is claiming to it (the fallback below sees them held).
+		// One chunk is claimed whole or not at all against another run
+		// claiming it at the same moment: the rows are locked in one
+		// order (so two runs cannot deadlock), and a run that waited on a
+		// row sees it claimed once the other commits. Skipping locked rows
+		// instead split a partition's chunk between two runs, and each
+		// then left the partition to the other.
 		q, args = inAddrs(`UPDATE journal SET claim_owner = ?, claim_until = ?
 			WHERE (broker, partition_id, transaction_id) IN (
 				SELECT broker, partition_id, transaction_id FROM journal
 				WHERE broker = ? AND (claim_owner IS NULL OR claim_owner = ? OR claim_until < ?) AND (partition_id, transaction_id) IN `,
 			addrs, owner, fmtTime(now.Add(lease)), broker, owner, fmtTime(now))
-		q += ` FOR UPDATE SKIP LOCKED)`
+		q += ` ORDER BY partition_id, transaction_id FOR UPDATE)`
 	} else {
 		// SQLite has one writer at a time: no lock order to get wrong.
 		q, args = inAddrs(`UPDATE journal SET claim_owner = ?, claim_until = ?
