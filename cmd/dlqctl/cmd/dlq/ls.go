@@ -347,9 +347,6 @@ func (g *Group) snapshot() Group {
 	return c
 }
 
-// Len is the number of groups so far.
-func (gr *Grouper) Len() int { return len(gr.groups) }
-
 // Groups returns copies of the groups, biggest first; ties by oldest
 // first, then key, so the order is stable.
 func (gr *Grouper) Groups() []Group {

@@ -48,6 +48,24 @@ func (s *swappable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.cur.Load().Handler().ServeHTTP(w, r)
 }
 
+// interrupted runs a command line and cancels it (as SIGINT does) when
+// the broker has seen n publishes.
+func (s *swappable) interrupted(cli *testutil.CLI, n int64, args ...string) (string, string, int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var published atomic.Int64
+	stop := func() {
+		if published.Add(1) == n {
+			cancel()
+		}
+	}
+	s.onPublish.Store(&stop)
+	defer s.onPublish.Store(nil)
+	cli.Ctx = ctx
+	defer func() { cli.Ctx = nil }()
+	return cli.Exec(args...)
+}
+
 func payments(b *sandbox.Broker) int {
 	n := 0
 	for _, r := range b.DeadLetterRows() {
@@ -72,18 +90,7 @@ func TestResumeReplaysAddressesBackInTheDLQ(t *testing.T) {
 	}
 	b := sw.fresh(t) // the same addresses, back
 	want := payments(b)
-	ctx, cancel := context.WithCancel(context.Background())
-	var published atomic.Int64
-	stop := func() {
-		if published.Add(1) == 20 {
-			cancel()
-		}
-	}
-	sw.onPublish.Store(&stop)
-	cli.Ctx = ctx
-	_, stderr, code := cli.Exec("dlq", "replay", "--queue", "payments", "--why", "second", "--yes", "--rate", "50", "--concurrency", "1")
-	cli.Ctx = nil
-	sw.onPublish.Store(nil)
+	_, stderr, code := sw.interrupted(cli, 20, "dlq", "replay", "--queue", "payments", "--why", "second", "--yes", "--rate", "50", "--concurrency", "1")
 	resume := regexp.MustCompile(`Resume with: (dlqctl dlq replay --batch \S+ --yes)`).FindStringSubmatch(stderr)
 	if code != 130 || resume == nil || payments(b) == 0 {
 		t.Fatalf("interrupted replay: exit %d, %d rows left:\n%s", code, payments(b), stderr)
@@ -143,18 +150,7 @@ func TestResumeKeepsTheRunSettings(t *testing.T) {
 	srv := httptest.NewServer(sw)
 	t.Cleanup(srv.Close)
 	cli := testutil.NewCLI(t, srv.URL, root.Run)
-	ctx, cancel := context.WithCancel(context.Background())
-	var published atomic.Int64
-	stop := func() {
-		if published.Add(1) == 10 {
-			cancel()
-		}
-	}
-	sw.onPublish.Store(&stop)
-	cli.Ctx = ctx
-	_, stderr, _ := cli.Exec("dlq", "replay", "--queue", "payments", "--why", "x", "--yes", "--rate", "40", "--concurrency", "2", "--via", "manual")
-	cli.Ctx = nil
-	sw.onPublish.Store(nil)
+	_, stderr, _ := sw.interrupted(cli, 10, "dlq", "replay", "--queue", "payments", "--why", "x", "--yes", "--rate", "40", "--concurrency", "2", "--via", "manual")
 	id := regexp.MustCompile(`--batch (\S+)`).FindStringSubmatch(stderr)[1]
 	if _, stderr, code := cli.Exec("dlq", "replay", "--batch", id, "--yes"); code != 0 {
 		t.Fatalf("resume: %d %s", code, stderr)
