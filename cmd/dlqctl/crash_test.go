@@ -395,3 +395,181 @@ func orderBooks(t *testing.T, b *sandbox.Broker, parts, per int, complete bool) 
 		}
 	}
 }
+
+// TestKillBetweenManualPushAndJournal kills the real binary while its
+// manual push has been applied and the answer is still on its way (the
+// journal cannot have recorded it), then runs the plain command again:
+// the address must stay on the manual path, its derived id answered
+// duplicate, not published a second time through /retry.
+func TestKillBetweenManualPushAndJournal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	w := newWorld(t, 5, 11, "")
+	var addr client.Address
+	var payload string
+	for p, a := range w.orig {
+		if !w.undec[p] {
+			addr, payload = a, p
+			break
+		}
+	}
+	w.b.SetFaults(sandbox.Faults{Script: func(c sandbox.Call) sandbox.Action {
+		if c.Route == "POST /api/v1/push" {
+			return sandbox.HangAfterApply
+		}
+		return sandbox.Serve
+	}})
+	c := w.cmd("dlq", "replay", addr.String(), "--via", "manual", "--why", "kill", "--yes", "--rate", "0")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for w.livePayloads()[payload] == 0 {
+		if time.Now().After(deadline) {
+			c.Process.Kill()
+			t.Fatal("the push never arrived")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_ = c.Process.Signal(syscall.SIGKILL)
+	_ = c.Wait()
+	w.b.SetFaults(sandbox.Faults{})
+	out, code := w.run("dlq", "replay", addr.String(), "--why", "kill", "--yes", "--rate", "0")
+	if n := w.livePayloads()[payload]; n != 1 || code != 0 {
+		t.Fatalf("after the kill and a plain re-run: %d copies, exit %d\n%s", n, code, out)
+	}
+}
+
+func (w *world) livePayloads() map[string]int {
+	live := map[string]int{}
+	for _, m := range w.b.LiveMessages() {
+		live[string(m.Payload)]++
+	}
+	return live
+}
+
+// BenchmarkKillResumeTrials is the long form of the kill tests, run on
+// demand (go test -run '^$' -bench KillResumeTrials -benchtime 50x
+// ./cmd/dlqctl): each trial SIGKILLs a replay at a random moment under
+// 503s, cut connections and dlqRowRemoved:false, then resumes with the
+// path alternating between runs (auto, manual, endpoint) and the broker
+// spelled as 127.0.0.1 or localhost, and checks the broker's books. It
+// reports the doubles and losses it saw.
+func BenchmarkKillResumeTrials(b *testing.B) {
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
+	profiles := []sandbox.Faults{
+		{Fail503Every: 5, CutEvery: 7},
+		{RowKeptEvery: 3, CutEvery: 5},
+		{Fail503Every: 4, CutEvery: 6, RowKeptEvery: 4},
+	}
+	vias := []string{"auto", "manual", "endpoint"}
+	var doubles, lost, trials, bad int
+	for i := 0; i < b.N; i++ {
+		trials++
+		r := trialOnce(b, rng, profiles[i%len(profiles)], vias, uint64(9000+i))
+		doubles += r.doubles
+		lost += r.lost
+		if r.doubles+r.lost > 0 {
+			bad++
+		}
+	}
+	b.ReportMetric(float64(trials), "trials")
+	b.ReportMetric(float64(bad), "trials-with-doubles-or-losses")
+	b.ReportMetric(float64(doubles), "doubles")
+	b.ReportMetric(float64(lost), "lost")
+}
+
+type trialResult struct{ doubles, lost int }
+
+// trialOnce runs one kill-and-resume trial and counts, from the books,
+// messages live more than once and messages neither live nor
+// dead-lettered.
+func trialOnce(b *testing.B, rng *rand.Rand, faults sandbox.Faults, vias []string, seed uint64) trialResult {
+	br, url := testutil.Sandbox(b)
+	br.Fill(40, seed)
+	dir := b.TempDir()
+	ledgerDSN := "sqlite://" + filepath.Join(dir, "ledger.db")
+	orig := map[string]bool{}
+	for _, r := range br.DeadLetterRows() {
+		orig[string(r.Payload)] = true
+	}
+	spell := func(k int) string {
+		if k%2 == 1 {
+			return strings.Replace(url, "127.0.0.1", "localhost", 1)
+		}
+		return url
+	}
+	runAt := func(k int, args ...string) {
+		c := exec.Command(binaryB(b), append([]string{"--server", spell(k)}, args...)...)
+		c.Env = append(os.Environ(), "DLQCTL_LEDGER="+ledgerDSN, "DLQCTL_CONFIG="+filepath.Join(dir, "config.yaml"), "NO_COLOR=1", "DLQCTL_USER=trial")
+		_ = c.Run()
+	}
+	br.SetFaults(faults)
+	first := vias[rng.IntN(len(vias))]
+	c := exec.Command(binaryB(b), "--server", spell(0), "dlq", "replay", "--all", "--via", first, "--rate", "150", "--concurrency", "4",
+		"--why", "trial", "--yes", "--order", "none")
+	c.Env = append(os.Environ(), "DLQCTL_LEDGER="+ledgerDSN, "DLQCTL_CONFIG="+filepath.Join(dir, "config.yaml"), "NO_COLOR=1", "DLQCTL_USER=trial")
+	if err := c.Start(); err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+	_ = c.Process.Signal(syscall.SIGKILL)
+	_ = c.Wait()
+	// Resume runs alternate the path and the spelling, the faults still on
+	// for the first few; then the runbook's human step for unknowns.
+	for k := 1; k <= 6; k++ {
+		if k == 4 {
+			br.SetFaults(sandbox.Faults{})
+		}
+		runAt(k, "dlq", "replay", "--all", "--via", vias[k%len(vias)], "--why", "resume", "--yes", "--rate", "0", "--order", "none")
+	}
+	live := map[string]int{}
+	for _, m := range br.LiveMessages() {
+		live[string(m.Payload)]++
+	}
+	for _, r := range br.DeadLetterRows() {
+		if live[string(r.Payload)] > 0 {
+			runAt(0, "dlq", "rm", r.PartitionID+"/"+r.TransactionID, "--why", "seen live", "--yes", "--rate", "0")
+		}
+	}
+	runAt(1, "dlq", "replay", "--all", "--why", "unknowns checked", "--yes", "--rate", "0", "--retry-unknown", "--order", "none")
+	live = map[string]int{}
+	for _, m := range br.LiveMessages() {
+		live[string(m.Payload)]++
+	}
+	deadSet := map[string]bool{}
+	for _, r := range br.DeadLetterRows() {
+		deadSet[string(r.Payload)] = true
+	}
+	var res trialResult
+	for p := range orig {
+		switch {
+		case live[p] > 1:
+			res.doubles++
+		case live[p] == 0 && !deadSet[p]:
+			res.lost++
+		}
+	}
+	return res
+}
+
+// binaryB is binary for a benchmark.
+func binaryB(b *testing.B) string {
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "dlqctl-bin")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "dlqctl")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		b.Fatal(binErr)
+	}
+	return binPath
+}

@@ -135,6 +135,12 @@ func (f *Factory) Client() (*client.Client, error) {
 			}
 		}
 		opts := client.Options{Server: s.Server, Token: s.Token, HTTPClient: hc, Backoff: f.Backoff, Timeout: f.Globals.Timeout, MaxRow: f.MaxRow}
+		if s.Broker != "" {
+			if opts.Identity, err = client.NamedIdentity(s.Broker); err != nil {
+				f.clErr = UsageError(fmt.Errorf("context %s: %v", s.Context, err))
+				return
+			}
+		}
 		if f.Globals.Debug {
 			opts.Debug = f.IO.ErrOut
 		}
@@ -170,6 +176,7 @@ func (f *Factory) Session(ctx context.Context) (*client.Client, *ledger.Store, e
 	if err != nil {
 		return nil, nil, err
 	}
+	f.noteOtherHistory(ctx, cl, ld)
 	return cl, ld, nil
 }
 

@@ -45,6 +45,11 @@ type Context struct {
 	Server    string `mapstructure:"server" yaml:"server,omitempty" json:"server,omitempty"`
 	TokenFile string `mapstructure:"token-file" yaml:"token-file,omitempty" json:"tokenFile,omitempty"`
 	Ledger    string `mapstructure:"ledger" yaml:"ledger,omitempty" json:"ledger,omitempty"`
+	// Broker names the broker in the ledger, for a broker reached by
+	// several URLs (a load balancer and its nodes): contexts that name
+	// the same broker share its history. Unset, the history is filed
+	// under the URL's identity.
+	Broker string `mapstructure:"broker" yaml:"broker,omitempty" json:"broker,omitempty"`
 }
 
 // Policy holds a queue's thresholds, or one consumer group's of it;
@@ -238,8 +243,10 @@ func (c *Config) Save() error {
 
 // Settings are the resolved connection settings.
 type Settings struct {
-	Context     string
-	Server      string
+	Context string
+	Server  string
+	// Broker is the context's explicit broker name ("" when it has none).
+	Broker      string
 	Token       string
 	TokenSource string // where the token came from, for messages (never the token)
 	Ledger      string
@@ -303,6 +310,11 @@ func Resolve(c *Config, f Flags, getenv func(string) string) (*Settings, error) 
 	v.SetDefault("ledger", firstNonEmpty(ctx.Ledger, DefaultLedger()))
 	s.Server = v.GetString("server")
 	s.Ledger = v.GetString("ledger")
+	// A name belongs to the context's server: a --server (or env) that
+	// points elsewhere is filed under its own URL.
+	if ctx.Broker != "" && (s.Server == ctx.Server || ctx.Server == "") {
+		s.Broker = ctx.Broker
+	}
 
 	var err error
 	switch {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/iostreams"
+	"github.com/dlqctl/dlqctl/pkg/client"
 )
 
 // Now is the fixed clock of command tests and golden files.
@@ -45,6 +46,15 @@ func NewCLI(t testing.TB, server string, run func(context.Context, *cmdutil.Fact
 		"DLQCTL_CONFIG": filepath.Join(dir, "config.yaml"),
 		"DLQCTL_USER":   "oncall",
 	}}
+}
+
+// Broker is the ledger's identity of the broker the CLI talks to.
+func (c *CLI) Broker() string {
+	id, err := client.Identity(c.Env["DLQCTL_SERVER"])
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	return id
 }
 
 // WriteConfig writes the config file.

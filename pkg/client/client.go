@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"strconv"
@@ -45,6 +46,10 @@ type Options struct {
 	// MaxRow bounds one row of a list answer (and any other answer);
 	// 0 means MaxRow (64 MiB).
 	MaxRow int64
+	// Identity names the broker in the ledger; "" means Identity(Server).
+	// A context that names its broker (broker: prod) sets it, so several
+	// URLs of one broker share its history.
+	Identity string
 }
 
 // MaxRow is the most dlqctl holds of one answer that is not a list (a
@@ -61,16 +66,21 @@ func mib(n int64) string {
 
 // Client talks to one Queen broker.
 type Client struct {
-	base   *url.URL
-	opts   Options
-	http   *http.Client
-	shown  string // base URL with credentials removed, for messages
-	redact secret.Redactor
+	base     *url.URL
+	opts     Options
+	http     *http.Client
+	shown    string // base URL with credentials removed, for messages
+	identity string // the ledger's name for the broker
+	redact   secret.Redactor
 
 	// dialect is what the list route has shown of the broker: 0 unknown,
 	// dialectContract (pages, sends total, decrypts), dialectReleased
 	// (one body, no total, never decrypts).
 	dialect atomic.Int32
+	// quietSince is when the broker last stopped answering (Unix ns; 0
+	// while it answers): past Attempts × Timeout of silence the client
+	// sends nothing more (see unresponsive).
+	quietSince atomic.Int64
 }
 
 const (
@@ -83,6 +93,17 @@ func New(o Options) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(o.Server, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
 		return nil, fmt.Errorf("invalid server URL %q: want http(s)://host:port", secret.URL(o.Server))
+	}
+	if APIPath(o.Server) {
+		bare := *u
+		bare.Path, bare.RawPath, bare.RawQuery = "", "", ""
+		return nil, fmt.Errorf("invalid server URL %q: drop the API path, dlqctl adds it (--server %s)", secret.URL(o.Server), secret.URL(bare.String()))
+	}
+	identity := o.Identity
+	if identity == "" {
+		if identity, err = Identity(o.Server); err != nil {
+			return nil, err
+		}
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Second
@@ -104,7 +125,7 @@ func New(o Options) (*Client, error) {
 	if o.MaxRow <= 0 {
 		o.MaxRow = MaxRow
 	}
-	c := &Client{base: u, opts: o, shown: secret.URL(u.String()), redact: secret.NewRedactor(o.Token)}
+	c := &Client{base: u, opts: o, shown: secret.URL(u.String()), identity: identity, redact: secret.NewRedactor(o.Token)}
 	// A copy, so the redirect policy is ours whatever was injected.
 	hc := *o.HTTPClient
 	hc.CheckRedirect = c.checkRedirect
@@ -112,9 +133,12 @@ func New(o Options) (*Client, error) {
 	return c, nil
 }
 
-// Server returns the broker URL without credentials: the key the ledger
-// files everything under.
+// Server returns the broker URL without credentials, for messages.
 func (c *Client) Server() string { return c.shown }
+
+// Broker is the broker's identity: the key the ledger files everything
+// under (see Identity).
+func (c *Client) Broker() string { return c.identity }
 
 // ListDecrypts reports whether the broker's list route decrypts payloads
 // (the seed contract's, which also pages) rather than showing encryption
@@ -473,6 +497,7 @@ func (r *response) readErr(err error) error {
 	}
 	if r.cause() == errIdle {
 		err = fmt.Errorf("the answer stopped arriving for %s (--timeout)", r.c.opts.Timeout)
+		r.c.noAnswerSince(time.Now().Add(-r.c.opts.Timeout))
 	}
 	return &HTTPError{Method: r.method, URL: r.shown, Status: 200, Kind: ErrUnavailable, Err: fmt.Errorf("reading the answer: %s", r.c.redact.Redact(err.Error()))}
 }
@@ -604,13 +629,52 @@ func (r *idleReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// unresponsive is the wait after which the client gives up on a broker
+// that does not answer: about what one idempotent call may take with all
+// its tries, so --timeout bounds a whole command's waiting, not only
+// each call's.
+func (c *Client) unresponsive() time.Duration {
+	return time.Duration(c.opts.Attempts) * c.opts.Timeout
+}
+
+// gaveUp returns the error of a call not sent because the broker has
+// been silent for longer than unresponsive, or nil.
+func (c *Client) gaveUp(method, shown string) error {
+	since := c.quietSince.Load()
+	if since == 0 {
+		return nil
+	}
+	quiet := time.Since(time.Unix(0, since))
+	if quiet < c.unresponsive() {
+		return nil
+	}
+	return &HTTPError{Method: method, URL: shown, Kind: ErrUnavailable, NotSent: true,
+		Err: fmt.Errorf("not sent: the broker has not answered for %s (%d× --timeout %s)", quiet.Round(100*time.Millisecond), c.opts.Attempts, c.opts.Timeout)}
+}
+
+// noAnswerSince records that the broker stopped answering at t (the
+// first such moment is kept until it answers again).
+func (c *Client) noAnswerSince(t time.Time) { c.quietSince.CompareAndSwap(0, t.UnixNano()) }
+
+// ResetUnresponsive forgets that the broker stopped answering: a
+// long-running caller (the exporter) tries it again on its next pass.
+func (c *Client) ResetUnresponsive() { c.quietSince.Store(0) }
+
 func (c *Client) once(ctx context.Context, method, target, shown string, payload []byte) (resp *response, err error, retry bool) {
+	if err := c.gaveUp(method, shown); err != nil {
+		c.trace("→ %s %s: %v", method, shown, err)
+		return nil, err, false
+	}
 	var rd io.Reader
 	if payload != nil {
 		rd = bytes.NewReader(payload)
 	}
 	cctx, cancel := context.WithCancelCause(ctx)
-	req, err := http.NewRequestWithContext(cctx, method, target, rd)
+	// Whether the request was written: a call that failed before it was
+	// never reached the broker, and is safe to send again.
+	var wrote atomic.Bool
+	tctx := httptrace.WithClientTrace(cctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) }})
+	req, err := http.NewRequestWithContext(tctx, method, target, rd)
 	if err != nil {
 		cancel(nil)
 		return nil, err, false
@@ -649,9 +713,11 @@ func (c *Client) once(ctx context.Context, method, target, shown string, payload
 			msg = fmt.Sprintf("no answer within %s (--timeout)", c.opts.Timeout)
 		}
 		c.trace("← error after %s: %s", time.Since(start).Round(time.Millisecond), msg)
-		return nil, &HTTPError{Method: method, URL: shown, Kind: ErrUnavailable, Err: errors.New(msg)}, true
+		c.noAnswerSince(start)
+		return nil, &HTTPError{Method: method, URL: shown, Kind: ErrUnavailable, Err: errors.New(msg), NotSent: !wrote.Load()}, true
 	}
 	timer.Stop()
+	c.quietSince.Store(0)
 	c.trace("← %s %s", hr.Status, time.Since(start).Round(time.Millisecond))
 	ir := &idleReader{r: hr.Body, timer: timer, d: c.opts.Timeout, meters: meters(ctx)}
 	r := &response{body: ir, raw: hr.Body, stop: func() { timer.Stop(); cancel(nil) }, shown: shown, method: method, c: c, ctx: ctx,

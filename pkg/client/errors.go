@@ -28,7 +28,20 @@ var (
 	// reads back (a transaction id with /, a space, ?, …, or a dot
 	// segment): no call can name it. Nothing was sent.
 	ErrUnreachable = errors.New("address unreachable through the broker's API")
+	// ErrNotSent: the call never reached the broker (the connection was
+	// refused, the request was not written, or the client had given up on
+	// an unresponsive broker): it is safe to try again, even for a push.
+	// It comes with ErrUnavailable.
+	ErrNotSent = errors.New("nothing was sent")
 )
+
+// NoAnswer reports whether err is a call that got no answer from the
+// broker at all (refused, timed out, cut): the broker may be down, as
+// opposed to one that answered with an error.
+func NoAnswer(err error) bool {
+	var he *HTTPError
+	return errors.As(err, &he) && errors.Is(he.Kind, ErrUnavailable) && he.Status == 0
+}
 
 // NoDeadLetterText is the body a current broker sends with a 404 for an
 // address that is not dead-lettered.
@@ -44,6 +57,8 @@ type HTTPError struct {
 	Body   string
 	Kind   error
 	Err    error // transport error, if any
+	// NotSent: the request never reached the broker (ErrNotSent).
+	NotSent bool
 
 	bodyBytes []byte // set by the list decoder, turned into Body by its caller
 }
@@ -78,10 +93,14 @@ func (e *HTTPError) Error() string {
 }
 
 func (e *HTTPError) Unwrap() []error {
-	if e.Err != nil {
-		return []error{e.Kind, e.Err}
+	out := []error{e.Kind}
+	if e.NotSent {
+		out = append(out, ErrNotSent)
 	}
-	return []error{e.Kind}
+	if e.Err != nil {
+		out = append(out, e.Err)
+	}
+	return out
 }
 
 // snippet returns the first bytes of a body, on one line, for messages.

@@ -72,6 +72,21 @@ func (a Address) String() string { return a.PartitionID + "/" + a.TransactionID 
 // MarshalText writes the PARTITION_ID/TRANSACTION_ID form.
 func (a Address) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
 
+// UnmarshalText reads the PARTITION_ID/TRANSACTION_ID form (an empty
+// text is the zero address).
+func (a *Address) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*a = Address{}
+		return nil
+	}
+	p, err := ParseAddress(string(b))
+	if err != nil {
+		return err
+	}
+	*a = p
+	return nil
+}
+
 // ParseAddress parses PARTITION_ID/TRANSACTION_ID. The transaction id may
 // itself contain slashes only if the partition id does not, so the split is
 // at the first slash.

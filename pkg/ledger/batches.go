@@ -525,3 +525,32 @@ func (s *Store) AddressesOf(ctx context.Context, broker, txid string) ([]client.
 	}
 	return out, s.wrap("looking up a transaction id", rows.Err())
 }
+
+// HasHistory reports whether the ledger holds anything of a broker: a
+// batch, a journal entry or an archived row.
+func (s *Store) HasHistory(ctx context.Context, broker string) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT
+		(SELECT COUNT(*) FROM (SELECT 1 FROM batches WHERE broker = ? LIMIT 1) b) +
+		(SELECT COUNT(*) FROM (SELECT 1 FROM journal WHERE broker = ? LIMIT 1) j) +
+		(SELECT COUNT(*) FROM (SELECT 1 FROM archive WHERE broker = ? LIMIT 1) a)`), broker, broker, broker).Scan(&n)
+	return n > 0, s.wrap("reading the ledger", err)
+}
+
+// Brokers lists the brokers the ledger holds batches or archived rows of.
+func (s *Store) Brokers(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT broker FROM batches UNION SELECT broker FROM archive`)
+	if err != nil {
+		return nil, s.wrap("reading the ledger", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var b string
+		if err := rows.Scan(&b); err != nil {
+			return nil, s.wrap("reading the ledger", err)
+		}
+		out = append(out, b)
+	}
+	return out, s.wrap("reading the ledger", rows.Err())
+}

@@ -42,13 +42,15 @@ type Entry struct {
 	ReplayTxID string         `json:"replayTransactionId,omitempty"`
 	// ReplayPartitionID is the partition the replayed copy went to, when
 	// the broker said (a push answer's partition_id).
-	ReplayPartitionID string    `json:"replayPartitionId,omitempty"`
-	Via               string    `json:"via,omitempty"`
-	Outcome           string    `json:"outcome,omitempty"`
-	Attempts          int       `json:"attempts"`
-	LastError         string    `json:"lastError,omitempty"`
-	UpdatedAt         time.Time `json:"updatedAt"`
-	ClaimOwner        string    `json:"-"`
+	ReplayPartitionID string `json:"replayPartitionId,omitempty"`
+	// ReplayQueue is the queue a manual replay's push went to.
+	ReplayQueue string    `json:"replayQueue,omitempty"`
+	Via         string    `json:"via,omitempty"`
+	Outcome     string    `json:"outcome,omitempty"`
+	Attempts    int       `json:"attempts"`
+	LastError   string    `json:"lastError,omitempty"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+	ClaimOwner  string    `json:"-"`
 }
 
 // Enroll makes sure every address has a journal entry, inserting pending
@@ -71,13 +73,13 @@ func (s *Store) Enroll(ctx context.Context, broker, batchID, action string, addr
 	return s.wrap("enrolling addresses", tx.Commit())
 }
 
-const entryCols = `broker, partition_id, transaction_id, state, batch_id, action, generation, replay_txid, via, outcome, attempts, last_error, updated_at, claim_owner, replay_partition_id`
+const entryCols = `broker, partition_id, transaction_id, state, batch_id, action, generation, replay_txid, via, outcome, attempts, last_error, updated_at, claim_owner, replay_partition_id, replay_queue`
 
 func scanEntry(sc interface{ Scan(...any) error }) (*Entry, error) {
 	var e Entry
 	var updated, owner sql.NullString
 	if err := sc.Scan(&e.Broker, &e.Address.PartitionID, &e.Address.TransactionID, &e.State, &e.BatchID, &e.Action, &e.Generation,
-		&e.ReplayTxID, &e.Via, &e.Outcome, &e.Attempts, &e.LastError, &updated, &owner, &e.ReplayPartitionID); err != nil {
+		&e.ReplayTxID, &e.Via, &e.Outcome, &e.Attempts, &e.LastError, &updated, &owner, &e.ReplayPartitionID, &e.ReplayQueue); err != nil {
 		return nil, err
 	}
 	e.UpdatedAt = parseTime(updated)
@@ -273,7 +275,7 @@ type SaveItem struct {
 	Release bool
 }
 
-const saveSQL = `UPDATE journal SET state = ?, batch_id = ?, action = ?, generation = ?, replay_txid = ?, replay_partition_id = ?, via = ?, outcome = ?, attempts = ?, last_error = ?,
+const saveSQL = `UPDATE journal SET state = ?, batch_id = ?, action = ?, generation = ?, replay_txid = ?, replay_partition_id = ?, replay_queue = ?, via = ?, outcome = ?, attempts = ?, last_error = ?,
 	updated_at = ?, claim_owner = ?, claim_until = CASE WHEN ? = 1 THEN NULL ELSE claim_until END
 	WHERE broker = ? AND partition_id = ? AND transaction_id = ? AND claim_owner = ?`
 
@@ -318,7 +320,7 @@ func (s *Store) SaveMany(ctx context.Context, items []SaveItem, owner string, no
 		if it.Release {
 			claim = nil
 		}
-		res, err := stmt.ExecContext(ctx, e.State, e.BatchID, e.Action, e.Generation, e.ReplayTxID, e.ReplayPartitionID, e.Via, e.Outcome, e.Attempts, truncate(e.LastError, 500),
+		res, err := stmt.ExecContext(ctx, e.State, e.BatchID, e.Action, e.Generation, e.ReplayTxID, e.ReplayPartitionID, e.ReplayQueue, e.Via, e.Outcome, e.Attempts, truncate(e.LastError, 500),
 			fmtTime(now), claim, boolInt(it.Release), e.Broker, e.Address.PartitionID, e.Address.TransactionID, owner)
 		if err != nil {
 			return fail(err)

@@ -386,3 +386,81 @@ func TestBadLedgers(t *testing.T) {
 		}
 	})
 }
+
+// A ledger written by an older dlqctl files history under the URL as it
+// was typed. Opened now, it is one broker's history however the URL was
+// spelled: batches, journal, archive and audit under the broker's
+// identity; of an address journaled under two spellings the entry that
+// says more was done is kept.
+func TestMigrationUnifiesBrokerSpellings(t *testing.T) {
+	for _, l := range testutil.Ledgers(t) {
+		t.Run(l.Name, func(t *testing.T) { migrateSpellings(t, l.DSN) })
+	}
+}
+
+func migrateSpellings(t *testing.T, dsn string) {
+	ctx := context.Background()
+	old, err := ledger.OpenAtSchema(ctx, dsn, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip, name := "http://127.0.0.1:6632", "http://LOCALHOST:6632/"
+	for _, b := range []struct {
+		broker, id string
+		n          int
+	}{{ip, "b-ip", 2}, {name, "b-name", 3}} {
+		if err := old.CreateBatch(ctx, &ledger.Batch{ID: b.id, Broker: b.broker, Action: ledger.ActionHold, By: "x", At: t0, Why: "w", Until: t0.Add(time.Hour)}, items(b.n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// addr(0) was replayed under one spelling and is pending under the other.
+	exec := func(q string, args ...any) {
+		if strings.HasPrefix(dsn, "postgres") {
+			for i := 1; strings.Contains(q, "?"); i++ {
+				q = strings.Replace(q, "?", fmt.Sprintf("$%d", i), 1)
+			}
+		}
+		if _, err := old.DB().Exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := addr(0)
+	exec(`INSERT INTO journal (broker, partition_id, transaction_id, state, batch_id, action, updated_at) VALUES (?, ?, ?, 'removed', 'b-ip', 'replay', '2026-11-30T02:00:00.000Z')`, ip, a.PartitionID, a.TransactionID)
+	exec(`INSERT INTO journal (broker, partition_id, transaction_id, state, batch_id, action, updated_at) VALUES (?, ?, ?, 'pending', 'b-name', 'replay', '2026-11-30T02:30:00.000Z')`, name, a.PartitionID, a.TransactionID)
+	for _, b := range []string{ip, name} {
+		exec(`INSERT INTO archive (broker, partition_id, transaction_id, consumer_group, failed_at, queue, partition_name, error, retry_count, first_seen, last_seen)
+			VALUES (?, ?, ?, 'billing', '2026-11-30T01:00:00.000Z', 'orders', 'p1', 'e', 3, '2026-11-30T01:00:00.000Z', '2026-11-30T01:00:00.000Z')`, b, a.PartitionID, a.TransactionID)
+	}
+	old.Close()
+
+	s, err := ledger.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	id, _ := client.Identity(ip)
+	if id != "http://localhost:6632" {
+		t.Fatalf("identity %q", id)
+	}
+	bs, err := s.Batches(ctx, ledger.BatchFilter{Broker: id})
+	if err != nil || len(bs) != 2 {
+		t.Fatalf("batches under %s: %d (%v)", id, len(bs), err)
+	}
+	dec, err := s.LatestDecisions(ctx, id)
+	if err != nil || len(dec) != 3 {
+		t.Fatalf("decisions: %d (%v)", len(dec), err)
+	}
+	e, err := s.Entry(ctx, id, a)
+	if err != nil || e == nil || e.State != ledger.Removed {
+		t.Fatalf("journal of %s: %+v (%v): the removed entry must win", a, e, err)
+	}
+	rows, err := s.ArchivedRows(ctx, id, ledger.ArchiveFilter{Address: &a})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("archive: %d rows (%v)", len(rows), err)
+	}
+	for _, b := range []string{ip, name} {
+		if has, _ := s.HasHistory(ctx, b); has {
+			t.Fatalf("history left under %s", b)
+		}
+	}
+}

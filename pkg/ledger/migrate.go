@@ -5,12 +5,20 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
 )
 
-// migrations are applied in order, each in one transaction; the schema's
+// A migration is SQL statements, then (optionally) a step in Go over the
+// data the statements left.
+type migration struct {
+	sql  string
+	data func(ctx context.Context, s *Store, tx *sql.Tx) error
+}
+
+// migrations are applied in order, in one transaction; the schema's
 // version is the number applied. Append, never edit.
-var migrations = []string{
-	`CREATE TABLE batches (
+var migrations = []migration{{sql: `CREATE TABLE batches (
 		id          TEXT PRIMARY KEY,
 		broker      TEXT NOT NULL,
 		action      TEXT NOT NULL,
@@ -91,22 +99,31 @@ var migrations = []string{
 		by_name  TEXT NOT NULL DEFAULT '',
 		detail   TEXT NOT NULL DEFAULT ''
 	);
-	CREATE INDEX audit_batch ON audit (batch_id);`,
+	CREATE INDEX audit_batch ON audit (batch_id);`},
 	// 2: what a batch ran with (resumes reuse it), every row of a
 	// manifest's address (a delete removes them all), and where a manual
 	// replay's copy landed.
-	`ALTER TABLE batches ADD COLUMN settings TEXT NOT NULL DEFAULT '{}';
+	{sql: `ALTER TABLE batches ADD COLUMN settings TEXT NOT NULL DEFAULT '{}';
 	ALTER TABLE batch_items ADD COLUMN row_list TEXT NOT NULL DEFAULT '';
 	ALTER TABLE batch_items ADD COLUMN checked INTEGER NOT NULL DEFAULT 0;
 	ALTER TABLE journal ADD COLUMN replay_partition_id TEXT NOT NULL DEFAULT '';
 	CREATE INDEX journal_txid ON journal (broker, transaction_id);
-	CREATE INDEX archive_txid ON archive (broker, transaction_id);`,
+	CREATE INDEX archive_txid ON archive (broker, transaction_id);`},
+	// 3: one identity per broker however its URL was written
+	// (client.Identity): rows filed under http://127.0.0.1:6632 and
+	// http://localhost:6632/ are one broker's history.
+	{data: unifyBrokers},
+	// 4: the queue a replay's attempt published to: an address attempted
+	// on the manual path keeps its derived id, and its destination.
+	{sql: `ALTER TABLE journal ADD COLUMN replay_queue TEXT NOT NULL DEFAULT ''`},
 }
 
 // SchemaVersion is the schema this binary writes.
 var SchemaVersion = len(migrations)
 
-func (s *Store) migrate(ctx context.Context) error {
+// migrateTo applies the migrations up to version upto (tests build a
+// ledger of an older schema with it).
+func (s *Store) migrateTo(ctx context.Context, upto int) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return s.notLedger(s.wrap("opening", err), err)
@@ -141,8 +158,8 @@ func (s *Store) migrate(ctx context.Context) error {
 	if version > len(migrations) {
 		return fmt.Errorf("%w: %s has schema version %d, newer than this dlqctl understands (%d): upgrade dlqctl", ErrBadDSN, s.shown, version, len(migrations))
 	}
-	for i := version; i < len(migrations); i++ {
-		for _, stmt := range strings.Split(migrations[i], ";") {
+	for i := version; i < upto; i++ {
+		for _, stmt := range strings.Split(migrations[i].sql, ";") {
 			if strings.TrimSpace(stmt) == "" {
 				continue
 			}
@@ -150,9 +167,14 @@ func (s *Store) migrate(ctx context.Context) error {
 				return s.wrap(fmt.Sprintf("migration %d", i+1), err)
 			}
 		}
+		if f := migrations[i].data; f != nil {
+			if err := f(ctx, s, tx); err != nil {
+				return s.wrap(fmt.Sprintf("migration %d", i+1), err)
+			}
+		}
 	}
-	if version < len(migrations) {
-		if _, err := tx.ExecContext(ctx, s.rebind(`UPDATE dlqctl_schema SET version = ?`), len(migrations)); err != nil {
+	if version < upto {
+		if _, err := tx.ExecContext(ctx, s.rebind(`UPDATE dlqctl_schema SET version = ?`), upto); err != nil {
 			return s.wrap("recording the schema version", err)
 		}
 	}
@@ -165,4 +187,86 @@ func (s *Store) notLedger(wrapped, err error) error {
 		return fmt.Errorf("%w: %s is not a SQLite database (corrupt, or another kind of file)", ErrBadDSN, s.shown)
 	}
 	return wrapped
+}
+
+// unifyBrokers rewrites every table's broker column to the broker's
+// identity. Where one address has a journal entry under two spellings,
+// the one further along is kept (removed, published, unknown, inflight
+// before the rest: the entry that stops a second publish wins); archive
+// rows kept under both are one row.
+func unifyBrokers(ctx context.Context, s *Store, tx *sql.Tx) error {
+	olds := map[string]string{}
+	for _, table := range []string{"batches", "batch_items", "journal", "archive", "audit"} {
+		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT broker FROM `+table)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var b string
+			if err := rows.Scan(&b); err != nil {
+				rows.Close()
+				return err
+			}
+			if id, err := client.Identity(b); err == nil && id != b {
+				olds[b] = id
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	for old, id := range olds {
+		if err := mergeJournal(ctx, s, tx, old, id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.rebind(`DELETE FROM archive WHERE broker = ? AND EXISTS (SELECT 1 FROM archive a2 WHERE a2.broker = ?
+			AND a2.partition_id = archive.partition_id AND a2.transaction_id = archive.transaction_id
+			AND a2.consumer_group = archive.consumer_group AND a2.failed_at = archive.failed_at)`), old, id); err != nil {
+			return err
+		}
+		for _, table := range []string{"batches", "batch_items", "journal", "archive", "audit"} {
+			if _, err := tx.ExecContext(ctx, s.rebind(`UPDATE `+table+` SET broker = ? WHERE broker = ?`), id, old); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// stateRank orders journal states by how far an address got: a merge
+// keeps the entry that says more was done.
+var stateRank = map[string]int{Pending: 0, Failed: 1, Skipped: 2, Inflight: 3, Unknown: 4, Published: 5, Removed: 6}
+
+func mergeJournal(ctx context.Context, s *Store, tx *sql.Tx, old, id string) error {
+	rows, err := tx.QueryContext(ctx, s.rebind(`SELECT a.partition_id, a.transaction_id, a.state, a.updated_at, b.state, b.updated_at
+		FROM journal a JOIN journal b ON b.broker = ? AND b.partition_id = a.partition_id AND b.transaction_id = a.transaction_id
+		WHERE a.broker = ?`), id, old)
+	if err != nil {
+		return err
+	}
+	type loser struct{ broker, pid, txid string }
+	var drop []loser
+	for rows.Next() {
+		var pid, txid, sa, ua, sb, ub string
+		if err := rows.Scan(&pid, &txid, &sa, &ua, &sb, &ub); err != nil {
+			rows.Close()
+			return err
+		}
+		if stateRank[sa] > stateRank[sb] || stateRank[sa] == stateRank[sb] && ua > ub {
+			drop = append(drop, loser{id, pid, txid})
+		} else {
+			drop = append(drop, loser{old, pid, txid})
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, d := range drop {
+		if _, err := tx.ExecContext(ctx, s.rebind(`DELETE FROM journal WHERE broker = ? AND partition_id = ? AND transaction_id = ?`), d.broker, d.pid, d.txid); err != nil {
+			return err
+		}
+	}
+	return nil
 }

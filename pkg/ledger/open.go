@@ -109,7 +109,9 @@ func ParseDSN(dsn string) (Engine, string, string, error) {
 }
 
 // Open opens (creating and migrating as needed) the ledger at dsn.
-func Open(ctx context.Context, dsn string) (*Store, error) {
+func Open(ctx context.Context, dsn string) (*Store, error) { return open(ctx, dsn, len(migrations)) }
+
+func open(ctx context.Context, dsn string, schema int) (*Store, error) {
 	engine, source, shown, err := ParseDSN(dsn)
 	if err != nil {
 		return nil, err
@@ -160,7 +162,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		}
 		return nil, fmt.Errorf("%w: cannot reach %s: %v", ErrUnavailable, shown, scrub(err, source))
 	}
-	if err := s.migrate(ctx); err != nil {
+	if err := s.migrateTo(ctx, schema); err != nil {
 		s.db.Close()
 		return nil, err
 	}

@@ -3,15 +3,17 @@ package render
 import (
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
 // Clean makes text from the broker or the ledger safe to print for a
-// person: control characters (ESC, CR, LF, BEL, DEL, the C1 range) and
-// the Unicode format characters that reorder or hide text (bidi
-// overrides and isolates, zero-width joiners) are written as visible
-// escapes (\x1b, \n, \u202e), so no terminal sequence, forged line or
-// reordered text can reach the screen. Machine formats (-o json, ndjson,
+// person: control characters (ESC, CR, LF, BEL, DEL, the C1 range), the
+// Unicode format characters that reorder or hide text (bidi overrides
+// and isolates, zero-width joiners, tags, the soft hyphen), line and
+// paragraph separators and the letters that render as nothing are
+// written as visible escapes (\x1b, \n, \u202e, \U000e0041), so no
+// terminal sequence, forged line or hidden text can reach the screen. Machine formats (-o json, ndjson,
 // yaml) never go through it: they keep the data exact.
 func Clean(s string) string {
 	if !needsClean(s) {
@@ -72,9 +74,17 @@ func hasBadRune(s string) bool {
 
 func badRune(r rune) bool {
 	switch {
-	case r < 0x20, r == 0x7f, r >= 0x80 && r < 0xa0:
+	case r < 0x20, r == 0x7f, r >= 0x80 && r < 0xa0, r == utf8.RuneError:
 		return true
-	case r >= 0x200b && r <= 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0xfeff, r == utf8.RuneError:
+	case r < 0xa0:
+		return false
+	// Format characters (bidi controls and isolates, zero-width spaces
+	// and joiners, the soft hyphen, invisible operators, tags, the
+	// Arabic letter mark), line and paragraph separators, and letters
+	// that render as nothing at all.
+	case unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp):
+		return true
+	case r == 0x034f, r == 0x115f, r == 0x1160, r == 0x180e, r == 0x3164, r == 0xffa0, r >= 0xe0000 && r <= 0xe007f:
 		return true
 	}
 	return false
@@ -101,6 +111,8 @@ func cleanTo(b *strings.Builder, s string, keepSGR bool) {
 			b.WriteString(`\t`)
 		case r < 0x80 && badRune(r):
 			fmt.Fprintf(b, `\x%02x`, r)
+		case badRune(r) && r > 0xffff:
+			fmt.Fprintf(b, `\U%08x`, r)
 		case badRune(r):
 			fmt.Fprintf(b, `\u%04x`, r)
 		default:

@@ -108,3 +108,24 @@ func FuzzAppendTimestampIsFormat(f *testing.F) {
 		}
 	})
 }
+
+// Every character that reorders text or shows nothing is escaped, not
+// only the bidi controls: format characters (soft hyphen, word joiner,
+// invisible operators, the Arabic letter mark, Mongolian vowel
+// separator, tags), line and paragraph separators, and the blank
+// letters that render as nothing (Hangul fillers).
+func TestCleanEscapesInvisibleCharacters(t *testing.T) {
+	for _, r := range []rune{0x00ad, 0x034f, 0x061c, 0x115f, 0x1160, 0x180e, 0x200b, 0x200e, 0x2028, 0x2029, 0x2060, 0x2061, 0x2062,
+		0x2063, 0x2064, 0x2066, 0x206f, 0x3164, 0xfeff, 0xffa0, 0xfff9, 0xe0001, 0xe0041, 0xe007f} {
+		in := "a" + string(r) + "b"
+		out := Clean(in)
+		if out == in || !strings.HasPrefix(out, "a\\u") && !strings.HasPrefix(out, "a\\U") {
+			t.Errorf("U+%04X: Clean(%q) = %q", r, in, out)
+		}
+	}
+	for _, keep := range []string{"naïve café", "日本語", "emoji 😀", "Ελληνικά"} {
+		if Clean(keep) != keep {
+			t.Errorf("Clean(%q) = %q: visible text must stay", keep, Clean(keep))
+		}
+	}
+}

@@ -107,7 +107,10 @@ type Report struct {
 	Refailed          int       `json:"refailed"`
 	// RowsRemoved counts the dead-letter rows this run's deletes removed:
 	// every row of each address done, selected or not.
-	RowsRemoved int           `json:"rowsRemoved"`
+	RowsRemoved int `json:"rowsRemoved"`
+	// Unrecorded counts addresses whose outcome the journal could not
+	// record (the ledger failed under them): the resume settles them.
+	Unrecorded  int           `json:"unrecorded"`
 	NotStarted  int           `json:"notStarted"`
 	Interrupted bool          `json:"interrupted"`
 	Stopped     string        `json:"stopped,omitempty"` // why scheduling stopped early
@@ -120,6 +123,17 @@ type Report struct {
 	ReplayTxIDs []string `json:"-"`
 	// AuthRefused: the broker refused the token mid-run (exit 4).
 	AuthRefused bool `json:"-"`
+	// BrokerDown: the run stopped because calls in a row got no answer
+	// at all (refused, timed out): the broker is down (exit 3).
+	BrokerDown bool `json:"-"`
+}
+
+// Accounted is the number of addresses the report puts in a bucket:
+// Total, when every address is accounted for exactly once.
+func (r *Report) Accounted() int {
+	return r.Replayed + r.Duplicate + r.Discarded + r.AlreadyGone + r.AlreadyDone + r.Failed + r.Unknown +
+		r.SkippedEncrypted + r.SkippedGeneration + r.Unreachable + r.DeadLetteredAgain + r.Claimed + r.HeldBack +
+		r.Unrecorded + r.NotStarted
 }
 
 // Outcome is the report as the ledger's outcome counts.
@@ -144,16 +158,19 @@ func (r *Report) Outcome() map[string]int {
 	add("claimedElsewhere", r.Claimed)
 	add("heldBack", r.HeldBack)
 	add("refailed", r.Refailed)
+	add("unrecorded", r.Unrecorded)
 	add("notStarted", r.NotStarted)
 	return m
 }
 
-// Clean reports whether nothing failed and nothing is left unresolved:
-// no address failed, is unknown, unreachable, back in the DLQ after this
-// batch, held by another run, or not started.
+// Clean reports whether every address of the batch was carried out: none
+// failed, is unknown, unreachable, skipped (undecryptable, past the
+// generation cap), back in the DLQ after this batch, held by another
+// run or behind a gap, unrecorded, or not started.
 func (r *Report) Clean() bool {
 	return r.Failed == 0 && r.Unknown == 0 && r.NotStarted == 0 && r.Unreachable == 0 && r.DeadLetteredAgain == 0 &&
-		r.Claimed == 0 && r.HeldBack == 0 && !r.Interrupted && r.Stopped == "" && r.LedgerError == ""
+		r.Claimed == 0 && r.HeldBack == 0 && r.SkippedEncrypted == 0 && r.SkippedGeneration == 0 && r.Unrecorded == 0 &&
+		!r.Interrupted && r.Stopped == "" && r.LedgerError == ""
 }
 
 // Engine executes one batch.
@@ -175,7 +192,15 @@ type Engine struct {
 	txids   map[string]bool
 	failed  int
 	done    int
+	// silent counts calls in a row that got no answer at all; at
+	// maxSilent the broker is taken to be down and the run stops.
+	silent int
 }
+
+// maxSilent is how many calls in a row may get no answer (refused,
+// timed out) before a run stops: enough to ride out a blip, few enough
+// that a broker that is down is not asked once per address.
+const maxSilent = 8
 
 // NewEngine prepares an execution.
 func NewEngine(b Broker, j Journal, o Options) *Engine {
@@ -453,7 +478,7 @@ func (e *Engine) runChain(ctx context.Context, chain []Item) error {
 	held := e.blocked[c]
 	e.mu.Unlock()
 	if held && e.o.Order != OrderSkipGaps {
-		e.holdBack(c, nil, "", chain)
+		e.holdBack(c, nil, "", false, chain)
 		return nil
 	}
 	chunk := e.claimChunk()
@@ -502,6 +527,7 @@ func (e *Engine) runChain(ctx context.Context, chain []Item) error {
 			}
 			e.markDone()
 			if err != nil {
+				e.record(func(r *Report) { r.Unrecorded++ })
 				_ = release(k + 1)
 				return err
 			}
@@ -511,7 +537,7 @@ func (e *Engine) runChain(ctx context.Context, chain []Item) error {
 					if ent.Outcome != "" {
 						reason += " (" + ent.Outcome + ")"
 					}
-					e.holdBack(c, &it.Address, reason, rest)
+					e.holdBack(c, &it.Address, reason, ent.State == ledger.Skipped, rest)
 				}
 				e.mu.Lock()
 				e.blocked[c] = true
@@ -524,7 +550,7 @@ func (e *Engine) runChain(ctx context.Context, chain []Item) error {
 }
 
 // holdBack records messages of a partition not replayed behind a gap.
-func (e *Engine) holdBack(c Chain, by *client.Address, reason string, rest []Item) {
+func (e *Engine) holdBack(c Chain, by *client.Address, reason string, permanent bool, rest []Item) {
 	e.record(func(r *Report) {
 		r.HeldBack += len(rest)
 		for i := range r.BlockedPartitions {
@@ -533,7 +559,7 @@ func (e *Engine) holdBack(c Chain, by *client.Address, reason string, rest []Ite
 				return
 			}
 		}
-		b := Blocked{Chain: c, Reason: reason, Messages: len(rest)}
+		b := Blocked{Chain: c, Reason: reason, Messages: len(rest), Permanent: permanent}
 		if by != nil {
 			b.Address = *by
 		}
@@ -579,6 +605,7 @@ func (e *Engine) runItems(ctx context.Context, items []Item, workers int) error 
 				}
 				e.markDone()
 				if err != nil {
+					e.record(func(r *Report) { r.Unrecorded++ })
 					setFatal(err)
 				}
 			}
@@ -740,14 +767,18 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 		ent.State, ent.ReplayTxID, ent.ReplayPartitionID, ent.Via, ent.Outcome = ledger.Pending, "", "", "", ""
 	}
 	ent.BatchID = e.o.BatchID
-	if absent && (ent.State == ledger.Pending || ent.State == ledger.Failed || ent.State == ledger.Skipped || ent.State == ledger.Unknown) {
-		if e.o.Action == Replay && ent.State == ledger.Pending && e.o.ToQueue == "" {
-			// A manual push is journaled only after it; a run that died
-			// in between leaves pending. If the copy it pushed exists,
-			// the address was replayed, not lost to someone else.
-			if m, err := e.b.Get(cctx, client.Address{PartitionID: a.PartitionID, TransactionID: ReplayTxID(a, ent.Generation)}); err == nil && m != nil {
-				ent.ReplayTxID, ent.Via = ReplayTxID(a, ent.Generation), ViaManual
-				return e.settle(cctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+	manualTried := ent.Via == ViaManual && (ent.State == ledger.Inflight || ent.State == ledger.Failed)
+	if absent && (ent.State == ledger.Pending || ent.State == ledger.Failed || ent.State == ledger.Skipped || ent.State == ledger.Unknown || manualTried) {
+		if e.o.Action == Replay && (ent.State == ledger.Pending || manualTried) {
+			// A run that died between its push and its delete, or whose
+			// push answer was lost, may have published: if the copy with
+			// the derived id exists, the address was replayed, not lost
+			// to someone else.
+			if cp, ok := copyAddress(it, ent, e.o.ToQueue); ok {
+				if m, err := e.b.Get(cctx, cp); err == nil && m != nil {
+					ent.ReplayTxID, ent.Via = cp.TransactionID, ViaManual
+					return e.settle(cctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+				}
 			}
 		}
 		return e.settle(cctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
@@ -847,6 +878,9 @@ func (e *Engine) settle(ctx context.Context, ent *ledger.Entry, state, outcome, 
 	if err := e.save(ctx, ent, true); err != nil {
 		return err
 	}
+	if state != ledger.Failed {
+		e.heard(nil)
+	}
 	e.mu.Lock()
 	removed := e.rep.Replayed + e.rep.Duplicate + e.rep.Discarded
 	count(&e.rep)
@@ -876,10 +910,68 @@ func (e *Engine) fail(ctx context.Context, ent *ledger.Entry, reason string, err
 		e.mu.Unlock()
 		e.stop("the broker refused the token: " + err.Error())
 	}
-	return e.settle(ctx, ent, ledger.Failed, "", err.Error(), func(r *Report) {
+	if serr := e.settle(ctx, ent, ledger.Failed, "", err.Error(), func(r *Report) {
 		r.Failed++
 		r.Listed = append(r.Listed, AddrResult{ent.Address, reason + err.Error()})
-	})
+	}); serr != nil {
+		return serr
+	}
+	e.heard(err)
+	return nil
+}
+
+// heard counts calls in a row that got no answer (err is one) and stops
+// the run at maxSilent: a broker that is down is not asked about every
+// address. Any answer (err nil, or an error the broker sent) resets it.
+func (e *Engine) heard(err error) {
+	e.mu.Lock()
+	if err == nil || !client.NoAnswer(err) {
+		e.silent = 0
+		e.mu.Unlock()
+		return
+	}
+	e.silent++
+	down := e.silent >= maxSilent
+	if down {
+		e.rep.BrokerDown = true
+	}
+	e.mu.Unlock()
+	if down {
+		e.stop(fmt.Sprintf("the broker is not answering (%d calls in a row got no answer; the last: %v); resume when it is back", maxSilent, err))
+	}
+}
+
+// destQueue is the queue an item is published to.
+func (e *Engine) destQueue(it Item) string {
+	if e.o.ToQueue != "" {
+		return e.o.ToQueue
+	}
+	return it.Queue
+}
+
+// Pinned reports whether an address was attempted on the manual path
+// and may have been published under its derived id: every later run
+// keeps that path (and id), so a repeat is a harmless duplicate.
+func Pinned(ent *ledger.Entry) bool {
+	return ent != nil && ent.Via == ViaManual && ent.ReplayTxID != "" &&
+		(ent.State == ledger.Inflight || ent.State == ledger.Failed || ent.State == ledger.Published || ent.State == ledger.Unknown)
+}
+
+// copyAddress is where a manual replay's copy of an item would be: the
+// partition the push answer named, or the item's own partition when it
+// went to the item's own queue. ok is false when it cannot be known.
+func copyAddress(it Item, ent *ledger.Entry, toQueue string) (client.Address, bool) {
+	txid := ent.ReplayTxID
+	if txid == "" {
+		txid = ReplayTxID(it.Address, ent.Generation)
+	}
+	switch {
+	case ent.ReplayPartitionID != "":
+		return client.Address{PartitionID: ent.ReplayPartitionID, TransactionID: txid}, true
+	case ent.ReplayQueue == it.Queue, ent.ReplayQueue == "" && toQueue == "":
+		return client.Address{PartitionID: it.Address.PartitionID, TransactionID: txid}, true
+	}
+	return client.Address{}, false
 }
 
 func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) error {
@@ -932,13 +1024,21 @@ func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) e
 			r.Listed = append(r.Listed, AddrResult{a, "skipped: undecryptable envelope (wrong or rotated key); left in place"})
 		})
 	}
+	if Pinned(ent) && ent.ReplayQueue != "" && ent.ReplayQueue != e.destQueue(it) {
+		// Its earlier push (which may have landed) went elsewhere: the
+		// same id in another queue is no duplicate. A person decides.
+		e.record(func(r *Report) {
+			r.Failed++
+			r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("not sent: an earlier attempt pushed it to queue %s as %s and may have landed; replay it to that queue, or check that queue and discard it", ent.ReplayQueue, ent.ReplayTxID)})
+		})
+		return e.save(ctx, ent, true)
+	}
 	if err := e.pace(pctx); err != nil {
 		return err
 	}
-	useEndpoint := e.o.Via == ViaEndpoint || (e.o.Via == ViaAuto && e.o.Transform == nil && e.o.ToQueue == "" && !e.noRetry.Load())
-	if ent.State == ledger.Inflight && ent.Via == ViaManual {
-		useEndpoint = false
-	}
+	// An address attempted on the manual path stays on it: its derived id
+	// makes a repeat a duplicate, where /retry would mint a second copy.
+	useEndpoint := !Pinned(ent) && (e.o.Via == ViaEndpoint || (e.o.Via == ViaAuto && e.o.Transform == nil && e.o.ToQueue == "" && !e.noRetry.Load()))
 	if useEndpoint {
 		done, err := e.endpoint(ctx, ent)
 		if done || err != nil {
@@ -994,6 +1094,9 @@ func (e *Engine) endpoint(ctx context.Context, ent *ledger.Entry) (bool, error) 
 	case errors.As(err, &he) && he.Err == nil && (he.Status == 503 || he.Status == 429 || he.Status == 401 || he.Status == 403):
 		// The broker answered that it did not take the call.
 		return true, e.fail(ctx, ent, "failed: ", err)
+	case errors.Is(err, client.ErrNotSent):
+		// Refused, or never written: the broker has not seen it.
+		return true, e.fail(ctx, ent, "failed: ", err)
 	}
 	// The answer was lost: the push may or may not have happened.
 	return true, e.resolveEndpoint(ctx, ent)
@@ -1014,6 +1117,7 @@ func (e *Engine) resolveEndpoint(ctx context.Context, ent *ledger.Entry) error {
 			r.Failed++
 			r.Listed = append(r.Listed, AddrResult{ent.Address, "unresolved: the replay call's answer was lost and the row could not be checked: " + err.Error()})
 		})
+		e.heard(err)
 		return nil
 	}
 	if !present {
@@ -1051,16 +1155,17 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 		}
 		payload = out
 	}
-	queue, partition := it.Queue, it.Partition
-	if e.o.ToQueue != "" {
-		queue = e.o.ToQueue
-	}
-	// No journal write before the push: the id is derived from the
-	// address and generation, so if we die after pushing, the next run
-	// pushes the same id again and the broker answers "duplicate".
+	queue, partition := e.destQueue(it), it.Partition
+	// The intent is journaled before the push: whatever happens next (a
+	// lost answer, a kill), every later run, on any path and in any
+	// process, finds that a push with this derived id may exist and
+	// repeats it (a duplicate) instead of minting a copy through /retry.
 	ent.ReplayTxID = ReplayTxID(a, ent.Generation)
-	ent.State, ent.Via = ledger.Inflight, ViaManual
+	ent.State, ent.Via, ent.ReplayQueue = ledger.Inflight, ViaManual, queue
 	ent.Attempts++
+	if err := e.save(ctx, ent, false); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	e.txids[ent.ReplayTxID] = true
 	e.mu.Unlock()

@@ -75,7 +75,18 @@ func (r *rig) run(t *testing.T, batch string, items []replay.Item, fresh bool, m
 	if err != nil {
 		t.Fatal(err)
 	}
+	if rep.Accounted() != rep.Total {
+		t.Fatalf("the report accounts for %d of %d addresses: %+v", rep.Accounted(), rep.Total, rep.Outcome())
+	}
 	return rep
+}
+
+// finished reports whether a run carried out every address but the
+// undecryptable envelopes, which are never replayed.
+func finished(rep *replay.Report) bool {
+	c := *rep
+	c.SkippedEncrypted = 0
+	return c.Clean()
 }
 
 // assertExactlyOnce checks the broker's books: every original dead letter
@@ -112,7 +123,7 @@ func (r *rig) resumeUntilClean(t *testing.T, batch string, items []replay.Item, 
 	t.Helper()
 	for i := 0; i < 12; i++ {
 		rep := r.run(t, batch, items, false, mod)
-		if rep.Clean() {
+		if finished(rep) {
 			return
 		}
 	}

@@ -45,6 +45,9 @@ func TestJournalFailureStopsPublishing(t *testing.T) {
 	if !errors.Is(err, errLocked) || rep == nil || rep.LedgerError == "" {
 		t.Fatalf("err %v, report %+v: want the ledger error and a report", err, rep)
 	}
+	if rep.Accounted() != rep.Total {
+		t.Fatalf("the summary does not add up: %d of %d accounted for (%v)", rep.Accounted(), rep.Total, rep.Outcome())
+	}
 	published := len(r.b.LiveMessages())
 	// One claim chunk (32) and the workers' jobs at most run past the failure.
 	if published > 5*32+32+4 || rep.NotStarted == 0 {

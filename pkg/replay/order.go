@@ -161,6 +161,10 @@ type Blocked struct {
 	Address  client.Address `json:"address"`
 	Reason   string         `json:"reason"`
 	Messages int            `json:"messagesHeldBack"`
+	// Permanent: what holds the partition back will not be replayed by a
+	// resume (an undecryptable envelope, the generation cap, an address
+	// the API cannot name): only --order skip-gaps or a discard frees it.
+	Permanent bool `json:"permanent,omitempty"`
 }
 
 // passes reports whether an address's journal lets the rest of its
@@ -199,7 +203,7 @@ func BlockedChains(items []Item, toQueue string, journal map[client.Address]*led
 			}
 		}
 		idx[c] = len(out)
-		out = append(out, Blocked{Chain: c, Address: it.Address, Reason: reason})
+		out = append(out, Blocked{Chain: c, Address: it.Address, Reason: reason, Permanent: ent != nil && ent.State == ledger.Skipped})
 	}
 	return slices.DeleteFunc(out, func(b Blocked) bool { return b.Messages == 0 })
 }

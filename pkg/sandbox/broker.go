@@ -46,7 +46,42 @@ type Faults struct {
 	// file, not stored), and every other call is parked until the client
 	// gives up.
 	DatabaseDown bool
+	// Script, when set, picks a fault for each call by its route and its
+	// number (a test's exact sequence: the probe meets a 503, the third
+	// push is cut, everything goes silent after the tenth). It is asked
+	// before the faults above, which still apply to calls it answers.
+	Script func(Call) Action
 }
+
+// Call is one request as Faults.Script sees it.
+type Call struct {
+	// Route is "METHOD pattern" as the broker routes it, e.g.
+	// "POST /api/v1/push", "POST /api/v1/messages/{pid}/{txid}/retry".
+	Route string
+	// N counts the calls of this route since the faults were set, from 1.
+	N int
+	// All counts every call since the faults were set, from 1.
+	All int
+}
+
+// Action is what Faults.Script does to one call.
+type Action int
+
+// The actions.
+const (
+	// Serve answers the call as the other faults say.
+	Serve Action = iota
+	// Refuse answers 503 without applying the call.
+	Refuse
+	// CutAfterApply applies a push, retry or delete, then cuts the
+	// connection without an answer.
+	CutAfterApply
+	// Silence parks the call, unapplied, until the client gives up.
+	Silence
+	// HangAfterApply applies a push, retry or delete, then parks the
+	// answer until the client gives up (or is killed).
+	HangAfterApply
+)
 
 // Broker is the in-memory broker. Its zero value is not usable; call New.
 type Broker struct {
@@ -69,6 +104,8 @@ type Broker struct {
 	mutN    int                // mutating calls since faults were set
 	cutN    int                // pushes and retries since faults were set
 	retryN  int                // successful retries since faults were set
+	scriptN map[string]int     // calls per route since faults were set (Script)
+	callN   int                // calls since faults were set (Script)
 
 	// version counts changes to rows; views caches filtered row lists
 	// per filter until the next change, so paging a filtered DLQ costs
@@ -138,6 +175,7 @@ func (b *Broker) SetFaults(f Faults) {
 	defer b.mu.Unlock()
 	b.faults = f
 	b.mutN, b.cutN, b.retryN = 0, 0, 0
+	b.scriptN, b.callN = map[string]int{}, 0
 }
 
 // PartitionID is the deterministic UUID-shaped id the sandbox gives a

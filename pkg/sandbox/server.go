@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -43,9 +44,24 @@ func (b *Broker) Handler() http.Handler {
 		if r.URL.Path != "/health" && !b.authorised(w, r, f) {
 			return
 		}
+		if f.Script != nil {
+			_, pattern := mux.Handler(r)
+			switch b.script(f, pattern) {
+			case Refuse:
+				writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "Service Unavailable"})
+				return
+			case Silence:
+				park(r)
+				return
+			case CutAfterApply:
+				r = r.WithContext(context.WithValue(r.Context(), afterApplyKey{}, CutAfterApply))
+			case HangAfterApply:
+				r = r.WithContext(context.WithValue(r.Context(), afterApplyKey{}, HangAfterApply))
+			}
+		}
 		if f.DatabaseDown && r.URL.Path != "/health" && r.URL.Path != "/api/v1/push" {
 			// The released server parks a call while its database is away.
-			<-r.Context().Done()
+			park(r)
 			return
 		}
 		if f.OldServer && strings.HasSuffix(r.URL.Path, "/retry") {
@@ -62,6 +78,81 @@ func (b *Broker) Handler() http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// script counts a call and asks the fault script what to do with it.
+func (b *Broker) script(f Faults, pattern string) Action {
+	b.mu.Lock()
+	if b.scriptN == nil {
+		b.scriptN = map[string]int{}
+	}
+	b.scriptN[pattern]++
+	b.callN++
+	c := Call{Route: pattern, N: b.scriptN[pattern], All: b.callN}
+	b.mu.Unlock()
+	return f.Script(c)
+}
+
+type afterApplyKey struct{}
+
+// heldAnswer loses the answer a handler writes under the broker's lock
+// (the call is applied by then): it unlocks, then cuts or parks.
+type heldAnswer struct {
+	http.ResponseWriter
+	r      *http.Request
+	action Action
+	unlock func()
+	done   bool
+}
+
+func (h *heldAnswer) WriteHeader(int) { h.lose() }
+
+func (h *heldAnswer) Write(p []byte) (int, error) {
+	h.lose()
+	return len(p), nil
+}
+
+func (h *heldAnswer) lose() {
+	if h.done {
+		return
+	}
+	h.done = true
+	h.unlock()
+	loseAnswer(h.ResponseWriter, h.r, h.action)
+}
+
+// afterApply is what becomes of a call's answer once the call is
+// applied: lost to a cut connection, parked, or sent (Serve).
+func (b *Broker) afterApply(r *http.Request) Action {
+	if a, ok := r.Context().Value(afterApplyKey{}).(Action); ok {
+		return a
+	}
+	if b.cutLocked() {
+		return CutAfterApply
+	}
+	return Serve
+}
+
+// loseAnswer carries out afterApply's verdict; it reports whether the
+// answer is not to be written.
+func loseAnswer(w http.ResponseWriter, r *http.Request, a Action) bool {
+	switch a {
+	case CutAfterApply:
+		cut(w)
+		return true
+	case HangAfterApply:
+		park(r)
+		return true
+	}
+	return false
+}
+
+// park holds a call unanswered until the client gives up. The body is
+// read to its end first: only then does the server notice the client
+// closing the connection.
+func park(r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	<-r.Context().Done()
 }
 
 func notFoundHTML(w http.ResponseWriter) {
@@ -255,6 +346,7 @@ func (b *Broker) list(w http.ResponseWriter, r *http.Request) {
 	}
 	b.mu.Unlock()
 	locked = false
+	cacheable := len(items) <= 1000
 	var buf bytes.Buffer
 	buf.WriteString(`{"messages":[`)
 	for i, it := range items {
@@ -275,7 +367,9 @@ func (b *Broker) list(w http.ResponseWriter, r *http.Request) {
 		}
 		line, _ := json.Marshal(wr)
 		buf.Write(line)
-		if buf.Len() > 1<<20 {
+		// A page too large to keep is written as it is encoded; one that
+		// is kept (below) must stay whole in buf.
+		if !cacheable && buf.Len() > 1<<20 {
 			w.Write(buf.Bytes())
 			buf.Reset()
 		}
@@ -286,7 +380,7 @@ func (b *Broker) list(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(&buf, `,"total":%d`, len(items))
 	}
 	buf.WriteString("}\n")
-	if len(items) <= 1000 {
+	if cacheable {
 		b.mu.Lock()
 		if b.version == version {
 			if b.pages == nil || len(b.pages) > 4096 {
@@ -635,10 +729,9 @@ func (b *Broker) push(w http.ResponseWriter, r *http.Request) {
 		out = append(out, map[string]any{"index": i, "message_id": m.ID, "partition_id": m.PartitionID,
 			"queueName": m.Queue, "status": status, "transaction_id": m.TxID, "trace_id": nil})
 	}
-	lose := b.cutLocked()
+	after := b.afterApply(r)
 	b.mu.Unlock()
-	if lose {
-		cut(w)
+	if loseAnswer(w, r, after) {
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -698,10 +791,19 @@ func (b *Broker) notFoundLocked(w http.ResponseWriter, oldText string) {
 
 func (b *Broker) del(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			b.mu.Unlock()
+		}
+	}()
 	b.count("DELETE /api/v1/messages")
 	if !b.mutatingLocked(w) {
 		return
+	}
+	// A scripted cut or hang applies the delete, then loses its answer.
+	if a, ok := r.Context().Value(afterApplyKey{}).(Action); ok {
+		w = &heldAnswer{ResponseWriter: w, r: r, action: a, unlock: func() { locked = false; b.mu.Unlock() }}
 	}
 	k := msgKey{r.PathValue("pid"), r.PathValue("txid")}
 	if b.faults.OldServer {
@@ -753,10 +855,9 @@ func (b *Broker) retry(w http.ResponseWriter, r *http.Request) {
 	} else {
 		b.removeRowsLocked(k)
 	}
-	lose := b.cutLocked()
+	after := b.afterApply(r)
 	b.mu.Unlock()
-	if lose {
-		cut(w)
+	if loseAnswer(w, r, after) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"success": true, "queue": m.Queue, "partition": m.Partition,

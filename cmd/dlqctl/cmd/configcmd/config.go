@@ -8,6 +8,7 @@ import (
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/config"
 	"github.com/dlqctl/dlqctl/internal/secret"
+	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
@@ -107,8 +108,8 @@ func newCmdUseContext(f *cmdutil.Factory) *cobra.Command {
 
 // SetContextOptions are set-context's flags.
 type SetContextOptions struct {
-	Name, Server, TokenFile, Ledger string
-	Use                             bool
+	Name, Server, TokenFile, Ledger, Broker string
+	Use                                     bool
 }
 
 func newCmdSetContext(f *cmdutil.Factory, runF func(*SetContextOptions) error) *cobra.Command {
@@ -141,6 +142,14 @@ func newCmdSetContext(f *cmdutil.Factory, runF func(*SetContextOptions) error) *
 			if fl.Changed("token-file") {
 				ctx.TokenFile = o.TokenFile
 			}
+			if fl.Changed("broker") {
+				if o.Broker != "" {
+					if _, err := client.NamedIdentity(o.Broker); err != nil {
+						return cmdutil.UsageError(err)
+					}
+				}
+				ctx.Broker = o.Broker
+			}
 			if fl.Changed("ledger") {
 				if _, _, _, err := ledgerParse(o.Ledger); err != nil {
 					return cmdutil.UsageError(err)
@@ -162,6 +171,7 @@ func newCmdSetContext(f *cmdutil.Factory, runF func(*SetContextOptions) error) *
 	cmd.Flags().StringVar(&o.Server, "server", "", "the context's broker URL")
 	cmd.Flags().StringVar(&o.TokenFile, "token-file", "", "the context's token file")
 	cmd.Flags().StringVar(&o.Ledger, "ledger", "", "the context's ledger DSN")
+	cmd.Flags().StringVar(&o.Broker, "broker", "", "a name for the broker in the ledger, shared by every context that names it (a broker reached by several URLs)")
 	cmd.Flags().BoolVar(&o.Use, "use", false, "also make it the current context")
 	return cmd
 }

@@ -1,12 +1,19 @@
 package decisions
 
-import "github.com/dlqctl/dlqctl/pkg/client"
+import (
+	"github.com/dlqctl/dlqctl/internal/config"
+	"github.com/dlqctl/dlqctl/pkg/client"
+)
 
-// brokerKey is the broker URL as the ledger files it (credentials removed).
-func brokerKey(server string) string {
-	c, err := client.New(client.Options{Server: server})
-	if err != nil {
-		return server
+// brokerKey is the broker's identity as the ledger files it: the
+// context's broker name, or the URL's identity.
+func brokerKey(s *config.Settings) string {
+	if s.Broker != "" {
+		return s.Broker
 	}
-	return c.Server()
+	id, err := client.Identity(s.Server)
+	if err != nil {
+		return s.Server
+	}
+	return id
 }

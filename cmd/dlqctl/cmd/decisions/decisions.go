@@ -81,7 +81,7 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		if err != nil {
 			return err
 		}
-		filter.Broker = brokerKey(s.Server)
+		filter.Broker = brokerKey(s)
 	}
 	ld, err := f.Ledger(ctx)
 	if err != nil {

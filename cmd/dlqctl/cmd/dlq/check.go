@@ -119,11 +119,11 @@ func evaluate(ctx context.Context, f *cmdutil.Factory, queues []string, maxAge, 
 	if err != nil {
 		return nil, err
 	}
-	dec, err := ld.LatestDecisions(ctx, cl.Server())
+	dec, err := ld.LatestDecisions(ctx, cl.Broker())
 	if err != nil {
 		return nil, err
 	}
-	vanished, err := ld.ArchivedRows(ctx, cl.Server(), ledger.ArchiveFilter{VanishedOnly: true})
+	vanished, err := ld.ArchivedRows(ctx, cl.Broker(), ledger.ArchiveFilter{VanishedOnly: true})
 	if err != nil {
 		return nil, err
 	}

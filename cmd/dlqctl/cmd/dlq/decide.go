@@ -143,7 +143,7 @@ func recordDecision(ctx context.Context, cl *client.Client, ld *ledger.Store, se
 		}
 		return 0, cmdutil.UsageError(fmt.Errorf("no dead letter matches the selection; nothing recorded"))
 	}
-	b.Broker, b.Selection = cl.Server(), sel.String()
+	b.Broker, b.Selection = cl.Broker(), sel.String()
 	if b.Action == ledger.ActionReplay {
 		// Recorded in replay order, as replay records its own batches, so
 		// the manifest's order is the one every run of it keeps.

@@ -126,8 +126,8 @@ func gather(ctx context.Context, f *cmdutil.Factory, cl *client.Client, ld *ledg
 		if err != nil {
 			return nil, err
 		}
-		if b.Broker != cl.Server() {
-			return nil, cmdutil.UsageError(fmt.Errorf("batch %s belongs to broker %s, not %s (use --server or --context)", b.ID, b.Broker, cl.Server()))
+		if b.Broker != cl.Broker() {
+			return nil, cmdutil.UsageError(fmt.Errorf("batch %s belongs to broker %s, not %s (use --server or --context)", b.ID, b.Broker, cl.Broker()))
 		}
 		want := map[string]string{replay.Replay: ledger.ActionReplay, replay.Discard: ledger.ActionDiscard}[action]
 		if b.Action != want {
@@ -524,7 +524,7 @@ func progress(f *cmdutil.Factory, total int, verb string) (func(int), func()) {
 }
 
 // printReport writes the end summary and returns the command's error.
-func printReport(f *cmdutil.Factory, fm render.Format, rep *replay.Report, resume string, missing []client.Address) error {
+func printReport(f *cmdutil.Factory, fm render.Format, rep *replay.Report, next []string, missing []client.Address) error {
 	if !fm.Human() {
 		if err := render.Document(f.IO.Out, fm, rep); err != nil {
 			return err
@@ -532,8 +532,8 @@ func printReport(f *cmdutil.Factory, fm render.Format, rep *replay.Report, resum
 	} else {
 		writeReport(f.IO.ErrOut, f.ErrPalette(), rep)
 	}
-	if needsResume(rep) {
-		fmt.Fprintf(f.IO.ErrOut, "Resume with: %s\n", resume)
+	for _, l := range next {
+		fmt.Fprintln(f.IO.ErrOut, l)
 	}
 	reportMissing(f.IO.ErrOut, missing)
 	switch {
@@ -541,6 +541,8 @@ func printReport(f *cmdutil.Factory, fm render.Format, rep *replay.Report, resum
 		return cmdutil.ErrInterrupted
 	case rep.AuthRefused:
 		return &cmdutil.ExitError{Code: cmdutil.ExitAuth, Silent: true}
+	case rep.BrokerDown:
+		return &cmdutil.ExitError{Code: cmdutil.ExitBroker, Silent: true}
 	case !rep.Clean():
 		return cmdutil.ErrBreach
 	case len(missing) > 0:
@@ -549,9 +551,68 @@ func printReport(f *cmdutil.Factory, fm render.Format, rep *replay.Report, resum
 	return nil
 }
 
-// needsResume reports whether a run left part of its batch to do.
-func needsResume(rep *replay.Report) bool {
-	return rep.Interrupted || rep.Stopped != "" || rep.NotStarted > 0 || rep.Claimed > 0 || rep.HeldBack > 0 || rep.LedgerError != ""
+// resumable reports whether running the batch again can do more of it:
+// something was stopped, not started, failed (and is retryable), left to
+// another run, unrecorded, or waits behind a gap a resume can close.
+func resumable(rep *replay.Report) bool {
+	if rep.Interrupted || rep.Stopped != "" || rep.NotStarted > 0 || rep.Claimed > 0 || rep.LedgerError != "" || rep.Unrecorded > 0 || rep.Failed > 0 {
+		return true
+	}
+	for _, b := range rep.BlockedPartitions {
+		if !b.Permanent {
+			return true
+		}
+	}
+	return false
+}
+
+// nextSteps are the lines that say how to finish a batch a run left
+// unfinished, each a command that works when pasted: the resume line
+// when resuming can do more; --retry-unknown for unknowns, once the live
+// queue is checked; --order skip-gaps and a discard for what a resume
+// will never replay (undecryptable envelopes, the generation cap) and
+// the partitions waiting behind it.
+func nextSteps(f *cmdutil.Factory, verb, batchID string, rep *replay.Report) []string {
+	var out []string
+	if resumable(rep) {
+		out = append(out, "Resume with: "+f.Again("dlq", verb, "--batch", batchID, "--yes"))
+	}
+	if rep.Unknown > 0 {
+		out = append(out, fmt.Sprintf("%s unknown: check the live queue for a copy (discard the dead letter if one is there), then: %s",
+			plural(rep.Unknown, "address is", "addresses are"), f.Again("dlq", verb, "--batch", batchID, "--retry-unknown", "--yes")))
+	}
+	stuck := 0
+	for _, b := range rep.BlockedPartitions {
+		if b.Permanent {
+			stuck++
+		}
+	}
+	if stuck > 0 {
+		out = append(out, fmt.Sprintf("%s behind a message a resume will not replay: go on past it with %s",
+			plural(stuck, "partition waits", "partitions wait"), f.Again("dlq", verb, "--batch", batchID, "--order", replay.OrderSkipGaps, "--yes")))
+	}
+	var skipped []string
+	for _, l := range rep.Listed {
+		if strings.HasPrefix(l.Reason, "skipped") {
+			skipped = append(skipped, l.Address.String())
+		}
+	}
+	if len(skipped) > 0 {
+		args := []string{"dlq", "rm"}
+		if len(skipped) <= 10 {
+			args = append(args, skipped...)
+		} else {
+			args = append(args, "--batch", batchID)
+		}
+		args = append(args, "--why", "…")
+		what := "they"
+		if len(skipped) > 10 {
+			what = "the batch's remaining dead letters"
+		}
+		out = append(out, fmt.Sprintf("%s cannot be replayed as %s (undecryptable, or past --max-generation); to discard %s, archived first: %s",
+			plural(len(skipped), "message", "messages"), map[bool]string{true: "it is", false: "they are"}[len(skipped) == 1], what, f.Again(args...)))
+	}
+	return out
 }
 
 // writeReport writes what a run did, for people.
@@ -761,7 +822,7 @@ func (p *pending) makePlan(ctx context.Context) error {
 	if err := checkEnvelopes(ctx, p.cl, p.in.items); err != nil {
 		return err
 	}
-	dec, err := p.ld.LatestDecisions(ctx, p.cl.Server())
+	dec, err := p.ld.LatestDecisions(ctx, p.cl.Broker())
 	if err != nil {
 		return err
 	}
@@ -848,20 +909,20 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	if err != nil {
 		// The journal could not be written: say what was done and how to
 		// go on, then the cause (exit 3).
-		_ = printReport(f, fm, res.rep, res.resume, p.in.missing)
+		_ = printReport(f, fm, res.rep, res.next, p.in.missing)
 		return err
 	}
 	if res.newSince > 0 {
 		fmt.Fprintf(f.IO.ErrOut, "%s matching the selection arrived since the plan; they are not in this batch.\n", plural(res.newSince, "new dead letter", "new dead letters"))
 	}
-	return printReport(f, fm, res.rep, res.resume, p.in.missing)
+	return printReport(f, fm, res.rep, res.next, p.in.missing)
 }
 
 // runResult is what a run of a planned batch did.
 type runResult struct {
 	rep      *replay.Report
-	resume   string // the command line that resumes the batch
-	newSince int    // dead letters matching the selection that arrived since the plan
+	next     []string // how to finish the batch, when the run did not (nextSteps)
+	newSince int      // dead letters matching the selection that arrived since the plan
 }
 
 // run records the batch (or takes up the recorded one), archives every
@@ -897,7 +958,7 @@ func (p *pending) run(ctx context.Context, w io.Writer, tick func(int)) (*runRes
 	verb := "Executing recorded"
 	if batch == nil {
 		verb = "Recorded"
-		batch = &ledger.Batch{Broker: cl.Server(), Action: map[string]string{replay.Replay: ledger.ActionReplay, replay.Discard: ledger.ActionDiscard}[sp.action],
+		batch = &ledger.Batch{Broker: cl.Broker(), Action: map[string]string{replay.Replay: ledger.ActionReplay, replay.Discard: ledger.ActionDiscard}[sp.action],
 			By: by, At: now, Why: p.why, Selection: p.sel.String(), Destination: settings.ToQueue, Status: ledger.StatusRunning, Settings: record}
 		if err := ld.CreateBatch(ctx, batch, toManifest(in.items)); err != nil {
 			return nil, err
@@ -909,20 +970,20 @@ func (p *pending) run(ctx context.Context, w io.Writer, tick func(int)) (*runRes
 	// Every row the batch's deletes may remove is archived before the
 	// first one: a discard is recoverable, and no row leaves the broker
 	// unrecorded (other groups' rows included).
-	if err := archiveItems(jctx, ld, cl.Server(), now, in); err != nil {
+	if err := archiveItems(jctx, ld, cl.Broker(), now, in); err != nil {
 		return nil, err
 	}
 	if err := ld.SetBatchStatus(jctx, batch.ID, ledger.StatusRunning, now, batch.Outcome); err != nil {
 		return nil, err
 	}
-	_ = ld.Audit(jctx, ledger.AuditEntry{At: now, Broker: cl.Server(), BatchID: batch.ID, Kind: "execution-started", By: by,
+	_ = ld.Audit(jctx, ledger.AuditEntry{At: now, Broker: cl.Broker(), BatchID: batch.ID, Kind: "execution-started", By: by,
 		Detail: fmt.Sprintf("%s of %s at %s, %s", sp.verb, plural(len(in.items), "address", "addresses"), rateWords(settings.Rate), viaWords(settings, opts.Via))})
 	fmt.Fprintf(w, "%s batch %s.\n", verb, batch.ID)
 
-	opts.Broker, opts.BatchID, opts.Owner, opts.Absent = cl.Server(), batch.ID, ledger.NewOwner(cmdutil.Nonce()), in.absent
+	opts.Broker, opts.BatchID, opts.Owner, opts.Absent = cl.Broker(), batch.ID, ledger.NewOwner(cmdutil.Nonce()), in.absent
 	opts.Progress = tick
 	rep, runErr := replay.NewEngine(cl, ld, opts).Run(ctx, in.items)
-	res := &runResult{rep: rep, resume: "dlqctl dlq " + sp.verb + " --batch " + batch.ID + " --yes"}
+	res := &runResult{rep: rep, next: nextSteps(p.f, sp.verb, batch.ID, rep)}
 	if runErr != nil {
 		return res, runErr
 	}
@@ -943,9 +1004,9 @@ func (p *pending) run(ctx context.Context, w io.Writer, tick func(int)) (*runRes
 	if err := ld.SetBatchStatus(jctx, batch.ID, status, now, outcome); err != nil {
 		return res, err
 	}
-	_ = ld.Audit(jctx, ledger.AuditEntry{At: end, Broker: cl.Server(), BatchID: batch.ID, Kind: "execution-" + status, By: by,
+	_ = ld.Audit(jctx, ledger.AuditEntry{At: end, Broker: cl.Broker(), BatchID: batch.ID, Kind: "execution-" + status, By: by,
 		Detail: render.Counts(rep.Outcome())})
-	_, _ = ld.ResolveHolds(jctx, cl.Server())
+	_, _ = ld.ResolveHolds(jctx, cl.Broker())
 	if in.fresh && !rep.Interrupted && p.sel != nil && len(p.sel.Addresses) == 0 {
 		own := map[string]bool{}
 		for _, t := range rep.ReplayTxIDs {

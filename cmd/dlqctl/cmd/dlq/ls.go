@@ -72,7 +72,7 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	if err != nil {
 		return err
 	}
-	dec, err := decisions(ctx, f, cl.Server())
+	dec, err := decisions(ctx, f, cl.Broker())
 	if err != nil {
 		return err
 	}

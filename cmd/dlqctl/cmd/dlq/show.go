@@ -204,7 +204,7 @@ func findBareID(ctx context.Context, cl *client.Client, ld *ledger.Store, txid s
 		}
 	}
 	if len(partitions) == 0 && ld != nil {
-		known, err := ld.AddressesOf(ctx, cl.Server(), txid)
+		known, err := ld.AddressesOf(ctx, cl.Broker(), txid)
 		if err != nil {
 			return client.Address{}, err
 		}
@@ -237,16 +237,16 @@ func findBareID(ctx context.Context, cl *client.Client, ld *ledger.Store, txid s
 // showHistory adds what the ledger knows of an address: decisions, its
 // journal, archived rows, and where a replay put it (with its status now).
 func showHistory(ctx context.Context, cl *client.Client, ld *ledger.Store, addr client.Address, res *ShowResult) error {
-	ds, err := ld.DecisionsFor(ctx, cl.Server(), addr)
+	ds, err := ld.DecisionsFor(ctx, cl.Broker(), addr)
 	if err != nil {
 		return err
 	}
 	res.Decisions = append(res.Decisions, ds...)
-	if res.Journal, err = ld.Entry(ctx, cl.Server(), addr); err != nil {
+	if res.Journal, err = ld.Entry(ctx, cl.Broker(), addr); err != nil {
 		return err
 	}
 	if !res.InDLQ {
-		if res.Archived, err = ld.ArchivedRows(ctx, cl.Server(), ledger.ArchiveFilter{Address: &addr}); err != nil {
+		if res.Archived, err = ld.ArchivedRows(ctx, cl.Broker(), ledger.ArchiveFilter{Address: &addr}); err != nil {
 			return err
 		}
 	}

@@ -95,7 +95,7 @@ func statsRun(ctx context.Context, f *cmdutil.Factory, o *StatsOptions) error {
 	since := now.Add(-o.since)
 	st := Stats{Window: o.Since, ReplayOutcomes: map[string]int{}}
 
-	dec, err := ld.LatestDecisions(ctx, cl.Server())
+	dec, err := ld.LatestDecisions(ctx, cl.Broker())
 	if err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ func statsRun(ctx context.Context, f *cmdutil.Factory, o *StatsOptions) error {
 	// A replay that failed again is back in the DLQ under the id it was
 	// replayed as: derived (manual path) or minted by the broker (endpoint
 	// path, recorded in the journal).
-	outcomes, replayedAs, err := ld.OutcomeCounts(ctx, cl.Server(), since)
+	outcomes, replayedAs, err := ld.OutcomeCounts(ctx, cl.Broker(), since)
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func statsRun(ctx context.Context, f *cmdutil.Factory, o *StatsOptions) error {
 		return st.Arrivals[i].Class < st.Arrivals[j].Class
 	})
 
-	lat, err := ld.DecisionLatencies(ctx, cl.Server(), since)
+	lat, err := ld.DecisionLatencies(ctx, cl.Broker(), since)
 	if err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ func syncRun(ctx context.Context, f *cmdutil.Factory, o *SyncOptions) error {
 // A failed read marks nothing: a partial view must not call rows vanished.
 func Sync(ctx context.Context, cl *client.Client, ld *ledger.Store, queue string, now func() time.Time) (ledger.SyncResult, error) {
 	start := now()
-	a := ld.NewArchiver(cl.Server(), start)
+	a := ld.NewArchiver(cl.Broker(), start)
 	for r, err := range cl.Rows(ctx, client.ListQuery{Queue: queue, Limit: pageSize}) {
 		if err != nil {
 			return ledger.SyncResult{}, err
@@ -83,12 +83,12 @@ func Sync(ctx context.Context, cl *client.Client, ld *ledger.Store, queue string
 	if err := a.Flush(ctx); err != nil {
 		return ledger.SyncResult{}, err
 	}
-	res, err := ld.MarkGone(ctx, cl.Server(), queue, start, now())
+	res, err := ld.MarkGone(ctx, cl.Broker(), queue, start, now())
 	res.Seen = a.Count()
 	if err != nil {
 		return res, err
 	}
 	// A hold whose messages have all left the DLQ is over.
-	_, err = ld.ResolveHolds(ctx, cl.Server())
+	_, err = ld.ResolveHolds(ctx, cl.Broker())
 	return res, err
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"regexp"
 	"strings"
 	"time"
 
@@ -58,7 +57,7 @@ func (w *Workflow) Rows(ctx context.Context, sel *replay.Selection) iter.Seq2[cl
 
 // Decisions are the latest decision of each address.
 func (w *Workflow) Decisions(ctx context.Context) (map[client.Address]ledger.Decision, error) {
-	return w.ld.LatestDecisions(ctx, w.cl.Server())
+	return w.ld.LatestDecisions(ctx, w.cl.Broker())
 }
 
 // DecisionLabel is ls's DECISION column for a row.
@@ -190,8 +189,9 @@ func (pl *Planned) WritePlan(w io.Writer, pal *render.Palette) {
 // Outcome is what a run did.
 type Outcome struct {
 	Report *replay.Report
-	// Resume is the command line that resumes the batch.
-	Resume string
+	// Next are the lines that say how to finish the batch (the resume
+	// line, and what a resume cannot do), each a command to paste.
+	Next []string
 	// NewSince counts dead letters matching the selection that arrived
 	// after the plan (they are not in the batch).
 	NewSince int
@@ -217,7 +217,7 @@ func (pl *Planned) Run(ctx context.Context, why string, progress func(done int))
 	if res == nil {
 		return nil, err
 	}
-	return &Outcome{Report: res.rep, Resume: res.resume, NewSince: res.newSince, Err: err}, nil
+	return &Outcome{Report: res.rep, Next: res.next, NewSince: res.newSince, Err: err}, nil
 }
 
 // Write writes the outcome as the command's summary, with the resume
@@ -230,8 +230,8 @@ func (o *Outcome) Write(w io.Writer, pal *render.Palette) {
 	if o.Err != nil {
 		fmt.Fprintf(w, "%s %s\n", pal.Red("error:"), render.Clean(o.Err.Error()))
 	}
-	if needsResume(o.Report) || o.Err != nil {
-		fmt.Fprintf(w, "Resume with: %s\n", o.Resume)
+	for _, l := range o.Next {
+		fmt.Fprintln(w, l)
 	}
 }
 
@@ -258,17 +258,5 @@ func parse[O any](f *cmdutil.Factory, newCmd func(*cmdutil.Factory, func(*O) err
 	return got, nil
 }
 
-var plainArg = regexp.MustCompile(`^[A-Za-z0-9_./:=@%+,-]+$`)
-
 // CommandLine is args as a shell line a person can paste.
-func CommandLine(args ...string) string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		if plainArg.MatchString(a) {
-			out[i] = a
-		} else {
-			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-	}
-	return strings.Join(out, " ")
-}
+func CommandLine(args ...string) string { return cmdutil.CommandLine(args...) }

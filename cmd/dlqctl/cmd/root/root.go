@@ -124,7 +124,7 @@ decide (replay or discard), with every decision recorded in a ledger.`,
 	pf.StringVar(&g.Ledger, "ledger", "", "ledger DSN: sqlite:///path.db or postgres://user@host/db (env DLQCTL_LEDGER)")
 	pf.StringVar(&g.ConfigPath, "config", "", "config file (env DLQCTL_CONFIG; default $XDG_CONFIG_HOME/dlqctl/config.yaml)")
 	pf.StringVarP(&g.Output, "output", "o", "table", "output format: table, wide, json, ndjson, yaml")
-	pf.DurationVar(&g.Timeout, "timeout", 30*time.Second, "how long one broker call may wait for an answer, and between reads of it; GET and DELETE are tried 4 times, so an unresponsive broker is given up after about 4× this")
+	pf.DurationVar(&g.Timeout, "timeout", 30*time.Second, "how long one broker call may wait for an answer, and between reads of it; GET and DELETE are tried 4 times, and a broker that has not answered for 4× this is given up on for the rest of the command")
 	pf.BoolVar(&g.NoColor, "no-color", false, "no colour (NO_COLOR is honoured too)")
 	pf.BoolVar(&g.Debug, "debug", false, "print an HTTP trace to stderr (the token is redacted)")
 	pf.StringVar(&g.CAFile, "ca-file", "", "PEM file of a CA to trust for the broker's certificate")
