@@ -80,7 +80,8 @@ func ExitCode(err error) int {
 		return ExitAuth
 	case errors.Is(err, client.ErrNoDeadLetterRow), errors.Is(err, ledger.ErrNotFound):
 		return ExitNotFound
-	case errors.Is(err, config.ErrInvalid), errors.Is(err, ledger.ErrBadDSN):
+	case errors.Is(err, config.ErrInvalid), errors.Is(err, ledger.ErrBadDSN), errors.Is(err, client.ErrUnknownName),
+		errors.Is(err, ledger.ErrNotCancellable):
 		return ExitUsage
 	case errors.Is(err, client.ErrUnavailable), errors.Is(err, client.ErrBadResponse), errors.Is(err, client.ErrRouteMissing),
 		errors.Is(err, ledger.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):

@@ -93,28 +93,44 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 // MarshalJSON writes the duration as its text.
 func (d Duration) MarshalJSON() ([]byte, error) { return []byte(strconv.Quote(d.String())), nil }
 
-// PolicyFor returns the policy for a queue's consumer group: the one that
-// names both, else the queue's own (no consumer-group), else "*".
+// PolicyFor returns the policy in force for a queue's consumer group:
+// the default ("*"), then a default group policy ("*" with the group),
+// then the queue's own policy, then the queue's policy for the group,
+// each setting only what it names (an owner, a max-age, a triage-slo)
+// and inheriting the rest. ok is false when no policy applies at all.
 func (c *Config) PolicyFor(queue, group string) (Policy, bool) {
-	var forQueue, def *Policy
-	for i := range c.Policies {
-		p := &c.Policies[i]
-		switch {
-		case p.Queue == queue && p.ConsumerGroup != "" && p.ConsumerGroup == group:
-			return *p, true
-		case p.Queue == queue && p.ConsumerGroup == "" && forQueue == nil:
-			forQueue = p
-		case p.Queue == "*" && p.ConsumerGroup == "" && def == nil:
-			def = p
+	out := Policy{Queue: queue, ConsumerGroup: group}
+	ok := false
+	layer := func(q, g string) {
+		for i := range c.Policies {
+			p := &c.Policies[i]
+			if p.Queue != q || p.ConsumerGroup != g {
+				continue
+			}
+			ok = true
+			if p.Owner != "" {
+				out.Owner = p.Owner
+			}
+			if !p.MaxAge.IsZero() {
+				out.MaxAge = p.MaxAge
+			}
+			if !p.TriageSLO.IsZero() {
+				out.TriageSLO = p.TriageSLO
+			}
+			return // the first policy naming a scope is the one in force
 		}
 	}
-	switch {
-	case forQueue != nil:
-		return *forQueue, true
-	case def != nil:
-		return *def, true
+	layer("*", "")
+	if group != "" {
+		layer("*", group)
 	}
-	return Policy{}, false
+	if queue != "*" {
+		layer(queue, "")
+		if group != "" {
+			layer(queue, group)
+		}
+	}
+	return out, ok
 }
 
 // Path is where the config was read from (and is written to).

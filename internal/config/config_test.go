@@ -112,3 +112,32 @@ policies:
 		t.Fatalf("round trip: %+v %v", c2, err)
 	}
 }
+
+// A policy sets what it names and inherits the rest: a group's policy
+// from its queue's, a queue's from the default.
+func TestPoliciesInherit(t *testing.T) {
+	d := func(s string) Duration { v, _ := ParseDuration(s); return NewDuration(v, s) }
+	c := &Config{Policies: []Policy{
+		{Queue: "orders", Owner: "team-billing", MaxAge: d("1h"), TriageSLO: d("4h")},
+		{Queue: "orders", ConsumerGroup: "shipping", Owner: "team-shipping", MaxAge: d("30m")},
+		{Queue: "*", MaxAge: d("24h"), TriageSLO: d("2d")},
+		{Queue: "payments", Owner: "team-pay"},
+	}}
+	for _, c2 := range []struct {
+		queue, group, owner string
+		maxAge, slo         time.Duration
+	}{
+		{"orders", "shipping", "team-shipping", 30 * time.Minute, 4 * time.Hour},
+		{"orders", "billing", "team-billing", time.Hour, 4 * time.Hour},
+		{"payments", "ledger", "team-pay", 24 * time.Hour, 48 * time.Hour},
+		{"other", "", "", 24 * time.Hour, 48 * time.Hour},
+	} {
+		p, ok := c.PolicyFor(c2.queue, c2.group)
+		if !ok || p.Owner != c2.owner || p.MaxAge.D() != c2.maxAge || p.TriageSLO.D() != c2.slo {
+			t.Errorf("%s/%s: %+v, want owner %q max-age %s triage-slo %s", c2.queue, c2.group, p, c2.owner, c2.maxAge, c2.slo)
+		}
+	}
+	if _, ok := (&Config{}).PolicyFor("q", "g"); ok {
+		t.Error("no policy at all must say so")
+	}
+}

@@ -29,7 +29,12 @@ const (
 	StatusDone        = "done"        // executed, no failures
 	StatusFailed      = "failed"      // executed, some addresses failed or are unknown
 	StatusResolved    = "resolved"    // a hold whose messages have all left the DLQ
+	StatusCancelled   = "cancelled"   // ended by decisions cancel: no longer a decision
 )
+
+// ErrNotCancellable: a batch that was carried out (done), a hold that
+// resolved, or one already cancelled cannot be cancelled (exit 2).
+var ErrNotCancellable = errors.New("the batch cannot be cancelled")
 
 // Batch is one recorded decision and, once executed, its outcome.
 type Batch struct {
@@ -296,6 +301,7 @@ type Decision struct {
 	Why     string    `json:"why"`
 	Until   time.Time `json:"until,omitzero"`
 	Status  string    `json:"status"`
+	Owner   string    `json:"owner,omitempty"`
 	// Queue and Seen are the address's queue and the newest failure of it
 	// the batch's manifest saw: a row that failed later is not covered.
 	Queue string    `json:"-"`
@@ -328,6 +334,14 @@ func (d Decision) Covers(failedAt, now time.Time) bool {
 	return d.Active(now) && (d.Seen.IsZero() || !failedAt.After(d.Seen))
 }
 
+// NotCarriedOut reports whether the decision is a replay or discard
+// recorded more than slo before now whose batch is not done: past the
+// triage SLO a decision that was never carried out (recorded, or left
+// interrupted or failed) no longer counts as one. slo 0 is no SLO.
+func (d Decision) NotCarriedOut(now time.Time, slo time.Duration) bool {
+	return slo > 0 && (d.Action == ActionReplay || d.Action == ActionDiscard) && d.Status != StatusDone && now.Sub(d.At) > slo
+}
+
 // Active reports whether the decision stops the undecided alert at now: a
 // hold only until its until.
 func (d Decision) Active(now time.Time) bool {
@@ -341,8 +355,8 @@ func (d Decision) Active(now time.Time) bool {
 // covers, its latest decision. It reads the whole decision history of the
 // broker once (one query), so callers join in memory.
 func (s *Store) LatestDecisions(ctx context.Context, broker string) (map[client.Address]Decision, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT bi.partition_id, bi.transaction_id, bi.queue, bi.failed_at, b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status
-		FROM batch_items bi JOIN batches b ON b.id = bi.batch_id WHERE bi.broker = ? ORDER BY b.at, b.id`), broker)
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT bi.partition_id, bi.transaction_id, bi.queue, bi.failed_at, b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status, b.owner
+		FROM batch_items bi JOIN batches b ON b.id = bi.batch_id WHERE bi.broker = ? AND b.status <> 'cancelled' ORDER BY b.at, b.id`), broker)
 	if err != nil {
 		return nil, s.wrap("reading decisions", err)
 	}
@@ -352,7 +366,7 @@ func (s *Store) LatestDecisions(ctx context.Context, broker string) (map[client.
 		var a client.Address
 		var d Decision
 		var at, until, seen sql.NullString
-		if err := rows.Scan(&a.PartitionID, &a.TransactionID, &d.Queue, &seen, &d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status); err != nil {
+		if err := rows.Scan(&a.PartitionID, &a.TransactionID, &d.Queue, &seen, &d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status, &d.Owner); err != nil {
 			return nil, s.wrap("reading decisions", err)
 		}
 		d.At, d.Until, d.Seen = parseTime(at), parseTime(until), parseTime(seen)
@@ -363,7 +377,7 @@ func (s *Store) LatestDecisions(ctx context.Context, broker string) (map[client.
 
 // DecisionsFor returns every decision that covered an address, oldest first.
 func (s *Store) DecisionsFor(ctx context.Context, broker string, a client.Address) ([]Decision, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status, b.owner
 		FROM batch_items bi JOIN batches b ON b.id = bi.batch_id
 		WHERE bi.broker = ? AND bi.partition_id = ? AND bi.transaction_id = ? ORDER BY b.at, b.id`), broker, a.PartitionID, a.TransactionID)
 	if err != nil {
@@ -374,13 +388,57 @@ func (s *Store) DecisionsFor(ctx context.Context, broker string, a client.Addres
 	for rows.Next() {
 		var d Decision
 		var at, until sql.NullString
-		if err := rows.Scan(&d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status); err != nil {
+		if err := rows.Scan(&d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status, &d.Owner); err != nil {
 			return nil, s.wrap("reading decisions", err)
 		}
 		d.At, d.Until = parseTime(at), parseTime(until)
 		out = append(out, d)
 	}
 	return out, s.wrap("reading decisions", rows.Err())
+}
+
+// CancelBatch ends a hold or a replay or discard decision that was not
+// carried out (recorded, interrupted, failed, or running with no run
+// working on it any more): it is no longer a decision, plans stop
+// counting its hold, and check counts its dead letters as undecided. Who
+// and why go to the audit.
+func (s *Store) CancelBatch(ctx context.Context, id, by, why string, now time.Time) (*Batch, error) {
+	b, err := s.Batch(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	switch b.Status {
+	case StatusDone, StatusResolved, StatusCancelled:
+		return nil, fmt.Errorf("%w: batch %s is %s", ErrNotCancellable, b.ID, b.Status)
+	}
+	var working int
+	if err := s.db.QueryRowContext(ctx, s.rebind(`SELECT COUNT(*) FROM journal WHERE batch_id = ? AND claim_owner IS NOT NULL AND claim_until > ?`),
+		b.ID, fmtTime(now)).Scan(&working); err != nil {
+		return nil, s.wrap("reading the journal", err)
+	}
+	if working > 0 {
+		return nil, fmt.Errorf("%w: batch %s is being run now (%d address(es) claimed); stop that run first", ErrNotCancellable, b.ID, working)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, s.wrap("cancelling the batch", err)
+	}
+	defer tx.Rollback()
+	res, err := s.exec(ctx, tx, `UPDATE batches SET status = 'cancelled' WHERE id = ? AND status = ?`, b.ID, b.Status)
+	if err != nil {
+		return nil, s.wrap("cancelling the batch", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil, fmt.Errorf("%w: batch %s changed while it was being cancelled; look again (decisions show %s)", ErrNotCancellable, b.ID, b.ID)
+	}
+	if err := s.auditTx(ctx, tx, now, b.Broker, b.ID, "cancelled", by, why); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, s.wrap("cancelling the batch", err)
+	}
+	b.Status = StatusCancelled
+	return b, nil
 }
 
 // AuditEntry is one line of the append-only audit.

@@ -76,6 +76,9 @@ type Plan struct {
 	// Held counts messages under an active hold; Holds names the holds.
 	Held  int         `json:"held"`
 	Holds []HoldShare `json:"holds,omitempty"`
+	// SkippedHeld counts messages under an active hold that --skip-held
+	// left out of the batch.
+	SkippedHeld int `json:"skippedHeld,omitempty"`
 	// Order is what order the replay keeps (replays only).
 	Order *OrderInfo `json:"order,omitempty"`
 }

@@ -22,7 +22,7 @@ func NewCmdDecisions(f *cmdutil.Factory) *cobra.Command {
 		Use:   "decisions",
 		Short: "The audit log: every batch decided or executed, by whom and why",
 	})
-	cmd.AddCommand(NewCmdLs(f, nil), NewCmdShow(f, nil))
+	cmd.AddCommand(NewCmdLs(f, nil), NewCmdShow(f, nil), NewCmdCancel(f, nil))
 	return cmd
 }
 
@@ -105,9 +105,9 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		return nil
 	}
 	now := f.Now()
-	header := []string{"BATCH", "ACTION", "BY", "AT", "SIZE", "STATUS", "OUTCOME", "WHY"}
+	header := []string{"BATCH", "ACTION", "BY", "OWNER", "AT", "SIZE", "STATUS", "OUTCOME", "WHY"}
 	if fm == render.Wide {
-		header = append(header, "OWNER", "UNTIL", "SELECTION", "BROKER")
+		header = append(header, "UNTIL", "SELECTION", "BROKER")
 	}
 	var rows [][]string
 	for _, b := range batches {
@@ -116,9 +116,13 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 			action += " until " + render.Timestamp(b.Until)
 		}
 		c := render.Clean
-		r := []string{b.ID, action, c(b.By), render.AgeSince(now, b.At) + " ago", strconv.Itoa(b.Size), b.Status, render.Counts(b.Outcome), c(b.Why)}
+		owner := "-"
+		if b.Owner != "" {
+			owner = c(b.Owner)
+		}
+		r := []string{b.ID, action, c(b.By), owner, render.AgeSince(now, b.At) + " ago", strconv.Itoa(b.Size), b.Status, render.Counts(b.Outcome), c(b.Why)}
 		if fm == render.Wide {
-			r = append(r, c(b.Owner), render.Timestamp(b.Until), c(b.Selection), c(b.Broker))
+			r = append(r, render.Timestamp(b.Until), c(b.Selection), c(b.Broker))
 		}
 		rows = append(rows, r)
 	}

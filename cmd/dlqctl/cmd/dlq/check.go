@@ -149,16 +149,22 @@ func writeCheckTable(f *cmdutil.Factory, res *CheckResult) {
 		oldest := "-"
 		if s.Depth > 0 {
 			oldest = render.AgeOfSeconds(s.OldestAgeSeconds)
-			if s.OldestHeld {
-				oldest += " (held)"
+			if h := s.OldestHold; h != nil {
+				oldest += " (held by " + render.Clean(h.Holder()) + ")"
 			}
 		}
 		ma := fmtThreshold(s.MaxAgeSeconds)
 		if s.DefaultedMaxAge {
 			ma = "0 (no policy)"
 		}
+		// A threshold that is not set is not checked: "-", not a 0 that
+		// reads as compliant.
+		undecided := "-"
+		if s.TriageSLOSeconds != nil {
+			undecided = strconv.Itoa(s.UndecidedPastSLO)
+		}
 		rows = append(rows, []string{render.Clean(s.Queue), orDash(render.Clean(groupName(s.ConsumerGroup))), orDash(render.Clean(s.Owner)), strconv.Itoa(s.Depth), oldest, ma,
-			strconv.Itoa(s.UndecidedPastSLO), strconv.Itoa(s.VanishedUndecided), status})
+			undecided, strconv.Itoa(s.VanishedUndecided), status})
 	}
 	_ = render.WriteTable(f.IO.Out, header, rows)
 	for _, n := range res.Notes {
@@ -225,6 +231,7 @@ func writePrometheus(w io.Writer, res *CheckResult) {
 	metric("dlqctl_dlq_oldest_age_seconds", "Age of the oldest dead letter.", func(s Scope) float64 { return s.OldestAgeSeconds })
 	metric("dlqctl_dlq_depth", "Dead-letter rows.", func(s Scope) float64 { return float64(s.Depth) })
 	metric("dlqctl_dlq_undecided_past_slo", "Dead letters with no decision older than the triage SLO.", func(s Scope) float64 { return float64(s.UndecidedPastSLO) })
+	metric("dlqctl_dlq_decided_not_carried_out", "Dead letters under a replay or discard decision not carried out within the triage SLO.", func(s Scope) float64 { return float64(s.DecidedNotCarriedOut) })
 	metric("dlqctl_dlq_vanished_undecided", "Dead letters that left the broker with no recorded decision.", func(s Scope) float64 { return float64(s.VanishedUndecided) })
 	metric("dlqctl_dlq_breach", "1 when the scope breaches its thresholds.", func(s Scope) float64 {
 		if len(s.Breaches) > 0 {

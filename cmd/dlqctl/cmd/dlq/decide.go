@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
@@ -112,6 +113,9 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 	if err != nil {
 		return err
 	}
+	if err := cmdutil.CheckNames(ctx, cl, sel); err != nil {
+		return err
+	}
 	by := o.By
 	if by == "" {
 		by = f.User()
@@ -131,17 +135,28 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 
 // recordDecision snapshots the selection into batch b (its action, who,
 // when, why and until set by the caller) and records it; it returns how
-// many messages the batch holds.
+// many messages the batch holds. An explicit address that is no longer
+// dead-lettered but that the ledger's archive kept (a vanished row, one
+// that left the broker) is recorded from the archive: that is how the
+// alarm of a vanished row is settled. A batch of such addresses alone has
+// nothing left to carry out, and is done.
 func recordDecision(ctx context.Context, cl *client.Client, ld *ledger.Store, sel *replay.Selection, b *ledger.Batch) (int, error) {
 	items, err := replay.Snapshot(ctx, cl, sel, pageSize)
 	if err != nil {
 		return 0, err
 	}
-	if len(items) == 0 {
+	gone, err := archivedOnly(ctx, ld, cl.Broker(), sel.Addresses, items)
+	if err != nil {
+		return 0, err
+	}
+	if len(items) == 0 && len(gone) == 0 {
 		if len(sel.Addresses) > 0 {
-			return 0, cmdutil.NotFoundf("none of the given addresses is dead-lettered; nothing recorded")
+			return 0, cmdutil.NotFoundf("none of the given addresses is dead-lettered or known to the ledger's archive; nothing recorded")
 		}
 		return 0, cmdutil.UsageError(fmt.Errorf("no dead letter matches the selection; nothing recorded"))
+	}
+	if len(gone) > 0 && b.Action == ledger.ActionReplay {
+		return 0, cmdutil.UsageError(fmt.Errorf("%s no longer in the DLQ (the archive keeps it): it cannot be replayed from the broker; record --action discard (nothing to redo) or hold", plural(len(gone), "message is", "messages are")))
 	}
 	b.Broker, b.Selection = cl.Broker(), sel.String()
 	if b.Action == ledger.ActionReplay {
@@ -150,8 +165,51 @@ func recordDecision(ctx context.Context, cl *client.Client, ld *ledger.Store, se
 		items, _ = replay.Arrange(items, replay.OrderPartition, "")
 		b.Settings, _ = json.Marshal(map[string]string{"order": replay.OrderPartition})
 	}
-	if err := ld.CreateBatch(ctx, b, toManifest(items)); err != nil {
+	if len(items) == 0 && b.Action == ledger.ActionDiscard {
+		b.Status, b.Outcome = ledger.StatusDone, map[string]int{"gone": len(gone)}
+	}
+	if err := ld.CreateBatch(ctx, b, append(toManifest(items), gone...)); err != nil {
 		return 0, err
 	}
-	return len(items), nil
+	return len(items) + len(gone), nil
+}
+
+// archivedOnly returns, for each explicit address not among items, the
+// manifest of what the archive kept of it once it left the DLQ.
+func archivedOnly(ctx context.Context, ld *ledger.Store, broker string, addrs []client.Address, items []replay.Item) ([]ledger.ManifestItem, error) {
+	in := make(map[client.Address]bool, len(items))
+	for _, it := range items {
+		in[it.Address] = true
+	}
+	var out []ledger.ManifestItem
+	for _, a := range addrs {
+		if in[a] {
+			continue
+		}
+		in[a] = true
+		rows, err := ld.ArchivedRows(ctx, broker, ledger.ArchiveFilter{Address: &a})
+		if err != nil {
+			return nil, err
+		}
+		var mi *ledger.ManifestItem
+		for _, r := range rows {
+			if r.GoneAt.IsZero() {
+				continue
+			}
+			if mi == nil {
+				mi = &ledger.ManifestItem{Address: a, Queue: r.Queue, Partition: r.Partition, Error: r.Error, RetryCount: r.RetryCount, Payload: r.Payload}
+			}
+			mi.Rows = append(mi.Rows, ledger.ManifestRow{ConsumerGroup: r.ConsumerGroup, Error: r.Error, RetryCount: r.RetryCount, FailedAt: r.FailedAt, Selected: true})
+			if !slices.Contains(mi.Groups, r.ConsumerGroup) {
+				mi.Groups = append(mi.Groups, r.ConsumerGroup)
+			}
+			if r.FailedAt.After(mi.FailedAt) {
+				mi.FailedAt = r.FailedAt
+			}
+		}
+		if mi != nil {
+			out = append(out, *mi)
+		}
+	}
+	return out, nil
 }

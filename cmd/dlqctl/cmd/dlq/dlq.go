@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/internal/config"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
@@ -113,6 +114,7 @@ type lsRecord struct {
 	now          time.Time
 	d            *ledger.Decision
 	listDecrypts bool
+	slo          time.Duration // the row's triage SLO, 0 for none
 }
 
 func (x lsRecord) AppendJSON(b []byte) []byte {
@@ -146,7 +148,7 @@ func (x lsRecord) AppendJSON(b []byte) []byte {
 	b = append(b, `,"envelope":`...)
 	b = strconv.AppendBool(b, env)
 	if x.d != nil {
-		if l := decisionLabel(*x.d, r, x.now); l != "" {
+		if l := decisionLabel(*x.d, r, x.now, x.slo); l != "" {
 			str(`,"decision":`, l)
 		}
 		if x.d.BatchID != "" {
@@ -160,7 +162,7 @@ func (x lsRecord) AppendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-func toRow(r client.Row, now time.Time, d *ledger.Decision, listDecrypts bool) Row {
+func toRow(r client.Row, now time.Time, d *ledger.Decision, listDecrypts bool, slo time.Duration) Row {
 	env := r.Undecryptable()
 	out := Row{Address: r.Address().String(), PartitionID: r.PartitionID, TransactionID: r.TransactionID, MessageID: r.ID,
 		Queue: r.Queue, Partition: r.Partition, ConsumerGroup: r.ConsumerGroup, ErrorMessage: r.ErrorMessage,
@@ -168,20 +170,34 @@ func toRow(r client.Row, now time.Time, d *ledger.Decision, listDecrypts bool) R
 		AgeSeconds: int64(render.SecondsSince(now, r.FailedAt)), IsEncrypted: r.IsEncrypted || (env && !listDecrypts),
 		Envelope: env, Data: r.Data}
 	if d != nil {
-		out.Decision, out.DecisionBatch = decisionLabel(*d, r, now), d.BatchID
+		out.Decision, out.DecisionBatch = decisionLabel(*d, r, now, slo), d.BatchID
 	}
 	return out
 }
 
 // decisionLabel is the DECISION column for a row: the latest decision's
-// label when it covers the row, and "back after replay" (or discard,
-// hold) when the row failed after it: the message dead-lettered again,
-// and that row is undecided.
-func decisionLabel(d ledger.Decision, r client.Row, now time.Time) string {
-	if d.Covers(r.FailedAt, now) || !d.Active(now) {
+// label when it covers the row ("replay (not carried out)" once a replay
+// or discard has waited longer than the row's triage SLO slo), and "back
+// after replay" (or discard, hold) when the row failed after it: the
+// message dead-lettered again, and that row is undecided.
+func decisionLabel(d ledger.Decision, r client.Row, now time.Time, slo time.Duration) string {
+	switch {
+	case d.Covers(r.FailedAt, now) && d.NotCarriedOut(now, slo):
+		return d.Label(now) + " (not carried out)"
+	case d.Covers(r.FailedAt, now) || !d.Active(now):
 		return d.Label(now)
 	}
 	return "back after " + d.Action
+}
+
+// triageSLO is the triage SLO of a queue's consumer group by the
+// config's policies (0 when none sets one).
+func triageSLO(cfg *config.Config, queue, group string) time.Duration {
+	if cfg == nil {
+		return 0
+	}
+	p, _ := cfg.PolicyFor(queue, group)
+	return p.TriageSLO.D()
 }
 
 // groupName shows a consumer group to a person: queue-mode consumers'

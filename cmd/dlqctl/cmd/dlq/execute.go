@@ -33,6 +33,7 @@ type ExecFlags struct {
 	Burst        int
 	BatchID      string
 	OverrideHold bool
+	SkipHeld     bool
 }
 
 // Settings are what a batch runs with, recorded in the ledger when it
@@ -128,6 +129,9 @@ func gather(ctx context.Context, f *cmdutil.Factory, cl *client.Client, ld *ledg
 		}
 		if b.Broker != cl.Broker() {
 			return nil, cmdutil.UsageError(fmt.Errorf("batch %s belongs to broker %s, not %s (use --server or --context)", b.ID, b.Broker, cl.Broker()))
+		}
+		if b.Status == ledger.StatusCancelled {
+			return nil, cmdutil.UsageError(fmt.Errorf("batch %s was cancelled (see dlqctl decisions show %s): it is no longer a decision; select the dead letters again for a new batch", b.ID, b.ID))
 		}
 		want := map[string]string{replay.Replay: ledger.ActionReplay, replay.Discard: ledger.ActionDiscard}[action]
 		if b.Action != want {
@@ -478,6 +482,9 @@ func writePlan(w io.Writer, pal *render.Palette, p replay.Plan, dry bool) {
 	if p.OverGenCap > 0 {
 		fmt.Fprintf(w, "  %s %s past --max-generation will be skipped (they keep failing after replays).\n", warn, plural(p.OverGenCap, "message is", "messages are"))
 	}
+	if p.SkippedHeld > 0 {
+		fmt.Fprintf(w, "  %s under an active hold left out of the batch (--skip-held)\n", plural(p.SkippedHeld, "message", "messages"))
+	}
 	for _, h := range p.Holds {
 		until := ""
 		if !h.Until.IsZero() {
@@ -757,6 +764,8 @@ type pending struct {
 	plan     replay.Plan
 	why      string // the recorded batch's, unless given again
 	now      time.Time
+	// skippedHeld counts the messages --skip-held left out of the batch.
+	skippedHeld int
 }
 
 // prepare snapshots the selection (or loads the recorded batch), settles
@@ -777,6 +786,11 @@ func prepare(ctx context.Context, f *cmdutil.Factory, sp execSpec) (*pending, er
 	}
 	if p.cl, p.ld, err = f.Session(ctx); err != nil {
 		return nil, err
+	}
+	if p.sel != nil {
+		if err := cmdutil.CheckNames(ctx, p.cl, p.sel); err != nil {
+			return nil, err
+		}
 	}
 	in, err := gather(ctx, f, p.cl, p.ld, p.sel, ef.BatchID, sp.action)
 	if err != nil {
@@ -836,6 +850,17 @@ func (p *pending) makePlan(ctx context.Context) error {
 		}
 		return replay.HoldShare{BatchID: d.BatchID, By: d.By, Until: d.Until, Why: d.Why}, true
 	}
+	if p.sp.flags.SkipHeld {
+		// Held messages leave the batch before it is planned or recorded.
+		kept := p.in.items[:0:0]
+		for _, it := range p.in.items {
+			if _, held := p.po.Hold(it); !held {
+				kept = append(kept, it)
+			}
+		}
+		p.skippedHeld = len(p.in.items) - len(kept)
+		p.in.items = kept
+	}
 	if p.sp.action == replay.Replay {
 		p.po.Via = viaWords(s, p.opts.Via)
 		if s.ToQueue == "" {
@@ -843,6 +868,7 @@ func (p *pending) makePlan(ctx context.Context) error {
 		}
 	}
 	p.plan = replay.MakePlan(p.in.items, p.po)
+	p.plan.SkippedHeld = p.skippedHeld
 	return nil
 }
 
@@ -853,6 +879,7 @@ func (p *pending) setRate(r float64) error {
 	}
 	p.settings.Rate, p.opts.Rate, p.po.Rate = r, r, r
 	p.plan = replay.MakePlan(p.in.items, p.po)
+	p.plan.SkippedHeld = p.skippedHeld
 	return nil
 }
 
@@ -879,6 +906,10 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	}
 	if err := p.makePlan(ctx); err != nil {
 		return err
+	}
+	if len(p.in.items) == 0 {
+		fmt.Fprintf(f.IO.ErrOut, "Nothing to %s: every dead letter that matches is under an active hold (%d left out by --skip-held).\n", sp.verb, p.skippedHeld)
+		return nil
 	}
 	if !fm.Human() && ef.DryRun {
 		if err := render.Document(f.IO.Out, fm, p.plan); err != nil {

@@ -2,7 +2,6 @@ package dlq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -17,24 +16,61 @@ import (
 
 // Scope is one checked queue and consumer group.
 type Scope struct {
-	Queue             string   `json:"queue"`
-	ConsumerGroup     string   `json:"consumerGroup"`
-	Owner             string   `json:"owner,omitempty"`
-	Depth             int      `json:"depth"`
-	OldestAgeSeconds  float64  `json:"oldestAgeSeconds"`
-	OldestAddress     string   `json:"oldestAddress,omitempty"`
-	OldestHeld        bool     `json:"oldestHeld"`
-	MaxAgeSeconds     *float64 `json:"maxAgeSeconds"`
-	TriageSLOSeconds  *float64 `json:"triageSloSeconds"`
-	DefaultedMaxAge   bool     `json:"defaultedMaxAge"` // no threshold configured: held to max-age 0
-	UndecidedPastSLO  int      `json:"undecidedPastSlo"`
-	VanishedUndecided int      `json:"vanishedUndecided"`
-	Breaches          []string `json:"breaches"`
+	Queue            string  `json:"queue"`
+	ConsumerGroup    string  `json:"consumerGroup"`
+	Owner            string  `json:"owner,omitempty"`
+	Depth            int     `json:"depth"`
+	OldestAgeSeconds float64 `json:"oldestAgeSeconds"`
+	OldestAddress    string  `json:"oldestAddress,omitempty"`
+	OldestHeld       bool    `json:"oldestHeld"`
+	// OldestHold is the hold on the oldest dead letter, if any.
+	OldestHold       *HoldInfo `json:"oldestHold,omitempty"`
+	MaxAgeSeconds    *float64  `json:"maxAgeSeconds"`
+	TriageSLOSeconds *float64  `json:"triageSloSeconds"`
+	DefaultedMaxAge  bool      `json:"defaultedMaxAge"` // no threshold configured: held to max-age 0
+	// UndecidedPastSLO counts the dead letters past the triage SLO that
+	// no decision covers, or whose replay or discard decision was not
+	// carried out within it (DecidedNotCarriedOut of them, by batch in
+	// NotCarriedOut).
+	UndecidedPastSLO     int             `json:"undecidedPastSlo"`
+	DecidedNotCarriedOut int             `json:"decidedNotCarriedOut"`
+	NotCarriedOut        []NotCarriedOut `json:"notCarriedOut,omitempty"`
+	VanishedUndecided    int             `json:"vanishedUndecided"`
+	Breaches             []string        `json:"breaches"`
 	// Requests and Bytes are what this scope cost to read. On a broker
 	// that answers a queue in one body, that one read serves every scope
 	// of the queue and is counted on the first of them.
 	Requests int   `json:"requests"`
 	Bytes    int64 `json:"bytes"`
+}
+
+// HoldInfo names a hold: who recorded it, for which team, until when.
+type HoldInfo struct {
+	BatchID string    `json:"batchId"`
+	By      string    `json:"by"`
+	Owner   string    `json:"owner,omitempty"`
+	Until   time.Time `json:"until,omitzero"`
+	Why     string    `json:"why"`
+}
+
+// Holder is who the hold is with: its owner, else who recorded it.
+func (h *HoldInfo) Holder() string {
+	if h.Owner != "" {
+		return h.Owner
+	}
+	return h.By
+}
+
+// NotCarriedOut is a replay or discard decision that was not carried out
+// within the triage SLO, and how many of a scope's dead letters it
+// leaves undecided.
+type NotCarriedOut struct {
+	BatchID     string    `json:"batchId"`
+	Action      string    `json:"action"`
+	By          string    `json:"by"`
+	At          time.Time `json:"at"`
+	Status      string    `json:"status"`
+	DeadLetters int       `json:"deadLetters"`
 }
 
 // CheckResult is `dlq check -o json`.
@@ -96,11 +132,6 @@ func (g *gate) held(r client.Row) bool {
 	return ok && d.Action == ledger.ActionHold && d.Covers(r.FailedAt, g.now)
 }
 
-func (g *gate) isDecided(r client.Row) bool {
-	d, ok := g.dec[r.Address()]
-	return ok && d.Covers(r.FailedAt, g.now)
-}
-
 // acc accumulates a scope from rows streamed past it.
 type acc struct {
 	lim          limits
@@ -108,6 +139,31 @@ type acc struct {
 	oldest       *client.Row
 	oldestUnheld *client.Row
 	undecided    int
+	// stale are the decisions not carried out within the SLO that leave
+	// rows of the scope undecided, by batch.
+	stale map[string]*NotCarriedOut
+}
+
+// pastSLO counts a row that failed before the SLO's cutoff: undecided
+// when no decision covers it or the one that does was not carried out in
+// time.
+func (a *acc) pastSLO(g *gate, r client.Row) {
+	d, ok := g.dec[r.Address()]
+	if ok && d.Covers(r.FailedAt, g.now) {
+		if !d.NotCarriedOut(g.now, a.lim.slo) {
+			return
+		}
+		if a.stale == nil {
+			a.stale = map[string]*NotCarriedOut{}
+		}
+		n := a.stale[d.BatchID]
+		if n == nil {
+			n = &NotCarriedOut{BatchID: d.BatchID, Action: d.Action, By: d.By, At: d.At, Status: d.Status}
+			a.stale[d.BatchID] = n
+		}
+		n.DeadLetters++
+	}
+	a.undecided++
 }
 
 func (a *acc) add(g *gate, r client.Row) {
@@ -122,8 +178,8 @@ func (a *acc) add(g *gate, r client.Row) {
 			a.oldestUnheld = &r
 		}
 	}
-	if a.lim.hasSLO && r.FailedAt.Before(a.lim.sloCutoff) && !g.isDecided(r) {
-		a.undecided++
+	if a.lim.hasSLO && r.FailedAt.Before(a.lim.sloCutoff) {
+		a.pastSLO(g, r)
 	}
 }
 
@@ -152,24 +208,27 @@ func Check(ctx context.Context, cl *client.Client, cfg *config.Config, dec map[c
 			g.holds[d.Queue] = true
 		}
 	}
-	names, groups, err := checkQueues(ctx, cl, queues)
+	topo, err := cl.Topology(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if len(names) == 0 {
-		res.Notes = append(res.Notes, "the broker did not list its queues; the DLQ was read whole to find them")
-		if names, err = queuesInDLQ(ctx, cl); err != nil {
+	for _, q := range queues {
+		if err := cl.CheckNames(ctx, topo, []string{q}, ""); err != nil {
 			return nil, err
 		}
 	}
 	var scopes []Scope
-	for _, q := range names {
-		ss, notes, err := g.queue(ctx, q, groups[q])
-		if err != nil {
-			return nil, err
+	if len(queues) > 0 {
+		for _, q := range queues {
+			ss, notes, _, err := g.queue(ctx, q, topo.Groups[q])
+			if err != nil {
+				return nil, err
+			}
+			scopes = append(scopes, ss...)
+			res.Notes = append(res.Notes, notes...)
 		}
-		scopes = append(scopes, ss...)
-		res.Notes = append(res.Notes, notes...)
+	} else if scopes, err = g.everyQueue(ctx, topo, res); err != nil {
+		return nil, err
 	}
 	sort.SliceStable(scopes, func(i, j int) bool {
 		a, b := scopes[i], scopes[j]
@@ -190,8 +249,110 @@ func Check(ctx context.Context, cl *client.Client, cfg *config.Config, dec map[c
 	return res, nil
 }
 
-// queue evaluates one queue's scopes.
-func (g *gate) queue(ctx context.Context, q string, listed []string) ([]Scope, []string, error) {
+// everyQueue evaluates every queue: the ones the broker lists, and every
+// queue that has dead letters even when the broker's list omits it. The
+// first read asks for one row of the whole DLQ: a broker that answers in
+// one body sends all of it, and that one streamed read serves every
+// scope of every queue. On a broker that pages, each listed queue is
+// probed, then the whole DLQ's depth: rows beyond the listed queues'
+// belong to queues the list left out, which are found and checked too.
+func (g *gate) everyQueue(ctx context.Context, topo *client.Topology, res *CheckResult) ([]Scope, error) {
+	m := &client.Meter{}
+	mctx := client.WithMeter(ctx, m)
+	passes := map[string]*oneBodyPass{}
+	pass := func(q string) *oneBodyPass {
+		p := passes[q]
+		if p == nil {
+			p = &oneBodyPass{g: g, q: q, accs: map[string]*acc{}}
+			for _, grp := range topo.Groups[q] {
+				p.get(grp)
+			}
+			passes[q] = p
+		}
+		return p
+	}
+	n, err := g.cl.ListEach(mctx, client.ListQuery{Limit: 1, NoData: true}, func(r client.Row) bool {
+		pass(r.Queue).get(r.ConsumerGroup).add(g, r)
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n > 1 || g.cl.OneBody() {
+		for _, q := range topo.Queues() {
+			pass(q)
+		}
+		names := make([]string, 0, len(passes))
+		for q := range passes {
+			names = append(names, q)
+		}
+		slices.Sort(names)
+		var out []Scope
+		for i, q := range names {
+			meter := m
+			if i > 0 {
+				meter = &client.Meter{}
+			}
+			out = append(out, passes[q].scopes(meter)...)
+			if !topo.Has(q) && topo.Listed {
+				res.Notes = append(res.Notes, fmt.Sprintf("%s has dead letters but the broker's queue list does not name it; it is checked all the same", q))
+			}
+		}
+		return out, nil
+	}
+	names := topo.Queues()
+	if len(names) == 0 {
+		res.Notes = append(res.Notes, "the broker did not list its queues; the DLQ was read whole to find them")
+		if names, err = queuesInDLQ(ctx, g.cl); err != nil {
+			return nil, err
+		}
+	}
+	var out []Scope
+	sum := 0
+	check := func(q string) error {
+		ss, notes, depth, err := g.queue(ctx, q, topo.Groups[q])
+		if err != nil {
+			return err
+		}
+		out = append(out, ss...)
+		res.Notes = append(res.Notes, notes...)
+		sum += depth
+		return nil
+	}
+	for _, q := range names {
+		if err := check(q); err != nil {
+			return nil, err
+		}
+	}
+	if len(out) > 0 {
+		out[0].Requests, out[0].Bytes = out[0].Requests+m.Requests(), out[0].Bytes+m.Bytes()
+	}
+	// The whole DLQ's depth, searched below what the queues add up to:
+	// more rows than that are rows of queues the list left out.
+	whole, err := g.cl.FindOldestBelow(ctx, client.ListQuery{}, sum)
+	if err != nil {
+		return nil, err
+	}
+	if whole.Depth > sum {
+		all, err := queuesInDLQ(ctx, g.cl)
+		if err != nil {
+			return nil, err
+		}
+		for _, q := range all {
+			if slices.Contains(names, q) {
+				continue
+			}
+			res.Notes = append(res.Notes, fmt.Sprintf("%s has dead letters but the broker's queue list does not name it; it is checked all the same", q))
+			if err := check(q); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// queue evaluates one queue's scopes; it also returns the queue's depth.
+func (g *gate) queue(ctx context.Context, q string, listed []string) ([]Scope, []string, int, error) {
 	// The first read asks for one row. A broker that ignores limit answers
 	// the whole queue: that one streamed read then serves every scope.
 	ob := &oneBodyPass{g: g, q: q, accs: map[string]*acc{}}
@@ -207,10 +368,14 @@ func (g *gate) queue(ctx context.Context, q string, listed []string) ([]Scope, [
 		return true
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	if n > 1 || g.cl.OneBody() {
-		return ob.scopes(m), nil, nil
+		depth := 0
+		for _, a := range ob.accs {
+			depth += a.depth
+		}
+		return ob.scopes(m), nil, depth, nil
 	}
 	var out []Scope
 	var notes []string
@@ -231,15 +396,15 @@ func (g *gate) queue(ctx context.Context, q string, listed []string) ([]Scope, [
 	if len(listed) == 0 || !known {
 		whole, err := g.cl.FindOldestBelow(mctx, client.ListQuery{Queue: q}, depth)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		if len(listed) == 0 {
 			s, err := g.pagedScope(mctx, q, "", whole)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, 0, err
 			}
 			finish(s, &client.Meter{})
-			return out, nil, nil
+			return out, nil, whole.Depth, nil
 		}
 		depth = whole.Depth
 	}
@@ -250,12 +415,12 @@ func (g *gate) queue(ctx context.Context, q string, listed []string) ([]Scope, [
 		// A group's rows are among its queue's: search below its depth.
 		ext, err := g.cl.FindOldestBelow(gctx, client.ListQuery{Queue: q, ConsumerGroup: grp}, depth)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		sum += ext.Depth
 		s, err := g.pagedScope(gctx, q, grp, ext)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		finish(s, gm)
 	}
@@ -266,18 +431,18 @@ func (g *gate) queue(ctx context.Context, q string, listed []string) ([]Scope, [
 		wctx := client.WithMeter(ctx, wm)
 		whole, err := g.cl.FindOldestBelow(wctx, client.ListQuery{Queue: q}, depth)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		if whole.Depth > sum {
 			notes = append(notes, fmt.Sprintf("%s: %d dead letter(s) belong to consumer groups the broker does not list; the queue is also checked as a whole", q, whole.Depth-sum))
 			s, err := g.pagedScope(wctx, q, "*", whole)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, 0, err
 			}
 			finish(s, wm)
 		}
 	}
-	return out, notes, nil
+	return out, notes, max(depth, sum), nil
 }
 
 // pagedScope evaluates a scope of a broker that pages, from its extent:
@@ -319,8 +484,8 @@ func (g *gate) pagedScope(ctx context.Context, q, group string, ext *client.Exte
 				if err != nil {
 					return s, err
 				}
-				if r.FailedAt.Before(lim.sloCutoff) && !g.isDecided(r) {
-					a.undecided++
+				if r.FailedAt.Before(lim.sloCutoff) {
+					a.pastSLO(g, r)
 				}
 			}
 		}
@@ -403,8 +568,17 @@ func (g *gate) fill(s *Scope, a *acc) {
 		s.OldestAgeSeconds = render.SecondsSince(g.now, a.oldest.FailedAt)
 		s.OldestAddress = a.oldest.Address().String()
 		s.OldestHeld = g.held(*a.oldest)
+		if s.OldestHeld {
+			d := g.dec[a.oldest.Address()]
+			s.OldestHold = &HoldInfo{BatchID: d.BatchID, By: d.By, Owner: d.Owner, Until: d.Until, Why: d.Why}
+		}
 	}
 	s.UndecidedPastSLO = a.undecided
+	for _, n := range a.stale {
+		s.NotCarriedOut = append(s.NotCarriedOut, *n)
+		s.DecidedNotCarriedOut += n.DeadLetters
+	}
+	sort.Slice(s.NotCarriedOut, func(i, j int) bool { return s.NotCarriedOut[i].BatchID < s.NotCarriedOut[j].BatchID })
 	if u := a.oldestUnheld; lim.hasMA && u != nil && u.FailedAt.Before(lim.maCutoff) {
 		age := render.AgeSince(g.now, u.FailedAt)
 		why := fmt.Sprintf("oldest dead letter %s is %s old (max-age %s)", u.Address(), age, render.Duration(lim.maxAge))
@@ -413,8 +587,12 @@ func (g *gate) fill(s *Scope, a *acc) {
 		}
 		s.Breaches = append(s.Breaches, why)
 	}
-	if s.UndecidedPastSLO > 0 {
-		s.Breaches = append(s.Breaches, fmt.Sprintf("%d dead letter(s) undecided past the triage SLO of %s", s.UndecidedPastSLO, render.Duration(lim.slo)))
+	if n := s.UndecidedPastSLO - s.DecidedNotCarriedOut; n > 0 {
+		s.Breaches = append(s.Breaches, fmt.Sprintf("%d dead letter(s) undecided past the triage SLO of %s", n, render.Duration(lim.slo)))
+	}
+	for _, n := range s.NotCarriedOut {
+		s.Breaches = append(s.Breaches, fmt.Sprintf("decided, not carried out: batch %s (%s by %s, %s ago, %s), %d dead letter(s) still here past the triage SLO of %s",
+			n.BatchID, n.Action, n.By, render.AgeSince(g.now, n.At), n.Status, n.DeadLetters, render.Duration(lim.slo)))
 	}
 }
 
@@ -438,55 +616,6 @@ func (g *gate) vanishedAndVerdict(s *Scope, vanished []ledger.Archived) {
 	if s.Breaches == nil {
 		s.Breaches = []string{}
 	}
-}
-
-// checkQueues lists the queues to check (the broker's list, narrowed to
-// --queue; a --queue the broker does not list is checked all the same)
-// and the consumer groups the broker names for each: from the queue list
-// where it names them (the seed contract), and from the consumer-groups
-// route (the released server).
-func checkQueues(ctx context.Context, cl *client.Client, only []string) ([]string, map[string][]string, error) {
-	var names []string
-	groups := map[string][]string{}
-	addGroup := func(q, g string) {
-		if !slices.Contains(groups[q], g) {
-			groups[q] = append(groups[q], g)
-		}
-	}
-	addQueue := func(q string) {
-		if (len(only) == 0 || slices.Contains(only, q)) && !slices.Contains(names, q) {
-			names = append(names, q)
-		}
-	}
-	qs, err := cl.Queues(ctx)
-	if errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) {
-		return nil, nil, err
-	}
-	for _, q := range qs { // empty when the broker has no such route
-		addQueue(q.Name)
-		for _, g := range q.ConsumerGroups {
-			addGroup(q.Name, g)
-		}
-	}
-	cgs, err := cl.ConsumerGroups(ctx)
-	if errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) {
-		return nil, nil, err
-	}
-	for _, cg := range cgs {
-		addGroup(cg.Queue, cg.Name)
-		if len(qs) == 0 {
-			addQueue(cg.Queue)
-		}
-	}
-	for _, q := range only {
-		if !slices.Contains(names, q) {
-			names = append(names, q)
-		}
-	}
-	for _, gs := range groups {
-		slices.Sort(gs)
-	}
-	return names, groups, nil
 }
 
 // queuesInDLQ finds the queues by reading the DLQ.

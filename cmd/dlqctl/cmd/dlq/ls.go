@@ -72,6 +72,9 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := cmdutil.CheckNames(ctx, cl, sel); err != nil {
+		return err
+	}
 	dec, err := decisions(ctx, f, cl.Broker())
 	if err != nil {
 		return err
@@ -81,9 +84,13 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	q := sel.Query(pageSize)
 	if o.GroupBy != "" {
 		q.NoData = true
-		return lsGroups(f, fm, o.GroupBy, selected(ctx, cl, sel, q, &limited), sel, now)
+		return lsGroups(f, fm, o.GroupBy, selected(ctx, cl, sel, q, &limited), sel, now, heldBy(dec, now))
 	}
 	rows := selected(ctx, cl, sel, q, &limited)
+	cfg, err := f.Config()
+	if err != nil {
+		return err
+	}
 	if !fm.Human() {
 		st := render.NewStream(f.IO.Out, fm)
 		if f.IO.IsStdoutTTY() {
@@ -98,7 +105,11 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 			if x, ok := dec[r.Address()]; ok {
 				d = &x
 			}
-			if err := st.Write(lsRecord{r, now, d, cl.ListDecrypts()}); err != nil {
+			rec := lsRecord{r: r, now: now, d: d, listDecrypts: cl.ListDecrypts()}
+			if d != nil {
+				rec.slo = triageSLO(cfg, r.Queue, r.ConsumerGroup)
+			}
+			if err := st.Write(rec); err != nil {
 				return err
 			}
 		}
@@ -156,8 +167,9 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 		age := now.Sub(r.FailedAt)
 		decision := "-"
 		if d, ok := dec[r.Address()]; ok {
-			decision = decisionLabel(d, r, now)
-			if !d.Covers(r.FailedAt, now) {
+			slo := triageSLO(cfg, r.Queue, r.ConsumerGroup)
+			decision = decisionLabel(d, r, now, slo)
+			if !d.Covers(r.FailedAt, now) || d.NotCarriedOut(now, slo) {
 				undecided++
 			}
 		} else {
@@ -264,6 +276,10 @@ type Group struct {
 	Newest   time.Time `json:"newestFailedAt"`
 	Example  string    `json:"exampleAddress"`
 	Queues   []string  `json:"queues"`
+	// Held counts the group's rows under an active hold; HeldBy names who
+	// the holds are with (their owners, else who recorded them).
+	Held   int      `json:"held"`
+	HeldBy []string `json:"heldBy,omitempty"`
 	// OldestQueue and OldestGroup are where the oldest row is: its age is
 	// judged against that scope's max-age.
 	OldestQueue string `json:"-"`
@@ -294,6 +310,9 @@ type Grouper struct {
 	by     string
 	groups map[string]*Group
 	seed   maphash.Seed
+	// Held, when set, says whether a row is under an active hold and
+	// who it is with.
+	Held func(client.Row) (string, bool)
 }
 
 // NewGrouper groups by one of GroupBys.
@@ -325,6 +344,14 @@ func (gr *Grouper) Add(r client.Row) string {
 		g.queueSet[r.Queue] = struct{}{}
 		g.Queues = append(g.Queues, r.Queue)
 	}
+	if gr.Held != nil {
+		if who, ok := gr.Held(r); ok {
+			g.Held++
+			if !slices.Contains(g.HeldBy, who) {
+				g.HeldBy = append(g.HeldBy, who)
+			}
+		}
+	}
 	return key
 }
 
@@ -342,6 +369,8 @@ func (g *Group) snapshot() Group {
 	c := *g
 	c.Queues = slices.Clone(g.Queues)
 	sort.Strings(c.Queues)
+	c.HeldBy = slices.Clone(g.HeldBy)
+	sort.Strings(c.HeldBy)
 	c.Messages = len(g.addrs)
 	c.queueSet, c.addrs = nil, nil
 	return c
@@ -367,8 +396,24 @@ func (gr *Grouper) Groups() []Group {
 	return list
 }
 
-func lsGroups(f *cmdutil.Factory, fm render.Format, by string, rows func(func(client.Row, error) bool), sel *replay.Selection, now time.Time) error {
+// heldBy says whether a row is under an active hold, and who it is with.
+func heldBy(dec map[client.Address]ledger.Decision, now time.Time) func(client.Row) (string, bool) {
+	return func(r client.Row) (string, bool) {
+		d, ok := dec[r.Address()]
+		if !ok || d.Action != ledger.ActionHold || !d.Covers(r.FailedAt, now) {
+			return "", false
+		}
+		if d.Owner != "" {
+			return d.Owner, true
+		}
+		return d.By, true
+	}
+}
+
+func lsGroups(f *cmdutil.Factory, fm render.Format, by string, rows func(func(client.Row, error) bool), sel *replay.Selection, now time.Time,
+	held func(client.Row) (string, bool)) error {
 	gr := NewGrouper(by)
+	gr.Held = held
 	for r, err := range rows {
 		if err != nil {
 			return err
@@ -396,10 +441,14 @@ func lsGroups(f *cmdutil.Factory, fm render.Format, by string, rows func(func(cl
 	var table [][]string
 	for _, g := range list {
 		age := func(t time.Time) string { return render.AgeSince(now, t) }
+		held := "-"
+		if g.Held > 0 {
+			held = strconv.Itoa(g.Held) + " (" + render.Clean(joinComma(g.HeldBy)) + ")"
+		}
 		switch by {
 		case "error":
-			header = []string{"CLASS", "ROWS", "MESSAGES", "OLDEST", "NEWEST", "QUEUES", "ERROR", "EXAMPLE"}
-			table = append(table, []string{g.Class, strconv.Itoa(g.Count), strconv.Itoa(g.Messages), age(g.Oldest), age(g.Newest),
+			header = []string{"CLASS", "ROWS", "MESSAGES", "OLDEST", "NEWEST", "HELD", "QUEUES", "ERROR", "EXAMPLE"}
+			table = append(table, []string{g.Class, strconv.Itoa(g.Count), strconv.Itoa(g.Messages), age(g.Oldest), age(g.Newest), held,
 				render.Clean(joinComma(g.Queues)), render.Clean(g.Pattern), render.Clean(g.Example)})
 		default:
 			key := g.Key
@@ -407,12 +456,12 @@ func lsGroups(f *cmdutil.Factory, fm render.Format, by string, rows func(func(cl
 				q, grp, _ := strings.Cut(key, "/")
 				key = q + "/" + groupName(grp)
 			}
-			header = []string{map[string]string{"queue": "QUEUE", "cg": "QUEUE/CG", "partition": "QUEUE/PARTITION"}[by], "ROWS", "MESSAGES", "OLDEST", "NEWEST", "EXAMPLE"}
-			table = append(table, []string{render.Clean(key), strconv.Itoa(g.Count), strconv.Itoa(g.Messages), age(g.Oldest), age(g.Newest), render.Clean(g.Example)})
+			header = []string{map[string]string{"queue": "QUEUE", "cg": "QUEUE/CG", "partition": "QUEUE/PARTITION"}[by], "ROWS", "MESSAGES", "OLDEST", "NEWEST", "HELD", "EXAMPLE"}
+			table = append(table, []string{render.Clean(key), strconv.Itoa(g.Count), strconv.Itoa(g.Messages), age(g.Oldest), age(g.Newest), held, render.Clean(g.Example)})
 		}
 	}
 	if f.IO.IsStdoutTTY() && by == "error" {
-		truncateColumn(table, header, 6, f.IO.TerminalWidth())
+		truncateColumn(table, header, 7, f.IO.TerminalWidth())
 	}
 	return render.WriteTable(f.IO.Out, header, table)
 }

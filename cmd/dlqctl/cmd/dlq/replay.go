@@ -91,6 +91,7 @@ func addExecFlags(cmd *cobra.Command, e *ExecFlags, verb string) {
 	fl.IntVar(&e.Burst, "burst", 1, "how many may start at once before --rate applies")
 	fl.StringVar(&e.BatchID, "batch", "", "execute or resume this recorded batch instead of a selection (with the settings it was run with)")
 	fl.BoolVar(&e.OverrideHold, "override-hold", false, "act on messages under an active hold (dlq decide --action hold) all the same")
+	fl.BoolVar(&e.SkipHeld, "skip-held", false, "leave messages under an active hold out of the batch and act on the rest")
 }
 
 func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
@@ -131,6 +132,12 @@ func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
 func validateExec(e *ExecFlags) error {
 	if err := validateRate(e.Rate); err != nil {
 		return err
+	}
+	if e.SkipHeld && e.OverrideHold {
+		return cmdutil.FlagErrorf("--skip-held and --override-hold contradict each other: leave held messages out, or act on them too")
+	}
+	if e.SkipHeld && e.BatchID != "" {
+		return cmdutil.FlagErrorf("--skip-held selects a new batch; a recorded batch (--batch) keeps its messages")
 	}
 	if e.Rate == 0 && !e.Yes && !e.DryRun {
 		return cmdutil.FlagErrorf("--rate 0 (unlimited) needs --yes")

@@ -160,7 +160,7 @@ func lookup(ctx context.Context, cl *client.Client, ld *ledger.Store, addr clien
 	}
 	res.InDLQ = len(rows) > 0
 	for _, r := range rows {
-		row := toRow(r, now, nil, cl.ListDecrypts())
+		row := toRow(r, now, nil, cl.ListDecrypts(), 0)
 		row.Data = nil
 		res.Rows = append(res.Rows, row)
 		if res.Queue == "" {
@@ -333,7 +333,11 @@ func writeShow(w, warn io.Writer, pal *render.Palette, res ShowResult) {
 		if !d.Until.IsZero() {
 			until = " until " + render.Timestamp(d.Until)
 		}
-		fmt.Fprintf(w, "  %s  %s%s by %s (batch %s, %s): %s\n", render.Timestamp(d.At), d.Action, until, c(d.By), d.BatchID, d.Status, c(d.Why))
+		owner := ""
+		if d.Owner != "" {
+			owner = " for " + c(d.Owner)
+		}
+		fmt.Fprintf(w, "  %s  %s%s by %s%s (batch %s, %s): %s\n", render.Timestamp(d.At), d.Action, until, c(d.By), owner, d.BatchID, d.Status, c(d.Why))
 	}
 	if j := res.Journal; j != nil {
 		fmt.Fprintln(w, "\nJournal:")

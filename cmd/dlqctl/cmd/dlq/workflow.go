@@ -60,9 +60,17 @@ func (w *Workflow) Decisions(ctx context.Context) (map[client.Address]ledger.Dec
 	return w.ld.LatestDecisions(ctx, w.cl.Broker())
 }
 
-// DecisionLabel is ls's DECISION column for a row.
-func DecisionLabel(d ledger.Decision, r client.Row, now time.Time) string {
-	return decisionLabel(d, r, now)
+// DecisionLabel is ls's DECISION column for a row, whose triage SLO is
+// slo (0 for none).
+func DecisionLabel(d ledger.Decision, r client.Row, now time.Time, slo time.Duration) string {
+	return decisionLabel(d, r, now, slo)
+}
+
+// TriageSLO is the triage SLO policy of a queue and consumer group, 0
+// for none.
+func (w *Workflow) TriageSLO(queue, group string) time.Duration {
+	cfg, _ := w.f.Config()
+	return triageSLO(cfg, queue, group)
 }
 
 // GroupName shows a consumer group to a person.

@@ -313,7 +313,7 @@ func (m *model) undecided(key string) int {
 	n := 0
 	for _, i := range m.members[key] {
 		r := m.rows[i]
-		if d, ok := m.dec[r.Address()]; !ok || !d.Covers(r.FailedAt, now) {
+		if d, ok := m.dec[r.Address()]; !ok || !d.Covers(r.FailedAt, now) || d.NotCarriedOut(now, m.wf.TriageSLO(r.Queue, r.ConsumerGroup)) {
 			n++
 		}
 	}
@@ -353,7 +353,7 @@ func (m *model) rowsBody(w, h int) []string {
 			return render.Clean(r.ErrorMessage)
 		}
 		if d, ok := m.dec[r.Address()]; ok {
-			if l := dlq.DecisionLabel(d, r, now); l != "" {
+			if l := dlq.DecisionLabel(d, r, now, m.wf.TriageSLO(r.Queue, r.ConsumerGroup)); l != "" {
 				return l
 			}
 		}

@@ -1,0 +1,211 @@
+package dlq_test
+
+// The gate and the decision record, as a tired person uses them: nothing
+// should silence check by accident, and every alarm can be settled.
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	dlqctl "github.com/dlqctl/dlqctl"
+	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
+	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/sandbox"
+)
+
+// classOf is the class id of the seed's "order <n> not found" dead letters.
+const orderNotFound = "f47c6181"
+
+// A hold recorded at one spelling of the broker's URL holds at every
+// other: decisions ls, show and the plans see it.
+func TestHoldFollowsTheBrokerNotItsSpelling(t *testing.T) {
+	b, cli := seeded(t)
+	ip := cli.Env["DLQCTL_SERVER"]
+	cli.Env["DLQCTL_SERVER"] = strings.Replace(ip, "127.0.0.1", "localhost", 1)
+	id, stderr, code := cli.Exec("dlq", "decide", "--class", orderNotFound, "--action", "hold", "--until", "4h", "--why", "INC-1", "--owner", "team-billing")
+	if code != 0 {
+		t.Fatalf("decide: %d %s", code, stderr)
+	}
+	id = strings.TrimSpace(id)
+	cli.Env["DLQCTL_SERVER"] = ip
+	if out, _, _ := cli.Exec("decisions", "ls"); !strings.Contains(out, id) {
+		t.Fatalf("decisions ls at %s does not show the hold:\n%s", ip, out)
+	}
+	var addr string
+	for _, r := range b.DeadLetterRows() {
+		if strings.Contains(r.Error, "not found") && r.Queue == "orders" {
+			addr = r.PartitionID + "/" + r.TransactionID
+			break
+		}
+	}
+	if out, _, _ := cli.Exec("dlq", "show", addr); !strings.Contains(out, "hold until") || !strings.Contains(out, id) {
+		t.Fatalf("show does not show the hold:\n%s", out)
+	}
+	if _, stderr, code := cli.Exec("dlq", "replay", "--class", orderNotFound, "--why", "x", "--yes", "--rate", "0"); code != 2 || !strings.Contains(stderr, "--override-hold") {
+		t.Fatalf("replay of a held class at another spelling: exit %d\n%s", code, stderr)
+	}
+}
+
+// A queue or group the broker does not have is a usage error with a
+// suggestion, never a green gate or an empty list; one that exists and
+// holds no dead letters is fine.
+func TestUnknownQueueOrGroupIsAUsageError(t *testing.T) {
+	b, cli := seeded(t)
+	b.AddQueue("empty", false, 3, "g")
+	for _, args := range [][]string{
+		{"dlq", "check", "--queue", "order"},
+		{"dlq", "check", "--queue", "Orders"},
+		{"dlq", "ls", "--queue", "order"},
+		{"dlq", "ls", "--queue", "orders", "--cg", "biling"},
+		{"dlq", "replay", "--queue", "order", "--why", "x", "--yes"},
+		{"dlq", "rm", "--queue", "order", "--why", "x", "--yes"},
+		{"dlq", "decide", "--queue", "order", "--action", "hold", "--until", "1h", "--why", "x"},
+	} {
+		_, stderr, code := cli.Exec(args...)
+		if code != 2 || !strings.Contains(stderr, "did you mean") {
+			t.Errorf("%v: exit %d, want 2 with a suggestion\n%s", args, code, stderr)
+		}
+	}
+	if _, stderr, code := cli.Exec("dlq", "check", "--queue", "empty"); code != 0 {
+		t.Fatalf("a queue with no dead letters: exit %d\n%s", code, stderr)
+	}
+	if _, stderr, code := cli.Exec("dlq", "ls", "--queue", "empty"); code != 0 {
+		t.Fatalf("ls of a queue with no dead letters: exit %d\n%s", code, stderr)
+	}
+}
+
+// A queue that has dead letters but that the broker's queue list omits
+// is checked all the same: every queue seen in the DLQ is a scope.
+func TestQueueMissingFromTheBrokersListIsChecked(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		b := sandbox.New(func() time.Time { return testutil.Now })
+		if err := b.Load(dlqctl.SandboxSeed); err != nil {
+			t.Fatal(err)
+		}
+		b.SetFaults(sandbox.Faults{OldServer: old})
+		for i := 0; i < 74; i++ {
+			b.AddDeadLetters(sandbox.DeadLetter{Queue: "hidden", Partition: "p", TransactionID: "h" + string(rune('a'+i%26)) + string(rune('a'+i/26)),
+				ConsumerGroup: "g", Error: "boom", FailedAt: testutil.Now.Add(-48 * time.Hour), Data: json.RawMessage(`{}`)})
+		}
+		h := b.Handler()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/api/v1/resources/queues" || r.URL.Path == "/api/v1/consumer-groups" {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, r)
+				body := strings.ReplaceAll(rec.Body.String(), `"hidden"`, `"elsewhere"`)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(rec.Code)
+				w.Write([]byte(body))
+				return
+			}
+			h.ServeHTTP(w, r)
+		}))
+		defer srv.Close()
+		cli := testutil.NewCLI(t, srv.URL, root.Run)
+		cli.WriteConfig("policies:\n  - queue: \"*\"\n    max-age: 1h\n")
+		out, stderr, code := cli.Exec("dlq", "check", "-o", "json")
+		if code != 1 || !strings.Contains(out, `"queue":"hidden"`) && !strings.Contains(out, `"queue": "hidden"`) {
+			t.Fatalf("old server %v: exit %d; the hidden queue's 74 rows must be a scope\n%s%s", old, code, out, stderr)
+		}
+	}
+}
+
+// A replay or discard decided and never carried out stops counting as a
+// decision once the triage SLO has passed: check breaches, naming the
+// batch, and ls says so.
+func TestDecisionNotCarriedOutBreaches(t *testing.T) {
+	_, cli := seeded(t)
+	cli.WriteConfig("policies:\n  - queue: orders\n    max-age: 30d\n    triage-slo: 1h\n")
+	id, _, code := cli.Exec("dlq", "decide", "--class", orderNotFound, "--action", "replay", "--why", "after the fix")
+	id = strings.TrimSpace(id)
+	if code != 0 {
+		t.Fatal(code)
+	}
+	cli.Clock = testutil.Now.Add(2 * time.Hour)
+	_, stderr, code := cli.Exec("dlq", "check", "--queue", "orders")
+	if code != 1 || !strings.Contains(stderr, "decided, not carried out: batch "+id) {
+		t.Fatalf("check 2h after a replay decision never carried out: exit %d\n%s", code, stderr)
+	}
+	out, _, _ := cli.Exec("dlq", "ls", "--class", orderNotFound)
+	if !strings.Contains(out, "not carried out") {
+		t.Fatalf("ls DECISION:\n%s", out)
+	}
+}
+
+// A row that vanished with no decision breaches until someone records
+// one for it; then check goes green.
+func TestVanishedRowIsSettledByADecision(t *testing.T) {
+	b, cli := seeded(t)
+	cli.WriteConfig("policies:\n  - queue: \"*\"\n    max-age: 30d\n")
+	if _, _, code := cli.Exec("dlq", "sync"); code != 0 {
+		t.Fatal("sync")
+	}
+	r := b.DeadLetterRows()[0]
+	addr := r.PartitionID + "/" + r.TransactionID
+	b.RemoveDeadLetters(r.PartitionID, r.TransactionID)
+	cli.Clock = testutil.Now.Add(time.Minute)
+	cli.Exec("dlq", "sync")
+	if _, stderr, code := cli.Exec("dlq", "check"); code != 1 || !strings.Contains(stderr, "vanished") {
+		t.Fatalf("check with a vanished row: exit %d\n%s", code, stderr)
+	}
+	if _, stderr, code := cli.Exec("dlq", "decide", addr, "--action", "discard", "--why", "retention took it; nothing to redo"); code != 0 {
+		t.Fatalf("decide on a vanished address: exit %d\n%s", code, stderr)
+	}
+	if _, stderr, code := cli.Exec("dlq", "check"); code != 0 {
+		t.Fatalf("check after the decision: exit %d\n%s", code, stderr)
+	}
+}
+
+// A hold can be ended, with who and why recorded: plans no longer need
+// --override-hold, and check counts the rows as undecided again.
+func TestCancelledHoldNoLongerHolds(t *testing.T) {
+	_, cli := seeded(t)
+	id, _, _ := cli.Exec("dlq", "decide", "--class", orderNotFound, "--action", "hold", "--until", "4h", "--why", "INC-1")
+	id = strings.TrimSpace(id)
+	if _, stderr, code := cli.Exec("decisions", "cancel", id, "--why", "false alarm"); code != 0 {
+		t.Fatalf("cancel: exit %d\n%s", code, stderr)
+	}
+	out, _, _ := cli.Exec("decisions", "show", id)
+	if !strings.Contains(out, "cancelled") || !strings.Contains(out, "false alarm") {
+		t.Fatalf("decisions show after cancel:\n%s", out)
+	}
+	if _, stderr, code := cli.Exec("dlq", "replay", "--class", orderNotFound, "--why", "fixed", "--yes", "--rate", "0", "--dry-run"); code != 0 || strings.Contains(stderr, "under hold") {
+		t.Fatalf("plan after the hold was cancelled: exit %d\n%s", code, stderr)
+	}
+	if _, stderr, code := cli.Exec("decisions", "cancel", id, "--why", "again"); code != 2 {
+		t.Fatalf("cancelling twice: exit %d\n%s", code, stderr)
+	}
+}
+
+// --skip-held acts on the rest of a selection and leaves held messages
+// alone.
+func TestSkipHeldActsOnTheRest(t *testing.T) {
+	b, cli := seeded(t)
+	cli.Exec("dlq", "decide", "--class", orderNotFound, "--action", "hold", "--until", "4h", "--why", "INC-1")
+	held := map[string]bool{}
+	for _, r := range b.DeadLetterRows() {
+		if r.Queue == "orders" && strings.Contains(r.Error, "not found") {
+			held[r.PartitionID+"/"+r.TransactionID] = true
+		}
+	}
+	_, stderr, code := cli.Exec("dlq", "replay", "--queue", "orders", "--skip-held", "--why", "fixed", "--yes", "--rate", "0", "--order", "none")
+	if code != 0 || !strings.Contains(stderr, "left out of the batch (--skip-held)") {
+		t.Fatalf("replay --skip-held: exit %d\n%s", code, stderr)
+	}
+	left := map[string]bool{}
+	for _, r := range b.DeadLetterRows() {
+		if a := r.PartitionID + "/" + r.TransactionID; r.Queue == "orders" {
+			if !held[a] {
+				t.Fatalf("%s is under no hold and was left", a)
+			}
+			left[a] = true
+		}
+	}
+	if len(left) != len(held) {
+		t.Fatalf("%d of the %d held messages are left: --skip-held acted on held messages", len(left), len(held))
+	}
+}
