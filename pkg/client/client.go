@@ -709,7 +709,10 @@ func (c *Client) once(ctx context.Context, method, target, shown string, payload
 			return nil, &HTTPError{Method: method, URL: shown, Kind: ErrBadResponse, Err: errors.New(rerr.Error())}, false
 		}
 		msg := c.redact.Redact(unwrapURLError(err))
-		if context.Cause(cctx) == errIdle {
+		var ne net.Error
+		if context.Cause(cctx) == errIdle || errors.As(err, &ne) && ne.Timeout() {
+			// Our own timer or the transport's header timeout, whichever
+			// fired first: the same wait, said one way.
 			msg = fmt.Sprintf("no answer within %s (--timeout)", c.opts.Timeout)
 		}
 		c.trace("← error after %s: %s", time.Since(start).Round(time.Millisecond), msg)

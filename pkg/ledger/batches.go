@@ -60,6 +60,7 @@ type Batch struct {
 // ManifestItem is one frozen address of a batch with a snapshot of its row.
 type ManifestItem struct {
 	Address       client.Address  `json:"address"`
+	MessageID     string          `json:"messageId,omitempty"`
 	Queue         string          `json:"queue"`
 	Partition     string          `json:"partition"`
 	Groups        []string        `json:"consumerGroups"`
@@ -116,8 +117,8 @@ func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []ManifestItem)
 		b.ID, b.Broker, b.Action, b.By, fmtTime(b.At), b.Why, b.Owner, nullTime(b.Until), b.Selection, b.Size, b.Destination, b.Status, settings); err != nil {
 		return s.wrap("recording the batch", err)
 	}
-	err = s.insertRows(ctx, tx, `INSERT INTO batch_items (batch_id, seq, broker, partition_id, transaction_id, queue, partition_name, groups, error, retry_count, failed_at, payload, undecryptable, row_list, checked) VALUES `,
-		"", 15, len(items), func(i int) []any {
+	err = s.insertRows(ctx, tx, `INSERT INTO batch_items (batch_id, seq, broker, partition_id, transaction_id, queue, partition_name, groups, error, retry_count, failed_at, payload, undecryptable, row_list, checked, message_id) VALUES `,
+		"", 16, len(items), func(i int) []any {
 			it := items[i]
 			groups, _ := json.Marshal(it.Groups)
 			var payload any
@@ -130,7 +131,7 @@ func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []ManifestItem)
 				rows = string(b)
 			}
 			return []any{b.ID, i, b.Broker, it.Address.PartitionID, it.Address.TransactionID, it.Queue, it.Partition,
-				string(groups), it.Error, it.RetryCount, fmtTime(it.FailedAt), payload, boolInt(it.Undecryptable), rows, boolInt(it.Checked)}
+				string(groups), it.Error, it.RetryCount, fmtTime(it.FailedAt), payload, boolInt(it.Undecryptable), rows, boolInt(it.Checked), it.MessageID}
 		})
 	if err != nil {
 		return s.wrap("recording the manifest", err)
@@ -247,7 +248,7 @@ func (s *Store) Batches(ctx context.Context, f BatchFilter) ([]Batch, error) {
 
 // Manifest returns a batch's frozen addresses in their recorded order.
 func (s *Store) Manifest(ctx context.Context, batchID string) ([]ManifestItem, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT partition_id, transaction_id, queue, partition_name, groups, error, retry_count, failed_at, payload, undecryptable, row_list, checked
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT partition_id, transaction_id, queue, partition_name, groups, error, retry_count, failed_at, payload, undecryptable, row_list, checked, message_id
 		FROM batch_items WHERE batch_id = ? ORDER BY seq`), batchID)
 	if err != nil {
 		return nil, s.wrap("reading the manifest", err)
@@ -261,7 +262,7 @@ func (s *Store) Manifest(ctx context.Context, batchID string) ([]ManifestItem, e
 		var undec, checked int
 		var rowList string
 		if err := rows.Scan(&it.Address.PartitionID, &it.Address.TransactionID, &it.Queue, &it.Partition, &groups, &it.Error,
-			&it.RetryCount, &failed, &payload, &undec, &rowList, &checked); err != nil {
+			&it.RetryCount, &failed, &payload, &undec, &rowList, &checked, &it.MessageID); err != nil {
 			return nil, s.wrap("reading the manifest", err)
 		}
 		if rowList != "" {

@@ -97,6 +97,34 @@ func (s *Store) Entry(ctx context.Context, broker string, a client.Address) (*En
 	return e, s.wrap("reading the journal", err)
 }
 
+// Entries returns the journal of each address that has one, looked up a
+// few hundred addresses a statement.
+func (s *Store) Entries(ctx context.Context, broker string, addrs []client.Address) (map[client.Address]*Entry, error) {
+	out := make(map[client.Address]*Entry, len(addrs))
+	const chunk = 400
+	for start := 0; start < len(addrs); start += chunk {
+		part := addrs[start:min(start+chunk, len(addrs))]
+		q, args := inAddrs(`SELECT `+entryCols+` FROM journal WHERE broker = ? AND (partition_id, transaction_id) IN `, part, broker)
+		rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
+		if err != nil {
+			return nil, s.wrap("reading the journal", err)
+		}
+		for rows.Next() {
+			e, err := scanEntry(rows)
+			if err != nil {
+				rows.Close()
+				return nil, s.wrap("reading the journal", err)
+			}
+			out[e.Address] = e
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, s.wrap("reading the journal", err)
+		}
+	}
+	return out, nil
+}
+
 // BatchEntries returns the journal entries currently attributed to a batch.
 func (s *Store) BatchEntries(ctx context.Context, batchID string) ([]Entry, error) {
 	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT `+entryCols+` FROM journal WHERE batch_id = ? ORDER BY partition_id, transaction_id`), batchID)

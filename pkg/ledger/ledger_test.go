@@ -405,15 +405,6 @@ func migrateSpellings(t *testing.T, dsn string) {
 		t.Fatal(err)
 	}
 	ip, name := "http://127.0.0.1:6632", "http://LOCALHOST:6632/"
-	for _, b := range []struct {
-		broker, id string
-		n          int
-	}{{ip, "b-ip", 2}, {name, "b-name", 3}} {
-		if err := old.CreateBatch(ctx, &ledger.Batch{ID: b.id, Broker: b.broker, Action: ledger.ActionHold, By: "x", At: t0, Why: "w", Until: t0.Add(time.Hour)}, items(b.n)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// addr(0) was replayed under one spelling and is pending under the other.
 	exec := func(q string, args ...any) {
 		if strings.HasPrefix(dsn, "postgres") {
 			for i := 1; strings.Contains(q, "?"); i++ {
@@ -422,6 +413,20 @@ func migrateSpellings(t *testing.T, dsn string) {
 		}
 		if _, err := old.DB().Exec(q, args...); err != nil {
 			t.Fatal(err)
+		}
+	}
+	// Two holds, one under each spelling, as the schema of version 2 has
+	// them; addr(0) was replayed under one spelling and is pending under
+	// the other.
+	for _, b := range []struct {
+		broker, id string
+		n          int
+	}{{ip, "b-ip", 2}, {name, "b-name", 3}} {
+		exec(`INSERT INTO batches (id, broker, action, by_name, at, why, until_at, size) VALUES (?, ?, 'hold', 'x', '2026-11-30T03:00:00.000Z', 'w', '2026-11-30T04:00:00.000Z', ?)`, b.id, b.broker, b.n)
+		for i := 0; i < b.n; i++ {
+			a := addr(i + 10*len(b.id))
+			exec(`INSERT INTO batch_items (batch_id, seq, broker, partition_id, transaction_id, queue, partition_name, groups, error, retry_count, failed_at)
+				VALUES (?, ?, ?, ?, ?, 'orders', 'p1', '["billing"]', 'e', 3, '2026-11-30T02:00:00.000Z')`, b.id, i, b.broker, a.PartitionID, a.TransactionID)
 		}
 	}
 	a := addr(0)
@@ -447,7 +452,7 @@ func migrateSpellings(t *testing.T, dsn string) {
 		t.Fatalf("batches under %s: %d (%v)", id, len(bs), err)
 	}
 	dec, err := s.LatestDecisions(ctx, id)
-	if err != nil || len(dec) != 3 {
+	if err != nil || len(dec) != 5 {
 		t.Fatalf("decisions: %d (%v)", len(dec), err)
 	}
 	e, err := s.Entry(ctx, id, a)

@@ -116,6 +116,9 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 	// 4: the queue a replay's attempt published to: an address attempted
 	// on the manual path keeps its derived id, and its destination.
 	{sql: `ALTER TABLE journal ADD COLUMN replay_queue TEXT NOT NULL DEFAULT ''`},
+	// 5: a manifest item's message id (its enqueue order, for a resume's
+	// plan to tell).
+	{sql: `ALTER TABLE batch_items ADD COLUMN message_id TEXT NOT NULL DEFAULT ''`},
 }
 
 // SchemaVersion is the schema this binary writes.

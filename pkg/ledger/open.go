@@ -290,7 +290,7 @@ func (s *Store) insertRows(ctx context.Context, q execer, head, tail string, col
 		}
 		return nil
 	}
-	const perStmt = 400 // 400 × 13 columns stays far below PostgreSQL's 65,535 parameters
+	const perStmt = 400 // 400 × 16 columns stays far below PostgreSQL's 65,535 parameters
 	for start := 0; start < n; start += perStmt {
 		end := min(start+perStmt, n)
 		var b strings.Builder

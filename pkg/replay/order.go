@@ -85,6 +85,10 @@ type OrderInfo struct {
 	// ByFailure counts messages ordered by their first failure, their
 	// ids not being time-ordered UUIDs.
 	ByFailure int `json:"orderedByFailureTime"`
+	// Recorded: the batch was recorded in replay order, and a resume
+	// keeps that order (ByFailure then counts items recorded without a
+	// message id).
+	Recorded bool `json:"recordedOrder,omitempty"`
 }
 
 // Arrange puts items in replay order: each destination partition's

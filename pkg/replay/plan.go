@@ -81,6 +81,11 @@ type Plan struct {
 	SkippedHeld int `json:"skippedHeld,omitempty"`
 	// Order is what order the replay keeps (replays only).
 	Order *OrderInfo `json:"order,omitempty"`
+	// Pinned counts addresses that keep the manual path an earlier
+	// attempt took; NoCall those already done or gone (a recorded batch's
+	// resume), which cost neither a call nor time.
+	Pinned int `json:"pinnedToManual,omitempty"`
+	NoCall int `json:"alreadyDone,omitempty"`
 }
 
 // AlsoRemoved is a share of the rows a batch removes without having
@@ -132,11 +137,15 @@ type PlanOptions struct {
 	Hold func(Item) (HoldShare, bool)
 	// Order is what Arrange found (replays).
 	Order OrderInfo
+	// Pinned is how many addresses keep the manual path (see Plan).
+	Pinned int
+	// NoCall reports an item that needs no call (done, or gone).
+	NoCall func(Item) bool
 }
 
 // MakePlan summarises items.
 func MakePlan(items []Item, o PlanOptions) Plan {
-	p := Plan{Action: o.Action, Addresses: len(items), ByQueue: map[string]int{}, Rate: o.Rate, Via: o.Via}
+	p := Plan{Action: o.Action, Addresses: len(items), ByQueue: map[string]int{}, Rate: o.Rate, Via: o.Via, Pinned: o.Pinned}
 	classes := map[string]*ClassCount{}
 	also := map[[2]string]*AlsoRemoved{}
 	holds := map[string]*HoldShare{}
@@ -149,6 +158,9 @@ func MakePlan(items []Item, o PlanOptions) Plan {
 			classes[id] = &ClassCount{Class: id, Pattern: NormalizeError(r.ErrorMessage)}
 		}
 		classes[id].Count++
+		if o.NoCall != nil && o.NoCall(it) {
+			p.NoCall++
+		}
 		if it.Undecryptable() {
 			p.Undecryptable++
 		}
@@ -213,7 +225,7 @@ func MakePlan(items []Item, o PlanOptions) Plan {
 		p.Order = &info
 	}
 	if o.Rate > 0 {
-		p.Estimated = time.Duration(float64(len(items)) / o.Rate * float64(time.Second))
+		p.Estimated = time.Duration(float64(len(items)-p.NoCall) / o.Rate * float64(time.Second))
 		p.EstimatedSecs = p.Estimated.Seconds()
 	}
 	return p

@@ -106,6 +106,7 @@ type Broker struct {
 	retryN  int                // successful retries since faults were set
 	scriptN map[string]int     // calls per route since faults were set (Script)
 	callN   int                // calls since faults were set (Script)
+	applied int                // changes a client made: messages published, rows deleted
 
 	// version counts changes to rows; views caches filtered row lists
 	// per filter until the next change, so paging a filtered DLQ costs
@@ -298,6 +299,7 @@ func (b *Broker) removeRowsLocked(k msgKey) int {
 	if m == nil || len(m.rows) == 0 {
 		return 0
 	}
+	b.applied++
 	n := len(m.rows)
 	for _, r := range m.rows {
 		i := sort.Search(len(b.rows), func(i int) bool { return !newer(b.rows[i], r) })
@@ -392,6 +394,16 @@ func (b *Broker) Calls() map[string]int {
 	return maps.Clone(b.routes)
 }
 
+// Applied counts the changes clients made to the broker: messages
+// published (a duplicate is none) and addresses whose rows were deleted.
+// A call that changed nothing (a /retry of an address with no row) is
+// not one.
+func (b *Broker) Applied() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.applied
+}
+
 // ResetCalls zeroes the route counters.
 func (b *Broker) ResetCalls() {
 	b.mu.Lock()
@@ -451,5 +463,6 @@ func (b *Broker) pushLocked(queue, partition, txid string, payload json.RawMessa
 		Payload: payload, Encrypted: b.queues[queue].Encrypted, Live: true, CreatedAt: b.now().UTC(), seq: b.seq}
 	b.messages[k] = m
 	b.live = append(b.live, m)
+	b.applied++
 	return m, false
 }

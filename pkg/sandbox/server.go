@@ -814,7 +814,9 @@ func (b *Broker) del(w http.ResponseWriter, r *http.Request) {
 		}
 		// The released server deletes the message itself, live or not,
 		// and every group's dead-letter row with it; its id is free again.
-		b.removeRowsLocked(k)
+		if b.removeRowsLocked(k) == 0 {
+			b.applied++ // a live message deleted
+		}
 		delete(b.messages, k)
 		for i, lm := range b.live {
 			if lm == m {

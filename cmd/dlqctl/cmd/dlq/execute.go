@@ -337,7 +337,7 @@ func manifestItems(man []ledger.ManifestItem) []replay.Item {
 	for _, m := range man {
 		it := replay.Item{Address: m.Address, Queue: m.Queue, Partition: m.Partition, Payload: m.Payload, Checked: m.Checked}
 		row := func(g, errText string, retries int, failed time.Time) client.Row {
-			return client.Row{PartitionID: m.Address.PartitionID, TransactionID: m.Address.TransactionID, Queue: m.Queue,
+			return client.Row{ID: m.MessageID, PartitionID: m.Address.PartitionID, TransactionID: m.Address.TransactionID, Queue: m.Queue,
 				Partition: m.Partition, ConsumerGroup: g, ErrorMessage: errText, RetryCount: retries, FailedAt: failed, Data: m.Payload}
 		}
 		if len(m.Rows) > 0 {
@@ -368,7 +368,7 @@ func toManifest(items []replay.Item) []ledger.ManifestItem {
 	out := make([]ledger.ManifestItem, len(items))
 	for i, it := range items {
 		r := it.Newest()
-		mi := ledger.ManifestItem{Address: it.Address, Queue: it.Queue, Partition: it.Partition, Groups: it.Groups(),
+		mi := ledger.ManifestItem{Address: it.Address, MessageID: r.ID, Queue: it.Queue, Partition: it.Partition, Groups: it.Groups(),
 			Error: r.ErrorMessage, RetryCount: r.RetryCount, Payload: it.Data(), Undecryptable: it.Undecryptable(), Checked: it.Checked}
 		for _, x := range it.Rows {
 			mi.Rows = append(mi.Rows, ledger.ManifestRow{ConsumerGroup: x.ConsumerGroup, Error: x.ErrorMessage, RetryCount: x.RetryCount, FailedAt: x.FailedAt, Selected: true})
@@ -396,7 +396,7 @@ func reportMissing(w io.Writer, missing []client.Address) {
 }
 
 // writePlan writes the plan for people.
-func writePlan(w io.Writer, pal *render.Palette, p replay.Plan, dry bool) {
+func writePlan(w io.Writer, pal *render.Palette, p replay.Plan) {
 	c := render.Clean
 	verb := map[string]string{replay.Replay: "Replay", replay.Discard: "Discard"}[p.Action]
 	rows := plural(p.Rows, "dead-letter row", "dead-letter rows")
@@ -424,8 +424,16 @@ func writePlan(w io.Writer, pal *render.Palette, p replay.Plan, dry bool) {
 	if p.Via != "" {
 		fmt.Fprintf(w, "  path: %s\n", p.Via)
 	}
+	if p.Pinned > 0 {
+		fmt.Fprintf(w, "    %s the manual path an earlier attempt took (its derived id makes a repeat a duplicate)\n", plural(p.Pinned, "address keeps", "addresses keep"))
+	}
+	if p.NoCall > 0 {
+		fmt.Fprintf(w, "  %s already done or gone from the DLQ: no call needed\n", plural(p.NoCall, "message is", "messages are"))
+	}
 	if o := p.Order; o != nil {
 		switch {
+		case o.Recorded && replay.Ordered(o.Mode):
+			fmt.Fprintln(w, "  order: per partition, in the order the batch recorded, one at a time in each")
 		case !replay.Ordered(o.Mode):
 			fmt.Fprintln(w, "  order: none (--order none): messages of one partition may be published in any order")
 		case o.Partitions == 0:
@@ -438,7 +446,10 @@ func writePlan(w io.Writer, pal *render.Palette, p replay.Plan, dry bool) {
 			}
 			fmt.Fprintln(w, "    each replay lands after whatever its partition delivered since it failed: handlers must accept an older version")
 		}
-		if o.ByFailure > 0 {
+		switch {
+		case o.Recorded && o.ByFailure > 0:
+			fmt.Fprintf(w, "    %s recorded by an older dlqctl without message ids: they keep the order it recorded\n", plural(o.ByFailure, "message was", "messages were"))
+		case o.ByFailure > 0:
 			fmt.Fprintf(w, "    %s ordered by first failure: their message ids are not time-ordered\n", plural(o.ByFailure, "message is", "messages are"))
 		}
 	}
@@ -491,9 +502,6 @@ func writePlan(w io.Writer, pal *render.Palette, p replay.Plan, dry bool) {
 			until = " until " + render.Timestamp(h.Until)
 		}
 		fmt.Fprintf(w, "  %s %s under hold %s by %s%s: %s\n", warn, plural(h.Messages, "message is", "messages are"), h.BatchID, c(h.By), until, c(h.Why))
-	}
-	if dry {
-		fmt.Fprintln(w, "Dry run: nothing was written to the broker or the ledger.")
 	}
 }
 
@@ -734,7 +742,7 @@ type execSpec struct {
 	configure func(*replay.Options, Settings) error
 }
 
-// viaWords says which path a replay takes, for the plan.
+// viaWords says which path a replay takes, for the plan and the audit.
 func viaWords(s Settings, resolved string) string {
 	switch {
 	case s.Transform != "":
@@ -747,6 +755,35 @@ func viaWords(s Settings, resolved string) string {
 		return "manual (get, push, delete)"
 	}
 	return "auto: the /retry endpoint where the broker has one, else get, push, delete"
+}
+
+// resolvePath settles which path this broker gets: --via auto asks once,
+// with an address that cannot exist, whether the broker has /retry (in
+// any doubt the manual path, always safe to repeat); --via endpoint
+// stops here when it has none. It returns the path in words.
+func (p *pending) resolvePath(ctx context.Context) (string, error) {
+	s := p.settings
+	if s.Transform != "" || s.ToQueue != "" || p.opts.Via == replay.ViaManual {
+		p.opts.Via = replay.ViaManual
+		return viaWords(s, replay.ViaManual), nil
+	}
+	ok, err := p.cl.HasRetryRoute(ctx)
+	switch {
+	case ok && p.opts.Via == replay.ViaEndpoint:
+		return viaWords(s, replay.ViaEndpoint), nil
+	case ok:
+		p.opts.Via = replay.ViaEndpoint
+		return "endpoint (/retry): this broker has it", nil
+	case p.opts.Via == replay.ViaEndpoint && err != nil:
+		return "", err
+	case p.opts.Via == replay.ViaEndpoint:
+		return "", cmdutil.UsageError(errors.New("--via endpoint: the broker has no /retry route (use --via auto or manual)"))
+	case err != nil:
+		p.opts.Via = replay.ViaManual
+		return "manual (get, push, delete): the /retry probe got no clear answer (" + render.Truncate(err.Error(), 80) + "), and the manual path is always safe to repeat", nil
+	}
+	p.opts.Via = replay.ViaManual
+	return "manual (get, push, delete): this broker has no /retry route", nil
 }
 
 // pending is a batch planned and not yet executed: what execute prints
@@ -821,6 +858,7 @@ func prepare(ctx context.Context, f *cmdutil.Factory, sp execSpec) (*pending, er
 			in.items, p.po.Order = replay.Arrange(in.items, p.settings.Order, p.settings.ToQueue)
 		} else {
 			_, p.po.Order = replay.Arrange(slices.Clone(in.items), p.settings.Order, p.settings.ToQueue)
+			p.po.Order.Recorded = true
 		}
 	}
 	p.why = ef.Why
@@ -862,14 +900,41 @@ func (p *pending) makePlan(ctx context.Context) error {
 		p.in.items = kept
 	}
 	if p.sp.action == replay.Replay {
-		p.po.Via = viaWords(s, p.opts.Via)
+		if p.po.Via, err = p.resolvePath(ctx); err != nil {
+			return err
+		}
 		if s.ToQueue == "" {
 			p.po.QueueGroups = queueGroups(ctx, p.cl, p.in.items)
 		}
+		if p.po.Pinned, err = p.pinned(ctx); err != nil {
+			return err
+		}
 	}
+	p.po.NoCall = func(it replay.Item) bool { return p.in.absent[it.Address] }
 	p.plan = replay.MakePlan(p.in.items, p.po)
 	p.plan.SkippedHeld = p.skippedHeld
 	return nil
+}
+
+// pinned counts the addresses whose journal keeps them on the manual
+// path (an earlier attempt may have published their derived id): they
+// take it whatever the path resolved to.
+func (p *pending) pinned(ctx context.Context) (int, error) {
+	addrs := make([]client.Address, len(p.in.items))
+	for i, it := range p.in.items {
+		addrs[i] = it.Address
+	}
+	ents, err := p.ld.Entries(ctx, p.cl.Broker(), addrs)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		if replay.Pinned(e) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // setRate changes the rate of a planned batch, and its estimate.
@@ -911,14 +976,20 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		fmt.Fprintf(f.IO.ErrOut, "Nothing to %s: every dead letter that matches is under an active hold (%d left out by --skip-held).\n", sp.verb, p.skippedHeld)
 		return nil
 	}
-	if !fm.Human() && ef.DryRun {
+	// A dry run's plan is its output (stdout: replay --dry-run > plan.txt);
+	// before a real run, the plan is said on stderr with the progress.
+	switch {
+	case ef.DryRun && !fm.Human():
 		if err := render.Document(f.IO.Out, fm, p.plan); err != nil {
 			return err
 		}
-	} else {
-		writePlan(f.IO.ErrOut, f.ErrPalette(), p.plan, ef.DryRun)
+	case ef.DryRun:
+		writePlan(f.IO.Out, f.Palette(), p.plan)
+	default:
+		writePlan(f.IO.ErrOut, f.ErrPalette(), p.plan)
 	}
 	if ef.DryRun {
+		fmt.Fprintln(f.IO.ErrOut, "Dry run: nothing was written to the broker or the ledger.")
 		reportMissing(f.IO.ErrOut, p.in.missing)
 		return nil
 	}
@@ -963,22 +1034,6 @@ type runResult struct {
 func (p *pending) run(ctx context.Context, w io.Writer, tick func(int)) (*runResult, error) {
 	sp, cl, ld, in, settings := p.sp, p.cl, p.ld, p.in, p.settings
 	opts := p.opts
-	if sp.action == replay.Replay && settings.Transform == "" && settings.ToQueue == "" && opts.Via != replay.ViaManual {
-		// Ask once, with an address that cannot exist, whether the broker
-		// has /retry. In any doubt --via auto takes the manual path, which
-		// is always safe to repeat; --via endpoint stops here.
-		ok, err := cl.HasRetryRoute(ctx)
-		switch {
-		case ok:
-			opts.Via = replay.ViaEndpoint
-		case opts.Via == replay.ViaEndpoint && err != nil:
-			return nil, err
-		case opts.Via == replay.ViaEndpoint:
-			return nil, cmdutil.UsageError(errors.New("--via endpoint: the broker has no /retry route (use --via auto or manual)"))
-		default:
-			opts.Via = replay.ViaManual
-		}
-	}
 	by := sp.flags.By
 	if by == "" {
 		by = p.f.User()

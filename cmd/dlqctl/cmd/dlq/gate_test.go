@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
 	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
@@ -207,5 +210,37 @@ func TestSkipHeldActsOnTheRest(t *testing.T) {
 	}
 	if len(left) != len(held) {
 		t.Fatalf("%d of the %d held messages are left: --skip-held acted on held messages", len(left), len(held))
+	}
+}
+
+// A resume's plan says what is true: the recorded order (no claim about
+// message ids the manifest lacks), how many are already done, an
+// estimate for the rest only, and the path this broker gets. A dry run's
+// plan is its output (stdout).
+func TestResumePlanIsTruthful(t *testing.T) {
+	sw := &swappable{}
+	sw.fresh(t)
+	srv := httptest.NewServer(sw)
+	t.Cleanup(srv.Close)
+	cli := testutil.NewCLI(t, srv.URL, root.Run)
+	_, stderr, _ := sw.interrupted(cli, 30, "dlq", "replay", "--queue", "payments", "--why", "x", "--yes", "--rate", "50", "--concurrency", "1")
+	id := regexp.MustCompile(`--batch (\S+)`).FindStringSubmatch(stderr)[1]
+	out, stderr, code := cli.Exec("dlq", "replay", "--batch", id, "--dry-run", "--rate", "1")
+	if code != 0 || !strings.Contains(out, "Replay plan:") {
+		t.Fatalf("dry run: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	for _, bad := range []string{"ordered by first failure", "not time-ordered", "auto: the /retry endpoint where the broker has one"} {
+		if strings.Contains(out, bad) {
+			t.Fatalf("the plan says %q:\n%s", bad, out)
+		}
+	}
+	m := regexp.MustCompile(`(\d+) messages are already done or gone from the DLQ`).FindStringSubmatch(out)
+	est := regexp.MustCompile(`rate: 1/s, estimated (\S+)`).FindStringSubmatch(out)
+	if m == nil || est == nil || !strings.Contains(out, "path: endpoint (/retry): this broker has it") || !strings.Contains(out, "in the order the batch recorded") {
+		t.Fatalf("plan:\n%s", out)
+	}
+	done, _ := strconv.Atoi(m[1])
+	if want := render.Duration(time.Duration(81-done) * time.Second); est[1] != want {
+		t.Fatalf("estimate %s for %d messages left at 1/s, want %s:\n%s", est[1], 81-done, want, out)
 	}
 }

@@ -191,7 +191,7 @@ func (pl *Planned) OverrideHold() { pl.p.sp.flags.OverrideHold = true }
 
 // WritePlan writes the plan as the command prints it before it asks.
 func (pl *Planned) WritePlan(w io.Writer, pal *render.Palette) {
-	writePlan(w, pal, pl.p.plan, false)
+	writePlan(w, pal, pl.p.plan)
 }
 
 // Outcome is what a run did.
