@@ -664,3 +664,65 @@ func parseTimestamp(b []byte) (time.Time, error) {
 	}
 	return t.UTC(), nil
 }
+
+// RowsOldestFirst is Rows in the other order: the oldest failure first.
+// The first page is read as Rows reads it: when it holds everything (a
+// short page, or a broker that answers in one body, ignoring limit) its
+// rows are given in reverse. Otherwise the DLQ's end is found in
+// O(log N) requests and the pages are read from there back to the head,
+// each reversed, so memory stays a page or two (a row that arrives
+// meanwhile shifts the pages: rows seen on the page before are dropped,
+// as Rows does). Only a one-body broker makes it hold the whole DLQ.
+func (c *Client) RowsOldestFirst(ctx context.Context, q ListQuery) iter.Seq2[Row, error] {
+	return func(yield func(Row, error) bool) {
+		size := q.Limit
+		if size <= 0 {
+			size = 500
+		}
+		q.Limit, q.Offset = size, 0
+		first, err := c.ListPage(ctx, q)
+		if err != nil {
+			yield(Row{}, err)
+			return
+		}
+		backward := func(rows []Row, prev map[Key]struct{}) (map[Key]struct{}, bool) {
+			cur := make(map[Key]struct{}, len(rows))
+			for i := len(rows) - 1; i >= 0; i-- {
+				k := RowKey(rows[i])
+				cur[k] = struct{}{}
+				if _, seen := prev[k]; seen {
+					continue
+				}
+				if !yield(rows[i], nil) {
+					return nil, false
+				}
+			}
+			return cur, true
+		}
+		if len(first.Rows) != size {
+			backward(first.Rows, nil)
+			return
+		}
+		ext, err := c.FindOldestBelow(ctx, q, 2*size)
+		if err != nil {
+			yield(Row{}, err)
+			return
+		}
+		prev := map[Key]struct{}{}
+		for end := ext.Depth; end > size; end -= size {
+			pq := q
+			pq.Offset = max(size, end-size)
+			pq.Limit = end - pq.Offset
+			p, err := c.ListPage(ctx, pq)
+			if err != nil {
+				yield(Row{}, err)
+				return
+			}
+			var ok bool
+			if prev, ok = backward(p.Rows, prev); !ok {
+				return
+			}
+		}
+		backward(first.Rows, prev)
+	}
+}

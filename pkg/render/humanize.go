@@ -10,7 +10,8 @@ import (
 	"unicode/utf8"
 )
 
-// Age renders a duration the way kubectl does: 45s, 12m, 3h12m, 2d4h, 40d.
+// Age renders a duration the way kubectl does, but with two units past a
+// day however old: 45s, 12m, 3h12m, 2d4h, 40d6h.
 func Age(d time.Duration) string {
 	if d < 0 {
 		d = 0
@@ -32,14 +33,13 @@ func Age(d time.Duration) string {
 			return fmt.Sprintf("%dh", h)
 		}
 		return fmt.Sprintf("%dh%dm", h, m)
-	case d < 8*24*time.Hour:
-		days, h := int(d.Hours())/24, int(d.Hours())%24
-		if h == 0 {
-			return fmt.Sprintf("%dd", days)
-		}
-		return fmt.Sprintf("%dd%dh", days, h)
 	}
-	return fmt.Sprintf("%dd", int(d.Hours())/24)
+	// Days and hours however old: 8d3h and 8d18h are a day apart.
+	days, h := int64(d.Hours())/24, int64(d.Hours())%24
+	if h == 0 {
+		return fmt.Sprintf("%dd", days)
+	}
+	return fmt.Sprintf("%dd%dh", days, h)
 }
 
 // Truncate shortens s to at most n runes, ending with "…"; n <= 0 keeps it.
@@ -75,7 +75,11 @@ func AgeSince(now, t time.Time) string { return AgeOfSeconds(SecondsSince(now, t
 func AgeOfSeconds(s float64) string {
 	const maxSecs = float64(math.MaxInt64 / int64(time.Second))
 	if s >= maxSecs {
-		return fmt.Sprintf("%dd", int64(s/86400))
+		days, h := int64(s/86400), int64(s/3600)%24
+		if h == 0 {
+			return fmt.Sprintf("%dd", days)
+		}
+		return fmt.Sprintf("%dd%dh", days, h)
 	}
 	return Age(time.Duration(s * float64(time.Second)))
 }

@@ -12,6 +12,7 @@ func TestAge(t *testing.T) {
 	for d, want := range map[time.Duration]string{
 		-time.Second: "0s", 45 * time.Second: "45s", 3*time.Minute + 5*time.Second: "3m5s", 12 * time.Minute: "12m",
 		3*time.Hour + 12*time.Minute: "3h12m", 5 * time.Hour: "5h", 52 * time.Hour: "2d4h", 40 * 24 * time.Hour: "40d",
+		(8*24 + 3) * time.Hour: "8d3h", (8*24 + 18) * time.Hour: "8d18h", (400*24 + 1) * time.Hour: "400d1h",
 	} {
 		if got := Age(d); got != want {
 			t.Errorf("Age(%s) = %s, want %s", d, got, want)

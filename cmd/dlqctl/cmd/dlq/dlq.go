@@ -56,7 +56,11 @@ type Row struct {
 	RetryCount    int    `json:"retryCount"`
 	FailedAt      string `json:"failedAt"`
 	AgeSeconds    int64  `json:"ageSeconds"`
-	IsEncrypted   bool   `json:"isEncrypted"`
+	// IsEncrypted: the payload is encrypted at rest (the list decrypted
+	// it, or shows its envelope). It never depends on which kind of
+	// broker answered, so a row reads the same before and after the
+	// client has learnt it.
+	IsEncrypted bool `json:"isEncrypted"`
 	// Envelope: the list shows the stored encryption envelope, not the
 	// payload (undecryptable on a current broker; an older broker's list
 	// never decrypts, and dlq show tells which).
@@ -110,11 +114,10 @@ func (r Row) AppendJSON(b []byte) []byte {
 // row struct and no string built in between (the hot path of
 // `ls -o ndjson`; a test holds the two equal).
 type lsRecord struct {
-	r            client.Row
-	now          time.Time
-	d            *ledger.Decision
-	listDecrypts bool
-	slo          time.Duration // the row's triage SLO, 0 for none
+	r   client.Row
+	now time.Time
+	d   *ledger.Decision
+	slo time.Duration // the row's triage SLO, 0 for none
 }
 
 func (x lsRecord) AppendJSON(b []byte) []byte {
@@ -144,7 +147,7 @@ func (x lsRecord) AppendJSON(b []byte) []byte {
 	b = strconv.AppendInt(b, int64(render.SecondsSince(x.now, r.FailedAt)), 10)
 	env := r.Undecryptable()
 	b = append(b, `,"isEncrypted":`...)
-	b = strconv.AppendBool(b, r.IsEncrypted || (env && !x.listDecrypts))
+	b = strconv.AppendBool(b, r.IsEncrypted || env)
 	b = append(b, `,"envelope":`...)
 	b = strconv.AppendBool(b, env)
 	if x.d != nil {
@@ -162,12 +165,12 @@ func (x lsRecord) AppendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-func toRow(r client.Row, now time.Time, d *ledger.Decision, listDecrypts bool, slo time.Duration) Row {
+func toRow(r client.Row, now time.Time, d *ledger.Decision, slo time.Duration) Row {
 	env := r.Undecryptable()
 	out := Row{Address: r.Address().String(), PartitionID: r.PartitionID, TransactionID: r.TransactionID, MessageID: r.ID,
 		Queue: r.Queue, Partition: r.Partition, ConsumerGroup: r.ConsumerGroup, ErrorMessage: r.ErrorMessage,
 		ErrorClass: replay.ClassID(r.ErrorMessage), RetryCount: r.RetryCount, FailedAt: render.Timestamp(r.FailedAt),
-		AgeSeconds: int64(render.SecondsSince(now, r.FailedAt)), IsEncrypted: r.IsEncrypted || (env && !listDecrypts),
+		AgeSeconds: int64(render.SecondsSince(now, r.FailedAt)), IsEncrypted: r.IsEncrypted || env,
 		Envelope: env, Data: r.Data}
 	if d != nil {
 		out.Decision, out.DecisionBatch = decisionLabel(*d, r, now, slo), d.BatchID

@@ -9,10 +9,10 @@ import (
 
 // ToRowForTest and LsRecordForTest expose the two ways a row is written,
 // for the test that holds them equal.
-func ToRowForTest(r client.Row, now time.Time, d *ledger.Decision, listDecrypts bool) Row {
-	return toRow(r, now, d, listDecrypts, 0)
+func ToRowForTest(r client.Row, now time.Time, d *ledger.Decision, slo time.Duration) Row {
+	return toRow(r, now, d, slo)
 }
 
-func LsRecordForTest(r client.Row, now time.Time, d *ledger.Decision, listDecrypts bool) []byte {
-	return lsRecord{r: r, now: now, d: d, listDecrypts: listDecrypts}.AppendJSON(nil)
+func LsRecordForTest(r client.Row, now time.Time, d *ledger.Decision, slo time.Duration) []byte {
+	return lsRecord{r: r, now: now, d: d, slo: slo}.AppendJSON(nil)
 }

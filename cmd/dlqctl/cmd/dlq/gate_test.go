@@ -244,3 +244,55 @@ func TestResumePlanIsTruthful(t *testing.T) {
 		t.Fatalf("estimate %s for %d messages left at 1/s, want %s:\n%s", est[1], 81-done, want, out)
 	}
 }
+
+// ls --sort oldest gives the rows newest-first gives, in reverse, on a
+// broker that pages and on one that answers in one body; with --limit,
+// the oldest ones.
+func TestLsSortOldest(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		b, cli := seeded(t)
+		b.SetFaults(sandbox.Faults{OldServer: old})
+		for i := 0; i < 700; i++ {
+			b.AddDeadLetters(sandbox.DeadLetter{Queue: "bulk", Partition: "p", TransactionID: "b" + strconv.Itoa(i), ConsumerGroup: "g",
+				Error: "e", FailedAt: testutil.Now.Add(-time.Duration(i) * time.Minute), Data: json.RawMessage(`{}`)})
+		}
+		newest, _, _ := cli.Exec("dlq", "ls", "-o", "ndjson")
+		oldest, stderr, code := cli.Exec("dlq", "ls", "--sort", "oldest", "-o", "ndjson")
+		n := strings.Split(strings.TrimSpace(newest), "\n")
+		o := strings.Split(strings.TrimSpace(oldest), "\n")
+		if code != 0 || len(n) != len(o) || len(n) < 900 {
+			t.Fatalf("old server %v: exit %d, %d rows newest first, %d oldest first\n%s", old, code, len(n), len(o), stderr)
+		}
+		for i := range n {
+			if n[i] != o[len(o)-1-i] {
+				t.Fatalf("old server %v: row %d of newest-first is not row %d of oldest-first", old, i, len(o)-1-i)
+			}
+		}
+		three, _, _ := cli.Exec("dlq", "ls", "--sort", "oldest", "--limit", "3", "-o", "ndjson")
+		if strings.TrimSpace(three) != strings.Join(o[:3], "\n") {
+			t.Fatalf("old server %v: --limit 3 --sort oldest:\n%s", old, three)
+		}
+	}
+}
+
+// An envelope in the first page of a list is called what it is once the
+// list has answered: undecryptable on a broker whose list decrypts,
+// merely shown as its envelope on the released server; and isEncrypted
+// does not change with what the client has learnt so far.
+func TestEnvelopesInTheFirstPage(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		b, cli := seeded(t)
+		b.SetFaults(sandbox.Faults{OldServer: old})
+		out, _, _ := cli.Exec("dlq", "ls", "--queue", "notifications", "-o", "wide")
+		want := map[bool]string{false: "[undecryptable] decryption failed", true: "yes (list shows the envelope)"}[old]
+		if strings.Count(out, want) < 4 {
+			t.Fatalf("old server %v: want %q on the four envelopes:\n%s", old, want, out)
+		}
+		nd, _, _ := cli.Exec("dlq", "ls", "--queue", "notifications", "-o", "ndjson")
+		for _, l := range strings.Split(strings.TrimSpace(nd), "\n") {
+			if strings.Contains(l, `"envelope":true`) && !strings.Contains(l, `"isEncrypted":true`) {
+				t.Fatalf("old server %v: an envelope row that is not isEncrypted: %s", old, l)
+			}
+		}
+	}
+}

@@ -23,6 +23,7 @@ import (
 type LsOptions struct {
 	Selection cmdutil.SelectionFlags
 	GroupBy   string
+	Sort      string
 	Args      []string
 }
 
@@ -32,12 +33,18 @@ func NewCmdLs(f *cmdutil.Factory, runF func(*LsOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ls [ADDRESS...]",
 		Short: "List dead letters, newest failure first, or grouped",
-		Long: `List dead letters, newest failure first. AGE is coloured against the queue's
+		Long: `List dead letters, newest failure first (--sort oldest for the oldest first;
+with --limit N, the N oldest). AGE is coloured against the queue's
 max-age policy on a terminal. --group-by prints one row per group; for
 error, the group is a failure class: error texts with numbers, UUIDs, hex
 ids and quoted values replaced by placeholders, with a stable class id to
-pass to --class. -o ndjson streams: output starts before the last page.`,
+pass to --class. -o ndjson streams: output starts before the last page.
+--sort oldest streams too on a broker that pages (its end is found in
+O(log N) requests, then read backwards); a broker that answers the whole
+DLQ in one body (the released server) sends it newest first, so the rows
+are held before the first is printed.`,
 		Example: `  $ dlqctl dlq ls
+  $ dlqctl dlq ls --sort oldest --limit 20
   $ dlqctl dlq ls --queue orders --failed-after 2h -o wide
   $ dlqctl dlq ls --group-by error
   $ dlqctl dlq ls --class 1a2b3c4d -o ndjson | dlqctl dlq replay --from-file - --dry-run`,
@@ -48,6 +55,11 @@ pass to --class. -o ndjson streams: output starts before the last page.`,
 			default:
 				return cmdutil.FlagErrorf("invalid --group-by %q: valid values are error, queue, cg, partition", o.GroupBy)
 			}
+			switch o.Sort {
+			case "newest", "oldest":
+			default:
+				return cmdutil.FlagErrorf("invalid --sort %q: valid values are newest, oldest", o.Sort)
+			}
 			if runF != nil {
 				return runF(o)
 			}
@@ -56,6 +68,7 @@ pass to --class. -o ndjson streams: output starts before the last page.`,
 	}
 	cmdutil.AddSelectionFlags(cmd, &o.Selection, false)
 	cmd.Flags().StringVar(&o.GroupBy, "group-by", "", "one row per group: error, queue, cg or partition")
+	cmd.Flags().StringVar(&o.Sort, "sort", "newest", "newest (failure) first, or oldest first")
 	return cmd
 }
 
@@ -82,11 +95,15 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	now := f.Now()
 	limited := false
 	q := sel.Query(pageSize)
+	src := cl.Rows
+	if o.Sort == "oldest" {
+		src = cl.RowsOldestFirst
+	}
 	if o.GroupBy != "" {
 		q.NoData = true
-		return lsGroups(f, fm, o.GroupBy, selected(ctx, cl, sel, q, &limited), sel, now, heldBy(dec, now))
+		return lsGroups(f, fm, o.GroupBy, selected(src(ctx, q), sel, &limited), sel, now, heldBy(dec, now))
 	}
-	rows := selected(ctx, cl, sel, q, &limited)
+	rows := selected(src(ctx, q), sel, &limited)
 	cfg, err := f.Config()
 	if err != nil {
 		return err
@@ -105,7 +122,7 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 			if x, ok := dec[r.Address()]; ok {
 				d = &x
 			}
-			rec := lsRecord{r: r, now: now, d: d, listDecrypts: cl.ListDecrypts()}
+			rec := lsRecord{r: r, now: now, d: d}
 			if d != nil {
 				rec.slo = triageSLO(cfg, r.Queue, r.ConsumerGroup)
 			}
@@ -115,15 +132,15 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		}
 		return st.Close()
 	}
-	return lsTable(f, fm, cl, rows, sel, dec, now, func() bool { return limited })
+	return lsTable(f, fm, cl, rows, sel, dec, now, func() bool { return limited }, o.Sort)
 }
 
-// selected streams the rows of q that sel matches, up to its --limit
+// selected streams the rows of src that sel matches, up to its --limit
 // (then it stops reading, and sets *limited).
-func selected(ctx context.Context, cl *client.Client, sel *replay.Selection, q client.ListQuery, limited *bool) iter.Seq2[client.Row, error] {
+func selected(src iter.Seq2[client.Row, error], sel *replay.Selection, limited *bool) iter.Seq2[client.Row, error] {
 	return func(yield func(client.Row, error) bool) {
 		n := 0
-		for r, err := range cl.Rows(ctx, q) {
+		for r, err := range src {
 			if err != nil {
 				yield(r, err)
 				return
@@ -144,7 +161,7 @@ func selected(ctx context.Context, cl *client.Client, sel *replay.Selection, q c
 }
 
 func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(func(client.Row, error) bool), sel *replay.Selection,
-	dec map[client.Address]ledger.Decision, now time.Time, limited func() bool) error {
+	dec map[client.Address]ledger.Decision, now time.Time, limited func() bool, order string) error {
 	cfg, err := f.Config()
 	if err != nil {
 		return err
@@ -155,6 +172,7 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 		header = append(header, "MESSAGE-ID", "FAILED-AT", "ENCRYPTED")
 	}
 	var table [][]string
+	var envelopes []int // rows whose list payload is an encryption envelope
 	var ages []time.Duration
 	var scopes [][2]string
 	var oldest client.Row
@@ -179,30 +197,33 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 		if oldest.PartitionID == "" || r.FailedAt.Before(oldest.FailedAt) {
 			oldest = r
 		}
-		errText := render.Clean(r.ErrorMessage)
-		// An envelope in a list that decrypts means the broker could not
-		// decrypt it; the released server's list never decrypts, and its
-		// envelopes are merely encrypted (dlq show asks the detail route).
-		if r.Undecryptable() && cl.ListDecrypts() {
-			errText = "[undecryptable] " + errText
-		}
 		line := []string{render.AgeSince(now, r.FailedAt), render.Clean(r.Queue), render.Clean(r.Partition), render.Clean(groupName(r.ConsumerGroup)),
-			strconv.Itoa(r.RetryCount), errText, render.Clean(r.Address().String()), decision}
+			strconv.Itoa(r.RetryCount), render.Clean(r.ErrorMessage), render.Clean(r.Address().String()), decision}
 		if fm == render.Wide {
 			enc := "no"
-			switch {
-			case r.Undecryptable() && cl.ListDecrypts():
-				enc = "undecryptable"
-			case r.Undecryptable():
-				enc = "yes (list shows the envelope)"
-			case r.IsEncrypted:
+			if r.IsEncrypted {
 				enc = "yes"
 			}
 			line = append(line, render.Clean(r.ID), render.Timestamp(r.FailedAt), enc)
 		}
+		if r.Undecryptable() {
+			envelopes = append(envelopes, len(table))
+		}
 		table = append(table, line)
 		ages = append(ages, age)
 		scopes = append(scopes, [2]string{r.Queue, r.ConsumerGroup})
+	}
+	// What an envelope means is known once the list has answered: in a
+	// list that decrypts the broker could not decrypt it; the released
+	// server's list never decrypts, and its envelopes are merely
+	// encrypted (dlq show asks the detail route).
+	for _, i := range envelopes {
+		if cl.ListDecrypts() {
+			table[i][5] = "[undecryptable] " + table[i][5]
+		}
+		if fm == render.Wide {
+			table[i][10] = map[bool]string{true: "undecryptable", false: "yes (list shows the envelope)"}[cl.ListDecrypts()]
+		}
 	}
 	if len(table) == 0 {
 		if sel.Class != "" && !replay.IsClassID(sel.Class) {
@@ -228,8 +249,8 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 		what := plural(len(table), "dead letter", "dead letters")
 		of := ""
 		if limited() {
-			// The rows shown are the newest; the true oldest is further on.
-			what = fmt.Sprintf("%d newest dead letters shown (--limit %d)", len(table), sel.Limit)
+			// The rows shown are the newest (or oldest): the summary is of them.
+			what = fmt.Sprintf("%d %s dead letters shown (--limit %d)", len(table), order, sel.Limit)
 			of = " shown"
 		}
 		fmt.Fprintf(f.IO.Out, "%s, oldest%s %s (%s in %s), %s, %s\n\n",

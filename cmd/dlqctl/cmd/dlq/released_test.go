@@ -281,13 +281,14 @@ func TestLsRecordIsToRow(t *testing.T) {
 	b, _ := seeded(t)
 	now := testutil.Now
 	hold := &ledger.Decision{BatchID: "b1", Action: ledger.ActionHold, Until: now.Add(time.Hour), Seen: now}
+	replayed := &ledger.Decision{BatchID: "b2", Action: ledger.ActionReplay, At: now.Add(-time.Hour), Status: ledger.StatusRecorded, Seen: now}
 	for i, sr := range b.DeadLetterRows() {
 		r := client.Row{ID: "m<&>", TransactionID: sr.TransactionID, PartitionID: sr.PartitionID, Queue: sr.Queue, Partition: sr.Partition,
 			ConsumerGroup: sr.ConsumerGroup, ErrorMessage: sr.Error + "\x1b\u2028\xff", RetryCount: i, FailedAt: sr.FailedAt, Data: sr.Payload, IsEncrypted: i%3 == 0}
-		for _, d := range []*ledger.Decision{nil, hold} {
-			for _, dec := range []bool{false, true} {
-				want, _ := json.Marshal(dlq.ToRowForTest(r, now, d, dec))
-				if got := dlq.LsRecordForTest(r, now, d, dec); string(got) != string(want) {
+		for _, d := range []*ledger.Decision{nil, hold, replayed} {
+			for _, slo := range []time.Duration{0, time.Minute} {
+				want, _ := json.Marshal(dlq.ToRowForTest(r, now, d, slo))
+				if got := dlq.LsRecordForTest(r, now, d, slo); string(got) != string(want) {
 					t.Fatalf("row %d:\n%s\nwant\n%s", i, got, want)
 				}
 			}

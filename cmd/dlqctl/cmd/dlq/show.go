@@ -160,7 +160,7 @@ func lookup(ctx context.Context, cl *client.Client, ld *ledger.Store, addr clien
 	}
 	res.InDLQ = len(rows) > 0
 	for _, r := range rows {
-		row := toRow(r, now, nil, cl.ListDecrypts(), 0)
+		row := toRow(r, now, nil, 0)
 		row.Data = nil
 		res.Rows = append(res.Rows, row)
 		if res.Queue == "" {

@@ -46,7 +46,7 @@ func (w *Workflow) Rows(ctx context.Context, sel *replay.Selection) iter.Seq2[cl
 	q.NoData = true
 	var limited bool
 	return func(yield func(client.Row, error) bool) {
-		for r, err := range selected(ctx, w.cl, sel, q, &limited) {
+		for r, err := range selected(w.cl.Rows(ctx, q), sel, &limited) {
 			r.Data = nil
 			if !yield(r, err) {
 				return
