@@ -133,6 +133,16 @@ func (c *Config) PolicyFor(queue, group string) (Policy, bool) {
 	return out, ok
 }
 
+// Names reports whether a policy names queue itself (not only "*").
+func (c *Config) Names(queue string) bool {
+	for _, p := range c.Policies {
+		if p.Queue == queue {
+			return true
+		}
+	}
+	return false
+}
+
 // Path is where the config was read from (and is written to).
 func (c *Config) Path() string { return c.path }
 

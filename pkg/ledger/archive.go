@@ -179,3 +179,36 @@ func (s *Store) ArchivedRows(ctx context.Context, broker string, f ArchiveFilter
 	}
 	return out, s.wrap("reading the archive", rows.Err())
 }
+
+// Departed hands fn, one at a time, each archived row of the broker that
+// failed at or after since and has left the DLQ since (replayed,
+// discarded, vanished): with the rows still in the DLQ, every arrival of
+// the window.
+func (s *Store) Departed(ctx context.Context, broker string, since time.Time, fn func(queue, errorText string, failedAt time.Time)) error {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT queue, error, failed_at FROM archive WHERE broker = ? AND gone_at IS NOT NULL AND failed_at >= ?`),
+		broker, fmtTime(since))
+	if err != nil {
+		return s.wrap("reading the archive", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var q, e string
+		var f sql.NullString
+		if err := rows.Scan(&q, &e, &f); err != nil {
+			return s.wrap("reading the archive", err)
+		}
+		fn(q, e, parseTime(f))
+	}
+	return s.wrap("reading the archive", rows.Err())
+}
+
+// MarkRemoved records in the archive that a batch's run removed its
+// addresses' rows from the DLQ (the journal says removed): they left
+// under a decision, as a sync would find.
+func (s *Store) MarkRemoved(ctx context.Context, broker, batchID string, now time.Time) error {
+	_, err := s.exec(ctx, s.db, `UPDATE archive SET gone_at = ?, vanished = 0
+		WHERE broker = ? AND gone_at IS NULL AND EXISTS (SELECT 1 FROM journal j WHERE j.broker = archive.broker
+			AND j.partition_id = archive.partition_id AND j.transaction_id = archive.transaction_id AND j.batch_id = ? AND j.state = 'removed'
+			AND archive.last_seen <= j.updated_at)`, fmtTime(now), broker, batchID)
+	return s.wrap("marking removed rows in the archive", err)
+}

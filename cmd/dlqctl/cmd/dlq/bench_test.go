@@ -142,7 +142,7 @@ func BenchmarkCheck(b *testing.B) {
 		b.Run(fmt.Sprintf("check/%d", n), func(b *testing.B) {
 			sb.ResetCalls()
 			for i := 0; i < b.N; i++ {
-				if _, err := dlq.Check(context.Background(), c, cfg, nil, nil, nil, 0, 0, time.Now()); err != nil {
+				if _, err := dlq.Check(context.Background(), c, dlq.CheckInput{Config: cfg, Now: time.Now()}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -264,7 +264,7 @@ func BenchmarkCheckMaxAge(b *testing.B) {
 			var res *dlq.CheckResult
 			for i := 0; i < b.N; i++ {
 				var err error
-				if res, err = dlq.Check(context.Background(), c, &config.Config{}, nil, nil, nil, time.Hour, 0, time.Now()); err != nil {
+				if res, err = dlq.Check(context.Background(), c, dlq.CheckInput{Config: &config.Config{}, MaxAge: time.Hour, Now: time.Now()}); err != nil {
 					b.Fatal(err)
 				}
 			}

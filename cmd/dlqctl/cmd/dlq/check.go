@@ -21,6 +21,7 @@ type CheckOptions struct {
 	MaxAge    string
 	TriageSLO string
 	Format    string
+	AllScopes bool
 
 	maxAge, triageSLO time.Duration
 }
@@ -73,6 +74,7 @@ Exit 0 when all hold, 1 on any breach.`,
 	fl.StringVar(&o.MaxAge, "max-age", "", "breach when the oldest dead letter is older than this (overrides policies)")
 	fl.StringVar(&o.TriageSLO, "triage-slo", "", "breach when a dead letter has had no decision for longer than this (overrides policies)")
 	fl.StringVar(&o.Format, "format", "", "github (workflow annotations) or prometheus (textfile exposition)")
+	fl.BoolVar(&o.AllScopes, "all-scopes", false, "also show the scopes with no dead letter that no policy names")
 	return cmd
 }
 
@@ -86,7 +88,7 @@ func checkRun(ctx context.Context, f *cmdutil.Factory, o *CheckOptions) error {
 	if err != nil {
 		return err
 	}
-	res, err := evaluate(ctx, f, o.Queues, o.maxAge, o.triageSLO)
+	res, err := evaluate(ctx, f, CheckInput{Queues: o.Queues, MaxAge: o.maxAge, TriageSLO: o.triageSLO, AllScopes: o.AllScopes})
 	if err != nil {
 		return err
 	}
@@ -108,9 +110,10 @@ func checkRun(ctx context.Context, f *cmdutil.Factory, o *CheckOptions) error {
 	return nil
 }
 
-// evaluate runs the gate against the broker and the ledger's decisions;
-// maxAge and triageSLO, when not zero, override the policies.
-func evaluate(ctx context.Context, f *cmdutil.Factory, queues []string, maxAge, triageSLO time.Duration) (*CheckResult, error) {
+// evaluate runs the gate against the broker and the ledger: in is
+// completed with the config, the decisions, the vanished rows and the
+// clock.
+func evaluate(ctx context.Context, f *cmdutil.Factory, in CheckInput) (*CheckResult, error) {
 	cfg, err := f.Config()
 	if err != nil {
 		return nil, err
@@ -119,15 +122,14 @@ func evaluate(ctx context.Context, f *cmdutil.Factory, queues []string, maxAge, 
 	if err != nil {
 		return nil, err
 	}
-	dec, err := ld.LatestDecisions(ctx, cl.Broker())
-	if err != nil {
+	if in.Decisions, err = ld.LatestDecisions(ctx, cl.Broker()); err != nil {
 		return nil, err
 	}
-	vanished, err := ld.ArchivedRows(ctx, cl.Broker(), ledger.ArchiveFilter{VanishedOnly: true})
-	if err != nil {
+	if in.Vanished, err = ld.ArchivedRows(ctx, cl.Broker(), ledger.ArchiveFilter{VanishedOnly: true}); err != nil {
 		return nil, err
 	}
-	return Check(ctx, cl, cfg, dec, vanished, queues, maxAge, triageSLO, f.Now())
+	in.Config, in.Now = cfg, f.Now()
+	return Check(ctx, cl, in)
 }
 
 func fmtThreshold(p *float64) string {
@@ -167,6 +169,9 @@ func writeCheckTable(f *cmdutil.Factory, res *CheckResult) {
 			undecided, strconv.Itoa(s.VanishedUndecided), status})
 	}
 	_ = render.WriteTable(f.IO.Out, header, rows)
+	if res.Hidden > 0 {
+		fmt.Fprintf(f.IO.ErrOut, "note: %s with no dead letter and no policy not shown (--all-scopes shows them)\n", plural(res.Hidden, "scope", "scopes"))
+	}
 	for _, n := range res.Notes {
 		fmt.Fprintln(f.IO.ErrOut, "note: "+render.Clean(n))
 	}

@@ -1092,6 +1092,9 @@ func (p *pending) run(ctx context.Context, w io.Writer, tick func(int)) (*runRes
 	}
 	_ = ld.Audit(jctx, ledger.AuditEntry{At: end, Broker: cl.Broker(), BatchID: batch.ID, Kind: "execution-" + status, By: by,
 		Detail: render.Counts(rep.Outcome())})
+	if err := ld.MarkRemoved(jctx, cl.Broker(), batch.ID, end); err != nil {
+		return res, err
+	}
 	_, _ = ld.ResolveHolds(jctx, cl.Broker())
 	if in.fresh && !rep.Interrupted && p.sel != nil && len(p.sel.Addresses) == 0 {
 		own := map[string]bool{}

@@ -82,6 +82,11 @@ type CheckResult struct {
 	Notes     []string `json:"notes,omitempty"`
 	Requests  int      `json:"requests"`
 	Bytes     int64    `json:"bytes"`
+	// Hidden counts the scopes left out: no dead letter, and neither a
+	// policy nor --queue names their queue (--all-scopes shows them).
+	Hidden int `json:"hiddenScopes,omitempty"`
+	// ReadWhole: every row of the DLQ was streamed past Visit.
+	ReadWhole bool `json:"-"`
 }
 
 // gate is one evaluation of the thresholds against the broker and the
@@ -99,6 +104,9 @@ type gate struct {
 	// depths are the broker's own per-queue DLQ depths, where it exports
 	// them: where probes start looking for each end.
 	depths map[string]int
+	visit  func(client.Row)
+	// readWhole: the unfiltered one-body pass streamed every row.
+	readWhole bool
 }
 
 // limits are a scope's thresholds.
@@ -192,14 +200,17 @@ func (a *acc) add(g *gate, r client.Row) {
 // pages, each scope costs O(log N) requests and reads no row unless the
 // ledger holds a hold or a decision that could change the answer; on one
 // that answers in one body, each queue is streamed once for all its scopes.
-func Check(ctx context.Context, cl *client.Client, cfg *config.Config, dec map[client.Address]ledger.Decision,
-	vanished []ledger.Archived, queues []string, maxAge, triageSLO time.Duration, now time.Time) (*CheckResult, error) {
+func Check(ctx context.Context, cl *client.Client, in CheckInput) (*CheckResult, error) {
 	total := &client.Meter{}
 	ctx = client.WithMeter(ctx, total)
+	now, queues := in.Now, in.Queues
 	res := &CheckResult{Broker: cl.Server(), CheckedAt: render.Timestamp(now), OK: true}
-	g := &gate{cl: cl, cfg: cfg, dec: dec, maxAge: maxAge, triageSLO: triageSLO, now: now,
-		holds: map[string]bool{}, decided: map[string]bool{}}
-	for _, d := range dec {
+	g := &gate{cl: cl, cfg: in.Config, dec: in.Decisions, maxAge: in.MaxAge, triageSLO: in.TriageSLO, now: now,
+		holds: map[string]bool{}, decided: map[string]bool{}, visit: in.Visit}
+	if g.cfg == nil {
+		g.cfg = &config.Config{}
+	}
+	for _, d := range in.Decisions {
 		if !d.Active(now) {
 			continue
 		}
@@ -237,16 +248,45 @@ func Check(ctx context.Context, cl *client.Client, cfg *config.Config, dec map[c
 		}
 		return a.ConsumerGroup < b.ConsumerGroup
 	})
+	shown := scopes[:0]
 	for i := range scopes {
 		s := &scopes[i]
-		g.vanishedAndVerdict(s, vanished)
+		g.vanishedAndVerdict(s, in.Vanished)
 		if len(s.Breaches) > 0 {
 			res.OK = false
 		}
+		// An empty scope nobody named says nothing: test queues by the
+		// dozen would bury the few that matter.
+		if in.AllScopes || s.Depth > 0 || s.VanishedUndecided > 0 || len(s.Breaches) > 0 || slices.Contains(queues, s.Queue) || g.cfg.Names(s.Queue) {
+			shown = append(shown, *s)
+		} else {
+			res.Hidden++
+		}
 	}
-	res.Scopes = scopes
+	res.Scopes = shown
+	res.ReadWhole = g.readWhole
 	res.Requests, res.Bytes = total.Requests(), total.Bytes()
 	return res, nil
+}
+
+// CheckInput is what a check is evaluated against besides the broker.
+type CheckInput struct {
+	Config    *config.Config
+	Decisions map[client.Address]ledger.Decision
+	// Vanished are the archived rows that left the broker with no decision.
+	Vanished []ledger.Archived
+	// Queues narrows the check to these queues (each must exist).
+	Queues []string
+	// MaxAge and TriageSLO, when not zero, override the policies.
+	MaxAge, TriageSLO time.Duration
+	Now               time.Time
+	// AllScopes keeps the scopes with no dead letter that no policy and
+	// no --queue names (they are counted in Hidden otherwise).
+	AllScopes bool
+	// Visit, when set, sees every row a one-body pass streams (stats
+	// counts arrivals from the same read); CheckResult.ReadWhole says
+	// whether that was every row of the DLQ.
+	Visit func(client.Row)
 }
 
 // everyQueue evaluates every queue: the ones the broker lists, and every
@@ -271,14 +311,34 @@ func (g *gate) everyQueue(ctx context.Context, topo *client.Topology, res *Check
 		}
 		return p
 	}
+	// The first row is handed to visit only once the answer turns out to
+	// be the whole DLQ: a broker that pages answered one row, and the
+	// caller reads the rows it wants itself.
+	var first client.Row
+	seen := 0
 	n, err := g.cl.ListEach(mctx, client.ListQuery{Limit: 1, NoData: true}, func(r client.Row) bool {
 		pass(r.Queue).get(r.ConsumerGroup).add(g, r)
+		if seen++; g.visit != nil {
+			switch seen {
+			case 1:
+				first = r
+			case 2:
+				g.visit(first)
+				g.visit(r)
+			default:
+				g.visit(r)
+			}
+		}
 		return true
 	})
 	if err != nil {
 		return nil, err
 	}
 	if n > 1 || g.cl.OneBody() {
+		g.readWhole = true
+		if n == 1 && g.visit != nil {
+			g.visit(first)
+		}
 		for _, q := range topo.Queues() {
 			pass(q)
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	dlqctl "github.com/dlqctl/dlqctl"
+	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/dlq"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
 	"github.com/dlqctl/dlqctl/internal/testutil"
 	"github.com/dlqctl/dlqctl/pkg/render"
@@ -294,5 +295,67 @@ func TestEnvelopesInTheFirstPage(t *testing.T) {
 				t.Fatalf("old server %v: an envelope row that is not isEncrypted: %s", old, l)
 			}
 		}
+	}
+}
+
+// Scopes with no dead letter that no policy names are left out of check
+// (and counted); --all-scopes shows them; a policy or --queue naming a
+// queue keeps its scopes.
+func TestEmptyScopesAreNotListed(t *testing.T) {
+	b, cli := seeded(t)
+	for i := 0; i < 5; i++ {
+		b.AddQueue("test-"+strconv.Itoa(i), false, 3, "g")
+	}
+	cli.WriteConfig("policies:\n  - queue: test-0\n    max-age: 1h\n  - queue: \"*\"\n    max-age: 30d\n")
+	out, stderr, _ := cli.Exec("dlq", "check")
+	if strings.Contains(out, "test-1") || !strings.Contains(out, "test-0") || !strings.Contains(stderr, "4 scopes with no dead letter and no policy not shown") {
+		t.Fatalf("check:\n%s%s", out, stderr)
+	}
+	if out, _, _ := cli.Exec("dlq", "check", "--all-scopes"); !strings.Contains(out, "test-4") {
+		t.Fatalf("check --all-scopes:\n%s", out)
+	}
+	if out, _, _ := cli.Exec("dlq", "check", "--queue", "test-3"); !strings.Contains(out, "test-3") {
+		t.Fatalf("check --queue test-3:\n%s", out)
+	}
+	if out, _, _ := cli.Exec("dlq", "stats"); strings.Contains(out, "test-2") {
+		t.Fatalf("stats lists an empty queue:\n%s", out)
+	}
+}
+
+// Arrivals count what arrived in the window, also what has left the DLQ
+// since (replayed, discarded): a replayed class does not vanish from
+// them. On a broker that answers in one body, stats reads the DLQ once.
+func TestStatsArrivalsKeepWhatLeft(t *testing.T) {
+	b, cli, requests := released(t)
+	arrivals := func() map[string]int {
+		out, _, code := cli.Exec("dlq", "stats", "--since", "240h", "-o", "json")
+		var st dlq.Stats
+		if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 {
+			t.Fatalf("%v %d", err, code)
+		}
+		m := map[string]int{}
+		for _, c := range st.Arrivals {
+			m[c.Class] = c.Arrivals
+		}
+		return m
+	}
+	before := arrivals()
+	if _, stderr, code := cli.Exec("dlq", "replay", "--class", orderNotFound, "--why", "fixed", "--yes", "--rate", "0"); code != 0 {
+		t.Fatalf("replay: %d %s", code, stderr)
+	}
+	_ = b
+	requests()
+	after := arrivals()
+	if after[orderNotFound] != before[orderNotFound] || before[orderNotFound] == 0 {
+		t.Fatalf("arrivals of the replayed class: %d before, %d after", before[orderNotFound], after[orderNotFound])
+	}
+	lists := 0
+	for _, r := range requests() {
+		if strings.HasPrefix(r, "GET /api/v1/dlq") {
+			lists++
+		}
+	}
+	if lists != 1 {
+		t.Fatalf("stats read the DLQ %d times on a one-body broker", lists)
 	}
 }

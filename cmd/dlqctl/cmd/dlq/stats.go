@@ -18,8 +18,9 @@ import (
 
 // StatsOptions are `dlq stats`'s flags.
 type StatsOptions struct {
-	Since string
-	since time.Duration
+	Since     string
+	AllScopes bool
+	since     time.Duration
 }
 
 // NewCmdStats prints the DLQ's health numbers.
@@ -47,6 +48,7 @@ func NewCmdStats(f *cmdutil.Factory, runF func(*StatsOptions) error) *cobra.Comm
 		},
 	}
 	cmd.Flags().StringVar(&o.Since, "since", "24h", "the window: arrivals, decisions and outcomes since this long ago")
+	cmd.Flags().BoolVar(&o.AllScopes, "all-scopes", false, "also list the queues with no dead letter that no policy names")
 	return cmd
 }
 
@@ -99,7 +101,46 @@ func statsRun(ctx context.Context, f *cmdutil.Factory, o *StatsOptions) error {
 	if err != nil {
 		return err
 	}
-	res, err := Check(ctx, cl, cfg, dec, nil, nil, 0, 0, now)
+	// Arrivals in the window, by class: the rows still in the DLQ and the
+	// archived ones that left it since (replayed, discarded, vanished).
+	hours := int(o.since.Hours() + 0.999)
+	classes := map[string]*ClassHourly{}
+	arrived := func(errText string, failedAt time.Time) {
+		if failedAt.Before(since) {
+			return
+		}
+		id := replay.ClassID(errText)
+		c := classes[id]
+		if c == nil {
+			c = &ClassHourly{Class: id, Pattern: replay.NormalizeError(errText), Hours: make([]int, hours)}
+			classes[id] = c
+		}
+		c.Arrivals++
+		h := int(failedAt.Sub(since).Hours())
+		c.Hours[min(max(h, 0), hours-1)]++
+	}
+	// A replay that failed again is back in the DLQ under the id it was
+	// replayed as: derived (manual path) or minted by the broker (endpoint
+	// path, recorded in the journal).
+	outcomes, replayedAs, err := ld.OutcomeCounts(ctx, cl.Broker(), since)
+	if err != nil {
+		return err
+	}
+	ours := make(map[string]bool, len(replayedAs))
+	for _, id := range replayedAs {
+		ours[id] = true
+	}
+	refailed := 0
+	inWindow := func(r client.Row) {
+		if r.FailedAt.Before(since) {
+			return
+		}
+		arrived(r.ErrorMessage, r.FailedAt)
+		if replay.IsReplayID(r.TransactionID) || ours[r.TransactionID] {
+			refailed++
+		}
+	}
+	res, err := Check(ctx, cl, CheckInput{Config: cfg, Decisions: dec, Now: now, AllScopes: o.AllScopes, Visit: inWindow})
 	if err != nil {
 		return err
 	}
@@ -118,41 +159,21 @@ func statsRun(ctx context.Context, f *cmdutil.Factory, o *StatsOptions) error {
 		st.Queues = append(st.Queues, *q)
 	}
 	sort.Slice(st.Queues, func(i, j int) bool { return st.Queues[i].Queue < st.Queues[j].Queue })
-
-	// Arrivals in the window: newest first, so stop at the window's start.
-	hours := int(o.since.Hours() + 0.999)
-	classes := map[string]*ClassHourly{}
-	// A replay that failed again is back in the DLQ under the id it was
-	// replayed as: derived (manual path) or minted by the broker (endpoint
-	// path, recorded in the journal).
-	outcomes, replayedAs, err := ld.OutcomeCounts(ctx, cl.Broker(), since)
-	if err != nil {
+	if !res.ReadWhole {
+		// A broker that pages was probed, not read: read the window only
+		// (newest first, so stop at its start).
+		for r, err := range cl.Rows(ctx, client.ListQuery{Limit: pageSize, NoData: true}) {
+			if err != nil {
+				return err
+			}
+			if r.FailedAt.Before(since) {
+				break
+			}
+			inWindow(r)
+		}
+	}
+	if err := ld.Departed(ctx, cl.Broker(), since, func(_, errText string, failedAt time.Time) { arrived(errText, failedAt) }); err != nil {
 		return err
-	}
-	ours := make(map[string]bool, len(replayedAs))
-	for _, id := range replayedAs {
-		ours[id] = true
-	}
-	refailed := 0
-	for r, err := range cl.Rows(ctx, client.ListQuery{Limit: pageSize, NoData: true}) {
-		if err != nil {
-			return err
-		}
-		if r.FailedAt.Before(since) {
-			break
-		}
-		id := replay.ClassID(r.ErrorMessage)
-		c := classes[id]
-		if c == nil {
-			c = &ClassHourly{Class: id, Pattern: replay.NormalizeError(r.ErrorMessage), Hours: make([]int, hours)}
-			classes[id] = c
-		}
-		c.Arrivals++
-		h := int(r.FailedAt.Sub(since).Hours())
-		c.Hours[min(max(h, 0), hours-1)]++
-		if replay.IsReplayID(r.TransactionID) || ours[r.TransactionID] {
-			refailed++
-		}
 	}
 	for _, c := range classes {
 		c.PerHour = float64(c.Arrivals) / o.since.Hours()

@@ -79,7 +79,7 @@ func GroupName(g string) string { return groupName(g) }
 // Check evaluates the scopes of queues (all when empty) as dlq check does
 // with no flags: thresholds from the config's policies.
 func (w *Workflow) Check(ctx context.Context, queues []string) (*CheckResult, error) {
-	return evaluate(ctx, w.f, queues, 0, 0)
+	return evaluate(ctx, w.f, CheckInput{Queues: queues})
 }
 
 // MaxAge is the max-age policy of a queue and consumer group, 0 for none.
