@@ -275,9 +275,6 @@ func TestTwoProcessesOneBatchOnPostgres(t *testing.T) {
 		t.Skip("runs the real binary")
 	}
 	dsn := testutil.PostgresDSN(t)
-	if dsn == "" {
-		return
-	}
 	for round := 0; round < 5; round++ {
 		w := newWorld(t, 60, uint64(500+round), dsn)
 		// Rows stay after /retry: two processes that both took an address

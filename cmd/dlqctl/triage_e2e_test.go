@@ -145,6 +145,8 @@ func TestTriageInATerminal(t *testing.T) {
 	}
 	tm.keys("r")
 	tm.waitFor("Replay plan:", 10*time.Second)
+	// The form opens on the rate; tab goes to the reason.
+	tm.keys("Tab")
 	tm.typ("notifier fixed")
 	tm.keys("Enter")
 	done := tm.waitFor("replayed, 0 failed", 30*time.Second)

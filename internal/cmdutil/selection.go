@@ -27,7 +27,7 @@ type SelectionFlags struct {
 func AddSelectionFlags(cmd *cobra.Command, s *SelectionFlags, withAll bool) {
 	fl := cmd.Flags()
 	fl.StringVar(&s.Queue, "queue", "", "only dead letters of this queue")
-	fl.StringVar(&s.ConsumerGroup, "cg", "", "only rows of this consumer group")
+	fl.StringVar(&s.ConsumerGroup, "cg", "", "only rows of this consumer group ('(queue mode)' or __QUEUE_MODE__ for queue-mode consumers)")
 	fl.StringVar(&s.Partition, "partition", "", "only this partition (by name)")
 	fl.StringVar(&s.Error, "error", "", "only rows whose errorMessage matches this regular expression")
 	fl.StringVar(&s.FailedAfter, "failed-after", "", "only rows that failed after this time (RFC 3339, or a duration ago such as 2h)")
@@ -47,8 +47,8 @@ func (s *SelectionFlags) Any(args []string) bool {
 
 // Build turns the flags and address arguments into a compiled selection.
 func (s *SelectionFlags) Build(f *Factory, args []string) (*replay.Selection, error) {
-	sel := &replay.Selection{Queue: s.Queue, ConsumerGroup: s.ConsumerGroup, Partition: s.Partition,
-		Error: s.Error, Class: s.Class, Limit: s.Limit, All: s.All}
+	sel := &replay.Selection{Queue: s.Queue, ConsumerGroup: client.GroupName(s.ConsumerGroup), Partition: s.Partition,
+		Error: s.Error, Class: strings.ToLower(s.Class), Limit: s.Limit, All: s.All}
 	now := f.Now()
 	var err error
 	if s.FailedAfter != "" {

@@ -52,29 +52,48 @@ type Ledger struct {
 var schemaSeq atomic.Int64
 
 // Ledgers returns a fresh SQLite ledger and, when PostgreSQL is
-// configured, a fresh schema on it. Without PostgreSQL the test is told
-// so, and fails in CI.
+// configured, a fresh schema on it. Without PostgreSQL the test gets a
+// skipped "postgres" subtest (go test -v shows --- SKIP), and fails in CI.
 func Ledgers(t testing.TB) []Ledger {
 	t.Helper()
 	out := []Ledger{{Name: "sqlite", DSN: "sqlite://" + filepath.Join(t.TempDir(), "ledger.db")}}
-	if dsn := PostgresDSN(t); dsn != "" {
-		out = append(out, Ledger{Name: "postgres", DSN: dsn})
+	if base := postgresBase(t); base != "" {
+		out = append(out, Ledger{Name: "postgres", DSN: freshSchema(t, base)})
+	} else if tt, ok := t.(*testing.T); ok {
+		tt.Run("postgres", func(t *testing.T) { t.Skip(skipPostgres) })
+	} else {
+		t.Log(skipPostgres)
 	}
 	return out
 }
 
-// PostgresDSN returns a DSN on a fresh schema, "" when PostgreSQL is not
-// configured (a failure in CI).
+const skipPostgres = PostgresEnv + " not set: PostgreSQL part skipped"
+
+// PostgresDSN returns a DSN on a fresh schema; without PostgreSQL the
+// test is skipped (a failure in CI).
 func PostgresDSN(t testing.TB) string {
 	t.Helper()
-	base := os.Getenv(PostgresEnv)
+	base := postgresBase(t)
 	if base == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not set: CI must run the ledger tests on PostgreSQL", PostgresEnv)
-		}
-		t.Logf("%s not set: PostgreSQL part skipped", PostgresEnv)
-		return ""
+		t.Skip(skipPostgres)
 	}
+	return freshSchema(t, base)
+}
+
+// postgresBase is the configured server's DSN, "" when there is none
+// (CI must have one).
+func postgresBase(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv(PostgresEnv)
+	if base == "" && os.Getenv("CI") != "" {
+		t.Fatalf("%s is not set: CI must run the ledger tests on PostgreSQL", PostgresEnv)
+	}
+	return base
+}
+
+// freshSchema makes a schema of its own for the test on base.
+func freshSchema(t testing.TB, base string) string {
+	t.Helper()
 	schema := fmt.Sprintf("t_%d_%d", os.Getpid(), schemaSeq.Add(1))
 	db, err := sql.Open("pgx", base)
 	if err != nil {

@@ -206,6 +206,28 @@ type ConsumerGroup struct {
 // consumers (those that name no group).
 const QueueModeGroup = "__QUEUE_MODE__"
 
+// QueueModeLabel is what people are shown for QueueModeGroup. Machine
+// formats (JSON, NDJSON, YAML, Prometheus labels) keep QueueModeGroup,
+// and --cg takes either.
+const QueueModeLabel = "(queue mode)"
+
+// GroupLabel is a consumer group as people are shown it.
+func GroupLabel(g string) string {
+	if g == QueueModeGroup {
+		return QueueModeLabel
+	}
+	return g
+}
+
+// GroupName is a consumer group as the broker names it, from what a
+// person typed (the label of the queue-mode group, or a name).
+func GroupName(typed string) string {
+	if typed == QueueModeLabel {
+		return QueueModeGroup
+	}
+	return typed
+}
+
 // Queue is one entry of GET /api/v1/resources/queues.
 type Queue struct {
 	Name              string   `json:"name"`

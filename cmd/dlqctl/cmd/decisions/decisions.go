@@ -254,7 +254,11 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 			st = "-"
 		}
 		c := render.Clean
-		rows = append(rows, []string{c(m.Address.String()), c(m.Queue), c(strings.Join(m.Groups, ",")), render.Timestamp(m.FailedAt), st, render.Truncate(c(m.Error), 60)})
+		groups := make([]string, len(m.Groups))
+		for i, g := range m.Groups {
+			groups[i] = client.GroupLabel(g)
+		}
+		rows = append(rows, []string{c(m.Address.String()), c(m.Queue), c(strings.Join(groups, ",")), render.Timestamp(m.FailedAt), st, render.Truncate(c(m.Error), 60)})
 	}
 	if err := render.WriteTable(w, []string{"ADDRESS", "QUEUE", "CG", "FAILED-AT", "STATE", "ERROR"}, rows); err != nil {
 		return err

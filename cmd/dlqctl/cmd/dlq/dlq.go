@@ -205,12 +205,7 @@ func triageSLO(cfg *config.Config, queue, group string) time.Duration {
 
 // groupName shows a consumer group to a person: queue-mode consumers'
 // internal name is spelled out.
-func groupName(g string) string {
-	if g == client.QueueModeGroup {
-		return "(queue mode)"
-	}
-	return g
-}
+func groupName(g string) string { return client.GroupLabel(g) }
 
 // decisions loads the latest decision per address. A ledger that cannot
 // be reached only costs the DECISION column (with a warning): the DLQ is

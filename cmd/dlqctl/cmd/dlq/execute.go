@@ -481,7 +481,7 @@ func writePlan(w io.Writer, pal *render.Palette, p replay.Plan) {
 	}
 	for _, fo := range p.FanOut {
 		fmt.Fprintf(w, "  %s a re-push reaches every consumer group of %s (%s): %s failed in only some of them and will be delivered again to the others. Use --to-queue for a recovery queue only the failed group reads.\n",
-			warn, c(fo.Queue), c(strings.Join(fo.AlsoReaches, ", ")), plural(fo.Messages, "message", "messages"))
+			warn, c(fo.Queue), c(strings.Join(groupLabels(fo.AlsoReaches), ", ")), plural(fo.Messages, "message", "messages"))
 	}
 	if p.Undecryptable > 0 {
 		if p.Action == replay.Replay {
@@ -503,6 +503,15 @@ func writePlan(w io.Writer, pal *render.Palette, p replay.Plan) {
 		}
 		fmt.Fprintf(w, "  %s %s under hold %s by %s%s: %s\n", warn, plural(h.Messages, "message is", "messages are"), h.BatchID, c(h.By), until, c(h.Why))
 	}
+}
+
+// groupLabels are consumer groups as people are shown them.
+func groupLabels(gs []string) []string {
+	out := make([]string, len(gs))
+	for i, g := range gs {
+		out[i] = client.GroupLabel(g)
+	}
+	return out
 }
 
 // confirm asks for a yes on a terminal; without one, --yes is required.
@@ -803,6 +812,20 @@ type pending struct {
 	now      time.Time
 	// skippedHeld counts the messages --skip-held left out of the batch.
 	skippedHeld int
+	// id is the id a fresh batch will be recorded under, minted with the
+	// plan so it can be said before the run.
+	id string
+}
+
+// batchID is the recorded batch's id, or the one a fresh batch gets.
+func (p *pending) batchID() string {
+	if p.in.batch != nil {
+		return p.in.batch.ID
+	}
+	if p.id == "" {
+		p.id = ledger.NewBatchID(p.f.Now())
+	}
+	return p.id
 }
 
 // prepare snapshots the selection (or loads the recorded batch), settles
@@ -1044,7 +1067,7 @@ func (p *pending) run(ctx context.Context, w io.Writer, tick func(int)) (*runRes
 	verb := "Executing recorded"
 	if batch == nil {
 		verb = "Recorded"
-		batch = &ledger.Batch{Broker: cl.Broker(), Action: map[string]string{replay.Replay: ledger.ActionReplay, replay.Discard: ledger.ActionDiscard}[sp.action],
+		batch = &ledger.Batch{ID: p.batchID(), Broker: cl.Broker(), Action: map[string]string{replay.Replay: ledger.ActionReplay, replay.Discard: ledger.ActionDiscard}[sp.action],
 			By: by, At: now, Why: p.why, Selection: p.sel.String(), Destination: settings.ToQueue, Status: ledger.StatusRunning, Settings: record}
 		if err := ld.CreateBatch(ctx, batch, toManifest(in.items)); err != nil {
 			return nil, err

@@ -172,6 +172,9 @@ func (w *Workflow) Plan(ctx context.Context, verb string, args []string) (*Plann
 	return &Planned{p: p}, nil
 }
 
+// BatchID is the id the batch is (or will be) recorded under.
+func (pl *Planned) BatchID() string { return pl.p.batchID() }
+
 // Messages is how many messages the batch holds (0: nothing matches).
 func (pl *Planned) Messages() int { return len(pl.p.in.items) }
 

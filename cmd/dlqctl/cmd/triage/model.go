@@ -83,8 +83,9 @@ type model struct {
 	rowFilter     string
 	filtering     bool
 	input         textinput.Model
-	classView     []int // indexes into groups that the filter keeps
-	rowView       []int // indexes into rows of the open group that the filter keeps
+	classView     []int  // indexes into groups that the filter keeps
+	rowView       []int  // indexes into rows of the open group that the filter keeps
+	rowWidths     [2]int // the widest queue and group name among rowView
 	msg           *message
 	modal         any // *helpModal, *holdModal or *planModal
 	status        string
@@ -109,11 +110,20 @@ type target struct {
 type helpModal struct{}
 
 type holdModal struct {
-	t          target
-	until, why textinput.Model
-	form       form
-	err        string
-	busy       bool
+	t                 target
+	until, why, owner textinput.Model
+	form              form
+	err               string
+	busy              bool
+}
+
+// args is the hold as dlq decide's command line.
+func (hm *holdModal) args() []string {
+	a := []string{"--action", "hold", "--until", hm.until.Value(), "--why", hm.why.Value()}
+	if o := strings.TrimSpace(hm.owner.Value()); o != "" {
+		a = append(a, "--owner", o)
+	}
+	return append(a, hm.t.args...)
 }
 
 type phase int
@@ -414,12 +424,14 @@ func (m *model) refilter() {
 	}
 	m.classCur.fit(len(m.classView), m.listHeight())
 
-	m.rowView = m.rowView[:0]
+	m.rowView, m.rowWidths = m.rowView[:0], [2]int{}
 	f = strings.ToLower(m.rowFilter)
 	for _, i := range m.members[m.classKey] {
 		r := m.rows[i]
 		if f == "" || strings.Contains(strings.ToLower(r.Queue+" "+r.Partition+" "+r.ConsumerGroup+" "+r.ErrorMessage+" "+r.TransactionID+" "+r.PartitionID), f) {
 			m.rowView = append(m.rowView, i)
+			m.rowWidths[0] = max(m.rowWidths[0], len(r.Queue))
+			m.rowWidths[1] = max(m.rowWidths[1], len(dlq.GroupName(r.ConsumerGroup)))
 		}
 	}
 	m.rowCur.fit(len(m.rowView), m.listHeight())
@@ -559,10 +571,11 @@ func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
 		m.regroup(next)
 	case key.Matches(k, m.keys.Hold):
 		if t, ok := m.target(); ok {
-			hm := &holdModal{t: t, until: m.newInput("until ", "24h"), why: m.newInput("why   ", "")}
+			hm := &holdModal{t: t, until: m.newInput("until ", "24h"), why: m.newInput("why   ", ""), owner: m.newInput("owner ", "")}
 			hm.until.Placeholder = "24h, 2d or an RFC 3339 time"
 			hm.why.Placeholder = "recorded in the ledger"
-			hm.form = form{fields: []*textinput.Model{&hm.until, &hm.why}}
+			hm.owner.Placeholder = "the team that owns the follow-up (optional)"
+			hm.form = form{fields: []*textinput.Model{&hm.until, &hm.why, &hm.owner}}
 			m.modal = hm
 			return hm.form.start(0)
 		}
@@ -606,7 +619,14 @@ func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
 // move moves the cursor, or scrolls the message.
 func (m *model) move(k tea.KeyPressMsg) {
 	if m.screen == screenMessage {
-		m.msg.page.update(k)
+		switch {
+		case key.Matches(k, m.keys.Top):
+			m.msg.page.vp.GotoTop()
+		case key.Matches(k, m.keys.Bottom):
+			m.msg.page.vp.GotoBottom()
+		default:
+			m.msg.page.update(k)
+		}
 		return
 	}
 	c, n := &m.classCur, len(m.classView)
@@ -684,13 +704,15 @@ func (m *model) holdKey(hm *holdModal, k tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(k, m.keys.Next), k.String() == "enter" && hm.form.focus == 0:
 		return hm.form.next()
 	case k.String() == "enter":
-		args := append([]string{"--action", "hold", "--until", hm.until.Value(), "--why", hm.why.Value()}, hm.t.args...)
+		args := hm.args()
 		hm.busy, hm.err = true, ""
 		return func() tea.Msg {
 			b, n, err := m.wf.Decide(m.ctx, args)
 			return decidedMsg{batch: b, n: n, err: err}
 		}
 	}
+	// An error said about what was typed goes once the typing changes it.
+	hm.err = ""
 	return hm.form.update(k)
 }
 
@@ -709,9 +731,14 @@ func (m *model) decided(msg decidedMsg) tea.Cmd {
 	line := "Held " + plural(msg.n, "message", "messages") + " until " + render.Timestamp(b.Until) + " (batch " + b.ID + ")"
 	m.setStatus(line)
 	m.log = append(m.log, line)
-	// The decisions and the scopes' verdicts change; the rows do not.
+	// The decisions and the scopes' verdicts change; the rows do not. An
+	// open message shows its decisions: it is read again.
 	m.decGen++
-	return tea.Batch(m.loadDecisions(m.decGen), m.loadScopes(m.decGen))
+	cmds := []tea.Cmd{m.loadDecisions(m.decGen), m.loadScopes(m.decGen)}
+	if m.screen == screenMessage && m.msg != nil {
+		cmds = append(cmds, m.openMessage(m.msg.addr))
+	}
+	return tea.Batch(cmds...)
 }
 
 // ---- replay and discard ----
@@ -750,7 +777,7 @@ func (m *model) planned(msg plannedMsg) {
 	pm.why.Placeholder = "recorded in the ledger"
 	pm.form = form{fields: []*textinput.Model{&pm.rate, &pm.why}}
 	pm.phase = confirming
-	pm.form.start(1)
+	pm.form.start(0)
 	m.layout()
 }
 
@@ -797,6 +824,7 @@ func (m *model) planKey(pm *planModal, k tea.KeyPressMsg) tea.Cmd {
 	case k.String() == "enter":
 		return m.startRun(pm)
 	}
+	pm.err = ""
 	return pm.form.update(k)
 }
 
@@ -823,6 +851,7 @@ func (m *model) startRun(pm *planModal) tea.Cmd {
 	ctx, cancel := context.WithCancel(m.ctx)
 	run := &running{cancel: cancel, notify: make(chan struct{}, 1), ended: make(chan struct{})}
 	m.run = run
+	m.setStatus("")
 	pm.phase, pm.err, pm.done, pm.ran = executing, "", 0, true
 	opts := []progress.Option{progress.WithWidth(max(20, m.width-10)), progress.WithFillCharacters('█', '░')}
 	if !m.cfg.color {

@@ -303,7 +303,8 @@ func TestHoldOneClassReplayAnother(t *testing.T) {
 	if pm := w.m.modal.(*planModal); pm.phase != confirming || !strings.Contains(pm.err, "why") {
 		t.Fatalf("a replay without a reason went on: phase %v, err %q", pm.phase, pm.err)
 	}
-	w.keys("tab", "ctrl+u")
+	// The form opens on its first field, the rate.
+	w.keys("ctrl+u")
 	w.typ("0") // unlimited: the screen's confirmation is the --yes
 	w.keys("tab")
 	w.typ("inventory-service fixed")
@@ -394,7 +395,7 @@ func TestInterruptAndResume(t *testing.T) {
 	w := newWorld(t, false)
 	g := w.classOf("unknown payload version")
 	w.moveTo(g.Key)
-	w.keys("r", "tab", "ctrl+u")
+	w.keys("r", "ctrl+u")
 	w.typ("4") // slow enough to interrupt
 	w.keys("tab")
 	w.typ("v4 parser deployed")
@@ -519,5 +520,63 @@ func TestColourFollowsTheTerminal(t *testing.T) {
 	}
 	if f := newWorld(t, true).m.render(); !colour(f) || !strings.Contains(f, "\x1b[91m") {
 		t.Fatal("no colour on a colour terminal")
+	}
+}
+
+// What a tired person runs into on the screen: a broker that is down, a
+// hold made on an open message, a filter kept, a long message.
+func TestTheScreenSaysWhatIsTrue(t *testing.T) {
+	// The broker down: the header and the list say so, the cause whole.
+	b := sandbox.New(func() time.Time { return testutil.Now })
+	if err := b.Load(dlqctl.SandboxSeed); err != nil {
+		t.Fatal(err)
+	}
+	b.SetFaults(sandbox.Faults{Fail503Every: 1, Script: func(sandbox.Call) sandbox.Action { return sandbox.Refuse }})
+	down := openWorld(t, b, false)
+	down.settle()
+	frame := down.frame()
+	if !strings.Contains(frame, "the broker cannot be read") || !strings.Contains(frame, "Cannot read the DLQ:") || !strings.Contains(frame, "503") {
+		t.Fatalf("a broker that cannot be read:\n%s", frame)
+	}
+
+	w := newWorld(t, false)
+	g := w.classOf("order <n> not found")
+	w.moveTo(g.Key)
+	w.keys("enter", "enter") // the class, then its first message
+	if w.m.screen != screenMessage || !strings.Contains(w.m.msg.page.text, "none recorded") {
+		t.Fatalf("message screen:\n%s", w.frame())
+	}
+	// End and Home scroll the message, as the key table says (on the
+	// screen as drawn: the program draws after every key).
+	w.frame()
+	w.send(tea.KeyPressMsg{Code: tea.KeyEnd})
+	if w.m.msg.page.vp.YOffset() == 0 {
+		t.Fatalf("End did not scroll the message:\n%s", w.frame())
+	}
+	w.keys("home")
+	if w.m.msg.page.vp.YOffset() != 0 {
+		t.Fatal("Home did not scroll back")
+	}
+	// A hold on the open message: its decisions show it.
+	w.keys("h", "tab")
+	w.typ("INC-9")
+	w.keys("tab")
+	w.typ("team-billing")
+	w.keys("enter")
+	if strings.Contains(w.m.msg.page.text, "none recorded") || !strings.Contains(w.m.msg.page.text, "for team-billing") {
+		t.Fatalf("after a hold on the open message:\n%s", w.m.msg.page.text)
+	}
+	// Back on the rows, the heading says who holds them; a kept filter
+	// shows in the title.
+	w.keys("esc")
+	if !strings.Contains(w.frame(), "held by team-billing") {
+		t.Fatalf("rows screen:\n%s", w.frame())
+	}
+	w.keys("/")
+	w.typ("billing")
+	w.keys("enter")
+	w.m.setStatus("something else")
+	if !strings.Contains(w.frame(), "filter: billing") {
+		t.Fatalf("a kept filter is not shown:\n%s", w.frame())
 	}
 }

@@ -2,6 +2,7 @@ package triage
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/dlq"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 )
 
@@ -63,7 +65,14 @@ func (m *model) title() string {
 		count = "loading… " + commas(n) + " rows"
 	}
 	what := map[string][2]string{"error": {"class", "classes"}, "queue": {"queue", "queues"}, "cg": {"group", "groups"}, "partition": {"partition", "partitions"}}[m.by]
-	return " " + strings.Join([]string{"triage", count, plural(len(m.groups), what[0], what[1]), "by " + m.by, render.Clean(m.wf.Server())}, " · ")
+	parts := []string{"triage", count, plural(len(m.groups), what[0], what[1]), "by " + m.by}
+	if m.loadErr != nil && n == 0 {
+		parts = []string{"triage", "the broker cannot be read"}
+	}
+	if f := m.filterText(); f != "" && m.screen != screenMessage {
+		parts = append(parts, "filter: "+render.Clean(f))
+	}
+	return " " + strings.Join(append(parts, render.Clean(m.wf.Server())), " · ")
 }
 
 func (m *model) statusLine(w int) string {
@@ -248,7 +257,12 @@ func (m *model) classesBody(w, h int) []string {
 	lh := m.listHeight()
 	var cols []column
 	if m.by == "error" {
-		cols = []column{{"CLASS", 8, false}, {"ROWS", 5, true}, {"MSGS", 5, true}, {"UNDEC", 5, true}, {"OLDEST", 6, false}, {"NEWEST", 6, false}, {"QUEUES", 12, false}, {"ERROR", 0, false}}
+		qw := 6
+		for _, g := range m.groups {
+			qw = max(qw, ansi.StringWidth(render.Clean(strings.Join(g.Queues, ","))))
+		}
+		cols = []column{{"CLASS", 8, false}, {"ROWS", 5, true}, {"MSGS", 5, true}, {"UNDEC", 5, true}, {"OLDEST", 6, false}, {"NEWEST", 6, false},
+			{"QUEUES", min(qw, max(w/4, 12)), false}, {"ERROR", 0, false}}
 	} else {
 		cols = []column{{strings.ToUpper(map[string]string{"queue": "queue", "cg": "queue/group", "partition": "queue/partition"}[m.by]), 26, false},
 			{"ROWS", 5, true}, {"MSGS", 5, true}, {"UNDEC", 5, true}, {"OLDEST", 6, false}, {"NEWEST", 6, false}, {"EXAMPLE", 0, false}}
@@ -293,6 +307,16 @@ func (m *model) classesBody(w, h int) []string {
 	if len(m.classView) == 0 {
 		msg := "No dead letters match."
 		switch {
+		case m.loadErr != nil:
+			// The whole cause, over as many lines as it takes: the list is
+			// empty because the DLQ could not be read, not because it is.
+			lines := strings.Split(ansi.Wrap("Cannot read the DLQ: "+render.Clean(oneLine(m.loadErr.Error()))+" (R reads again)", w-4, ""), "\n")
+			for i, l := range lines {
+				if at := len(out) - lh + i; at < len(out) {
+					out[at] = fit("  "+l, w)
+				}
+			}
+			return pad(out, w, h)
 		case m.loading:
 			msg = "Reading the DLQ…"
 		case m.classFilter != "":
@@ -324,19 +348,52 @@ func (m *model) undecided(key string) int {
 	return n
 }
 
+// held says how many of a group's rows are under an active hold, and
+// who the holds are with (owners, else who recorded them).
+func (m *model) held(key string) (int, []string) {
+	now := m.cfg.now()
+	n := 0
+	var who []string
+	for _, i := range m.members[key] {
+		r := m.rows[i]
+		d, ok := m.dec[r.Address()]
+		if !ok || d.Action != ledger.ActionHold || !d.Covers(r.FailedAt, now) {
+			continue
+		}
+		n++
+		h := d.Owner
+		if h == "" {
+			h = d.By
+		}
+		if !slices.Contains(who, h) {
+			who = append(who, h)
+		}
+	}
+	sort.Strings(who)
+	return n, who
+}
+
 // ---- one group's rows ----
 
 func (m *model) rowsBody(w, h int) []string {
 	var head string
-	if g, ok := m.grouper.Lookup(m.classKey); ok && m.by == "error" {
+	g, ok := m.grouper.Lookup(m.classKey)
+	if ok && m.by == "error" {
 		head = fmt.Sprintf("class %s · %s · %s", g.Key, render.Clean(g.Pattern), plural(g.Count, "row", "rows"))
 	} else if ok {
 		head = fmt.Sprintf("%s %s · %s", m.by, render.Clean(g.Key), plural(g.Count, "row", "rows"))
-	} else {
+	}
+	if n, who := m.held(m.classKey); ok && n > 0 {
+		head += fmt.Sprintf(" · %d held by %s", n, render.Clean(strings.Join(who, ", ")))
+	}
+	if !ok {
 		head = "gone: no dead letter is in " + render.Clean(m.classKey) + " now"
 	}
 	out := []string{fit(m.st.header.Render(head), w)}
-	cols := []column{{"AGE", 6, false}, {"QUEUE", 10, false}, {"PARTITION", 9, false}, {"GROUP", 10, false}, {"ERROR", 0, false}, {"DECISION", 14, false}}
+	// Names get the room they need (up to a quarter of the width each);
+	// the error text takes the rest.
+	cols := []column{{"AGE", 6, false}, {"QUEUE", min(max(m.rowWidths[0], 5), max(w/4, 10)), false}, {"PARTITION", 9, false},
+		{"GROUP", min(max(m.rowWidths[1], 5), max(w/5, 10)), false}, {"ERROR", 0, false}, {"DECISION", 14, false}}
 	now := m.cfg.now()
 	cellOf := func(i, c int) string {
 		r := m.rows[m.rowView[i]]
@@ -395,6 +452,11 @@ func (m *model) helpBody(w, h int) []string {
 	lines := []string{"Keys", ""}
 	lines = append(lines, strings.Split(m.help.FullHelpView(m.keys.helpFor(m.screen).FullHelp()), "\n")...)
 	lines = append(lines, "",
+		"In a plan: tab moves between rate and why, enter runs, ctrl+o acts",
+		"on messages under a hold all the same (--override-hold), esc",
+		"cancels. While a batch runs, ctrl+c or esc interrupts it (calls in",
+		"flight finish; it resumes with dlq replay --batch); ctrl+c quits.",
+		"",
 		"h, r and x act on the class under the cursor (with the selection",
 		"dlqctl triage was given), or on one message in a class or open.",
 		"Nothing is written before its plan is shown and confirmed; every",
@@ -411,8 +473,9 @@ func (m *model) holdBody(hm *holdModal, w, h int) []string {
 		"",
 		hm.until.View(),
 		hm.why.View(),
+		hm.owner.View(),
 		"",
-		m.st.faint.Render("same as: " + dlq.CommandLine(append([]string{"dlqctl", "dlq", "decide", "--action", "hold", "--until", hm.until.Value(), "--why", hm.why.Value()}, hm.t.args...)...)),
+		m.st.faint.Render("same as: " + dlq.CommandLine(append([]string{"dlqctl", "dlq", "decide"}, hm.args()...)...)),
 	}
 	if hm.busy {
 		lines = append(lines, "Recording…")
@@ -456,7 +519,7 @@ func (m *model) planBody(pm *planModal, w, h int) []string {
 			fmt.Sprintf("%d of %d done", pm.done, pm.planned.Messages()),
 			"",
 			"ctrl+c or esc interrupts: calls in flight finish, and the batch",
-			"resumes with dlqctl dlq " + pm.verb + " --batch ID.",
+			"resumes with " + dlq.CommandLine("dlqctl", "dlq", pm.verb, "--batch", pm.planned.BatchID(), "--yes") + ".",
 		}
 	case finished:
 		if pm.result != "" {
