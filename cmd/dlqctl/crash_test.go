@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
@@ -60,7 +60,7 @@ type world struct {
 }
 
 func newWorld(t *testing.T, n int, seed uint64, ledgerDSN string) *world {
-	b, url := testutil.Sandbox(t)
+	b, url := testkit.Sandbox(t)
 	b.Fill(n, seed)
 	w := &world{t: t, b: b, url: url, dir: t.TempDir(), orig: map[string]client.Address{}, undec: map[string]bool{}}
 	w.ledger = ledgerDSN
@@ -274,7 +274,7 @@ func TestTwoProcessesOneBatchOnPostgres(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the real binary")
 	}
-	dsn := testutil.PostgresDSN(t)
+	dsn := testkit.PostgresDSN(t)
 	for round := 0; round < 5; round++ {
 		w := newWorld(t, 60, uint64(500+round), dsn)
 		// Rows stay after /retry: two processes that both took an address
@@ -326,7 +326,7 @@ func TestOrderedKillAndResume(t *testing.T) {
 	for vi, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			for trial := 0; trial < 4; trial++ {
-				b, url := testutil.Sandbox(t)
+				b, url := testkit.Sandbox(t)
 				b.FillChains(parts, per, uint64(100*vi+trial))
 				w := &world{t: t, b: b, url: url, dir: t.TempDir(), orig: map[string]client.Address{}, undec: map[string]bool{}}
 				w.ledger = "sqlite://" + filepath.Join(w.dir, "ledger.db")
@@ -483,7 +483,7 @@ type trialResult struct{ doubles, lost int }
 // messages live more than once and messages neither live nor
 // dead-lettered.
 func trialOnce(b *testing.B, rng *rand.Rand, faults sandbox.Faults, vias []string, seed uint64) trialResult {
-	br, url := testutil.Sandbox(b)
+	br, url := testkit.Sandbox(b)
 	br.Fill(40, seed)
 	dir := b.TempDir()
 	ledgerDSN := "sqlite://" + filepath.Join(dir, "ledger.db")

@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/dlqctl/dlqctl/internal/secret"
+	"github.com/dlqctl/dlqctl/pkg/secret"
 )
 
 var plainArg = regexp.MustCompile(`^[A-Za-z0-9_./:=@%+,-]+$`)

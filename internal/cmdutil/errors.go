@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/config"
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 )
 
@@ -72,8 +73,10 @@ func ExitCode(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.Code
-	case errors.As(err, &fe):
+	case errors.As(err, &fe), errs.KindOf(err) == errs.Usage, errs.KindOf(err) == errs.Flag:
 		return ExitUsage
+	case errs.KindOf(err) == errs.NotFound:
+		return ExitNotFound
 	case errors.Is(err, context.Canceled):
 		return ExitInterrupted
 	case errors.Is(err, client.ErrUnauthorized), errors.Is(err, client.ErrForbidden):

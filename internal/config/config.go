@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/adrg/xdg"
+	"github.com/dlqctl/dlqctl/pkg/duration"
+	"github.com/dlqctl/dlqctl/pkg/policy"
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -93,54 +95,23 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 // MarshalJSON writes the duration as its text.
 func (d Duration) MarshalJSON() ([]byte, error) { return []byte(strconv.Quote(d.String())), nil }
 
-// PolicyFor returns the policy in force for a queue's consumer group:
-// the default ("*"), then a default group policy ("*" with the group),
-// then the queue's own policy, then the queue's policy for the group,
-// each setting only what it names (an owner, a max-age, a triage-slo)
-// and inheriting the rest. ok is false when no policy applies at all.
-func (c *Config) PolicyFor(queue, group string) (Policy, bool) {
-	out := Policy{Queue: queue, ConsumerGroup: group}
-	ok := false
-	layer := func(q, g string) {
-		for i := range c.Policies {
-			p := &c.Policies[i]
-			if p.Queue != q || p.ConsumerGroup != g {
-				continue
-			}
-			ok = true
-			if p.Owner != "" {
-				out.Owner = p.Owner
-			}
-			if !p.MaxAge.IsZero() {
-				out.MaxAge = p.MaxAge
-			}
-			if !p.TriageSLO.IsZero() {
-				out.TriageSLO = p.TriageSLO
-			}
-			return // the first policy naming a scope is the one in force
-		}
+// PolicySet is the config's policies as the gate reads them.
+func (c *Config) PolicySet() policy.Set {
+	if c == nil {
+		return nil
 	}
-	layer("*", "")
-	if group != "" {
-		layer("*", group)
+	out := make(policy.Set, len(c.Policies))
+	for i, p := range c.Policies {
+		out[i] = policy.Rule{Queue: p.Queue, ConsumerGroup: p.ConsumerGroup,
+			Policy: policy.Policy{Owner: p.Owner, MaxAge: p.MaxAge.D(), TriageSLO: p.TriageSLO.D()}}
 	}
-	if queue != "*" {
-		layer(queue, "")
-		if group != "" {
-			layer(queue, group)
-		}
-	}
-	return out, ok
+	return out
 }
 
-// Names reports whether a policy names queue itself (not only "*").
-func (c *Config) Names(queue string) bool {
-	for _, p := range c.Policies {
-		if p.Queue == queue {
-			return true
-		}
-	}
-	return false
+// PolicyFor returns the policy in force for a queue's consumer group
+// (policy.Set.For: each rule sets what it names and inherits the rest).
+func (c *Config) PolicyFor(queue, group string) (policy.Policy, bool) {
+	return c.PolicySet().For(queue, group)
 }
 
 // Path is where the config was read from (and is written to).
@@ -225,31 +196,8 @@ func durationHook(from, to reflect.Type, data any) (any, error) {
 	return nil, fmt.Errorf("want a duration such as 90m, 4h or 2d, not %v", data)
 }
 
-// ParseDuration accepts Go durations plus a day unit ("2d", "1d12h").
-func ParseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return 0, fmt.Errorf("empty duration")
-	}
-	var days time.Duration
-	if i := strings.Index(s, "d"); i > 0 {
-		var n int
-		// 100,000 days is past anything meant and far from int64 overflow.
-		if _, err := fmt.Sscanf(s[:i], "%d", &n); err != nil || fmt.Sprint(n) != s[:i] || n < 0 || n > 100_000 {
-			return 0, fmt.Errorf("invalid duration %q: want e.g. 90m, 4h, 2d", s)
-		}
-		days = time.Duration(n) * 24 * time.Hour
-		s = s[i+1:]
-		if s == "" {
-			return days, nil
-		}
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 || days+d < days {
-		return 0, fmt.Errorf("invalid duration %q: want e.g. 90m, 4h, 2d", s)
-	}
-	return days + d, nil
-}
+// ParseDuration is duration.Parse: Go durations plus a day unit.
+func ParseDuration(s string) (time.Duration, error) { return duration.Parse(s) }
 
 // Save writes the config back to its path (0600: it may name token files).
 func (c *Config) Save() error {

@@ -1,3 +1,6 @@
+// Package testutil runs dlqctl command lines in process for the command
+// tests: a CLI with its own config, ledger and clock, and golden files.
+// What tests of pkg/ share lives in pkg/testkit.
 package testutil
 
 import (
@@ -12,10 +15,11 @@ import (
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/iostreams"
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
 // Now is the fixed clock of command tests and golden files.
-var Now = time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+var Now = testkit.Now
 
 // CLI runs dlqctl command lines in-process against a server, with a
 // ledger and a config of the test's own.

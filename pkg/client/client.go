@@ -20,7 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dlqctl/dlqctl/internal/secret"
+	"github.com/dlqctl/dlqctl/pkg/secret"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )

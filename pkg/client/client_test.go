@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
@@ -49,7 +49,7 @@ func collect(t *testing.T, c *client.Client, q client.ListQuery) []client.Row {
 func TestRowsPagesEverythingOnceOnBothServers(t *testing.T) {
 	for _, old := range []bool{false, true} {
 		t.Run(fmt.Sprintf("old=%v", old), func(t *testing.T) {
-			b, url := testutil.Sandbox(t)
+			b, url := testkit.Sandbox(t)
 			b.Fill(1234, 7)
 			b.SetFaults(sandbox.Faults{OldServer: old})
 			c := newClient(t, url)
@@ -226,7 +226,7 @@ func TestConnectionErrorsRetryThenExplain(t *testing.T) {
 
 func TestTokenNeverPrinted(t *testing.T) {
 	const token = "s3cr3t-token-value"
-	b, url := testutil.Sandbox(t)
+	b, url := testkit.Sandbox(t)
 	b.SetFaults(sandbox.Faults{Token: token})
 	var trace bytes.Buffer
 	c := newClient(t, url, func(o *client.Options) { o.Token = token; o.Debug = &trace })
@@ -265,7 +265,7 @@ func TestUnreachableAddressesAreRefusedLocally(t *testing.T) {
 }
 
 func TestFindOldestIsLogarithmic(t *testing.T) {
-	b, url := testutil.Sandbox(t)
+	b, url := testkit.Sandbox(t)
 	const n = 100_000
 	b.Fill(n, 3)
 	c := newClient(t, url)
@@ -291,7 +291,7 @@ func TestFindOldestIsLogarithmic(t *testing.T) {
 // runs, about a thousand changes a second (a DLQ in an incident): the
 // true oldest row must still be found.
 func TestFindOldestUnderConcurrentChanges(t *testing.T) {
-	b, url := testutil.Sandbox(t)
+	b, url := testkit.Sandbox(t)
 	b.Fill(20_000, 5)
 	rows := b.DeadLetterRows()
 	want := rows[len(rows)-1]
@@ -356,7 +356,7 @@ func TestFindOldestWhileTheDLQGrows(t *testing.T) {
 }
 
 func TestFindOldestOnAnOldServer(t *testing.T) {
-	b, url := testutil.Sandbox(t)
+	b, url := testkit.Sandbox(t)
 	b.Fill(500, 9)
 	b.SetFaults(sandbox.Faults{OldServer: true})
 	rows := b.DeadLetterRows()
@@ -370,7 +370,7 @@ func TestFindOldestOnAnOldServer(t *testing.T) {
 }
 
 func TestRetryEndpointAndManualPathOnTheSandbox(t *testing.T) {
-	b, url := testutil.Sandbox(t)
+	b, url := testkit.Sandbox(t)
 	b.Load([]byte(`{"queues":[{"name":"orders","retryLimit":3,"consumerGroups":["billing"]}],
 		"deadLetters":[{"queue":"orders","partition":"8812","transactionId":"order:8812:v3","consumerGroup":"billing","error":"x","retryCount":3,"age":"1h","data":{"orderId":8812}}]}`))
 	c := newClient(t, url)

@@ -38,156 +38,183 @@ func (c *Client) FindOldest(ctx context.Context, q ListQuery) (*Extent, error) {
 // wrong guess costs a few requests, never a wrong answer.
 func (c *Client) FindOldestBelow(ctx context.Context, q ListQuery, upper int) (*Extent, error) {
 	q.NoData = true
-	ext := &Extent{}
-	var firstKey Key
-	at := func(off, limit int) ([]Row, error) {
-		ext.Requests++
-		q.Offset, q.Limit = off, limit
-		p, err := c.ListPage(ctx, q)
+	p := &probe{c: c, ctx: ctx, q: q, ext: &Extent{}}
+	n, err := p.head()
+	switch {
+	case err != nil:
+		return nil, err
+	case n == 0:
+		return p.ext, nil
+	case n > 1:
+		p.ext.Depth, p.ext.OneBody = n, true
+		return p.ext, nil
+	}
+	if err := p.start(upper); err != nil {
+		return nil, err
+	}
+	return p.settle()
+}
+
+// probe is one search for the end of a filtered DLQ. Invariant for the
+// binary search: offset lo was non-empty, offset hi empty.
+type probe struct {
+	c        *Client
+	ctx      context.Context
+	q        ListQuery
+	ext      *Extent
+	firstKey Key
+	lo, hi   int
+}
+
+// head is the first probe. It streams: on a broker that ignores limit it
+// is the whole DLQ, counted as it passes (and its oldest row kept),
+// never held. It returns how many rows it saw.
+func (p *probe) head() (int, error) {
+	p.ext.Requests++
+	n := 0
+	q := p.q
+	q.Offset, q.Limit = 0, 1
+	_, err := p.c.listStream(p.ctx, q, func(r Row) bool {
+		if n == 0 {
+			p.firstKey = RowKey(r)
+		}
+		n++
+		if p.ext.Oldest == nil || r.FailedAt.Before(p.ext.Oldest.FailedAt) {
+			r := r
+			p.ext.Oldest = &r
+		}
+		return true
+	})
+	return n, err
+}
+
+// at reads limit rows at offset off. The head's row further on means
+// rows arrived at the head meanwhile (the head is newer now), or that
+// offset is ignored: the head is read again to tell.
+func (p *probe) at(off, limit int) ([]Row, error) {
+	p.ext.Requests++
+	p.q.Offset, p.q.Limit = off, limit
+	pg, err := p.c.ListPage(p.ctx, p.q)
+	if err != nil {
+		return nil, err
+	}
+	if off > 0 && len(pg.Rows) > 0 && RowKey(pg.Rows[0]) == p.firstKey {
+		p.ext.Requests++
+		p.q.Offset, p.q.Limit = 0, 1
+		head, err := p.c.ListPage(p.ctx, p.q)
 		if err != nil {
 			return nil, err
 		}
-		if off > 0 && len(p.Rows) > 0 && RowKey(p.Rows[0]) == firstKey {
-			// The head's row, further on: either rows arrived at the head
-			// meanwhile (the head is newer now), or offset is ignored.
-			ext.Requests++
-			q.Offset, q.Limit = 0, 1
-			head, err := c.ListPage(ctx, q)
-			if err != nil {
-				return nil, err
-			}
-			if len(head.Rows) > 0 && RowKey(head.Rows[0]) == firstKey {
-				return nil, c.offsetIgnored(off)
-			}
-			if len(head.Rows) > 0 {
-				firstKey = RowKey(head.Rows[0])
-			}
+		if len(head.Rows) > 0 && RowKey(head.Rows[0]) == p.firstKey {
+			return nil, p.c.offsetIgnored(off)
 		}
-		return p.Rows, nil
-	}
-	// The first probe streams: on a broker that ignores limit it is the
-	// whole DLQ, counted as it passes, never held.
-	ext.Requests++
-	n := 0
-	var first Row
-	q.Offset, q.Limit = 0, 1
-	if _, err := c.listStream(ctx, q, func(r Row) bool {
-		if n == 0 {
-			first = r
-		}
-		n++
-		if ext.Oldest == nil || r.FailedAt.Before(ext.Oldest.FailedAt) {
-			r := r
-			ext.Oldest = &r
-		}
-		return true
-	}); err != nil {
-		return nil, err
-	}
-	switch {
-	case n == 0:
-		return ext, nil
-	case n > 1:
-		ext.Depth, ext.OneBody = n, true
-		return ext, nil
-	}
-	firstKey = RowKey(first)
-	// Invariant for the binary search: lo was non-empty, hi was empty.
-	lo, hi := 0, 0
-	forward := func(base int) error { // exponential search up from base (non-empty)
-		lo = base
-		for step := 1; ; step *= 2 {
-			if step > 1<<40 {
-				return c.offsetIgnored(base + step)
-			}
-			rows, err := at(base+step, 1)
-			if err != nil {
-				return err
-			}
-			if len(rows) == 0 {
-				hi = base + step
-				return nil
-			}
-			lo = base + step
+		if len(head.Rows) > 0 {
+			p.firstKey = RowKey(head.Rows[0])
 		}
 	}
-	backward := func(top int) error { // exponential search down from top (empty)
-		hi = top
-		for step := 1; ; step *= 2 {
-			off := max(top-step, 0)
-			rows, err := at(off, 1)
-			if err != nil {
-				return err
-			}
-			if len(rows) > 0 {
-				lo = off
-				return nil
-			}
-			hi = off
-			if off == 0 {
-				lo = -1
-				return nil
-			}
+	return pg.Rows, nil
+}
+
+// forward searches exponentially up from base (non-empty).
+func (p *probe) forward(base int) error {
+	p.lo = base
+	for step := 1; ; step *= 2 {
+		if step > 1<<40 {
+			return p.c.offsetIgnored(base + step)
+		}
+		rows, err := p.at(base+step, 1)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			p.hi = base + step
+			return nil
+		}
+		p.lo = base + step
+	}
+}
+
+// backward searches exponentially down from top (empty).
+func (p *probe) backward(top int) error {
+	p.hi = top
+	for step := 1; ; step *= 2 {
+		off := max(top-step, 0)
+		rows, err := p.at(off, 1)
+		if err != nil {
+			return err
+		}
+		if len(rows) > 0 {
+			p.lo = off
+			return nil
+		}
+		p.hi = off
+		if off == 0 {
+			p.lo = -1
+			return nil
 		}
 	}
-	start := func() error {
-		if upper > 1 {
-			rows, err := at(upper, 1)
-			if err != nil {
-				return err
-			}
-			if len(rows) == 0 {
-				lo, hi = 0, upper
-				return nil
-			}
-			return forward(upper)
+}
+
+// start brackets the end: from the guess upper when there is one, else
+// galloping up from the head.
+func (p *probe) start(upper int) error {
+	if upper > 1 {
+		rows, err := p.at(upper, 1)
+		if err != nil {
+			return err
 		}
-		return forward(0)
+		if len(rows) == 0 {
+			p.lo, p.hi = 0, upper
+			return nil
+		}
+		return p.forward(upper)
 	}
-	if err := start(); err != nil {
-		return nil, err
-	}
-	// The end is confirmed by one read of a window around it: a page that
-	// holds it (fewer rows than asked) says, in one answer of the broker,
-	// which row is last now. Rows arriving or leaving during the search
-	// move the end; the window widens each round so a busy DLQ is caught.
+	return p.forward(0)
+}
+
+// settle binary-searches the bracket, then confirms the end with one
+// read of a window around it: a page that holds it (fewer rows than
+// asked) says, in one answer of the broker, which row is last now. Rows
+// arriving or leaving during the search move the end; the window widens
+// each round so a busy DLQ is caught.
+func (p *probe) settle() (*Extent, error) {
 	win := 16
 	for round := 0; round < 16; round, win = round+1, min(win*2, 1024) {
-		for hi-lo > 1 {
-			mid := lo + (hi-lo)/2
-			rows, err := at(mid, 1)
+		for p.hi-p.lo > 1 {
+			mid := p.lo + (p.hi-p.lo)/2
+			rows, err := p.at(mid, 1)
 			if err != nil {
 				return nil, err
 			}
 			if len(rows) > 0 {
-				lo = mid
+				p.lo = mid
 			} else {
-				hi = mid
+				p.hi = mid
 			}
 		}
-		if lo < 0 {
-			ext.Oldest = nil
-			return ext, nil // emptied while probing
+		if p.lo < 0 {
+			p.ext.Oldest = nil
+			return p.ext, nil // emptied while probing
 		}
-		off := max(lo-win/2, 0)
-		rows, err := at(off, win)
+		off := max(p.lo-win/2, 0)
+		rows, err := p.at(off, win)
 		if err != nil {
 			return nil, err
 		}
 		switch {
 		case len(rows) > 0 && len(rows) < win:
-			ext.Depth, ext.Oldest = off+len(rows), &rows[len(rows)-1]
-			return ext, nil
+			p.ext.Depth, p.ext.Oldest = off+len(rows), &rows[len(rows)-1]
+			return p.ext, nil
 		case len(rows) == 0: // rows were removed: the end moved below the window
-			err = backward(off)
+			err = p.backward(off)
 		default: // rows were added: the end moved past the window
-			err = forward(off + win - 1)
+			err = p.forward(off + win - 1)
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
-	return nil, &HTTPError{Method: http.MethodGet, URL: c.shown + "/api/v1/dlq", Kind: ErrUnavailable,
+	return nil, &HTTPError{Method: http.MethodGet, URL: p.c.shown + "/api/v1/dlq", Kind: ErrUnavailable,
 		Err: errors.New("the DLQ changed faster than its end could be found; try again")}
 }
 

@@ -7,16 +7,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 )
 
 // BenchmarkManifest records a batch of 10,000 addresses, on each engine.
 func BenchmarkManifest(b *testing.B) {
-	for _, l := range testutil.Ledgers(b) {
+	for _, l := range testkit.Ledgers(b) {
 		b.Run(l.Name, func(b *testing.B) {
-			s := testutil.OpenLedger(b, l.DSN)
+			s := testkit.OpenLedger(b, l.DSN)
 			its := items(10_000)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -41,9 +41,9 @@ func BenchmarkSync(b *testing.B) {
 			ConsumerGroup: "billing", ErrorMessage: "order 1 not found", RetryCount: 3, FailedAt: t0.Add(-time.Duration(i) * time.Second),
 			Data: json.RawMessage(fmt.Sprintf(`{"orderId":%d,"amount":12.5,"currency":"EUR"}`, i))}
 	}
-	for _, l := range testutil.Ledgers(b) {
+	for _, l := range testkit.Ledgers(b) {
 		b.Run(l.Name, func(b *testing.B) {
-			s := testutil.OpenLedger(b, l.DSN)
+			s := testkit.OpenLedger(b, l.DSN)
 			ctx := context.Background()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

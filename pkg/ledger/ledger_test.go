@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 )
@@ -34,7 +34,7 @@ func items(n int) []ledger.ManifestItem {
 }
 
 func TestMigrateAndReopen(t *testing.T) {
-	for _, l := range testutil.Ledgers(t) {
+	for _, l := range testkit.Ledgers(t) {
 		t.Run(l.Name, func(t *testing.T) {
 			ctx := context.Background()
 			s, err := ledger.Open(ctx, l.DSN)
@@ -75,7 +75,7 @@ func TestMigrateAndReopen(t *testing.T) {
 }
 
 func TestDecideManifestAndDecisions(t *testing.T) {
-	testutil.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
+	testkit.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
 		ctx := context.Background()
 		hold := &ledger.Batch{Broker: "http://prod", Action: ledger.ActionHold, By: "ann", At: t0, Why: "investigating", Until: t0.Add(2 * time.Hour), Owner: "team-billing"}
 		if err := s.CreateBatch(ctx, hold, items(5)); err != nil {
@@ -126,7 +126,7 @@ func TestDecideManifestAndDecisions(t *testing.T) {
 }
 
 func TestCreateBatchIsAtomic(t *testing.T) {
-	testutil.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
+	testkit.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
 		ctx := context.Background()
 		its := items(3)
 		its = append(its, its[0]) // a duplicate address violates the key mid-way
@@ -142,7 +142,7 @@ func TestCreateBatchIsAtomic(t *testing.T) {
 }
 
 func TestSyncMarksVanished(t *testing.T) {
-	testutil.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
+	testkit.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
 		ctx := context.Background()
 		rows := func(ids ...int) []client.Row {
 			var out []client.Row
@@ -205,7 +205,7 @@ func enroll(t *testing.T, s *ledger.Store, n int) []client.Address {
 }
 
 func TestClaims(t *testing.T) {
-	testutil.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
+	testkit.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
 		ctx := context.Background()
 		a := enroll(t, s, 1)[0]
 		// Owners on another host are presumed alive until their lease ends.
@@ -245,7 +245,7 @@ func TestClaims(t *testing.T) {
 // way two operators executing one batch do: no address may be held by two
 // at once, and every address is finished exactly once.
 func TestConcurrentClaims(t *testing.T) {
-	testutil.ForEachLedger(t, func(t *testing.T, s *ledger.Store, dsn string) {
+	testkit.ForEachLedger(t, func(t *testing.T, s *ledger.Store, dsn string) {
 		rounds := 20
 		if testing.Short() {
 			rounds = 3
@@ -268,7 +268,7 @@ func TestConcurrentClaims(t *testing.T) {
 			for w := 0; w < 4; w++ {
 				// Each worker has its own connection pool, as a second
 				// process would.
-				st := testutil.OpenLedger(t, dsn)
+				st := testkit.OpenLedger(t, dsn)
 				owner := fmt.Sprintf("otherhost:%d:w%d", w, round)
 				wg.Add(1)
 				go func() {
@@ -357,8 +357,8 @@ func TestBadLedgers(t *testing.T) {
 		})
 	}
 	t.Run("read-only postgres", func(t *testing.T) {
-		dsn := testutil.PostgresDSN(t)
-		s := testutil.OpenLedger(t, dsn) // migrated by the owner
+		dsn := testkit.PostgresDSN(t)
+		s := testkit.OpenLedger(t, dsn) // migrated by the owner
 		s.DB().Exec(`DROP ROLE IF EXISTS dlqctl_ro`)
 		if _, err := s.DB().Exec(`CREATE ROLE dlqctl_ro LOGIN PASSWORD 'ro-secret'`); err != nil {
 			t.Fatal(err)
@@ -390,7 +390,7 @@ func TestBadLedgers(t *testing.T) {
 // identity; of an address journaled under two spellings the entry that
 // says more was done is kept.
 func TestMigrationUnifiesBrokerSpellings(t *testing.T) {
-	for _, l := range testutil.Ledgers(t) {
+	for _, l := range testkit.Ledgers(t) {
 		t.Run(l.Name, func(t *testing.T) { migrateSpellings(t, l.DSN) })
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dlqctl/dlqctl/internal/secret"
+	"github.com/dlqctl/dlqctl/pkg/secret"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
 	_ "modernc.org/sqlite"             // registers "sqlite"
 )

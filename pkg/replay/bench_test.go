@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
@@ -31,8 +31,8 @@ func fixture(b *testing.B, n int) (*sandbox.Broker, *client.Client, *ledger.Stor
 	sb.AddDeadLetters(dls...)
 	srv := httptest.NewServer(sb.Handler())
 	b.Cleanup(srv.Close)
-	c := testutil.Client(b, srv.URL)
-	st := testutil.OpenLedger(b, "sqlite://"+filepath.Join(b.TempDir(), "l.db"))
+	c := testkit.Client(b, srv.URL)
+	st := testkit.OpenLedger(b, "sqlite://"+filepath.Join(b.TempDir(), "l.db"))
 	sel := &replay.Selection{All: true}
 	sel.Compile()
 	items, err := replay.Snapshot(context.Background(), c, sel, 500)
@@ -139,8 +139,8 @@ func BenchmarkOrdered(b *testing.B) {
 					sb := sandbox.New(nil)
 					sb.FillChains(parts, n/parts, uint64(i))
 					srv := httptest.NewServer(sb.Handler())
-					c := testutil.Client(b, srv.URL)
-					st := testutil.OpenLedger(b, "sqlite://"+filepath.Join(b.TempDir(), "l.db"))
+					c := testkit.Client(b, srv.URL)
+					st := testkit.OpenLedger(b, "sqlite://"+filepath.Join(b.TempDir(), "l.db"))
 					sel := &replay.Selection{All: true}
 					sel.Compile()
 					items, err := replay.Snapshot(context.Background(), c, sel, 500)

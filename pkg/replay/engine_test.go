@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
@@ -28,12 +28,12 @@ type rig struct {
 
 func newRig(t *testing.T, n int, dsn string) *rig {
 	t.Helper()
-	b, url := testutil.Sandbox(t)
+	b, url := testkit.Sandbox(t)
 	b.Fill(n, 11)
 	if dsn == "" {
 		dsn = "sqlite://" + filepath.Join(t.TempDir(), "l.db")
 	}
-	r := &rig{b: b, c: testutil.Client(t, url), store: testutil.OpenLedger(t, dsn), orig: map[string]client.Address{}, undec: map[client.Address]bool{}}
+	r := &rig{b: b, c: testkit.Client(t, url), store: testkit.OpenLedger(t, dsn), orig: map[string]client.Address{}, undec: map[client.Address]bool{}}
 	// The books before: each message's payload is unique, so a live
 	// message can be traced back to the dead letter it replays.
 	for _, row := range b.DeadLetterRows() {
@@ -232,19 +232,19 @@ func TestTransformAndRecoveryQueue(t *testing.T) {
 }
 
 func TestGenerationCap(t *testing.T) {
-	b, url := testutil.Sandbox(t)
+	b, url := testkit.Sandbox(t)
 	a := client.Address{PartitionID: sandbox.PartitionID("orders", "1"), TransactionID: "order:1"}
 	id3 := replay.ReplayTxID(a, 3)
 	b.AddDeadLetters(
 		sandbox.DeadLetter{Queue: "orders", Partition: "1", TransactionID: "order:1", ConsumerGroup: "g", Error: "x", FailedAt: time.Now(), Data: json.RawMessage(`{"a":1}`)},
 		sandbox.DeadLetter{Queue: "orders", Partition: "1", TransactionID: id3, ConsumerGroup: "g", Error: "x", FailedAt: time.Now(), Data: json.RawMessage(`{"a":2}`)},
 	)
-	c := testutil.Client(t, url)
+	c := testkit.Client(t, url)
 	sel := &replay.Selection{All: true}
 	sel.Compile()
 	items, _ := replay.Snapshot(context.Background(), c, sel, 10)
 	o := replay.Options{Order: replay.OrderNone, Action: replay.Replay, Broker: c.Server(), BatchID: "b", Owner: "o:1:x", MaxGeneration: 3, Via: replay.ViaManual}
-	rep, err := replay.NewEngine(c, testutil.OpenLedger(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db")), o).Run(context.Background(), items)
+	rep, err := replay.NewEngine(c, testkit.OpenLedger(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db")), o).Run(context.Background(), items)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func TestConcurrencyNeverExceeded(t *testing.T) {
 // Two runs of one batch at once against one ledger: each address is
 // published once. On PostgreSQL when configured, else SQLite.
 func TestTwoRunnersOneBatch(t *testing.T) {
-	for _, l := range testutil.Ledgers(t) {
+	for _, l := range testkit.Ledgers(t) {
 		t.Run(l.Name, func(t *testing.T) {
 			for round := 0; round < 5; round++ {
 				r := newRig(t, 80, l.DSN)
@@ -335,7 +335,7 @@ func TestTwoRunnersOneBatch(t *testing.T) {
 				batch := fmt.Sprintf("b%d", round)
 				var wg sync.WaitGroup
 				for w := 0; w < 2; w++ {
-					store := testutil.OpenLedger(t, l.DSN)
+					store := testkit.OpenLedger(t, l.DSN)
 					wg.Add(1)
 					go func() {
 						defer wg.Done()

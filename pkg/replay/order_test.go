@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
@@ -94,9 +94,9 @@ func orderedItems(t testing.TB, c *client.Client, mode string) ([]replay.Item, r
 
 func TestArrangeKeepsEnqueueOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	b, url := testutil.Sandbox(t)
+	b, url := testkit.Sandbox(t)
 	fillChains(b, 3, 6, rng)
-	items, info := orderedItems(t, testutil.Client(t, url), replay.OrderPartition)
+	items, info := orderedItems(t, testkit.Client(t, url), replay.OrderPartition)
 	if info.Partitions != 3 || info.LongestChain != 6 || info.ByFailure != 0 {
 		t.Fatalf("info %+v", info)
 	}
@@ -137,10 +137,10 @@ func TestOrderedReplayUnderFaults(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			const parts, per = 8, 12
 			rng := rand.New(rand.NewPCG(uint64(len(c.name)), 9))
-			b, url := testutil.Sandbox(t)
+			b, url := testkit.Sandbox(t)
 			fillChains(b, parts, per, rng)
-			cl := testutil.Client(t, url)
-			store := testutil.OpenLedger(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db"))
+			cl := testkit.Client(t, url)
+			store := testkit.OpenLedger(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db"))
 			items, _ := orderedItems(t, cl, replay.OrderPartition)
 			b.SetFaults(c.faults)
 			run := func(retryUnknown bool) *replay.Report {
@@ -182,12 +182,12 @@ func TestOrderedReplayUnderFaults(t *testing.T) {
 func TestGapHoldsBackItsPartition(t *testing.T) {
 	for _, mode := range []string{replay.OrderPartition, replay.OrderSkipGaps} {
 		t.Run(mode, func(t *testing.T) {
-			b, url := testutil.Sandbox(t)
+			b, url := testkit.Sandbox(t)
 			// Message 2 of partition p0 is an envelope nobody can decrypt.
 			fillChains(b, 2, 5, rand.New(rand.NewPCG(3, 4)), place{0, 2})
-			cl := testutil.Client(t, url)
+			cl := testkit.Client(t, url)
 			items, _ := orderedItems(t, cl, mode)
-			store := testutil.OpenLedger(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db"))
+			store := testkit.OpenLedger(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db"))
 			o := replay.Options{Action: replay.Replay, Broker: cl.Server(), BatchID: "b", Owner: "o:1:x", Concurrency: 2, Via: replay.ViaManual, Order: mode}
 			rep, err := replay.NewEngine(cl, store, o).Run(context.Background(), items)
 			if err != nil {
@@ -221,12 +221,12 @@ func TestGapHoldsBackItsPartition(t *testing.T) {
 // Two runners on one ordered batch: a partition is worked by one of them
 // at a time, so order and exactly-once hold.
 func TestTwoRunnersKeepOrder(t *testing.T) {
-	testutil.ForEachLedger(t, func(t *testing.T, store *ledger.Store, dsn string) {
+	testkit.ForEachLedger(t, func(t *testing.T, store *ledger.Store, dsn string) {
 		const parts, per = 6, 10
-		b, url := testutil.Sandbox(t)
+		b, url := testkit.Sandbox(t)
 		fillChains(b, parts, per, rand.New(rand.NewPCG(5, 6)))
 		b.SetFaults(sandbox.Faults{RowKeptEvery: 1}) // only claims keep a row from being replayed twice
-		cl := testutil.Client(t, url)
+		cl := testkit.Client(t, url)
 		items, _ := orderedItems(t, cl, replay.OrderPartition)
 		var wg sync.WaitGroup
 		for w := 0; w < 2; w++ {
@@ -235,7 +235,7 @@ func TestTwoRunnersKeepOrder(t *testing.T) {
 				defer wg.Done()
 				o := replay.Options{Action: replay.Replay, Broker: cl.Server(), BatchID: "b", Owner: fmt.Sprintf("otherhost:%d:w", w),
 					Concurrency: 3, Via: replay.ViaEndpoint, Order: replay.OrderPartition}
-				if _, err := replay.NewEngine(cl, testutil.OpenLedger(t, dsn), o).Run(context.Background(), items); err != nil {
+				if _, err := replay.NewEngine(cl, testkit.OpenLedger(t, dsn), o).Run(context.Background(), items); err != nil {
 					t.Error(err)
 				}
 			}()

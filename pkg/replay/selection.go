@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlqctl/dlqctl/internal/config"
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/duration"
 )
 
 // Selection is what the selection flags of ls, replay, rm and decide say.
@@ -157,7 +157,7 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t.UTC(), nil
 	}
-	if d, err := config.ParseDuration(s); err == nil {
+	if d, err := duration.Parse(s); err == nil {
 		return now.Add(-d).UTC(), nil
 	}
 	return time.Time{}, fmt.Errorf("invalid time %q: want RFC 3339 (2026-07-30T09:41:02Z) or a duration ago (90m, 2h, 3d)", s)

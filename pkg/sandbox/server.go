@@ -247,7 +247,6 @@ type wireRow struct {
 const tsLayout = "2006-01-02T15:04:05.000Z"
 
 func (b *Broker) list(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
 	b.mu.Lock()
 	locked := true
 	defer func() {
@@ -265,41 +264,85 @@ func (b *Broker) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	old := b.faults.OldServer
-	limit, offset := 100, 0
+	lq, bad := b.listQuery(r)
+	if bad != "" {
+		b.badParam(w, bad)
+		return
+	}
+	if old && (lq.offset >= 1 || lq.limit == 0) {
+		writeJSON(w, http.StatusOK, map[string]any{"success": true, "value": nil})
+		return
+	}
+	page := b.pageLocked(lq, old)
+	// The page is encoded outside the lock, a row at a time, as a broker
+	// streams it (a released server's page is the whole DLQ).
+	version := b.version
+	items := make([]listItem, len(page))
+	for i, rw := range page {
+		data, enc := b.listedPayload(rw.msg)
+		items[i] = listItem{rw, data, enc}
+	}
+	b.mu.Unlock()
+	locked = false
+	body := encodePage(w, items, lq, old)
+	if body == nil {
+		return
+	}
+	b.mu.Lock()
+	if b.version == version {
+		if b.pages == nil || len(b.pages) > 4096 {
+			b.pages = map[string]cachedPage{}
+		}
+		b.pages[cacheKey] = cachedPage{version: version, old: old, body: bytes.Clone(body)}
+	}
+	b.mu.Unlock()
+}
+
+// listQuery is what a list call asks for.
+type listQuery struct {
+	limit, offset           int
+	queue, group, partition string
+	from, to                time.Time
+}
+
+// listQuery reads a list call's parameters; bad names one it cannot read.
+func (b *Broker) listQuery(r *http.Request) (lq listQuery, bad string) {
+	q := r.URL.Query()
+	lq.limit = 100
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			b.badParam(w, "limit")
-			return
+			return lq, "limit"
 		}
-		limit = n
+		lq.limit = n
 	}
 	if v := q.Get("offset"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			b.badParam(w, "offset")
-			return
+			return lq, "offset"
 		}
-		offset = n
+		lq.offset = n
 	}
-	if old && (offset >= 1 || limit == 0) {
-		writeJSON(w, http.StatusOK, map[string]any{"success": true, "value": nil})
-		return
+	lq.queue, lq.group = q.Get("queue"), q.Get("consumerGroup")
+	if !b.faults.OldServer {
+		// The released server ignores these.
+		lq.partition = q.Get("partition")
+		lq.from, _ = time.Parse(time.RFC3339Nano, q.Get("from"))
+		lq.to, _ = time.Parse(time.RFC3339Nano, q.Get("to"))
 	}
-	queue, group := q.Get("queue"), q.Get("consumerGroup")
-	var partition string
-	var from, to time.Time
-	if !old {
-		partition = q.Get("partition")
-		from, _ = time.Parse(time.RFC3339Nano, q.Get("from"))
-		to, _ = time.Parse(time.RFC3339Nano, q.Get("to"))
-	}
+	return lq, ""
+}
+
+// pageLocked is the rows a list call answers: on the released server
+// every matching row (limit ignored), else the page at offset, from a
+// per-filter view kept until the DLQ changes.
+func (b *Broker) pageLocked(lq listQuery, old bool) []*row {
 	match := func(rw *row) bool {
-		return (queue == "" || rw.msg.Queue == queue) && (group == "" || rw.Group == group) &&
-			(partition == "" || rw.msg.Partition == partition) &&
-			(from.IsZero() || !rw.FailedAt.Before(from)) && (to.IsZero() || rw.FailedAt.Before(to))
+		return (lq.queue == "" || rw.msg.Queue == lq.queue) && (lq.group == "" || rw.Group == lq.group) &&
+			(lq.partition == "" || rw.msg.Partition == lq.partition) &&
+			(lq.from.IsZero() || !rw.FailedAt.Before(lq.from)) && (lq.to.IsZero() || rw.FailedAt.Before(lq.to))
 	}
-	filtered := queue != "" || group != "" || partition != "" || !from.IsZero() || !to.IsZero()
+	filtered := lq.queue != "" || lq.group != "" || lq.partition != "" || !lq.from.IsZero() || !lq.to.IsZero()
 	var page []*row
 	switch {
 	case old:
@@ -309,11 +352,11 @@ func (b *Broker) list(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	case !filtered:
-		if offset < len(b.rows) {
-			page = b.rows[offset:min(len(b.rows), offset+limit)]
+		if lq.offset < len(b.rows) {
+			page = b.rows[lq.offset:min(len(b.rows), lq.offset+lq.limit)]
 		}
 	default:
-		key := fmt.Sprint(queue, "\x00", group, "\x00", partition, "\x00", from.UnixNano(), "\x00", to.UnixNano())
+		key := fmt.Sprint(lq.queue, "\x00", lq.group, "\x00", lq.partition, "\x00", lq.from.UnixNano(), "\x00", lq.to.UnixNano())
 		v, ok := b.views[key]
 		if !ok || v.version != b.version {
 			v = view{version: b.version}
@@ -327,26 +370,26 @@ func (b *Broker) list(w http.ResponseWriter, r *http.Request) {
 			}
 			b.views[key] = v
 		}
-		if offset < len(v.rows) {
-			page = v.rows[offset:min(len(v.rows), offset+limit)]
+		if lq.offset < len(v.rows) {
+			page = v.rows[lq.offset:min(len(v.rows), lq.offset+lq.limit)]
 		}
 	}
-	// The page is encoded outside the lock, a row at a time, as a broker
-	// streams it (a released server's page is the whole DLQ).
-	version := b.version
-	type item struct {
-		rw   *row
-		data json.RawMessage
-		enc  bool
-	}
-	items := make([]item, len(page))
-	for i, rw := range page {
-		data, enc := b.listedPayload(rw.msg)
-		items[i] = item{rw, data, enc}
-	}
-	b.mu.Unlock()
-	locked = false
+	return page
+}
+
+// listItem is a row of a page with its payload as the list shows it.
+type listItem struct {
+	rw   *row
+	data json.RawMessage
+	enc  bool
+}
+
+// encodePage writes a list answer. A page small enough to keep is built
+// whole and returned (the caller keeps it); a larger one is written as
+// it is encoded, and nil is returned.
+func encodePage(w http.ResponseWriter, items []listItem, lq listQuery, old bool) []byte {
 	cacheable := len(items) <= 1000
+	w.Header().Set("Content-Type", "application/json")
 	var buf bytes.Buffer
 	buf.WriteString(`{"messages":[`)
 	for i, it := range items {
@@ -368,30 +411,23 @@ func (b *Broker) list(w http.ResponseWriter, r *http.Request) {
 		line, _ := json.Marshal(wr)
 		buf.Write(line)
 		// A page too large to keep is written as it is encoded; one that
-		// is kept (below) must stay whole in buf.
+		// is kept must stay whole in buf.
 		if !cacheable && buf.Len() > 1<<20 {
 			w.Write(buf.Bytes())
 			buf.Reset()
 		}
 	}
 	// No total on the released server: its page says only what was asked.
-	fmt.Fprintf(&buf, `],"pagination":{"limit":%d,"offset":%d}`, limit, offset)
+	fmt.Fprintf(&buf, `],"pagination":{"limit":%d,"offset":%d}`, lq.limit, lq.offset)
 	if !old {
 		fmt.Fprintf(&buf, `,"total":%d`, len(items))
 	}
 	buf.WriteString("}\n")
-	if cacheable {
-		b.mu.Lock()
-		if b.version == version {
-			if b.pages == nil || len(b.pages) > 4096 {
-				b.pages = map[string]cachedPage{}
-			}
-			b.pages[cacheKey] = cachedPage{version: version, old: old, body: bytes.Clone(buf.Bytes())}
-		}
-		b.mu.Unlock()
-	}
-	w.Header().Set("Content-Type", "application/json")
 	w.Write(buf.Bytes())
+	if !cacheable {
+		return nil
+	}
+	return buf.Bytes()
 }
 
 func (b *Broker) badParam(w http.ResponseWriter, name string) {

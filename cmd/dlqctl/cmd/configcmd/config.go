@@ -7,9 +7,9 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/config"
-	"github.com/dlqctl/dlqctl/internal/secret"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/dlqctl/dlqctl/pkg/secret"
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 )

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
@@ -140,7 +141,7 @@ func TestClaimedElsewhereIsNotSuccess(t *testing.T) {
 	}
 	// Enrol the batch's addresses (a dry-run of nothing: run it once with
 	// every address held by a run on another host, lease not expired).
-	ld := testutil.OpenLedger(t, cli.Env["DLQCTL_LEDGER"])
+	ld := testkit.OpenLedger(t, cli.Env["DLQCTL_LEDGER"])
 	man, err := ld.Manifest(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)

@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/dlq"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
 	"github.com/dlqctl/dlqctl/internal/config"
 	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -92,7 +93,7 @@ func BenchmarkPaging(b *testing.B) {
 			report(b, start, n, ms.TotalAlloc, peak)
 		})
 		b.Run(fmt.Sprintf("client/%d", n), func(b *testing.B) {
-			c := testutil.Client(b, srv.URL)
+			c := testkit.Client(b, srv.URL)
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
 			start := time.Now()
@@ -137,12 +138,12 @@ func BenchmarkCheck(b *testing.B) {
 		sb := sandbox.New(nil)
 		sb.Fill(n, 2)
 		srv := httptest.NewServer(sb.Handler())
-		c := testutil.Client(b, srv.URL)
+		c := testkit.Client(b, srv.URL)
 		cfg := &config.Config{Policies: []config.Policy{{Queue: "*", MaxAge: config.NewDuration(240*time.Hour, "10d"), TriageSLO: config.NewDuration(240*time.Hour, "10d")}}}
 		b.Run(fmt.Sprintf("check/%d", n), func(b *testing.B) {
 			sb.ResetCalls()
 			for i := 0; i < b.N; i++ {
-				if _, err := dlq.Check(context.Background(), c, dlq.CheckInput{Config: cfg, Now: time.Now()}); err != nil {
+				if _, err := gate.Check(context.Background(), c, gate.Input{Policies: cfg.PolicySet(), Now: time.Now()}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -255,16 +256,16 @@ func BenchmarkCheckMaxAge(b *testing.B) {
 		sb.AddDeadLetters(dls...)
 		sb.SetFaults(sandbox.Faults{OldServer: old})
 		srv := httptest.NewServer(sb.Handler())
-		c := testutil.Client(b, srv.URL)
+		c := testkit.Client(b, srv.URL)
 		name := "paged"
 		if old {
 			name = "one-body"
 		}
 		b.Run(name, func(b *testing.B) {
-			var res *dlq.CheckResult
+			var res *gate.Result
 			for i := 0; i < b.N; i++ {
 				var err error
-				if res, err = dlq.Check(context.Background(), c, dlq.CheckInput{Config: &config.Config{}, MaxAge: time.Hour, Now: time.Now()}); err != nil {
+				if res, err = gate.Check(context.Background(), c, gate.Input{MaxAge: time.Hour, Now: time.Now()}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/config"
+	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/spf13/cobra"
@@ -78,17 +79,12 @@ Exit 0 when all hold, 1 on any breach.`,
 	return cmd
 }
 
-func secs(d time.Duration) *float64 {
-	s := d.Seconds()
-	return &s
-}
-
 func checkRun(ctx context.Context, f *cmdutil.Factory, o *CheckOptions) error {
 	fm, err := f.Format()
 	if err != nil {
 		return err
 	}
-	res, err := evaluate(ctx, f, CheckInput{Queues: o.Queues, MaxAge: o.maxAge, TriageSLO: o.triageSLO, AllScopes: o.AllScopes})
+	res, err := evaluate(ctx, f, gate.Input{Queues: o.Queues, MaxAge: o.maxAge, TriageSLO: o.triageSLO, AllScopes: o.AllScopes})
 	if err != nil {
 		return err
 	}
@@ -113,7 +109,7 @@ func checkRun(ctx context.Context, f *cmdutil.Factory, o *CheckOptions) error {
 // evaluate runs the gate against the broker and the ledger: in is
 // completed with the config, the decisions, the vanished rows and the
 // clock.
-func evaluate(ctx context.Context, f *cmdutil.Factory, in CheckInput) (*CheckResult, error) {
+func evaluate(ctx context.Context, f *cmdutil.Factory, in gate.Input) (*gate.Result, error) {
 	cfg, err := f.Config()
 	if err != nil {
 		return nil, err
@@ -128,8 +124,8 @@ func evaluate(ctx context.Context, f *cmdutil.Factory, in CheckInput) (*CheckRes
 	if in.Vanished, err = ld.ArchivedRows(ctx, cl.Broker(), ledger.ArchiveFilter{VanishedOnly: true}); err != nil {
 		return nil, err
 	}
-	in.Config, in.Now = cfg, f.Now()
-	return Check(ctx, cl, in)
+	in.Policies, in.Now = cfg.PolicySet(), f.Now()
+	return gate.Check(ctx, cl, in)
 }
 
 func fmtThreshold(p *float64) string {
@@ -139,7 +135,7 @@ func fmtThreshold(p *float64) string {
 	return render.Duration(time.Duration(*p * float64(time.Second)))
 }
 
-func writeCheckTable(f *cmdutil.Factory, res *CheckResult) {
+func writeCheckTable(f *cmdutil.Factory, res *gate.Result) {
 	pal := f.Palette()
 	header := []string{"QUEUE", "CG", "OWNER", "DEPTH", "OLDEST", "MAX-AGE", "UNDECIDED>SLO", "VANISHED", "STATUS"}
 	var rows [][]string
@@ -182,7 +178,7 @@ func writeCheckTable(f *cmdutil.Factory, res *CheckResult) {
 	}
 }
 
-func scopeName(s Scope) string {
+func scopeName(s gate.Scope) string {
 	if s.ConsumerGroup == "" {
 		return s.Queue
 	}
@@ -198,7 +194,7 @@ func orDash(s string) string {
 
 // writeGitHub prints workflow commands: an ::error per breach, a ::notice
 // per healthy scope. Values are escaped as the runner requires.
-func writeGitHub(w io.Writer, res *CheckResult) {
+func writeGitHub(w io.Writer, res *gate.Result) {
 	// The runner's escapes first, then no control character at all: the
 	// annotations end up in a log someone reads in a terminal too.
 	escR := strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A")
@@ -222,23 +218,23 @@ func writeGitHub(w io.Writer, res *CheckResult) {
 
 // writePrometheus prints the text exposition format for a node_exporter
 // textfile collector.
-func writePrometheus(w io.Writer, res *CheckResult) {
+func writePrometheus(w io.Writer, res *gate.Result) {
 	lbl := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-	labels := func(s Scope) string {
+	labels := func(s gate.Scope) string {
 		return fmt.Sprintf(`queue="%s",consumer_group="%s",owner="%s"`, lbl.Replace(s.Queue), lbl.Replace(s.ConsumerGroup), lbl.Replace(s.Owner))
 	}
-	metric := func(name, help string, val func(Scope) float64) {
+	metric := func(name, help string, val func(gate.Scope) float64) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
 		for _, s := range res.Scopes {
 			fmt.Fprintf(w, "%s{%s} %s\n", name, labels(s), strconv.FormatFloat(val(s), 'f', -1, 64))
 		}
 	}
-	metric("dlqctl_dlq_oldest_age_seconds", "Age of the oldest dead letter.", func(s Scope) float64 { return s.OldestAgeSeconds })
-	metric("dlqctl_dlq_depth", "Dead-letter rows.", func(s Scope) float64 { return float64(s.Depth) })
-	metric("dlqctl_dlq_undecided_past_slo", "Dead letters with no decision older than the triage SLO.", func(s Scope) float64 { return float64(s.UndecidedPastSLO) })
-	metric("dlqctl_dlq_decided_not_carried_out", "Dead letters under a replay or discard decision not carried out within the triage SLO.", func(s Scope) float64 { return float64(s.DecidedNotCarriedOut) })
-	metric("dlqctl_dlq_vanished_undecided", "Dead letters that left the broker with no recorded decision.", func(s Scope) float64 { return float64(s.VanishedUndecided) })
-	metric("dlqctl_dlq_breach", "1 when the scope breaches its thresholds.", func(s Scope) float64 {
+	metric("dlqctl_dlq_oldest_age_seconds", "Age of the oldest dead letter.", func(s gate.Scope) float64 { return s.OldestAgeSeconds })
+	metric("dlqctl_dlq_depth", "Dead-letter rows.", func(s gate.Scope) float64 { return float64(s.Depth) })
+	metric("dlqctl_dlq_undecided_past_slo", "Dead letters with no decision older than the triage SLO.", func(s gate.Scope) float64 { return float64(s.UndecidedPastSLO) })
+	metric("dlqctl_dlq_decided_not_carried_out", "Dead letters under a replay or discard decision not carried out within the triage SLO.", func(s gate.Scope) float64 { return float64(s.DecidedNotCarriedOut) })
+	metric("dlqctl_dlq_vanished_undecided", "Dead letters that left the broker with no recorded decision.", func(s gate.Scope) float64 { return float64(s.VanishedUndecided) })
+	metric("dlqctl_dlq_breach", "1 when the scope breaches its thresholds.", func(s gate.Scope) float64 {
 		if len(s.Breaches) > 0 {
 			return 1
 		}

@@ -2,17 +2,14 @@ package dlq
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
-	"github.com/dlqctl/dlqctl/internal/config"
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/batch"
+	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/spf13/cobra"
 )
 
@@ -75,21 +72,6 @@ until then. Prints the batch id.`,
 	return cmd
 }
 
-// parseUntil reads --until: RFC 3339, or a duration from now.
-func parseUntil(s string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		if !t.After(now) {
-			return time.Time{}, fmt.Errorf("--until %s is in the past", s)
-		}
-		return t.UTC(), nil
-	}
-	d, err := config.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return time.Time{}, fmt.Errorf("invalid --until %q: want RFC 3339 or a duration from now (4h, 2d)", s)
-	}
-	return now.Add(d).UTC(), nil
-}
-
 func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error {
 	fm, err := f.Format()
 	if err != nil {
@@ -105,7 +87,7 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 	now := f.Now()
 	var until time.Time
 	if o.Until != "" {
-		if until, err = parseUntil(o.Until, now); err != nil {
+		if until, err = batch.ParseUntil(o.Until, now); err != nil {
 			return cmdutil.FlagErrorf("%v", err)
 		}
 	}
@@ -113,7 +95,7 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 	if err != nil {
 		return err
 	}
-	if err := cmdutil.CheckNames(ctx, cl, sel); err != nil {
+	if err := inspect.CheckNames(ctx, cl, sel); err != nil {
 		return err
 	}
 	by := o.By
@@ -121,7 +103,7 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 		by = f.User()
 	}
 	b := &ledger.Batch{Action: o.Action, By: by, At: now, Why: o.Why, Owner: o.Owner, Until: until}
-	n, err := recordDecision(ctx, cl, ld, sel, b)
+	n, err := batch.Decide(ctx, cl, ld, sel, b)
 	if err != nil {
 		return err
 	}
@@ -131,85 +113,4 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 	fmt.Fprintf(f.IO.ErrOut, "Recorded %s of %s by %s.\n", o.Action, plural(n, "message", "messages"), by)
 	fmt.Fprintln(f.IO.Out, b.ID)
 	return nil
-}
-
-// recordDecision snapshots the selection into batch b (its action, who,
-// when, why and until set by the caller) and records it; it returns how
-// many messages the batch holds. An explicit address that is no longer
-// dead-lettered but that the ledger's archive kept (a vanished row, one
-// that left the broker) is recorded from the archive: that is how the
-// alarm of a vanished row is settled. A batch of such addresses alone has
-// nothing left to carry out, and is done.
-func recordDecision(ctx context.Context, cl *client.Client, ld *ledger.Store, sel *replay.Selection, b *ledger.Batch) (int, error) {
-	items, err := replay.Snapshot(ctx, cl, sel, pageSize)
-	if err != nil {
-		return 0, err
-	}
-	gone, err := archivedOnly(ctx, ld, cl.Broker(), sel.Addresses, items)
-	if err != nil {
-		return 0, err
-	}
-	if len(items) == 0 && len(gone) == 0 {
-		if len(sel.Addresses) > 0 {
-			return 0, cmdutil.NotFoundf("none of the given addresses is dead-lettered or known to the ledger's archive; nothing recorded")
-		}
-		return 0, cmdutil.UsageError(fmt.Errorf("no dead letter matches the selection; nothing recorded"))
-	}
-	if len(gone) > 0 && b.Action == ledger.ActionReplay {
-		return 0, cmdutil.UsageError(fmt.Errorf("%s no longer in the DLQ (the archive keeps it): it cannot be replayed from the broker; record --action discard (nothing to redo) or hold", plural(len(gone), "message is", "messages are")))
-	}
-	b.Broker, b.Selection = cl.Broker(), sel.String()
-	if b.Action == ledger.ActionReplay {
-		// Recorded in replay order, as replay records its own batches, so
-		// the manifest's order is the one every run of it keeps.
-		items, _ = replay.Arrange(items, replay.OrderPartition, "")
-		b.Settings, _ = json.Marshal(map[string]string{"order": replay.OrderPartition})
-	}
-	if len(items) == 0 && b.Action == ledger.ActionDiscard {
-		b.Status, b.Outcome = ledger.StatusDone, map[string]int{"gone": len(gone)}
-	}
-	if err := ld.CreateBatch(ctx, b, append(toManifest(items), gone...)); err != nil {
-		return 0, err
-	}
-	return len(items) + len(gone), nil
-}
-
-// archivedOnly returns, for each explicit address not among items, the
-// manifest of what the archive kept of it once it left the DLQ.
-func archivedOnly(ctx context.Context, ld *ledger.Store, broker string, addrs []client.Address, items []replay.Item) ([]ledger.ManifestItem, error) {
-	in := make(map[client.Address]bool, len(items))
-	for _, it := range items {
-		in[it.Address] = true
-	}
-	var out []ledger.ManifestItem
-	for _, a := range addrs {
-		if in[a] {
-			continue
-		}
-		in[a] = true
-		rows, err := ld.ArchivedRows(ctx, broker, ledger.ArchiveFilter{Address: &a})
-		if err != nil {
-			return nil, err
-		}
-		var mi *ledger.ManifestItem
-		for _, r := range rows {
-			if r.GoneAt.IsZero() {
-				continue
-			}
-			if mi == nil {
-				mi = &ledger.ManifestItem{Address: a, Queue: r.Queue, Partition: r.Partition, Error: r.Error, RetryCount: r.RetryCount, Payload: r.Payload}
-			}
-			mi.Rows = append(mi.Rows, ledger.ManifestRow{ConsumerGroup: r.ConsumerGroup, Error: r.Error, RetryCount: r.RetryCount, FailedAt: r.FailedAt, Selected: true})
-			if !slices.Contains(mi.Groups, r.ConsumerGroup) {
-				mi.Groups = append(mi.Groups, r.ConsumerGroup)
-			}
-			if r.FailedAt.After(mi.FailedAt) {
-				mi.FailedAt = r.FailedAt
-			}
-		}
-		if mi != nil {
-			out = append(out, *mi)
-		}
-	}
-	return out, nil
 }

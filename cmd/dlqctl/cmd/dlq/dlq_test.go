@@ -22,6 +22,8 @@ import (
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/iostreams"
 	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/gate"
+	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -245,7 +247,7 @@ func TestShow(t *testing.T) {
 	}
 	golden(t, "show.txt", out)
 	js, _, _ := cli.Exec("dlq", "show", two.PartitionID+"/"+two.TransactionID, "-o", "json")
-	var res dlq.ShowResult
+	var res inspect.ShowResult
 	if err := json.Unmarshal([]byte(js), &res); err != nil || len(res.Rows) != 2 || len(res.Data) == 0 {
 		t.Fatalf("show -o json: %v %+v", err, res)
 	}
@@ -352,7 +354,7 @@ func TestDecideHoldAndCheck(t *testing.T) {
     max-age: 240h
 `)
 	out, _, code := cli.Exec("dlq", "check", "--queue", "orders", "-o", "json")
-	var res dlq.CheckResult
+	var res gate.Result
 	json.Unmarshal([]byte(out), &res)
 	if code != 1 || res.OK || res.Scopes[0].UndecidedPastSLO == 0 || res.Scopes[0].Owner != "team-billing" {
 		t.Fatalf("undecided past SLO must breach: exit %d %s", code, out)
@@ -465,7 +467,7 @@ func TestStats(t *testing.T) {
 		b.FailAgain(m.Queue, m.TransactionID, "billing", "still broken")
 	}
 	out, _, code := cli.Exec("dlq", "stats", "--since", "240h", "-o", "json")
-	var st dlq.Stats
+	var st inspect.Stats
 	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 {
 		t.Fatalf("%v %d", err, code)
 	}
@@ -706,9 +708,9 @@ func TestRmAsksOnATerminal(t *testing.T) {
 func TestCheckOnAnOlderServer(t *testing.T) {
 	b, cli := seeded(t)
 	cli.WriteConfig("policies:\n  - queue: \"*\"\n    max-age: 24h\n    triage-slo: 1h\n")
-	run := func() dlq.CheckResult {
+	run := func() gate.Result {
 		out, _, _ := cli.Exec("dlq", "check", "-o", "json")
-		var res dlq.CheckResult
+		var res gate.Result
 		if err := json.Unmarshal([]byte(out), &res); err != nil {
 			t.Fatal(err)
 		}

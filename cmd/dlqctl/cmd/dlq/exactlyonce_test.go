@@ -146,10 +146,10 @@ func TestTwoSpellingsOfOneBrokerShareTheJournal(t *testing.T) {
 	}
 }
 
-// gate serves a handler on a port it can close (new connections are
+// portGate serves a handler on a port it can close (new connections are
 // refused) and open again at the same address. Keep-alives are off, so
 // every call dials: a call is either refused or served whole.
-type gate struct {
+type portGate struct {
 	t    *testing.T
 	h    http.Handler
 	addr string
@@ -157,14 +157,14 @@ type gate struct {
 	srv  *http.Server
 }
 
-func newGate(t *testing.T, h http.Handler) *gate {
-	g := &gate{t: t, h: h}
+func newGate(t *testing.T, h http.Handler) *portGate {
+	g := &portGate{t: t, h: h}
 	g.open()
 	t.Cleanup(func() { g.srv.Close() })
 	return g
 }
 
-func (g *gate) open() {
+func (g *portGate) open() {
 	addr := g.addr
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -187,7 +187,7 @@ func (g *gate) open() {
 
 // close stops accepting at once (a dial is refused from now on); the
 // call being served finishes.
-func (g *gate) close() { g.ln.Close() }
+func (g *portGate) close() { g.ln.Close() }
 
 // The broker's port closes in the middle of a batch: the calls refused
 // sent nothing, so they are plain failures (retried by the resume), not
@@ -197,7 +197,7 @@ func TestRefusedConnectionsAreRetriedNotUnknown(t *testing.T) {
 	if err := b.Load(dlqctl.SandboxSeed); err != nil {
 		t.Fatal(err)
 	}
-	var g *gate
+	var g *portGate
 	b.SetFaults(sandbox.Faults{Script: func(c sandbox.Call) sandbox.Action {
 		if strings.HasSuffix(c.Route, "/retry") && c.N == 20 {
 			g.close()

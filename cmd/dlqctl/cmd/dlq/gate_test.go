@@ -14,9 +14,9 @@ import (
 	"time"
 
 	dlqctl "github.com/dlqctl/dlqctl"
-	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/dlq"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
 	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
@@ -329,7 +329,7 @@ func TestStatsArrivalsKeepWhatLeft(t *testing.T) {
 	b, cli, requests := released(t)
 	arrivals := func() map[string]int {
 		out, _, code := cli.Exec("dlq", "stats", "--since", "240h", "-o", "json")
-		var st dlq.Stats
+		var st inspect.Stats
 		if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 {
 			t.Fatalf("%v %d", err, code)
 		}

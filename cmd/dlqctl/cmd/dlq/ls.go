@@ -3,16 +3,13 @@ package dlq
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
-	"iter"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/replay"
@@ -85,7 +82,7 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := cmdutil.CheckNames(ctx, cl, sel); err != nil {
+	if err := inspect.CheckNames(ctx, cl, sel); err != nil {
 		return err
 	}
 	dec, err := decisions(ctx, f, cl.Broker())
@@ -94,16 +91,16 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	}
 	now := f.Now()
 	limited := false
-	q := sel.Query(pageSize)
+	q := sel.Query(inspect.PageSize)
 	src := cl.Rows
 	if o.Sort == "oldest" {
 		src = cl.RowsOldestFirst
 	}
 	if o.GroupBy != "" {
 		q.NoData = true
-		return lsGroups(f, fm, o.GroupBy, selected(src(ctx, q), sel, &limited), sel, now, heldBy(dec, now))
+		return lsGroups(f, fm, o.GroupBy, inspect.Select(src(ctx, q), sel, &limited), sel, now, inspect.HeldBy(dec, now))
 	}
-	rows := selected(src(ctx, q), sel, &limited)
+	rows := inspect.Select(src(ctx, q), sel, &limited)
 	cfg, err := f.Config()
 	if err != nil {
 		return err
@@ -122,9 +119,9 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 			if x, ok := dec[r.Address()]; ok {
 				d = &x
 			}
-			rec := lsRecord{r: r, now: now, d: d}
+			rec := inspect.Record{R: r, Now: now, D: d}
 			if d != nil {
-				rec.slo = triageSLO(cfg, r.Queue, r.ConsumerGroup)
+				rec.SLO = inspect.TriageSLO(cfg.PolicySet(), r.Queue, r.ConsumerGroup)
 			}
 			if err := st.Write(rec); err != nil {
 				return err
@@ -133,31 +130,6 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		return st.Close()
 	}
 	return lsTable(f, fm, cl, rows, sel, dec, now, func() bool { return limited }, o.Sort)
-}
-
-// selected streams the rows of src that sel matches, up to its --limit
-// (then it stops reading, and sets *limited).
-func selected(src iter.Seq2[client.Row, error], sel *replay.Selection, limited *bool) iter.Seq2[client.Row, error] {
-	return func(yield func(client.Row, error) bool) {
-		n := 0
-		for r, err := range src {
-			if err != nil {
-				yield(r, err)
-				return
-			}
-			if !sel.Match(r) {
-				continue
-			}
-			if !yield(r, nil) {
-				return
-			}
-			if n++; sel.Limit > 0 && n >= sel.Limit {
-				// Stop reading: the rest of the answer is not needed.
-				*limited = true
-				return
-			}
-		}
-	}
 }
 
 func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(func(client.Row, error) bool), sel *replay.Selection,
@@ -185,8 +157,8 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 		age := now.Sub(r.FailedAt)
 		decision := "-"
 		if d, ok := dec[r.Address()]; ok {
-			slo := triageSLO(cfg, r.Queue, r.ConsumerGroup)
-			decision = decisionLabel(d, r, now, slo)
+			slo := inspect.TriageSLO(cfg.PolicySet(), r.Queue, r.ConsumerGroup)
+			decision = inspect.DecisionLabel(d, r, now, slo)
 			if !d.Covers(r.FailedAt, now) || d.NotCarriedOut(now, slo) {
 				undecided++
 			}
@@ -242,7 +214,7 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 		for i := range table {
 			maxAge := time.Duration(0)
 			if p, ok := cfg.PolicyFor(scopes[i][0], scopes[i][1]); ok {
-				maxAge = p.MaxAge.D()
+				maxAge = p.MaxAge
 			}
 			table[i][0] = pal.Age(table[i][0], ages[i], maxAge)
 		}
@@ -286,154 +258,9 @@ func truncateColumn(table [][]string, header []string, col, width int) {
 	}
 }
 
-// Group is one row of `ls --group-by`: for error, a failure class.
-type Group struct {
-	Key      string    `json:"key"`
-	Class    string    `json:"class,omitempty"`
-	Pattern  string    `json:"pattern,omitempty"`
-	Count    int       `json:"count"`    // dead-letter rows
-	Messages int       `json:"messages"` // distinct addresses among them
-	Oldest   time.Time `json:"oldestFailedAt"`
-	Newest   time.Time `json:"newestFailedAt"`
-	Example  string    `json:"exampleAddress"`
-	Queues   []string  `json:"queues"`
-	// Held counts the group's rows under an active hold; HeldBy names who
-	// the holds are with (their owners, else who recorded them).
-	Held   int      `json:"held"`
-	HeldBy []string `json:"heldBy,omitempty"`
-	// OldestQueue and OldestGroup are where the oldest row is: its age is
-	// judged against that scope's max-age.
-	OldestQueue string `json:"-"`
-	OldestGroup string `json:"-"`
-	queueSet    map[string]struct{}
-	addrs       map[uint64]struct{} // hashes: counting messages costs 8 bytes each
-}
-
-// GroupBys are the groupings of `ls --group-by`.
-var GroupBys = []string{"error", "queue", "cg", "partition"}
-
-// GroupKey is the key of r's group under a grouping.
-func GroupKey(by string, r client.Row) string {
-	switch by {
-	case "queue":
-		return r.Queue
-	case "cg":
-		return r.Queue + "/" + r.ConsumerGroup
-	case "partition":
-		return r.Queue + "/" + r.Partition
-	}
-	return replay.ClassID(r.ErrorMessage)
-}
-
-// Grouper groups rows one at a time, so the groups can be shown while
-// rows are still arriving (the triage screen does).
-type Grouper struct {
-	by     string
-	groups map[string]*Group
-	seed   maphash.Seed
-	// Held, when set, says whether a row is under an active hold and
-	// who it is with.
-	Held func(client.Row) (string, bool)
-}
-
-// NewGrouper groups by one of GroupBys.
-func NewGrouper(by string) *Grouper {
-	return &Grouper{by: by, groups: map[string]*Group{}, seed: maphash.MakeSeed()}
-}
-
-// Add counts a row into its group and returns the group's key.
-func (gr *Grouper) Add(r client.Row) string {
-	key := GroupKey(gr.by, r)
-	g := gr.groups[key]
-	if g == nil {
-		g = &Group{Key: key, Oldest: r.FailedAt, Newest: r.FailedAt, Example: r.Address().String(),
-			OldestQueue: r.Queue, OldestGroup: r.ConsumerGroup, queueSet: map[string]struct{}{}, addrs: map[uint64]struct{}{}}
-		if gr.by == "error" {
-			g.Class, g.Pattern = key, replay.NormalizeError(r.ErrorMessage)
-		}
-		gr.groups[key] = g
-	}
-	g.Count++
-	g.addrs[maphash.String(gr.seed, r.PartitionID+"/"+r.TransactionID)] = struct{}{}
-	if r.FailedAt.Before(g.Oldest) {
-		g.Oldest, g.OldestQueue, g.OldestGroup = r.FailedAt, r.Queue, r.ConsumerGroup
-	}
-	if r.FailedAt.After(g.Newest) {
-		g.Newest = r.FailedAt
-	}
-	if _, ok := g.queueSet[r.Queue]; !ok {
-		g.queueSet[r.Queue] = struct{}{}
-		g.Queues = append(g.Queues, r.Queue)
-	}
-	if gr.Held != nil {
-		if who, ok := gr.Held(r); ok {
-			g.Held++
-			if !slices.Contains(g.HeldBy, who) {
-				g.HeldBy = append(g.HeldBy, who)
-			}
-		}
-	}
-	return key
-}
-
-// Lookup returns a copy of one group, as Groups does.
-func (gr *Grouper) Lookup(key string) (Group, bool) {
-	g, ok := gr.groups[key]
-	if !ok {
-		return Group{}, false
-	}
-	return g.snapshot(), true
-}
-
-// snapshot is a copy of the group the grouper can go on counting under.
-func (g *Group) snapshot() Group {
-	c := *g
-	c.Queues = slices.Clone(g.Queues)
-	sort.Strings(c.Queues)
-	c.HeldBy = slices.Clone(g.HeldBy)
-	sort.Strings(c.HeldBy)
-	c.Messages = len(g.addrs)
-	c.queueSet, c.addrs = nil, nil
-	return c
-}
-
-// Groups returns copies of the groups, biggest first; ties by oldest
-// first, then key, so the order is stable.
-func (gr *Grouper) Groups() []Group {
-	list := make([]Group, 0, len(gr.groups))
-	for _, g := range gr.groups {
-		list = append(list, g.snapshot())
-	}
-	sort.Slice(list, func(i, j int) bool {
-		a, b := list[i], list[j]
-		if a.Count != b.Count {
-			return a.Count > b.Count
-		}
-		if !a.Oldest.Equal(b.Oldest) {
-			return a.Oldest.Before(b.Oldest)
-		}
-		return a.Key < b.Key
-	})
-	return list
-}
-
-// heldBy says whether a row is under an active hold, and who it is with.
-func heldBy(dec map[client.Address]ledger.Decision, now time.Time) func(client.Row) (string, bool) {
-	return func(r client.Row) (string, bool) {
-		d, ok := dec[r.Address()]
-		if !ok || d.Action != ledger.ActionHold || !d.Covers(r.FailedAt, now) {
-			return "", false
-		}
-		if d.Owner != "" {
-			return d.Owner, true
-		}
-		return d.By, true
-	}
-}
-
 func lsGroups(f *cmdutil.Factory, fm render.Format, by string, rows func(func(client.Row, error) bool), sel *replay.Selection, now time.Time,
 	held func(client.Row) (string, bool)) error {
-	gr := NewGrouper(by)
+	gr := inspect.NewGrouper(by)
 	gr.Held = held
 	for r, err := range rows {
 		if err != nil {

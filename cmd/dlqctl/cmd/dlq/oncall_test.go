@@ -17,6 +17,7 @@ import (
 	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
 	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
@@ -121,7 +122,7 @@ func TestDeadLetteredAgainAfterThisBatch(t *testing.T) {
 		t.Fatal(err, code)
 	}
 	// The same address fails again under its original id.
-	ld := testutil.OpenLedger(t, cli.Env["DLQCTL_LEDGER"])
+	ld := testkit.OpenLedger(t, cli.Env["DLQCTL_LEDGER"])
 	man, _ := ld.Manifest(t.Context(), rep.BatchID)
 	m := man[0]
 	b.AddDeadLetters(sandbox.DeadLetter{Queue: m.Queue, Partition: m.Partition, TransactionID: m.Address.TransactionID, ConsumerGroup: "fraud",
@@ -155,7 +156,7 @@ func TestResumeKeepsTheRunSettings(t *testing.T) {
 	if _, stderr, code := cli.Exec("dlq", "replay", "--batch", id, "--yes"); code != 0 {
 		t.Fatalf("resume: %d %s", code, stderr)
 	}
-	ld := testutil.OpenLedger(t, cli.Env["DLQCTL_LEDGER"])
+	ld := testkit.OpenLedger(t, cli.Env["DLQCTL_LEDGER"])
 	au, _ := ld.AuditFor(t.Context(), id)
 	var starts []string
 	for _, a := range au {
@@ -202,7 +203,7 @@ func TestHoldsAreSeenByReplayAndRmAndResolve(t *testing.T) {
 	if _, stderr, code := cli.Exec("dlq", "replay", "--class", class, "--why", "fixed", "--yes", "--rate", "0", "--override-hold"); code != 0 {
 		t.Fatalf("override: %d %s", code, stderr)
 	}
-	ld := testutil.OpenLedger(t, cli.Env["DLQCTL_LEDGER"])
+	ld := testkit.OpenLedger(t, cli.Env["DLQCTL_LEDGER"])
 	b, err := ld.Batch(t.Context(), id)
 	if err != nil || b.Status != ledger.StatusResolved {
 		t.Fatalf("the hold is %q, want resolved (%v)", b.Status, err)

@@ -14,10 +14,12 @@ import (
 	"time"
 
 	dlqctl "github.com/dlqctl/dlqctl"
-	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/dlq"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
 	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/gate"
+	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
@@ -83,11 +85,11 @@ func TestCheckScopesPerConsumerGroupOnTheReleasedServer(t *testing.T) {
     max-age: 2400h
 `)
 	out, _, code := cli.Exec("dlq", "check", "-o", "json")
-	var res dlq.CheckResult
+	var res gate.Result
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err, out)
 	}
-	scopes := map[string]dlq.Scope{}
+	scopes := map[string]gate.Scope{}
 	for _, s := range res.Scopes {
 		scopes[s.Queue+"/"+s.ConsumerGroup] = s
 	}
@@ -139,7 +141,7 @@ func TestReplayOfOneGroupAccountsForEveryRowItRemoves(t *testing.T) {
 		}
 	}
 	// The ledger: every removed row archived, every one in the manifest.
-	ld := testutil.OpenLedger(t, cli.Env["DLQCTL_LEDGER"])
+	ld := testkit.OpenLedger(t, cli.Env["DLQCTL_LEDGER"])
 	ctx := context.Background()
 	archived := 0
 	for a := range addrs {
@@ -177,7 +179,7 @@ func TestRmOfOneGroupArchivesTheRowsItAlsoDeletes(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, "more of the same messages") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	ld := testutil.OpenLedger(t, cli.Env["DLQCTL_LEDGER"])
+	ld := testkit.OpenLedger(t, cli.Env["DLQCTL_LEDGER"])
 	n := 0
 	for a := range addrs {
 		rows, err := ld.ArchivedRows(context.Background(), cli.Broker(), ledger.ArchiveFilter{Address: &a})
@@ -258,7 +260,7 @@ func TestOneAddressReadsOnlyItsQueue(t *testing.T) {
 // Row.AppendJSON is what encoding/json writes for a Row, byte for byte,
 // whatever the strings hold.
 func TestRowAppendJSONIsEncodingJSON(t *testing.T) {
-	for _, r := range []dlq.Row{
+	for _, r := range []inspect.Row{
 		{Address: "p/t", ErrorMessage: "plain", Data: json.RawMessage(`{"a":1}`)},
 		{Address: "p/<&>", PartitionID: "\u2028\u2029", TransactionID: "\x00\x1f\b\f\n\r\t\"\\", ErrorMessage: "bad \xff utf8 é 💥",
 			RetryCount: -3, AgeSeconds: 1 << 40, IsEncrypted: true, Envelope: true, Decision: "hold", DecisionBatch: "b",
@@ -287,8 +289,8 @@ func TestLsRecordIsToRow(t *testing.T) {
 			ConsumerGroup: sr.ConsumerGroup, ErrorMessage: sr.Error + "\x1b\u2028\xff", RetryCount: i, FailedAt: sr.FailedAt, Data: sr.Payload, IsEncrypted: i%3 == 0}
 		for _, d := range []*ledger.Decision{nil, hold, replayed} {
 			for _, slo := range []time.Duration{0, time.Minute} {
-				want, _ := json.Marshal(dlq.ToRowForTest(r, now, d, slo))
-				if got := dlq.LsRecordForTest(r, now, d, slo); string(got) != string(want) {
+				want, _ := json.Marshal(inspect.ToRow(r, now, d, slo))
+				if got := (inspect.Record{R: r, Now: now, D: d, SLO: slo}).AppendJSON(nil); string(got) != string(want) {
 					t.Fatalf("row %d:\n%s\nwant\n%s", i, got, want)
 				}
 			}

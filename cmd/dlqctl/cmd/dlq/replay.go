@@ -2,11 +2,10 @@ package dlq
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/itchyny/gojq"
 	"github.com/spf13/cobra"
@@ -67,31 +66,19 @@ calls in flight finish and prints how to resume.`,
 	cmdutil.AddSelectionFlags(cmd, &o.Selection, true)
 	addExecFlags(cmd, &o.Exec, "replay")
 	fl := cmd.Flags()
-	fl.IntVar(&o.Concurrency, "concurrency", 4, "at most this many calls in flight")
+	def := batch.DefaultSettings(replay.Replay)
+	fl.IntVar(&o.Concurrency, "concurrency", def.Concurrency, "at most this many calls in flight")
 	fl.StringVar(&o.ToQueue, "to-queue", "", "publish to this (recovery) queue instead of the original")
 	fl.StringVar(&o.Transform, "transform", "", "jq expression applied to each payload before publishing (manual path)")
-	fl.StringVar(&o.Via, "via", "auto", "path: auto, endpoint (/retry) or manual (get, push, delete)")
+	fl.StringVar(&o.Via, "via", def.Via, "path: auto, endpoint (/retry) or manual (get, push, delete)")
 	fl.IntVar(&o.MaxFailures, "max-failures", 0, "stop scheduling after this many failed addresses (0 = never)")
-	fl.IntVar(&o.MaxGeneration, "max-generation", 3, "refuse to replay a message that has already been replayed this many times")
+	fl.IntVar(&o.MaxGeneration, "max-generation", def.MaxGeneration, "refuse to replay a message that has already been replayed this many times")
 	fl.BoolVar(&o.RetryUnknown, "retry-unknown", false, "re-attempt addresses left unknown (check the live queue first)")
 	fl.IntVar(&o.Canary, "canary", 0, "replay this many first, wait --canary-wait, stop if any came back to the DLQ")
 	fl.DurationVar(&o.CanaryWait, "canary-wait", 30*time.Second, "how long to wait after the canary")
 	fl.IntVar(&o.MaxRefailures, "max-refailures", 0, "pause the batch when this many replayed messages failed again (0 = never)")
-	fl.StringVar(&o.Order, "order", replay.OrderPartition, "partition (each partition in enqueue order, a message not replayed holds back the rest), skip-gaps, or none")
+	fl.StringVar(&o.Order, "order", def.Order, "partition (each partition in enqueue order, a message not replayed holds back the rest), skip-gaps, or none")
 	return cmd
-}
-
-func addExecFlags(cmd *cobra.Command, e *ExecFlags, verb string) {
-	fl := cmd.Flags()
-	fl.StringVar(&e.Why, "why", "", "why this batch is "+map[string]string{"replay": "replayed", "rm": "discarded"}[verb]+" (recorded in the ledger)")
-	fl.StringVar(&e.By, "by", "", "who decided (default: the OS user)")
-	fl.BoolVarP(&e.Yes, "yes", "y", false, "do not ask for confirmation")
-	fl.BoolVar(&e.DryRun, "dry-run", false, "print the plan; write nothing to the broker or the ledger")
-	fl.Float64Var(&e.Rate, "rate", 10, "messages per second (0 = unlimited, only with --yes); a resumed batch keeps its recorded rate unless this is given")
-	fl.IntVar(&e.Burst, "burst", 1, "how many may start at once before --rate applies")
-	fl.StringVar(&e.BatchID, "batch", "", "execute or resume this recorded batch instead of a selection (with the settings it was run with)")
-	fl.BoolVar(&e.OverrideHold, "override-hold", false, "act on messages under an active hold (dlq decide --action hold) all the same")
-	fl.BoolVar(&e.SkipHeld, "skip-held", false, "leave messages under an active hold out of the batch and act on the rest")
 }
 
 func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
@@ -129,88 +116,21 @@ func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
 	return nil
 }
 
-func validateExec(e *ExecFlags) error {
-	if err := validateRate(e.Rate); err != nil {
-		return err
-	}
-	if e.SkipHeld && e.OverrideHold {
-		return cmdutil.FlagErrorf("--skip-held and --override-hold contradict each other: leave held messages out, or act on them too")
-	}
-	if e.SkipHeld && e.BatchID != "" {
-		return cmdutil.FlagErrorf("--skip-held selects a new batch; a recorded batch (--batch) keeps its messages")
-	}
-	if e.Rate == 0 && !e.Yes && !e.DryRun {
-		return cmdutil.FlagErrorf("--rate 0 (unlimited) needs --yes")
-	}
-	if e.Burst < 1 {
-		return cmdutil.FlagErrorf("invalid --burst %d: want 1 or more", e.Burst)
-	}
-	return nil
-}
-
-// compileTransform turns a jq expression into a payload function that
-// must yield exactly one value.
-func compileTransform(expr string) (func(json.RawMessage) (json.RawMessage, error), error) {
-	q, err := gojq.Parse(expr)
-	if err != nil {
-		return nil, err
-	}
-	code, err := gojq.Compile(q)
-	if err != nil {
-		return nil, err
-	}
-	return func(in json.RawMessage) (json.RawMessage, error) {
-		var v any
-		if err := json.Unmarshal(in, &v); err != nil {
-			return nil, fmt.Errorf("payload is not JSON: %v", err)
-		}
-		it := code.Run(v)
-		out, ok := it.Next()
-		if !ok {
-			return nil, fmt.Errorf("the expression yielded nothing")
-		}
-		if err, isErr := out.(error); isErr {
-			return nil, err
-		}
-		if _, more := it.Next(); more {
-			return nil, fmt.Errorf("the expression yielded more than one value")
-		}
-		return json.Marshal(out)
-	}, nil
-}
-
 func replayRun(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error {
 	return execute(ctx, f, replaySpec(o))
 }
 
 // replaySpec is what replay's flags ask of execute.
 func replaySpec(o *ReplayOptions) execSpec {
-	return execSpec{
-		action: replay.Replay, verb: "replay", flags: &o.Exec, sel: &o.Selection, args: o.Args, changed: o.changed,
-		settings: Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: o.Concurrency, Via: o.Via, ToQueue: o.ToQueue,
+	return execSpec{verb: "replay", ef: &o.Exec, sel: &o.Selection, args: o.Args, req: batch.Request{
+		Action: replay.Replay, Changed: o.changed,
+		Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: o.Concurrency, Via: o.Via, ToQueue: o.ToQueue,
 			Transform: o.Transform, MaxGeneration: o.MaxGeneration, MaxFailures: o.MaxFailures, MaxRefailures: o.MaxRefailures, Order: o.Order},
-		configure: func(opts *replay.Options, s Settings) error {
-			opts.Concurrency = s.Concurrency
-			opts.Via = s.Via
-			opts.ToQueue = s.ToQueue
-			opts.MaxFailures = s.MaxFailures
-			opts.MaxGeneration = s.MaxGeneration
-			opts.RetryUnknown = o.RetryUnknown
-			opts.Canary = o.Canary
-			opts.CanaryWait = o.CanaryWait
-			opts.MaxRefailures = s.MaxRefailures
-			opts.Order = s.Order
-			if opts.Order == "" {
-				opts.Order = replay.OrderPartition
-			}
-			if s.Transform != "" {
-				t, err := compileTransform(s.Transform)
-				if err != nil {
-					return cmdutil.FlagErrorf("invalid --transform: %v", err)
-				}
-				opts.Transform = t
-			}
-			return nil
+		Engine: func(opts *replay.Options, s batch.Settings) error {
+			// What a run does but a batch does not record: the canary and
+			// the unknowns a person has checked.
+			opts.RetryUnknown, opts.Canary, opts.CanaryWait = o.RetryUnknown, o.Canary, o.CanaryWait
+			return s.Apply(opts)
 		},
-	}
+	}}
 }

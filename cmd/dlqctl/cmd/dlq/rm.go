@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/spf13/cobra"
 )
@@ -56,7 +57,9 @@ func rmRun(ctx context.Context, f *cmdutil.Factory, o *RmOptions) error {
 
 // rmSpec is what rm's flags ask of execute.
 func rmSpec(o *RmOptions) execSpec {
-	return execSpec{action: replay.Discard, verb: "rm", flags: &o.Exec, sel: &o.Selection, args: o.Args, changed: o.changed,
-		settings:  Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: 1},
-		configure: func(opts *replay.Options, s Settings) error { opts.Concurrency = 1; return nil }}
+	return execSpec{verb: "rm", ef: &o.Exec, sel: &o.Selection, args: o.Args, req: batch.Request{
+		Action: replay.Discard, Changed: o.changed,
+		Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: 1},
+		Engine:   func(opts *replay.Options, s batch.Settings) error { return s.Apply(opts) },
+	}}
 }

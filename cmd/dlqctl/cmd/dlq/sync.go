@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"time"
-
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
-	"github.com/dlqctl/dlqctl/pkg/client"
-	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/spf13/cobra"
 )
@@ -52,7 +49,7 @@ func syncRun(ctx context.Context, f *cmdutil.Factory, o *SyncOptions) error {
 	if err != nil {
 		return err
 	}
-	res, err := Sync(ctx, cl, ld, o.Queue, f.Now)
+	res, err := inspect.Sync(ctx, cl, ld, o.Queue, f.Now)
 	if err != nil {
 		return err
 	}
@@ -62,33 +59,4 @@ func syncRun(ctx context.Context, f *cmdutil.Factory, o *SyncOptions) error {
 	fmt.Fprintf(f.IO.ErrOut, "Synced %s from %s. Since the last sync, %s left the broker under a recorded replay or discard decision; %s left with no decision (vanished; dlq check reports them).\n",
 		plural(res.Seen, "dead-letter row", "dead-letter rows"), cl.Server(), plural(res.Gone, "row", "rows"), plural(res.Vanished, "row", "rows"))
 	return nil
-}
-
-// Sync archives every row of the DLQ (or a queue) and marks what left.
-// A failed read marks nothing: a partial view must not call rows vanished.
-func Sync(ctx context.Context, cl *client.Client, ld *ledger.Store, queue string, now func() time.Time) (ledger.SyncResult, error) {
-	start := now()
-	a := ld.NewArchiver(cl.Broker(), start)
-	for r, err := range cl.Rows(ctx, client.ListQuery{Queue: queue, Limit: pageSize}) {
-		if err != nil {
-			return ledger.SyncResult{}, err
-		}
-		if queue != "" && r.Queue != queue {
-			continue
-		}
-		if err := a.Add(ctx, r); err != nil {
-			return ledger.SyncResult{}, err
-		}
-	}
-	if err := a.Flush(ctx); err != nil {
-		return ledger.SyncResult{}, err
-	}
-	res, err := ld.MarkGone(ctx, cl.Broker(), queue, start, now())
-	res.Seen = a.Count()
-	if err != nil {
-		return res, err
-	}
-	// A hold whose messages have all left the DLQ is over.
-	_, err = ld.ResolveHolds(ctx, cl.Broker())
-	return res, err
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/version"
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/iostreams"
+	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/spf13/cobra"
 )
@@ -76,7 +77,8 @@ func Run(ctx context.Context, f *cmdutil.Factory, args []string) int {
 	// (cobra's "Did you mean this?").
 	msg, hint := err.Error(), ""
 	var fe *cmdutil.FlagError
-	if errors.As(err, &fe) {
+	flagErr := errors.As(err, &fe) || errs.KindOf(err) == errs.Flag
+	if flagErr {
 		if i := strings.Index(msg, "\n\n"); i >= 0 {
 			msg, hint = msg[:i], strings.TrimSpace(msg[i+2:])
 		}
@@ -91,7 +93,7 @@ func Run(ctx context.Context, f *cmdutil.Factory, args []string) int {
 			}
 		}
 	}
-	if fe != nil && sub != nil {
+	if flagErr && sub != nil {
 		fmt.Fprintf(f.IO.ErrOut, "Run '%s --help' for usage.\n", sub.CommandPath())
 	}
 	return code

@@ -1,7 +1,8 @@
 // Package triage is `dlqctl triage`: the dead-letter workflow (see what
 // failed, drill in, hold, replay, discard) on one terminal screen. Every
 // read and every action goes through the dlq commands' own code
-// (dlq.Workflow): a hold made here is the decide command line it shows.
+// (pkg/inspect, gate, batch, as the dlq commands call them): a hold made
+// here is the decide command line it shows.
 package triage
 
 import (
@@ -13,8 +14,8 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/colorprofile"
-	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/dlq"
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/spf13/cobra"
 )
@@ -45,8 +46,8 @@ commands record it. It needs a terminal; scripts use dlq ls.`,
   $ dlqctl triage --group-by cg`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !slices.Contains(dlq.GroupBys, o.GroupBy) {
-				return cmdutil.FlagErrorf("invalid --group-by %q: valid values are %s", o.GroupBy, strings.Join(dlq.GroupBys, ", "))
+			if !slices.Contains(inspect.GroupBys, o.GroupBy) {
+				return cmdutil.FlagErrorf("invalid --group-by %q: valid values are %s", o.GroupBy, strings.Join(inspect.GroupBys, ", "))
 			}
 			if o.Selection.FromFile == "-" {
 				return cmdutil.FlagErrorf("--from-file - reads standard input, which the screen needs for keys: give a file")
@@ -64,7 +65,7 @@ commands record it. It needs a terminal; scripts use dlq ls.`,
 
 func triageRun(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	if !f.IO.IsStdoutTTY() || !f.IO.IsStdinTTY() {
-		return cmdutil.UsageError(errors.New("dlqctl triage needs a terminal (standard input and output are not both one); in scripts use dlqctl dlq ls --group-by error"))
+		return cmdutil.UsageError(errNoTerminal)
 	}
 	if f.Globals.Debug {
 		return cmdutil.FlagErrorf("--debug writes a trace to the terminal the screen draws on: use it with the dlq commands")
@@ -78,7 +79,7 @@ func triageRun(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	if err != nil {
 		return err
 	}
-	wf, err := dlq.NewWorkflow(ctx, f)
+	wf, err := newSession(ctx, f)
 	if err != nil {
 		return err
 	}

@@ -13,8 +13,9 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 	dlqctl "github.com/dlqctl/dlqctl"
-	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/dlq"
 	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/batch"
+	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
@@ -29,7 +30,7 @@ type world struct {
 	t       testing.TB
 	b       *sandbox.Broker
 	cli     *testutil.CLI
-	wf      *dlq.Workflow
+	wf      *session
 	m       *model
 	msgs    chan tea.Msg
 	pending int
@@ -62,7 +63,7 @@ func openWorld(t testing.TB, b *sandbox.Broker, color bool, sel ...string) *worl
 	cli.WriteConfig(policies)
 	f, _, _, _ := cli.Factory()
 	t.Cleanup(f.Close)
-	wf, err := dlq.NewWorkflow(context.Background(), f)
+	wf, err := newSession(context.Background(), f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,14 +227,14 @@ func (w *world) ledger() *ledger.Store {
 }
 
 // classOf finds a class in the loaded groups.
-func (w *world) classOf(pattern string) dlq.Group {
+func (w *world) classOf(pattern string) inspect.Group {
 	for _, g := range w.m.groups {
 		if strings.HasPrefix(g.Pattern, pattern) {
 			return g
 		}
 	}
 	w.t.Fatalf("no class %q", pattern)
-	return dlq.Group{}
+	return inspect.Group{}
 }
 
 // moveTo puts the classes cursor on a class.
@@ -411,15 +412,22 @@ func TestInterruptAndResume(t *testing.T) {
 	if len(w.b.LiveMessages()) >= g.Messages {
 		t.Fatalf("the interrupt did not stop the batch: %d of %d live", len(w.b.LiveMessages()), g.Messages)
 	}
-	// The resume line's command, run as the command runs.
-	f, _, _, errOut := w.cli.Factory()
-	defer f.Close()
-	f.Globals.Output = "table"
-	cmd := dlq.NewCmdReplay(f, nil)
-	cmd.SilenceUsage = true
-	cmd.SetArgs([]string{"--batch", resume, "--yes", "--rate", "0"})
-	if err := cmd.ExecuteContext(context.Background()); err != nil {
-		t.Fatalf("resume: %v: %s", err, errOut)
+	// The resume line's batch, run as dlq replay --batch runs it.
+	ctx := context.Background()
+	p, err := batch.Prepare(ctx, batch.Env{Client: w.wf.cl, Ledger: w.wf.ld, Now: time.Now, User: "oncall"}, batch.Request{
+		Action: replay.Replay, BatchID: resume, Settings: batch.DefaultSettings(replay.Replay),
+		Changed: func(f string) bool { return f == "rate" }, Engine: func(o *replay.Options, s batch.Settings) error { return s.Apply(o) }})
+	if err == nil {
+		err = p.SetRate(0)
+	}
+	if err == nil {
+		err = p.MakePlan(ctx)
+	}
+	if err == nil {
+		_, err = p.Run(ctx, nil, nil)
+	}
+	if err != nil {
+		t.Fatalf("resume: %v", err)
 	}
 	live := map[string]int{}
 	for _, m := range w.b.LiveMessages() {

@@ -2,7 +2,6 @@ package triage
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -10,8 +9,8 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
-	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/dlq"
-	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/render"
 )
 
@@ -137,15 +136,13 @@ func (m *model) body(w, h int) []string {
 	return m.classesBody(w, h)
 }
 
-// ---- classes ----
-
 // scopeRows are the scopes shown above the classes, breaches first, and
 // how many more there are.
-func (m *model) scopeRows() ([]dlq.Scope, int) {
+func (m *model) scopeRows() ([]gate.Scope, int) {
 	if m.scopes == nil {
 		return nil, 0
 	}
-	s := append([]dlq.Scope(nil), m.scopes.Scopes...)
+	s := append([]gate.Scope(nil), m.scopes.Scopes...)
 	sort.SliceStable(s, func(i, j int) bool { return len(s[i].Breaches) > 0 && len(s[j].Breaches) == 0 })
 	room := min(max(m.bodyHeight()/4, 1), 6)
 	if len(s) > room {
@@ -185,7 +182,7 @@ func (m *model) scopesBlock(w int) []string {
 	for i, s := range shown {
 		names[i] = s.Queue
 		if s.ConsumerGroup != "" {
-			names[i] += "/" + dlq.GroupName(s.ConsumerGroup)
+			names[i] += "/" + client.GroupLabel(s.ConsumerGroup)
 		}
 		names[i] = render.Clean(names[i])
 		nameW = min(max(nameW, ansi.StringWidth(names[i])), 26)
@@ -215,7 +212,7 @@ func (m *model) scopesBlock(w int) []string {
 
 // breachWords says a scope's breaches in a few words (dlq check says
 // them in full).
-func breachWords(s dlq.Scope) string {
+func breachWords(s gate.Scope) string {
 	var w []string
 	n := len(s.Breaches)
 	if s.UndecidedPastSLO > 0 {
@@ -274,7 +271,7 @@ func (m *model) classesBody(w, h int) []string {
 		case 0:
 			if m.by == "cg" {
 				q, grp, _ := strings.Cut(g.Key, "/")
-				return render.Clean(q + "/" + dlq.GroupName(grp))
+				return render.Clean(q + "/" + client.GroupLabel(grp))
 			}
 			return render.Clean(g.Key)
 		case 1:
@@ -327,336 +324,8 @@ func (m *model) classesBody(w, h int) []string {
 	return pad(out, w, h)
 }
 
-// undecided counts a group's rows no active decision covers; counted
-// when first drawn after the rows or the decisions changed.
-func (m *model) undecided(key string) int {
-	if n, ok := m.undecCache[key]; ok {
-		return n
-	}
-	now := m.cfg.now()
-	n := 0
-	for _, i := range m.members[key] {
-		r := m.rows[i]
-		if d, ok := m.dec[r.Address()]; !ok || !d.Covers(r.FailedAt, now) || d.NotCarriedOut(now, m.wf.TriageSLO(r.Queue, r.ConsumerGroup)) {
-			n++
-		}
-	}
-	if m.undecCache == nil {
-		m.undecCache = map[string]int{}
-	}
-	m.undecCache[key] = n
-	return n
-}
-
-// held says how many of a group's rows are under an active hold, and
-// who the holds are with (owners, else who recorded them).
-func (m *model) held(key string) (int, []string) {
-	now := m.cfg.now()
-	n := 0
-	var who []string
-	for _, i := range m.members[key] {
-		r := m.rows[i]
-		d, ok := m.dec[r.Address()]
-		if !ok || d.Action != ledger.ActionHold || !d.Covers(r.FailedAt, now) {
-			continue
-		}
-		n++
-		h := d.Owner
-		if h == "" {
-			h = d.By
-		}
-		if !slices.Contains(who, h) {
-			who = append(who, h)
-		}
-	}
-	sort.Strings(who)
-	return n, who
-}
-
-// ---- one group's rows ----
-
-func (m *model) rowsBody(w, h int) []string {
-	var head string
-	g, ok := m.grouper.Lookup(m.classKey)
-	if ok && m.by == "error" {
-		head = fmt.Sprintf("class %s · %s · %s", g.Key, render.Clean(g.Pattern), plural(g.Count, "row", "rows"))
-	} else if ok {
-		head = fmt.Sprintf("%s %s · %s", m.by, render.Clean(g.Key), plural(g.Count, "row", "rows"))
-	}
-	if n, who := m.held(m.classKey); ok && n > 0 {
-		head += fmt.Sprintf(" · %d held by %s", n, render.Clean(strings.Join(who, ", ")))
-	}
-	if !ok {
-		head = "gone: no dead letter is in " + render.Clean(m.classKey) + " now"
-	}
-	out := []string{fit(m.st.header.Render(head), w)}
-	// Names get the room they need (up to a quarter of the width each);
-	// the error text takes the rest.
-	cols := []column{{"AGE", 6, false}, {"QUEUE", min(max(m.rowWidths[0], 5), max(w/4, 10)), false}, {"PARTITION", 9, false},
-		{"GROUP", min(max(m.rowWidths[1], 5), max(w/5, 10)), false}, {"ERROR", 0, false}, {"DECISION", 14, false}}
-	now := m.cfg.now()
-	cellOf := func(i, c int) string {
-		r := m.rows[m.rowView[i]]
-		switch c {
-		case 0:
-			return render.AgeSince(now, r.FailedAt)
-		case 1:
-			return render.Clean(r.Queue)
-		case 2:
-			return render.Clean(r.Partition)
-		case 3:
-			return render.Clean(dlq.GroupName(r.ConsumerGroup))
-		case 4:
-			return render.Clean(r.ErrorMessage)
-		}
-		if d, ok := m.dec[r.Address()]; ok {
-			if l := dlq.DecisionLabel(d, r, now, m.wf.TriageSLO(r.Queue, r.ConsumerGroup)); l != "" {
-				return l
-			}
-		}
-		return "-"
-	}
-	paint := func(i, c int, s string) string {
-		if c != 0 {
-			return s
-		}
-		r := m.rows[m.rowView[i]]
-		return m.pal.Age(s, now.Sub(r.FailedAt), m.wf.MaxAge(r.Queue, r.ConsumerGroup))
-	}
-	lh := m.listHeight()
-	out = append(out, m.table(cols, w, len(m.rowView), m.rowCur, lh, cellOf, paint)...)
-	if len(m.rowView) == 0 && m.rowFilter != "" {
-		out[len(out)-lh] = fit("  Nothing matches the filter.", w)
-	}
-	return pad(out, w, h)
-}
-
-// ---- one message ----
-
-func (m *model) messageBody(w, h int) []string {
-	head := m.st.header.Render("message " + render.Clean(m.msg.addr.String()))
-	if m.msg.loading {
-		return pad([]string{fit(head, w), fit(m.st.faint.Render("  reading…"), w)}, w, h)
-	}
-	text := m.msg.page.lines(w, h-1)
-	if m.msg.page.more() {
-		head += m.st.faint.Render("  ↓ more")
-	}
-	return pad(append([]string{fit(head, w)}, text...), w, h)
-}
-
-// ---- modals ----
-
-func (m *model) helpBody(w, h int) []string {
-	m.help.SetWidth(w - 4)
-	lines := []string{"Keys", ""}
-	lines = append(lines, strings.Split(m.help.FullHelpView(m.keys.helpFor(m.screen).FullHelp()), "\n")...)
-	lines = append(lines, "",
-		"In a plan: tab moves between rate and why, enter runs, ctrl+o acts",
-		"on messages under a hold all the same (--override-hold), esc",
-		"cancels. While a batch runs, ctrl+c or esc interrupts it (calls in",
-		"flight finish; it resumes with dlq replay --batch); ctrl+c quits.",
-		"",
-		"h, r and x act on the class under the cursor (with the selection",
-		"dlqctl triage was given), or on one message in a class or open.",
-		"Nothing is written before its plan is shown and confirmed; every",
-		"decision is recorded in the ledger as its dlq command records it.")
-	return box("Help", lines, w, h)
-}
-
-func (m *model) holdBody(hm *holdModal, w, h int) []string {
-	lines := []string{
-		"Hold " + hm.t.words,
-		"",
-		"Under investigation: dlq check stops counting these dead letters as",
-		"undecided until then. Recorded with who, when and why.",
-		"",
-		hm.until.View(),
-		hm.why.View(),
-		hm.owner.View(),
-		"",
-		m.st.faint.Render("same as: " + dlq.CommandLine(append([]string{"dlqctl", "dlq", "decide"}, hm.args()...)...)),
-	}
-	if hm.busy {
-		lines = append(lines, "Recording…")
-	}
-	if hm.err != "" {
-		lines = append(lines, m.pal.Red("error: ")+hm.err)
-	}
-	return box("Hold", lines, w, h)
-}
-
-func (m *model) planBody(pm *planModal, w, h int) []string {
-	verb := map[string]string{"replay": "Replay", "rm": "Discard"}[pm.verb]
-	title := verb + " " + pm.t.words
-	inner := h - 2
-	var lines []string
-	switch pm.phase {
-	case planning:
-		lines = []string{"Planning: reading the selection, as dlq " + pm.verb + " --dry-run does…"}
-	case confirming:
-		formLen := 4
-		if pm.err != "" {
-			formLen++
-		}
-		lines = pm.page.lines(w-4, max(inner-formLen, 1))
-		rule := strings.Repeat("─", max(w-4, 1))
-		if pm.page.more() {
-			rule = fit("── more below: ↑/↓ pgup/pgdn scroll "+rule, w-4)
-		}
-		lines = append(lines, rule, pm.rate.View(), pm.why.View(),
-			m.st.faint.Render("same as: "+dlq.CommandLine(append(append([]string{"dlqctl", "dlq", pm.verb}, pm.t.args...), m.runFlags(pm)...)...)))
-		if pm.err != "" {
-			lines = append(lines, m.pal.Red("error: ")+pm.err)
-		}
-	case executing:
-		total := max(pm.planned.Messages(), 1)
-		pm.bar.SetWidth(max(w-6, 10))
-		lines = []string{
-			map[string]string{"replay": "Replaying", "rm": "Discarding"}[pm.verb] + " " + plural(pm.planned.Messages(), "message", "messages") + "…",
-			"",
-			pm.bar.ViewAs(float64(pm.done) / float64(total)),
-			fmt.Sprintf("%d of %d done", pm.done, pm.planned.Messages()),
-			"",
-			"ctrl+c or esc interrupts: calls in flight finish, and the batch",
-			"resumes with " + dlq.CommandLine("dlqctl", "dlq", pm.verb, "--batch", pm.planned.BatchID(), "--yes") + ".",
-		}
-	case finished:
-		if pm.result != "" {
-			lines = pm.page.lines(w-4, max(inner-1, 1))
-		}
-		if pm.err != "" {
-			lines = append(lines, m.pal.Red("error: ")+pm.err)
-		}
-	}
-	return box(title, lines, w, h)
-}
-
-// runFlags are the flags the form adds to the command line.
-func (m *model) runFlags(pm *planModal) []string {
-	f := []string{"--rate", strings.TrimSpace(pm.rate.Value()), "--why", pm.why.Value()}
-	if pm.override {
-		f = append(f, "--override-hold")
-	}
-	return append(f, "--yes")
-}
-
 // layout sizes what depends on the window.
 func (m *model) layout() {
 	m.classCur.fit(len(m.classView), m.listHeight())
 	m.rowCur.fit(len(m.rowView), m.listHeight())
-}
-
-// ---- drawing ----
-
-// column is a list column; width 0 takes what the others leave.
-type column struct {
-	title string
-	width int
-	right bool
-}
-
-// table draws a list window: a heading and h rows from cur.top, the row
-// under the cursor marked and reversed. paint colours a cell (not on the
-// cursor row, where colours would cut the reverse video).
-func (m *model) table(cols []column, w, n int, cur cursor, h int, cellOf func(i, c int) string, paint func(i, c int, s string) string) []string {
-	fixed := 2
-	for _, c := range cols {
-		fixed += c.width + 1
-	}
-	flex := max(w-fixed+1, 8)
-	widths := make([]int, len(cols))
-	for i, c := range cols {
-		widths[i] = c.width
-		if c.width == 0 {
-			widths[i] = flex
-		}
-	}
-	line := func(cells []string) string {
-		return "  " + strings.Join(cells, " ")
-	}
-	head := make([]string, len(cols))
-	for i, c := range cols {
-		head[i] = cell(c.title, widths[i], c.right)
-	}
-	out := []string{fit(m.st.header.Render(line(head)), w)}
-	for r := cur.top; r < cur.top+h; r++ {
-		if r >= n {
-			out = append(out, fit("", w))
-			continue
-		}
-		cells := make([]string, len(cols))
-		for c := range cols {
-			cells[c] = cell(cellOf(r, c), widths[c], cols[c].right)
-		}
-		if r == cur.pos {
-			out = append(out, m.st.selected.Render(fit("›"+line(cells)[1:], w)))
-			continue
-		}
-		for c := range cols {
-			cells[c] = paint(r, c, cells[c])
-		}
-		out = append(out, fit(line(cells), w))
-	}
-	return out
-}
-
-// box draws lines in a bordered box of w×h cells.
-func box(title string, lines []string, w, h int) []string {
-	inner := max(w-4, 1)
-	t := ansi.Truncate(" "+title+" ", inner, "…")
-	out := []string{"╭─" + t + strings.Repeat("─", max(w-3-ansi.StringWidth(t), 0)) + "╮"}
-	for i := 0; i < h-2; i++ {
-		l := ""
-		if i < len(lines) {
-			l = lines[i]
-		}
-		out = append(out, "│ "+fit(l, inner)+" │")
-	}
-	out = append(out, "╰"+strings.Repeat("─", max(w-2, 0))+"╯")
-	return out
-}
-
-// viewLines splits a component's view into lines of width w.
-func viewLines(v string, w int) []string {
-	lines := strings.Split(v, "\n")
-	for i, l := range lines {
-		lines[i] = fit(l, w)
-	}
-	return lines
-}
-
-// cell fits a plain cell's text to width, aligned.
-func cell(s string, w int, right bool) string {
-	s = ansi.Truncate(s, w, "…")
-	gap := strings.Repeat(" ", max(w-ansi.StringWidth(s), 0))
-	if right {
-		return gap + s
-	}
-	return s + gap
-}
-
-// fit cuts or pads a (possibly styled) line to exactly w cells.
-func fit(s string, w int) string {
-	if ansi.StringWidth(s) > w {
-		s = ansi.Truncate(s, w, "…")
-	}
-	return s + strings.Repeat(" ", max(w-ansi.StringWidth(s), 0))
-}
-
-// pad makes lines exactly h lines of w cells.
-func pad(lines []string, w, h int) []string {
-	for len(lines) < h {
-		lines = append(lines, fit("", w))
-	}
-	return lines[:h]
-}
-
-// commas writes 12345 as 12,345.
-func commas(n int) string {
-	s := strconv.Itoa(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }

@@ -1,6 +1,6 @@
-// Package testutil sets up what dlqctl's tests share: a sandbox broker on
+// Package testkit sets up what dlqctl's tests share: a sandbox broker on
 // a loopback port, and ledgers on every engine the machine has.
-package testutil
+package testkit
 
 import (
 	"context"
@@ -13,11 +13,15 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
+
+// Now is the fixed clock of the tests and the golden files.
+var Now = time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
 
 // PostgresEnv names the PostgreSQL server the ledger tests use, as a DSN
 // (postgres://user@127.0.0.1:5432/db). In CI it must be set: a skipped

@@ -1,4 +1,9 @@
-package dlq
+// Package gate is dlq check's evaluation: one scope per queue and
+// consumer group, judged against its policy (max-age, triage SLO) and
+// the ledger's decisions, in O(log N) list requests on a broker that
+// pages and one streamed body on one that does not. The check command,
+// the triage screen and the exporter all evaluate through Check.
+package gate
 
 import (
 	"context"
@@ -8,9 +13,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/dlqctl/dlqctl/internal/config"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/policy"
 	"github.com/dlqctl/dlqctl/pkg/render"
 )
 
@@ -73,8 +78,8 @@ type NotCarriedOut struct {
 	DeadLetters int       `json:"deadLetters"`
 }
 
-// CheckResult is `dlq check -o json`.
-type CheckResult struct {
+// Result is a check's answer (`dlq check -o json`).
+type Result struct {
 	Broker    string   `json:"broker"`
 	CheckedAt string   `json:"checkedAt"`
 	OK        bool     `json:"ok"`
@@ -93,7 +98,7 @@ type CheckResult struct {
 // ledger's decisions.
 type gate struct {
 	cl        *client.Client
-	cfg       *config.Config
+	policies  policy.Set
 	dec       map[client.Address]ledger.Decision
 	maxAge    time.Duration // flag overrides; 0 = from policies
 	triageSLO time.Duration
@@ -119,8 +124,8 @@ type limits struct {
 }
 
 func (g *gate) limitsFor(queue, group string) limits {
-	pol, _ := g.cfg.PolicyFor(queue, group)
-	l := limits{maxAge: pol.MaxAge.D(), slo: pol.TriageSLO.D(), owner: pol.Owner}
+	pol, _ := g.policies.For(queue, group)
+	l := limits{maxAge: pol.MaxAge, slo: pol.TriageSLO, owner: pol.Owner}
 	if g.maxAge > 0 {
 		l.maxAge = g.maxAge
 	}
@@ -200,16 +205,13 @@ func (a *acc) add(g *gate, r client.Row) {
 // pages, each scope costs O(log N) requests and reads no row unless the
 // ledger holds a hold or a decision that could change the answer; on one
 // that answers in one body, each queue is streamed once for all its scopes.
-func Check(ctx context.Context, cl *client.Client, in CheckInput) (*CheckResult, error) {
+func Check(ctx context.Context, cl *client.Client, in Input) (*Result, error) {
 	total := &client.Meter{}
 	ctx = client.WithMeter(ctx, total)
 	now, queues := in.Now, in.Queues
-	res := &CheckResult{Broker: cl.Server(), CheckedAt: render.Timestamp(now), OK: true}
-	g := &gate{cl: cl, cfg: in.Config, dec: in.Decisions, maxAge: in.MaxAge, triageSLO: in.TriageSLO, now: now,
+	res := &Result{Broker: cl.Server(), CheckedAt: render.Timestamp(now), OK: true}
+	g := &gate{cl: cl, policies: in.Policies, dec: in.Decisions, maxAge: in.MaxAge, triageSLO: in.TriageSLO, now: now,
 		holds: map[string]bool{}, decided: map[string]bool{}, visit: in.Visit}
-	if g.cfg == nil {
-		g.cfg = &config.Config{}
-	}
 	for _, d := range in.Decisions {
 		if !d.Active(now) {
 			continue
@@ -257,7 +259,7 @@ func Check(ctx context.Context, cl *client.Client, in CheckInput) (*CheckResult,
 		}
 		// An empty scope nobody named says nothing: test queues by the
 		// dozen would bury the few that matter.
-		if in.AllScopes || s.Depth > 0 || s.VanishedUndecided > 0 || len(s.Breaches) > 0 || slices.Contains(queues, s.Queue) || g.cfg.Names(s.Queue) {
+		if in.AllScopes || s.Depth > 0 || s.VanishedUndecided > 0 || len(s.Breaches) > 0 || slices.Contains(queues, s.Queue) || g.policies.Names(s.Queue) {
 			shown = append(shown, *s)
 		} else {
 			res.Hidden++
@@ -269,9 +271,9 @@ func Check(ctx context.Context, cl *client.Client, in CheckInput) (*CheckResult,
 	return res, nil
 }
 
-// CheckInput is what a check is evaluated against besides the broker.
-type CheckInput struct {
-	Config    *config.Config
+// Input is what a check is evaluated against besides the broker.
+type Input struct {
+	Policies  policy.Set
 	Decisions map[client.Address]ledger.Decision
 	// Vanished are the archived rows that left the broker with no decision.
 	Vanished []ledger.Archived
@@ -296,7 +298,7 @@ type CheckInput struct {
 // scope of every queue. On a broker that pages, each listed queue is
 // probed, then the whole DLQ's depth: rows beyond the listed queues'
 // belong to queues the list left out, which are found and checked too.
-func (g *gate) everyQueue(ctx context.Context, topo *client.Topology, res *CheckResult) ([]Scope, error) {
+func (g *gate) everyQueue(ctx context.Context, topo *client.Topology, res *Result) ([]Scope, error) {
 	m := &client.Meter{}
 	mctx := client.WithMeter(ctx, m)
 	passes := map[string]*oneBodyPass{}
@@ -692,4 +694,10 @@ func queuesInDLQ(ctx context.Context, cl *client.Client) ([]string, error) {
 	return names, nil
 }
 
-func contains(s []string, x string) bool { return slices.Contains(s, x) }
+// pageSize is how many rows the gate asks the list route for at a time.
+const pageSize = 500
+
+func secs(d time.Duration) *float64 {
+	s := d.Seconds()
+	return &s
+}

@@ -62,9 +62,10 @@ func maskBeforeAt(s string) string {
 }
 
 // DSN masks the password of a ledger DSN in any of the forms a user may
-// type (URL, libpq keywords).
+// type (URL, libpq keywords), and of a URL typed without its scheme
+// (user:pw@host/db).
 func DSN(dsn string) string {
-	if strings.Contains(dsn, "://") {
+	if strings.Contains(dsn, "://") || (strings.Contains(dsn, "@") && !strings.Contains(dsn, "=")) {
 		return URL(dsn)
 	}
 	return keywordPassword.ReplaceAllString(dsn, "$1="+Mask)

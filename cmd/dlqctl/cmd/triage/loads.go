@@ -1,0 +1,141 @@
+package triage
+
+import (
+	"context"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/inspect"
+)
+
+// reload reads everything again: the rows, the decisions, the scopes.
+func (m *model) reload() tea.Cmd {
+	if m.cancelLoad != nil {
+		m.cancelLoad()
+	}
+	m.gen++
+	m.decGen++
+	ctx, cancel := context.WithCancel(m.ctx)
+	m.cancelLoad = cancel
+	m.rows, m.members, m.grouper, m.groups = nil, map[string][]int{}, inspect.NewGrouper(m.by), nil
+	m.loading, m.loadErr = true, nil
+	m.refilter()
+	return tea.Batch(m.streamRows(ctx, m.gen), m.loadDecisions(m.decGen), m.loadScopes(m.decGen))
+}
+
+func (m *model) streamRows(ctx context.Context, gen int) tea.Cmd {
+	ch := make(chan rowsMsg, 2)
+	go func() {
+		defer close(ch)
+		send := func(msg rowsMsg) bool {
+			select {
+			case ch <- msg:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		batch := make([]client.Row, 0, chunk)
+		for r, err := range m.wf.Rows(ctx, m.cfg.sel) {
+			if err != nil {
+				send(rowsMsg{gen: gen, rows: batch, done: true, err: err})
+				return
+			}
+			if batch = append(batch, r); len(batch) == chunk {
+				if !send(rowsMsg{gen: gen, rows: batch}) {
+					return
+				}
+				batch = make([]client.Row, 0, chunk)
+			}
+		}
+		send(rowsMsg{gen: gen, rows: batch, done: true})
+	}()
+	var next tea.Cmd
+	next = func() tea.Msg {
+		msg, ok := <-ch
+		if !ok {
+			return nil
+		}
+		msg.next = next
+		return msg
+	}
+	return next
+}
+
+func (m *model) loadDecisions(gen int) tea.Cmd {
+	return func() tea.Msg {
+		dec, err := m.wf.Decisions(m.ctx)
+		return decisionsMsg{gen: gen, dec: dec, err: err}
+	}
+}
+
+func (m *model) loadScopes(gen int) tea.Cmd {
+	var queues []string
+	if m.cfg.base.Queue != "" {
+		queues = []string{m.cfg.base.Queue}
+	}
+	return func() tea.Msg {
+		res, err := m.wf.Check(m.ctx, queues)
+		return scopesMsg{gen: gen, res: res, err: err}
+	}
+}
+
+// addRows counts arriving rows into their groups.
+func (m *model) addRows(rows []client.Row) {
+	for _, r := range rows {
+		i := len(m.rows)
+		m.rows = append(m.rows, r)
+		k := m.grouper.Add(r)
+		m.members[k] = append(m.members[k], i)
+	}
+	m.groups, m.undecCache = m.grouper.Groups(), nil
+	m.refilter()
+}
+
+// regroup groups the loaded rows another way.
+func (m *model) regroup(by string) {
+	m.by = by
+	m.grouper, m.members = inspect.NewGrouper(by), map[string][]int{}
+	for i, r := range m.rows {
+		k := m.grouper.Add(r)
+		m.members[k] = append(m.members[k], i)
+	}
+	m.groups, m.undecCache = m.grouper.Groups(), nil
+	m.classCur = cursor{}
+	m.refilter()
+}
+
+// refilter recomputes what the lists show, keeping the cursor on the
+// same group when it is still there.
+func (m *model) refilter() {
+	keep := ""
+	if i := m.classCur.pos; i < len(m.classView) && m.classView[i] < len(m.groups) {
+		keep = m.groups[m.classView[i]].Key
+	}
+	m.classView = m.classView[:0]
+	f := strings.ToLower(m.classFilter)
+	for i, g := range m.groups {
+		if f == "" || strings.Contains(strings.ToLower(g.Key+" "+g.Pattern+" "+strings.Join(g.Queues, ",")), f) {
+			m.classView = append(m.classView, i)
+		}
+	}
+	for vi, gi := range m.classView {
+		if m.groups[gi].Key == keep {
+			m.classCur.pos = vi
+		}
+	}
+	m.classCur.fit(len(m.classView), m.listHeight())
+
+	m.rowView, m.rowWidths = m.rowView[:0], [2]int{}
+	f = strings.ToLower(m.rowFilter)
+	for _, i := range m.members[m.classKey] {
+		r := m.rows[i]
+		if f == "" || strings.Contains(strings.ToLower(r.Queue+" "+r.Partition+" "+r.ConsumerGroup+" "+r.ErrorMessage+" "+r.TransactionID+" "+r.PartitionID), f) {
+			m.rowView = append(m.rowView, i)
+			m.rowWidths[0] = max(m.rowWidths[0], len(r.Queue))
+			m.rowWidths[1] = max(m.rowWidths[1], len(client.GroupLabel(r.ConsumerGroup)))
+		}
+	}
+	m.rowCur.fit(len(m.rowView), m.listHeight())
+}

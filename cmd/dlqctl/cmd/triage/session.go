@@ -1,0 +1,219 @@
+package triage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"strings"
+	"time"
+
+	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/internal/present"
+	"github.com/dlqctl/dlqctl/pkg/batch"
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/gate"
+	"github.com/dlqctl/dlqctl/pkg/inspect"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/policy"
+	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+)
+
+// session is what the screen reads and acts through: the broker, the
+// ledger and the config of the command line it was started with, and
+// the domain packages the dlq commands call, called the same way.
+type session struct {
+	f        *cmdutil.Factory
+	cl       *client.Client
+	ld       *ledger.Store
+	policies policy.Set
+}
+
+func newSession(ctx context.Context, f *cmdutil.Factory) (*session, error) {
+	cfg, err := f.Config()
+	if err != nil {
+		return nil, err
+	}
+	cl, ld, err := f.Session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &session{f: f, cl: cl, ld: ld, policies: cfg.PolicySet()}, nil
+}
+
+// Server is the broker's URL, without credentials.
+func (s *session) Server() string { return s.cl.Server() }
+
+// Rows streams the dead-letter rows sel matches, newest first, without
+// payloads (as ls --group-by reads them).
+func (s *session) Rows(ctx context.Context, sel *replay.Selection) iter.Seq2[client.Row, error] {
+	q := sel.Query(inspect.PageSize)
+	q.NoData = true
+	var limited bool
+	return inspect.Select(s.cl.Rows(ctx, q), sel, &limited)
+}
+
+// Decisions are the latest decision of each address.
+func (s *session) Decisions(ctx context.Context) (map[client.Address]ledger.Decision, error) {
+	return s.ld.LatestDecisions(ctx, s.cl.Broker())
+}
+
+// Check evaluates the scopes of queues (all when empty) as dlq check does
+// with no flags: thresholds from the config's policies.
+func (s *session) Check(ctx context.Context, queues []string) (*gate.Result, error) {
+	dec, err := s.Decisions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vanished, err := s.ld.ArchivedRows(ctx, s.cl.Broker(), ledger.ArchiveFilter{VanishedOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	return gate.Check(ctx, s.cl, gate.Input{Policies: s.policies, Decisions: dec, Vanished: vanished, Queues: queues, Now: s.f.Now()})
+}
+
+// MaxAge is the max-age policy of a queue and consumer group, 0 for none.
+func (s *session) MaxAge(queue, group string) time.Duration {
+	p, _ := s.policies.For(queue, group)
+	return p.MaxAge
+}
+
+// TriageSLO is the triage SLO policy of a queue and consumer group.
+func (s *session) TriageSLO(queue, group string) time.Duration {
+	return inspect.TriageSLO(s.policies, queue, group)
+}
+
+// Show is what dlq show prints for an address.
+func (s *session) Show(ctx context.Context, addr client.Address) (inspect.ShowResult, error) {
+	return inspect.Lookup(ctx, s.cl, s.ld, addr, s.f.Now())
+}
+
+// hold records a hold as dlq decide --action hold does, with the checks
+// its flags get.
+func (s *session) hold(ctx context.Context, t target, until, why, owner string) (*ledger.Batch, int, error) {
+	if strings.TrimSpace(why) == "" {
+		return nil, 0, cmdutil.FlagErrorf("--why is required: say why (it is recorded in the ledger)")
+	}
+	if strings.TrimSpace(until) == "" {
+		return nil, 0, cmdutil.FlagErrorf("--action hold needs --until (a time, or a duration from now such as 24h)")
+	}
+	sel, err := t.sel.Build(s.f, t.addrs)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := cmdutil.RequireSelection(sel, "dlq decide"); err != nil {
+		return nil, 0, err
+	}
+	now := s.f.Now()
+	b := &ledger.Batch{Action: ledger.ActionHold, By: s.f.User(), At: now, Why: why, Owner: strings.TrimSpace(owner)}
+	if b.Until, err = batch.ParseUntil(until, now); err != nil {
+		return nil, 0, cmdutil.FlagErrorf("%v", err)
+	}
+	n, err := batch.Decide(ctx, s.cl, s.ld, sel, b)
+	return b, n, err
+}
+
+// plan plans a replay or discard of a target as dlq replay or dlq rm
+// --dry-run does, with their default settings.
+func (s *session) plan(ctx context.Context, verb string, t target) (*planned, error) {
+	action := map[string]string{"replay": replay.Replay, "rm": replay.Discard}[verb]
+	sel, err := t.sel.Build(s.f, t.addrs)
+	if err != nil {
+		return nil, err
+	}
+	if err := cmdutil.RequireSelection(sel, "dlq "+verb); err != nil {
+		return nil, err
+	}
+	req := batch.Request{Action: action, Selection: sel, Settings: batch.DefaultSettings(action),
+		Changed: func(string) bool { return false }, Engine: func(o *replay.Options, st batch.Settings) error { return st.Apply(o) }}
+	p, err := batch.Prepare(ctx, batch.Env{Client: s.cl, Ledger: s.ld, Now: s.f.Now, User: s.f.User()}, req)
+	if err != nil {
+		return nil, err
+	}
+	if p.Messages() > 0 {
+		if err := p.MakePlan(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return &planned{s: s, verb: verb, p: p}, nil
+}
+
+// planned is a replay or discard planned and not yet run: nothing has
+// been written to the broker or the ledger.
+type planned struct {
+	s        *session
+	verb     string
+	p        *batch.Pending
+	override bool
+}
+
+// Messages is how many messages the batch holds (0: nothing matches).
+func (pl *planned) Messages() int { return pl.p.Messages() }
+
+// Held is how many of them are under an active hold.
+func (pl *planned) Held() int { return pl.p.Held() }
+
+// Rate is the batch's rate, messages a second (0 = unlimited).
+func (pl *planned) Rate() float64 { return pl.p.Rate() }
+
+// SetRate changes the rate, and the plan's estimate.
+func (pl *planned) SetRate(r float64) error { return pl.p.SetRate(r) }
+
+// OverrideHold acts on messages under an active hold all the same.
+func (pl *planned) OverrideHold() { pl.override = true }
+
+// BatchID is the id the batch is (or will be) recorded under.
+func (pl *planned) BatchID() string { return pl.p.BatchID() }
+
+// WritePlan writes the plan as the command prints it before it asks.
+func (pl *planned) WritePlan(w io.Writer, pal *render.Palette) { present.Plan(w, pal, pl.p.Plan()) }
+
+// Run records and executes the batch as the command does once it is
+// confirmed, recording why; progress gets the number of addresses done.
+// Holds are refused as the command refuses them without --override-hold.
+// Cancelling ctx interrupts it like SIGINT.
+func (pl *planned) Run(ctx context.Context, why string, progress func(done int)) (*outcome, error) {
+	if strings.TrimSpace(why) == "" {
+		return nil, cmdutil.FlagErrorf("a reason is required: it is recorded in the ledger")
+	}
+	if pl.p.Held() > 0 && !pl.override {
+		return nil, cmdutil.UsageError(fmt.Errorf("%s under an active hold; nothing done", present.Plural(pl.p.Held(), "message is", "messages are")))
+	}
+	pl.p.SetWhy(why)
+	res, err := pl.p.Run(ctx, nil, progress)
+	if res == nil {
+		return nil, err
+	}
+	return &outcome{Report: res.Report, Next: present.Next(res.Next, pl.verb, pl.p.BatchID(), pl.s.f.Again), NewSince: res.NewSince, Err: err}, nil
+}
+
+// outcome is what a run did.
+type outcome struct {
+	Report *replay.Report
+	// Next are the lines that say how to finish the batch.
+	Next []string
+	// NewSince counts dead letters matching the selection that arrived
+	// after the plan (they are not in the batch).
+	NewSince int
+	// Err is the ledger failure the run stopped on, if any.
+	Err error
+}
+
+// Write writes the outcome as the command's summary, with the lines that
+// say how to finish the batch.
+func (o *outcome) Write(w io.Writer, pal *render.Palette) {
+	present.Report(w, pal, o.Report)
+	if o.NewSince > 0 {
+		fmt.Fprintf(w, "%s matching the selection arrived since the plan; they are not in this batch.\n", present.Plural(o.NewSince, "new dead letter", "new dead letters"))
+	}
+	if o.Err != nil {
+		fmt.Fprintf(w, "%s %s\n", pal.Red("error:"), render.Clean(o.Err.Error()))
+	}
+	for _, l := range o.Next {
+		fmt.Fprintln(w, l)
+	}
+}
+
+var errNoTerminal = errors.New("dlqctl triage needs a terminal (standard input and output are not both one); in scripts use dlqctl dlq ls --group-by error")

@@ -1,0 +1,116 @@
+package triage
+
+import (
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/textinput"
+	"charm.land/bubbles/v2/viewport"
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/charmbracelet/x/ansi"
+)
+
+func (m *model) newInput(prompt, value string) textinput.Model {
+	ti := textinput.New()
+	ti.Prompt = prompt
+	ti.SetValue(value)
+	// The width bounds what is shown (the input scrolls); the placeholder
+	// needs one too, or only its first letter shows.
+	ti.SetWidth(max(m.width-6-ansi.StringWidth(prompt), 20))
+	s := textinput.DefaultDarkStyles()
+	s.Cursor.Blink = false
+	if !m.cfg.color {
+		s.Focused = textinput.StyleState{}
+		s.Blurred = textinput.StyleState{}
+		s.Cursor.Color = nil
+	}
+	ti.SetStyles(s)
+	return ti
+}
+
+// form is a modal's text fields, one in focus; tab goes round them.
+type form struct {
+	fields []*textinput.Model
+	focus  int
+}
+
+// start focuses field i.
+func (f *form) start(i int) tea.Cmd {
+	f.focus = i
+	return f.fields[i].Focus()
+}
+
+// next moves the focus to the next field.
+func (f *form) next() tea.Cmd {
+	f.fields[f.focus].Blur()
+	return f.start((f.focus + 1) % len(f.fields))
+}
+
+// update hands a message to the field in focus.
+func (f *form) update(msg tea.Msg) tea.Cmd {
+	in := f.fields[f.focus]
+	var cmd tea.Cmd
+	*in, cmd = in.Update(msg)
+	return cmd
+}
+
+// cursor is a list position and the first row shown.
+type cursor struct{ pos, top int }
+
+func (c *cursor) move(d, n, h int) {
+	c.pos += d
+	c.fit(n, h)
+}
+
+func (c *cursor) fit(n, h int) {
+	if n == 0 {
+		c.pos, c.top = 0, 0
+		return
+	}
+	c.pos = min(max(c.pos, 0), n-1)
+	h = max(h, 1)
+	if c.pos < c.top {
+		c.top = c.pos
+	}
+	if c.pos >= c.top+h {
+		c.top = c.pos - h + 1
+	}
+	c.top = min(max(c.top, 0), max(n-h, 0))
+}
+
+// pager is scrollable text: a viewport, with the text word-wrapped to its
+// width (the viewport's own soft wrap cuts words in two).
+type pager struct {
+	vp        viewport.Model
+	text      string
+	wrappedAt int
+}
+
+func newPager() pager {
+	vp := viewport.New()
+	// h, r and x act; only the arrows, pages and ctrl keys scroll.
+	vp.KeyMap.Left = key.NewBinding(key.WithKeys("ctrl+left"))
+	vp.KeyMap.Right = key.NewBinding(key.WithKeys("ctrl+right"))
+	vp.KeyMap.HalfPageUp = key.NewBinding(key.WithKeys("ctrl+u"))
+	vp.KeyMap.HalfPageDown = key.NewBinding(key.WithKeys("ctrl+d"))
+	vp.KeyMap.PageDown = key.NewBinding(key.WithKeys("pgdown", "space", "ctrl+f"))
+	vp.KeyMap.PageUp = key.NewBinding(key.WithKeys("pgup", "ctrl+b"))
+	return pager{vp: vp, wrappedAt: -1}
+}
+
+func (p *pager) set(text string) { p.text, p.wrappedAt = text, -1 }
+
+func (p *pager) update(k tea.KeyPressMsg) { p.vp, _ = p.vp.Update(k) }
+
+// lines are the w×h window of the text.
+func (p *pager) lines(w, h int) []string {
+	p.vp.SetWidth(w)
+	p.vp.SetHeight(h)
+	if p.wrappedAt != w {
+		p.vp.SetContent(ansi.Wrap(p.text, w, ""))
+		p.wrappedAt = w
+	}
+	return viewLines(p.vp.View(), w)
+}
+
+// more reports whether text is below the window.
+func (p *pager) more() bool { return !p.vp.AtBottom() }

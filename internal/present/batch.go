@@ -1,0 +1,233 @@
+// Package present writes for people what the domain packages return:
+// plans, run reports, the way to finish a batch, one message's record.
+// The commands and the triage screen print through it, so both say the
+// same thing the same way. Machine formats (-o json …) never come here.
+package present
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/batch"
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+)
+
+// Missing names explicit addresses that are not dead-lettered.
+func Missing(w io.Writer, missing []client.Address) {
+	for _, a := range missing {
+		fmt.Fprintf(w, "not found: no dead-letter row at %s (nothing done to it)\n", render.Clean(a.String()))
+	}
+}
+
+// Plan writes the plan for people.
+func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
+	c := render.Clean
+	verb := map[string]string{replay.Replay: "Replay", replay.Discard: "Discard"}[p.Action]
+	rows := Plural(p.Rows, "dead-letter row", "dead-letter rows")
+	if p.OtherGroups > 0 {
+		rows = fmt.Sprintf("%d dead-letter rows: %d selected, %d more of the same messages", p.Rows+p.OtherGroups, p.Rows, p.OtherGroups)
+	}
+	fmt.Fprintf(w, "%s plan: %s (%s)\n", pal.Bold(verb), Plural(p.Addresses, "message", "messages"), rows)
+	queues := make([]string, 0, len(p.ByQueue))
+	for q := range p.ByQueue {
+		queues = append(queues, q)
+	}
+	sort.Strings(queues)
+	for _, q := range queues {
+		fmt.Fprintf(w, "  queue %-20s %s\n", c(q), Plural(p.ByQueue[q], "message", "messages"))
+	}
+	fmt.Fprintln(w, "  by failure class (messages):")
+	for i, cc := range p.ByClass {
+		if i == 10 {
+			fmt.Fprintf(w, "    … and %d more classes\n", len(p.ByClass)-10)
+			break
+		}
+		fmt.Fprintf(w, "    %s  %5d  %s\n", cc.Class, cc.Count, render.Truncate(c(cc.Pattern), 80))
+	}
+	fmt.Fprintf(w, "  destination: %s\n", c(p.Destination))
+	if p.Via != "" {
+		fmt.Fprintf(w, "  path: %s\n", p.Via)
+	}
+	if p.Pinned > 0 {
+		fmt.Fprintf(w, "    %s the manual path an earlier attempt took (its derived id makes a repeat a duplicate)\n", Plural(p.Pinned, "address keeps", "addresses keep"))
+	}
+	if p.NoCall > 0 {
+		fmt.Fprintf(w, "  %s already done or gone from the DLQ: no call needed\n", Plural(p.NoCall, "message is", "messages are"))
+	}
+	if o := p.Order; o != nil {
+		switch {
+		case o.Recorded && replay.Ordered(o.Mode):
+			fmt.Fprintln(w, "  order: per partition, in the order the batch recorded, one at a time in each")
+		case !replay.Ordered(o.Mode):
+			fmt.Fprintln(w, "  order: none (--order none): messages of one partition may be published in any order")
+		case o.Partitions == 0:
+			fmt.Fprintln(w, "  order: per partition (no partition has more than one of these messages)")
+		default:
+			fmt.Fprintf(w, "  order: per partition, oldest first, one at a time in each; %s with several messages, the longest %s/%s (%d)\n",
+				Plural(o.Partitions, "partition", "partitions"), c(o.Chain.Queue), c(o.Chain.Partition), o.LongestChain)
+			if o.Mode == replay.OrderPartition {
+				fmt.Fprintln(w, "    a message not replayed holds back the later ones of its partition (--order skip-gaps goes on past it)")
+			}
+			fmt.Fprintln(w, "    each replay lands after whatever its partition delivered since it failed: handlers must accept an older version")
+		}
+		switch {
+		case o.Recorded && o.ByFailure > 0:
+			fmt.Fprintf(w, "    %s recorded by an older dlqctl without message ids: they keep the order it recorded\n", Plural(o.ByFailure, "message was", "messages were"))
+		case o.ByFailure > 0:
+			fmt.Fprintf(w, "    %s ordered by first failure: their message ids are not time-ordered\n", Plural(o.ByFailure, "message is", "messages are"))
+		}
+	}
+	if p.Rate > 0 {
+		est := "under a second"
+		if p.Estimated >= time.Second {
+			est = render.Duration(p.Estimated.Round(time.Second))
+		}
+		fmt.Fprintf(w, "  rate: %g/s, estimated %s\n", p.Rate, est)
+	} else {
+		fmt.Fprintln(w, "  rate: unlimited")
+	}
+	warn := pal.Yellow("warning:")
+	if p.OtherGroups > 0 {
+		var parts []string
+		for i, a := range p.AlsoRemoves {
+			if i == 8 {
+				parts = append(parts, fmt.Sprintf("… %d more", len(p.AlsoRemoves)-8))
+				break
+			}
+			parts = append(parts, fmt.Sprintf("%d of group %s, class %s (%s)", a.Rows, c(client.GroupLabel(a.ConsumerGroup)), a.Class, render.Truncate(c(a.Pattern), 40)))
+		}
+		fmt.Fprintf(w, "  %s a %s acts on the message, so it also removes %s the selection left out: %s. They are archived and recorded in this batch.\n",
+			warn, map[string]string{replay.Replay: "replay's delete", replay.Discard: "delete"}[p.Action],
+			Plural(p.OtherGroups, "dead-letter row", "dead-letter rows"), strings.Join(parts, "; "))
+		if p.Action == replay.Replay {
+			fmt.Fprintf(w, "  To replay for one consumer group alone, publish to a recovery queue only that group reads: --to-queue.\n")
+		}
+	}
+	for _, fo := range p.FanOut {
+		fmt.Fprintf(w, "  %s a re-push reaches every consumer group of %s (%s): %s failed in only some of them and will be delivered again to the others. Use --to-queue for a recovery queue only the failed group reads.\n",
+			warn, c(fo.Queue), c(strings.Join(groupLabels(fo.AlsoReaches), ", ")), Plural(fo.Messages, "message", "messages"))
+	}
+	if p.Undecryptable > 0 {
+		if p.Action == replay.Replay {
+			fmt.Fprintf(w, "  %s %s an encryption envelope the broker cannot decrypt; they are skipped and left in place.\n", warn, Plural(p.Undecryptable, "message is", "messages are"))
+		} else {
+			fmt.Fprintf(w, "  %s %s an encryption envelope the broker cannot decrypt; they are discarded like the rest (the archive keeps the envelope).\n", warn, Plural(p.Undecryptable, "message is", "messages are"))
+		}
+	}
+	if p.OverGenCap > 0 {
+		fmt.Fprintf(w, "  %s %s past --max-generation will be skipped (they keep failing after replays).\n", warn, Plural(p.OverGenCap, "message is", "messages are"))
+	}
+	if p.SkippedHeld > 0 {
+		fmt.Fprintf(w, "  %s under an active hold left out of the batch (--skip-held)\n", Plural(p.SkippedHeld, "message", "messages"))
+	}
+	for _, h := range p.Holds {
+		until := ""
+		if !h.Until.IsZero() {
+			until = " until " + render.Timestamp(h.Until)
+		}
+		fmt.Fprintf(w, "  %s %s under hold %s by %s%s: %s\n", warn, Plural(h.Messages, "message is", "messages are"), h.BatchID, c(h.By), until, c(h.Why))
+	}
+}
+
+// groupLabels are consumer groups as people are shown them.
+func groupLabels(gs []string) []string {
+	out := make([]string, len(gs))
+	for i, g := range gs {
+		out[i] = client.GroupLabel(g)
+	}
+	return out
+}
+
+// Report writes what a run did, for people.
+func Report(w io.Writer, pal *render.Palette, rep *replay.Report) {
+	fmt.Fprintf(w, "Batch %s: ", pal.Bold(rep.BatchID))
+	var parts []string
+	add := func(n int, s string, paint func(string) string) {
+		if n > 0 {
+			parts = append(parts, paint(fmt.Sprintf("%d %s", n, s)))
+		}
+	}
+	id := func(s string) string { return s }
+	if rep.Action == replay.Replay {
+		add(rep.Replayed, "replayed", pal.Green)
+		add(rep.Duplicate, "duplicate-suppressed", id)
+	} else {
+		add(rep.Discarded, "discarded", pal.Green)
+		add(rep.Replayed, "finished earlier replays", id)
+	}
+	add(rep.AlreadyGone, "already gone", id)
+	add(rep.AlreadyDone, "already done", id)
+	if rep.Failed > 0 {
+		add(rep.Failed, "failed", pal.Red)
+	} else {
+		parts = append(parts, "0 failed")
+	}
+	add(rep.Unknown, "unknown", pal.Red)
+	add(rep.Unreachable, "unreachable", pal.Red)
+	add(rep.DeadLetteredAgain, "dead-lettered again", pal.Red)
+	add(rep.SkippedEncrypted, "skipped (undecryptable)", pal.Yellow)
+	add(rep.SkippedGeneration, "skipped (generation cap)", pal.Yellow)
+	add(rep.Claimed, "claimed by another run", pal.Yellow)
+	add(rep.HeldBack, "held back behind a message not replayed", pal.Yellow)
+	add(rep.NotStarted, "not started", pal.Yellow)
+	fmt.Fprintf(w, "%s in %s\n", strings.Join(parts, ", "), rep.Elapsed.Round(time.Millisecond))
+	for _, l := range rep.Listed {
+		fmt.Fprintf(w, "  %s  %s\n", render.Clean(l.Address.String()), render.Clean(l.Reason))
+	}
+	for _, b := range rep.BlockedPartitions {
+		by := "an earlier run's gap"
+		if b.Address.PartitionID != "" {
+			by = render.Clean(b.Address.String()) + " (" + render.Clean(b.Reason) + ")"
+		}
+		fmt.Fprintf(w, "  partition %s/%s: %s held back behind %s\n", render.Clean(b.Queue), render.Clean(b.Partition), Plural(b.Messages, "message", "messages"), by)
+	}
+	if rep.Stopped != "" {
+		fmt.Fprintf(w, "%s %s\n", pal.Yellow("Stopped:"), render.Clean(rep.Stopped))
+	}
+}
+
+// Next writes, as lines, how to finish a batch a run left unfinished:
+// each a command that works when pasted, built by again (the dlqctl
+// command line with this run's connection flags).
+func Next(steps []batch.Step, verb, batchID string, again func(args ...string) string) []string {
+	var out []string
+	for _, s := range steps {
+		switch s.Kind {
+		case batch.Resume:
+			out = append(out, "Resume with: "+again("dlq", verb, "--batch", batchID, "--yes"))
+		case batch.RetryUnknown:
+			out = append(out, fmt.Sprintf("%s unknown: check the live queue for a copy (discard the dead letter if one is there), then: %s",
+				Plural(s.N, "address is", "addresses are"), again("dlq", verb, "--batch", batchID, "--retry-unknown", "--yes")))
+		case batch.SkipGaps:
+			out = append(out, fmt.Sprintf("%s behind a message a resume will not replay: go on past it with %s",
+				Plural(s.N, "partition waits", "partitions wait"), again("dlq", verb, "--batch", batchID, "--order", replay.OrderSkipGaps, "--yes")))
+		case batch.Discard:
+			args := []string{"dlq", "rm"}
+			what := "they"
+			if len(s.Addresses) > 0 {
+				for _, a := range s.Addresses {
+					args = append(args, a.String())
+				}
+			} else {
+				args, what = append(args, "--batch", batchID), "the batch's remaining dead letters"
+			}
+			args = append(args, "--why", "…")
+			out = append(out, fmt.Sprintf("%s cannot be replayed as %s (undecryptable, or past --max-generation); to discard %s, archived first: %s",
+				Plural(s.N, "message", "messages"), map[bool]string{true: "it is", false: "they are"}[s.N == 1], what, again(args...)))
+		}
+	}
+	return out
+}
+
+// Plural is "1 thing" or "N things".
+func Plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

@@ -1,0 +1,135 @@
+package present
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/inspect"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+)
+
+// Show writes a lookup for people: the record to w, the warning
+// about an undecryptable payload to warn.
+func Show(w, warn io.Writer, pal *render.Palette, res inspect.ShowResult) {
+	c := render.Clean
+	kv := func(k, v string) { fmt.Fprintf(w, "%-14s %s\n", k+":", v) }
+	kv("Address", pal.Bold(c(res.Address)))
+	kv("Queue", OrDash(c(res.Queue)))
+	kv("Partition", OrDash(c(res.Partition)))
+	kv("Message ID", OrDash(c(res.MessageID)))
+	if res.Status != "" {
+		kv("Status", c(res.Status))
+	}
+	if !res.InDLQ {
+		kv("In the DLQ", "no (its history below is the ledger's)")
+	}
+	enc := "no"
+	if res.IsEncrypted {
+		enc = "yes (decrypted)"
+	}
+	if res.Undecryptable {
+		enc = pal.Red("undecryptable envelope")
+	}
+	kv("Encrypted", enc)
+	if len(res.Rows) > 0 {
+		fmt.Fprintf(w, "\nFailures (%d):\n", len(res.Rows))
+		for _, r := range res.Rows {
+			fmt.Fprintf(w, "  %s  group %s, %d retries, failed %s (%s ago)\n", pal.Red("✗"), c(client.GroupLabel(r.ConsumerGroup)), r.RetryCount, r.FailedAt, render.AgeOfSeconds(float64(r.AgeSeconds)))
+			fmt.Fprintf(w, "     %s  [class %s]\n", orNone(c(r.ErrorMessage)), r.ErrorClass)
+		}
+	} else if len(res.Archived) > 0 {
+		fmt.Fprintf(w, "\nArchived failures (%d):\n", len(res.Archived))
+		for _, a := range res.Archived {
+			gone := "last seen in the DLQ " + render.Timestamp(a.LastSeen)
+			if !a.GoneAt.IsZero() {
+				gone = "left the DLQ by " + render.Timestamp(a.GoneAt)
+				if a.Vanished {
+					gone += ", with no decision (vanished)"
+				}
+			}
+			fmt.Fprintf(w, "  %s  group %s, %d retries, failed %s; %s\n", pal.Red("✗"), c(client.GroupLabel(a.ConsumerGroup)), a.RetryCount, render.Timestamp(a.FailedAt), gone)
+			fmt.Fprintf(w, "     %s  [class %s]\n", orNone(c(a.Error)), replay.ClassID(a.Error))
+		}
+	}
+	if res.Undecryptable {
+		fmt.Fprintln(warn, pal.Yellow("warning: the payload is an encryption envelope the broker could not decrypt (wrong or rotated key); it will not be replayed"))
+	}
+	fmt.Fprintln(w, "\nPayload:")
+	var pretty bytes.Buffer
+	if len(res.Data) == 0 {
+		fmt.Fprintln(w, "  (none)")
+	} else if json.Indent(&pretty, res.Data, "  ", "  ") == nil {
+		fmt.Fprintf(w, "  %s\n", render.CleanLines(pretty.String()))
+	} else {
+		fmt.Fprintf(w, "  %s\n", c(string(res.Data)))
+	}
+	fmt.Fprintln(w, "\nDecisions:")
+	if len(res.Decisions) == 0 {
+		fmt.Fprintln(w, "  none recorded")
+	}
+	for _, d := range res.Decisions {
+		until := ""
+		if !d.Until.IsZero() {
+			until = " until " + render.Timestamp(d.Until)
+		}
+		owner := ""
+		if d.Owner != "" {
+			owner = " for " + c(d.Owner)
+		}
+		fmt.Fprintf(w, "  %s  %s%s by %s%s (batch %s, %s): %s\n", render.Timestamp(d.At), d.Action, until, c(d.By), owner, d.BatchID, d.Status, c(d.Why))
+	}
+	if j := res.Journal; j != nil {
+		fmt.Fprintln(w, "\nJournal:")
+		fmt.Fprintf(w, "  %s, generation %d, %d attempt(s), batch %s, updated %s\n", journalSentence(j), j.Generation, j.Attempts, j.BatchID, render.Timestamp(j.UpdatedAt))
+		if cp := res.ReplayedAs; cp != nil {
+			now := "its status now is unknown"
+			switch cp.Status {
+			case "":
+			case "not found":
+				now = "the broker no longer holds it"
+			default:
+				now = "now " + c(cp.Status)
+				if cp.Queue != "" {
+					now += " in queue " + c(cp.Queue)
+				}
+			}
+			fmt.Fprintf(w, "  replayed as transaction id %s (partition %s) via %s; %s\n", c(cp.TransactionID), c(cp.PartitionID), j.Via, now)
+		}
+		if j.LastError != "" {
+			fmt.Fprintf(w, "  last error: %s\n", c(j.LastError))
+		}
+	}
+}
+
+// journalSentence says an address's journal state in words.
+func journalSentence(j *ledger.Entry) string {
+	switch {
+	case j.State == ledger.Removed && j.Outcome == "discarded":
+		return "discarded (archived, then deleted)"
+	case j.State == ledger.Removed && (j.Outcome == "replayed" || j.Outcome == "duplicate"):
+		return "replayed, dead letter removed"
+	case j.State == ledger.Removed && j.Outcome == "gone":
+		return "gone before it was acted on"
+	}
+	return j.State
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(no error message)"
+	}
+	return s
+}
+
+// OrDash is s, or "-" for nothing.
+func OrDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

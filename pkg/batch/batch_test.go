@@ -1,0 +1,187 @@
+package batch_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	dlqctl "github.com/dlqctl/dlqctl"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
+	"github.com/dlqctl/dlqctl/pkg/batch"
+	"github.com/dlqctl/dlqctl/pkg/errs"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/dlqctl/dlqctl/pkg/sandbox"
+)
+
+var now = testkit.Now
+
+func world(t *testing.T, dsn string) (*sandbox.Broker, batch.Env) {
+	t.Helper()
+	b := sandbox.New(func() time.Time { return now })
+	if err := b.Load(dlqctl.SandboxSeed); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b.Handler())
+	t.Cleanup(srv.Close)
+	return b, batch.Env{Client: testkit.Client(t, srv.URL), Ledger: testkit.OpenLedger(t, dsn), Now: func() time.Time { return now }, User: "tester"}
+}
+
+func selection(t *testing.T, s replay.Selection) *replay.Selection {
+	t.Helper()
+	if err := s.Compile(); err != nil {
+		t.Fatal(err)
+	}
+	return &s
+}
+
+func request(action string, sel *replay.Selection) batch.Request {
+	s := batch.DefaultSettings(action)
+	s.Rate = 0
+	return batch.Request{Action: action, Selection: sel, Settings: s, Why: "test", Changed: func(string) bool { return false },
+		Engine: func(o *replay.Options, s batch.Settings) error { return s.Apply(o) }}
+}
+
+// A replay planned and run through the package: recorded before the
+// first publish, every message once, the batch done, its rows archived
+// and marked gone; run again, nothing is left to do.
+func TestReplayLifecycle(t *testing.T) {
+	testkit.ForEachLedger(t, func(t *testing.T, _ *ledger.Store, dsn string) {
+		b, env := world(t, dsn)
+		ctx := context.Background()
+		sel := selection(t, replay.Selection{Class: "f47c6181"})
+		p, err := batch.Prepare(ctx, env, request(replay.Replay, sel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.MakePlan(ctx); err != nil {
+			t.Fatal(err)
+		}
+		plan := p.Plan()
+		if plan.Addresses != p.Messages() || !strings.HasPrefix(plan.Via, "endpoint") || plan.Order == nil {
+			t.Fatalf("plan %+v", plan)
+		}
+		var recorded string
+		res, err := p.Run(ctx, func(id string, fresh bool) { recorded = id }, nil)
+		if err != nil || recorded != p.BatchID() || !res.Report.Clean() || res.Report.Replayed != p.Messages() || len(res.Next) != 0 {
+			t.Fatalf("run: %v, recorded %q, report %+v", err, recorded, res.Report.Outcome())
+		}
+		for _, r := range b.DeadLetterRows() {
+			if strings.Contains(r.Error, "not found") && r.Queue == "orders" {
+				t.Fatalf("%s/%s still dead-lettered", r.PartitionID, r.TransactionID)
+			}
+		}
+		bt, err := env.Ledger.Batch(ctx, recorded)
+		if err != nil || bt.Status != ledger.StatusDone || bt.By != "tester" {
+			t.Fatalf("batch %+v %v", bt, err)
+		}
+		again, err := batch.Prepare(ctx, env, request(replay.Replay, sel))
+		if err != nil || again.Messages() != 0 {
+			t.Fatalf("the same selection again: %d messages (%v)", again.Messages(), err)
+		}
+	})
+}
+
+// A recorded batch resumes with its recorded settings; a resume cannot
+// change the destination; a batch of another broker or action is
+// refused.
+func TestRecordedBatches(t *testing.T) {
+	_, env := world(t, "sqlite://"+t.TempDir()+"/l.db")
+	ctx := context.Background()
+	b := &ledger.Batch{Action: ledger.ActionReplay, By: "ann", At: now, Why: "later"}
+	n, err := batch.Decide(ctx, env.Client, env.Ledger, selection(t, replay.Selection{Queue: "payments"}), b)
+	if err != nil || n == 0 {
+		t.Fatalf("decide: %d %v", n, err)
+	}
+	req := request(replay.Replay, nil)
+	req.BatchID, req.Why = b.ID, ""
+	req.Settings.ToQueue = "elsewhere"
+	req.Changed = func(f string) bool { return f == "to-queue" }
+	if _, err := batch.Prepare(ctx, env, req); err != nil {
+		t.Fatalf("a decided batch records no destination; a first run may give one: %v", err)
+	}
+	req.Changed = func(string) bool { return false }
+	req.Settings.ToQueue = ""
+	p, err := batch.Prepare(ctx, env, req)
+	if err != nil || p.Why() != "later" || p.Messages() != n {
+		t.Fatalf("prepare the recorded batch: %v, why %q, %d of %d", err, p.Why(), p.Messages(), n)
+	}
+	rm := request(replay.Discard, nil)
+	rm.BatchID = b.ID
+	if _, err := batch.Prepare(ctx, env, rm); errs.KindOf(err) != errs.Usage || !strings.Contains(err.Error(), "execute it with dlq replay") {
+		t.Fatalf("rm of a replay batch: %v", err)
+	}
+}
+
+// Decide records a hold for the messages a selection matches; the plan
+// of a replay over them counts them held, and SkipHeld leaves them out.
+func TestHoldsInPlans(t *testing.T) {
+	_, env := world(t, "sqlite://"+t.TempDir()+"/l.db")
+	ctx := context.Background()
+	hold := &ledger.Batch{Action: ledger.ActionHold, By: "ann", At: now, Why: "INC", Until: now.Add(time.Hour)}
+	n, err := batch.Decide(ctx, env.Client, env.Ledger, selection(t, replay.Selection{Class: "f47c6181"}), hold)
+	if err != nil || n == 0 {
+		t.Fatalf("hold: %d %v", n, err)
+	}
+	p, err := batch.Prepare(ctx, env, request(replay.Replay, selection(t, replay.Selection{Queue: "orders"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.MakePlan(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p.Held() != n {
+		t.Fatalf("%d held in the plan, the hold has %d", p.Held(), n)
+	}
+	all := p.Messages()
+	req := request(replay.Replay, selection(t, replay.Selection{Queue: "orders"}))
+	req.SkipHeld = true
+	p, _ = batch.Prepare(ctx, env, req)
+	if err := p.MakePlan(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p.Held() != 0 || p.SkippedHeld() != n || p.Messages() != all-n {
+		t.Fatalf("SkipHeld: %d held, %d skipped, %d of %d", p.Held(), p.SkippedHeld(), p.Messages(), all)
+	}
+}
+
+// NextSteps says how to go on from what a run left.
+func TestNextSteps(t *testing.T) {
+	rep := &replay.Report{Unknown: 2, BlockedPartitions: []replay.Blocked{{Permanent: true}},
+		Listed: []replay.AddrResult{{Reason: "skipped: undecryptable envelope"}}}
+	kinds := map[batch.StepKind]int{}
+	for _, s := range batch.NextSteps(rep) {
+		kinds[s.Kind] = s.N
+	}
+	if _, resume := kinds[batch.Resume]; resume || kinds[batch.RetryUnknown] != 2 || kinds[batch.SkipGaps] != 1 || kinds[batch.Discard] != 1 {
+		t.Fatalf("steps %v", kinds)
+	}
+	if !batch.Resumable(&replay.Report{Failed: 1}) || batch.Resumable(&replay.Report{}) {
+		t.Fatal("a failed address is retried by a resume; a clean run has nothing left")
+	}
+}
+
+// Once a run has recorded its settings, a resume keeps the destination
+// and the transform; the other settings follow the command line where it
+// sets them and the record elsewhere.
+func TestResumeSettings(t *testing.T) {
+	started := []byte(`{"rate":5,"burst":1,"toQueue":"recovery","order":"partition"}`)
+	only := func(name string) func(string) bool { return func(f string) bool { return f == name } }
+	if _, err := batch.ResumeSettings(started, batch.Settings{ToQueue: "elsewhere"}, only("to-queue")); errs.KindOf(err) != errs.Flag {
+		t.Fatalf("a started batch's destination changed: %v", err)
+	}
+	if _, err := batch.ResumeSettings(started, batch.Settings{Transform: ".x"}, only("transform")); errs.KindOf(err) != errs.Flag {
+		t.Fatalf("a started batch's transform changed: %v", err)
+	}
+	got, err := batch.ResumeSettings(started, batch.Settings{Rate: 50, ToQueue: "elsewhere"}, only("rate"))
+	if err != nil || got.Rate != 50 || got.ToQueue != "recovery" || got.Burst != 1 {
+		t.Fatalf("merge: %+v %v", got, err)
+	}
+	decided := []byte(`{"order":"partition"}`)
+	got, err = batch.ResumeSettings(decided, batch.Settings{Rate: 10, ToQueue: "recovery"}, only("to-queue"))
+	if err != nil || got.ToQueue != "recovery" || got.Order != "partition" || got.Rate != 10 {
+		t.Fatalf("a decided batch's first run: %+v %v", got, err)
+	}
+}

@@ -1,0 +1,394 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/errs"
+	"github.com/dlqctl/dlqctl/pkg/inspect"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+)
+
+// input is what a batch executes: a fresh snapshot, or a recorded
+// batch's frozen manifest.
+type input struct {
+	items   []replay.Item
+	batch   *ledger.Batch // set when executing a recorded batch
+	fresh   bool
+	missing []client.Address // explicit addresses that are not dead-lettered
+	absent  map[client.Address]bool
+	planAt  time.Time
+}
+
+// gather snapshots the selection, or loads a recorded batch's manifest and
+// checks which of its addresses are still dead-lettered.
+func gather(ctx context.Context, cl *client.Client, ld *ledger.Store, sel *replay.Selection, batchID, action string, now time.Time) (*input, error) {
+	in := &input{planAt: now}
+	if batchID != "" {
+		b, err := ld.Batch(ctx, batchID)
+		if err != nil {
+			return nil, err
+		}
+		if b.Broker != cl.Broker() {
+			return nil, errs.Usagef("batch %s belongs to broker %s, not %s (use --server or --context)", b.ID, b.Broker, cl.Broker())
+		}
+		if b.Status == ledger.StatusCancelled {
+			return nil, errs.Usagef("batch %s was cancelled (see dlqctl decisions show %s): it is no longer a decision; select the dead letters again for a new batch", b.ID, b.ID)
+		}
+		want := map[string]string{replay.Replay: ledger.ActionReplay, replay.Discard: ledger.ActionDiscard}[action]
+		if b.Action != want {
+			verb := map[string]string{ledger.ActionReplay: "dlq replay", ledger.ActionDiscard: "dlq rm", ledger.ActionHold: "nothing (a hold is not executed)"}[b.Action]
+			return nil, errs.Usagef("batch %s records a %s decision; execute it with %s", b.ID, b.Action, verb)
+		}
+		man, err := ld.Manifest(ctx, b.ID)
+		if err != nil {
+			return nil, err
+		}
+		in.batch = b
+		in.items = ManifestItems(man)
+		// A recorded manifest may be old: find what is still dead-lettered,
+		// so nothing is deleted that is not (an older server's DELETE
+		// removes live messages too), and every row a delete removes now.
+		current, err := currentRows(ctx, cl, in.items)
+		if err != nil {
+			return nil, err
+		}
+		in.absent = map[client.Address]bool{}
+		for i := range in.items {
+			it := &in.items[i]
+			rows := current[it.Address]
+			if len(rows) == 0 {
+				in.absent[it.Address] = true
+				continue
+			}
+			have := map[string]bool{}
+			for _, r := range it.AllRows() {
+				have[r.ConsumerGroup+"\x00"+r.FailedAt.String()] = true
+			}
+			for _, r := range rows {
+				if !have[r.ConsumerGroup+"\x00"+r.FailedAt.String()] {
+					it.Others = append(it.Others, r)
+				}
+			}
+		}
+		return in, nil
+	}
+	var items []replay.Item
+	var err error
+	if sel.OnlyAddresses() {
+		items, in.missing, err = snapshotAddresses(ctx, cl, sel.Addresses)
+	} else {
+		items, err = replay.Snapshot(ctx, cl, sel, inspect.PageSize)
+	}
+	if err != nil {
+		return nil, err
+	}
+	in.items, in.fresh = items, true
+	if len(sel.Addresses) > 0 && !sel.OnlyAddresses() {
+		found := map[client.Address]bool{}
+		for _, it := range items {
+			found[it.Address] = true
+		}
+		for _, a := range sel.Addresses {
+			if !found[a] {
+				in.missing = append(in.missing, a)
+			}
+		}
+	}
+	return in, nil
+}
+
+// snapshotAddresses snapshots explicit addresses without reading the
+// whole DLQ: the detail route says whether each is dead-lettered (and
+// gives its payload, decrypted); the rows are read from their queues
+// only, without payloads. An address the broker cannot be asked about
+// (see Address.Unreachable) is looked for in the list.
+func snapshotAddresses(ctx context.Context, cl *client.Client, addrs []client.Address) ([]replay.Item, []client.Address, error) {
+	type got struct {
+		m   *client.Message
+		err error
+	}
+	res := make([]got, len(addrs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, a := range addrs {
+		if !a.PathSafe() {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res[i].m, res[i].err = cl.Get(ctx, a)
+		}()
+	}
+	wg.Wait()
+	var items []replay.Item
+	var missing []client.Address
+	byAddr := map[client.Address]int{} // -1: dead-lettered, not yet seen in the list
+	seen := map[client.Address]bool{}
+	var queues []string
+	readAll := false
+	for i, a := range addrs {
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		r := res[i]
+		switch {
+		case !a.PathSafe():
+			readAll = true
+		case errors.Is(r.err, client.ErrNoDeadLetterRow):
+			missing = append(missing, a)
+			continue
+		case errors.Is(r.err, client.ErrRouteMissing):
+			readAll = true
+		case r.err != nil:
+			return nil, nil, r.err
+		case r.m.Status != "" && r.m.Status != "dead_letter":
+			missing = append(missing, a)
+			continue
+		default:
+			if !slices.Contains(queues, r.m.Queue) {
+				queues = append(queues, r.m.Queue)
+			}
+		}
+		byAddr[a] = -1
+	}
+	if readAll {
+		queues = []string{""}
+	}
+	// The rows of the addresses found, in list order (newest first).
+	for _, q := range queues {
+		for row, err := range cl.Rows(ctx, client.ListQuery{Queue: q, Limit: inspect.PageSize, NoData: !readAll}) {
+			if err != nil {
+				return nil, nil, err
+			}
+			a := row.Address()
+			i, want := byAddr[a]
+			if !want || q != "" && row.Queue != q {
+				continue
+			}
+			if i < 0 {
+				byAddr[a] = len(items)
+				items = append(items, replay.Item{Address: a, Queue: row.Queue, Partition: row.Partition, Rows: []client.Row{row}})
+				continue
+			}
+			items[i].Rows = append(items[i].Rows, row)
+		}
+	}
+	clear(seen)
+	for k, a := range addrs {
+		i, ok := byAddr[a]
+		if !ok || seen[a] {
+			continue
+		}
+		seen[a] = true
+		switch {
+		case i < 0:
+			// Dead-lettered a moment ago, gone by the time the list was read.
+			missing = append(missing, a)
+		case res[k].m != nil:
+			items[i].Payload, items[i].Checked = res[k].m.Payload, true
+		}
+	}
+	return items, missing, nil
+}
+
+// checkEnvelopes asks the detail route for each item whose list payload
+// is an encryption envelope: the released server's list never decrypts,
+// so only the detail route tells an encrypted payload (it decrypts) from
+// an undecryptable one. The answer is what the batch publishes.
+func checkEnvelopes(ctx context.Context, cl *client.Client, items []replay.Item) error {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	var mu sync.Mutex
+	var first error
+	for i := range items {
+		it := &items[i]
+		if it.Checked || !it.Envelope() || !it.Address.PathSafe() {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			m, err := cl.Get(ctx, it.Address)
+			switch {
+			case err == nil:
+				it.Payload, it.Checked = m.Payload, true
+			case errors.Is(err, client.ErrNoDeadLetterRow), errors.Is(err, client.ErrRouteMissing):
+				// Left unchecked: the run settles it (gone, or asked again).
+			default:
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// ManifestItems turns a recorded manifest back into items to execute.
+func ManifestItems(man []ledger.ManifestItem) []replay.Item {
+	items := make([]replay.Item, 0, len(man))
+	for _, m := range man {
+		it := replay.Item{Address: m.Address, Queue: m.Queue, Partition: m.Partition, Payload: m.Payload, Checked: m.Checked}
+		row := func(g, errText string, retries int, failed time.Time) client.Row {
+			return client.Row{ID: m.MessageID, PartitionID: m.Address.PartitionID, TransactionID: m.Address.TransactionID, Queue: m.Queue,
+				Partition: m.Partition, ConsumerGroup: g, ErrorMessage: errText, RetryCount: retries, FailedAt: failed, Data: m.Payload}
+		}
+		if len(m.Rows) > 0 {
+			for _, r := range m.Rows {
+				if r.Selected {
+					it.Rows = append(it.Rows, row(r.ConsumerGroup, r.Error, r.RetryCount, r.FailedAt))
+				} else {
+					it.Others = append(it.Others, row(r.ConsumerGroup, r.Error, r.RetryCount, r.FailedAt))
+				}
+			}
+		}
+		if len(it.Rows) == 0 {
+			// Manifests written before rows were recorded: one row per group.
+			groups := m.Groups
+			if len(groups) == 0 {
+				groups = []string{""}
+			}
+			for _, g := range groups {
+				it.Rows = append(it.Rows, row(g, m.Error, m.RetryCount, m.FailedAt))
+			}
+		}
+		items = append(items, it)
+	}
+	return items
+}
+
+// ToManifest freezes items into a manifest to record.
+func ToManifest(items []replay.Item) []ledger.ManifestItem {
+	out := make([]ledger.ManifestItem, len(items))
+	for i, it := range items {
+		r := it.Newest()
+		mi := ledger.ManifestItem{Address: it.Address, MessageID: r.ID, Queue: it.Queue, Partition: it.Partition, Groups: it.Groups(),
+			Error: r.ErrorMessage, RetryCount: r.RetryCount, Payload: it.Data(), Undecryptable: it.Undecryptable(), Checked: it.Checked}
+		for _, x := range it.Rows {
+			mi.Rows = append(mi.Rows, ledger.ManifestRow{ConsumerGroup: x.ConsumerGroup, Error: x.ErrorMessage, RetryCount: x.RetryCount, FailedAt: x.FailedAt, Selected: true})
+		}
+		for _, x := range it.Others {
+			mi.Rows = append(mi.Rows, ledger.ManifestRow{ConsumerGroup: x.ConsumerGroup, Error: x.ErrorMessage, RetryCount: x.RetryCount, FailedAt: x.FailedAt})
+		}
+		// The newest failure the batch saw: a row that fails later is a
+		// new dead letter the decision does not cover.
+		for _, x := range mi.Rows {
+			if x.FailedAt.After(mi.FailedAt) {
+				mi.FailedAt = x.FailedAt
+			}
+		}
+		out[i] = mi
+	}
+	return out
+}
+
+// newSince counts dead letters matching a fresh selection that arrived
+// after the plan (not in the batch, not this run's own re-failures): they
+// are not silently added to a frozen batch.
+func newSince(ctx context.Context, cl *client.Client, sel *replay.Selection, planAt time.Time, items []replay.Item, own map[string]bool) int {
+	inBatch := make(map[client.Address]bool, len(items))
+	for _, it := range items {
+		inBatch[it.Address] = true
+	}
+	n := 0
+	q := sel.Query(inspect.PageSize)
+	q.NoData = true
+	for r, err := range cl.Rows(ctx, q) {
+		if err != nil || r.FailedAt.Before(planAt) {
+			break // newest first: nothing older can be new
+		}
+		if sel.Match(r) && !own[r.TransactionID] && !inBatch[r.Address()] {
+			n++
+		}
+	}
+	return n
+}
+
+// queueGroups lists consumer groups per queue from the broker's queue and
+// consumer-group lists and from the rows in hand.
+func queueGroups(ctx context.Context, cl *client.Client, items []replay.Item) map[string][]string {
+	out := map[string][]string{}
+	add := func(q, g string) {
+		if !slices.Contains(out[q], g) {
+			out[q] = append(out[q], g)
+		}
+	}
+	if qs, err := cl.Queues(ctx); err == nil {
+		for _, q := range qs {
+			for _, g := range q.ConsumerGroups {
+				add(q.Name, g)
+			}
+		}
+	}
+	if cgs, err := cl.ConsumerGroups(ctx); err == nil {
+		for _, g := range cgs {
+			add(g.Queue, g.Name)
+		}
+	}
+	for _, it := range items {
+		for _, g := range it.Groups() {
+			add(it.Queue, g)
+		}
+	}
+	return out
+}
+
+// archiveItems archives every row of the batch that is in the DLQ, with
+// the message's payload.
+func archiveItems(ctx context.Context, ld *ledger.Store, broker string, now time.Time, in *input) error {
+	a := ld.NewArchiver(broker, now)
+	for _, it := range in.items {
+		if in.absent[it.Address] {
+			continue
+		}
+		for _, r := range it.AllRows() {
+			if len(r.Data) == 0 || it.Checked {
+				r.Data = it.Data()
+			}
+			if err := a.Add(ctx, r); err != nil {
+				return err
+			}
+		}
+	}
+	return a.Flush(ctx)
+}
+
+// currentRows reads, without payloads, the rows each item's address has
+// in the DLQ now (every consumer group), reading only the items' queues.
+func currentRows(ctx context.Context, cl *client.Client, items []replay.Item) (map[client.Address][]client.Row, error) {
+	want := map[client.Address]bool{}
+	var queues []string
+	for _, it := range items {
+		want[it.Address] = true
+		if !slices.Contains(queues, it.Queue) {
+			queues = append(queues, it.Queue)
+		}
+	}
+	out := map[client.Address][]client.Row{}
+	for _, q := range queues {
+		for r, err := range cl.Rows(ctx, client.ListQuery{Queue: q, Limit: inspect.PageSize, NoData: true}) {
+			if err != nil {
+				return nil, err
+			}
+			if r.Queue == q && want[r.Address()] {
+				out[r.Address()] = append(out[r.Address()], r)
+			}
+		}
+	}
+	return out, nil
+}

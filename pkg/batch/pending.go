@@ -1,0 +1,264 @@
+// Package batch is a decision's life in the ledger: a replay or discard
+// is snapshotted (or a recorded batch loaded), planned, recorded,
+// archived and run through the replay engine; a decision is recorded
+// without running (Decide). dlq replay, dlq rm, dlq decide and the
+// triage screen all go through it, so a batch is the same whichever
+// front end started it.
+package batch
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/errs"
+	"github.com/dlqctl/dlqctl/pkg/inspect"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+)
+
+// Env is what a batch works with.
+type Env struct {
+	Client *client.Client
+	Ledger *ledger.Store
+	Now    func() time.Time
+	// User is who a batch is recorded as by when Request.By is empty.
+	User string
+}
+
+// Request is a replay or discard to plan: a selection, or a recorded
+// batch to execute or resume.
+type Request struct {
+	Action    string            // replay.Replay or replay.Discard
+	Selection *replay.Selection // nil when BatchID is set
+	BatchID   string
+	// Settings are what the caller asked for; for a recorded batch, the
+	// recorded ones stand unless Changed says the caller set them again.
+	Settings Settings
+	// Changed reports whether a flag (rate, to-queue, …) was given.
+	Changed func(flag string) bool
+	Why, By string
+	// SkipHeld leaves messages under an active hold out of the batch.
+	SkipHeld bool
+	// Engine sets the engine options the settings in force ask for (the
+	// action's own: replay's path, order, transform, canary, …).
+	Engine func(*replay.Options, Settings) error
+}
+
+// Pending is a batch planned and not yet executed: what a command
+// prints as the plan, and what the triage screen shows before it asks.
+type Pending struct {
+	env      Env
+	req      Request
+	in       *input
+	settings Settings
+	opts     replay.Options
+	po       replay.PlanOptions
+	plan     replay.Plan
+	why      string // the recorded batch's, unless given again
+	now      time.Time
+	// skippedHeld counts the messages SkipHeld left out of the batch.
+	skippedHeld int
+	// id is the id a fresh batch will be recorded under, minted with the
+	// plan so it can be said before the run.
+	id string
+}
+
+// Prepare snapshots the selection (or loads the recorded batch), settles
+// the settings and the replay order; nothing is written anywhere.
+func Prepare(ctx context.Context, env Env, req Request) (*Pending, error) {
+	p := &Pending{env: env, req: req}
+	if req.Selection != nil {
+		if err := inspect.CheckNames(ctx, env.Client, req.Selection); err != nil {
+			return nil, err
+		}
+	}
+	in, err := gather(ctx, env.Client, env.Ledger, req.Selection, req.BatchID, req.Action, env.Now())
+	if err != nil {
+		return nil, err
+	}
+	p.in, p.settings = in, req.Settings
+	if in.batch != nil {
+		if p.settings, err = ResumeSettings(in.batch.Settings, p.settings, req.Changed); err != nil {
+			return nil, err
+		}
+	}
+	p.opts = replay.Options{Action: req.Action, Rate: p.settings.Rate, Burst: p.settings.Burst, Now: env.Now}
+	if req.Engine != nil {
+		if err := req.Engine(&p.opts, p.settings); err != nil {
+			return nil, err
+		}
+	}
+	// A fresh batch is put in replay order before it is recorded, so its
+	// manifest keeps that order for every resume; a recorded batch whose
+	// settings say no order (decided by an older dlqctl) is arranged by
+	// failure time, the same way every time.
+	if req.Action == replay.Replay {
+		recordedOrder := ""
+		if in.batch != nil {
+			var rec Settings
+			_ = json.Unmarshal(in.batch.Settings, &rec)
+			recordedOrder = rec.Order
+		}
+		if in.batch == nil || recordedOrder == "" {
+			in.items, p.po.Order = replay.Arrange(in.items, p.settings.Order, p.settings.ToQueue)
+		} else {
+			_, p.po.Order = replay.Arrange(slices.Clone(in.items), p.settings.Order, p.settings.ToQueue)
+			p.po.Order.Recorded = true
+		}
+	}
+	p.why = req.Why
+	if in.batch != nil && p.why == "" {
+		p.why = in.batch.Why
+	}
+	return p, nil
+}
+
+// MakePlan settles what the list could not say (undecryptable
+// envelopes), finds the holds (leaving held messages out with SkipHeld),
+// settles the path (replays) and makes the plan.
+func (p *Pending) MakePlan(ctx context.Context) error {
+	if err := checkEnvelopes(ctx, p.env.Client, p.in.items); err != nil {
+		return err
+	}
+	dec, err := p.env.Ledger.LatestDecisions(ctx, p.env.Client.Broker())
+	if err != nil {
+		return err
+	}
+	p.now = p.env.Now()
+	s := p.settings
+	p.po.Action, p.po.Rate, p.po.ToQueue, p.po.MaxGeneration = p.req.Action, s.Rate, s.ToQueue, s.MaxGeneration
+	p.po.Hold = func(it replay.Item) (replay.HoldShare, bool) {
+		d, ok := dec[it.Address]
+		if !ok || d.Action != ledger.ActionHold || !d.Covers(it.Newest().FailedAt, p.now) || p.in.batch != nil && d.BatchID == p.in.batch.ID {
+			return replay.HoldShare{}, false
+		}
+		return replay.HoldShare{BatchID: d.BatchID, By: d.By, Until: d.Until, Why: d.Why}, true
+	}
+	if p.req.SkipHeld {
+		// Held messages leave the batch before it is planned or recorded.
+		kept := p.in.items[:0:0]
+		for _, it := range p.in.items {
+			if _, held := p.po.Hold(it); !held {
+				kept = append(kept, it)
+			}
+		}
+		p.skippedHeld = len(p.in.items) - len(kept)
+		p.in.items = kept
+	}
+	if p.req.Action == replay.Replay {
+		if p.po.Via, err = p.resolvePath(ctx); err != nil {
+			return err
+		}
+		if s.ToQueue == "" {
+			p.po.QueueGroups = queueGroups(ctx, p.env.Client, p.in.items)
+		}
+		if p.po.Pinned, err = p.pinned(ctx); err != nil {
+			return err
+		}
+	}
+	p.po.NoCall = func(it replay.Item) bool { return p.in.absent[it.Address] }
+	p.plan = replay.MakePlan(p.in.items, p.po)
+	p.plan.SkippedHeld = p.skippedHeld
+	return nil
+}
+
+// resolvePath settles which path this broker gets: --via auto asks once,
+// with an address that cannot exist, whether the broker has /retry (in
+// any doubt the manual path, always safe to repeat); --via endpoint
+// stops here when it has none. It returns the path in words.
+func (p *Pending) resolvePath(ctx context.Context) (string, error) {
+	s := p.settings
+	if s.Transform != "" || s.ToQueue != "" || p.opts.Via == replay.ViaManual {
+		p.opts.Via = replay.ViaManual
+		return viaWords(s, replay.ViaManual), nil
+	}
+	ok, err := p.env.Client.HasRetryRoute(ctx)
+	switch {
+	case ok && p.opts.Via == replay.ViaEndpoint:
+		return viaWords(s, replay.ViaEndpoint), nil
+	case ok:
+		p.opts.Via = replay.ViaEndpoint
+		return "endpoint (/retry): this broker has it", nil
+	case p.opts.Via == replay.ViaEndpoint && err != nil:
+		return "", err
+	case p.opts.Via == replay.ViaEndpoint:
+		return "", errs.Usagef("--via endpoint: the broker has no /retry route (use --via auto or manual)")
+	case err != nil:
+		p.opts.Via = replay.ViaManual
+		return "manual (get, push, delete): the /retry probe got no clear answer (" + render.Truncate(err.Error(), 80) + "), and the manual path is always safe to repeat", nil
+	}
+	p.opts.Via = replay.ViaManual
+	return "manual (get, push, delete): this broker has no /retry route", nil
+}
+
+// pinned counts the addresses whose journal keeps them on the manual
+// path (an earlier attempt may have published their derived id): they
+// take it whatever the path resolved to.
+func (p *Pending) pinned(ctx context.Context) (int, error) {
+	addrs := make([]client.Address, len(p.in.items))
+	for i, it := range p.in.items {
+		addrs[i] = it.Address
+	}
+	ents, err := p.env.Ledger.Entries(ctx, p.env.Client.Broker(), addrs)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		if replay.Pinned(e) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// SetRate changes the rate of a planned batch, and its estimate; the
+// rate is checked as --rate is.
+func (p *Pending) SetRate(r float64) error {
+	if err := ValidateRate(r); err != nil {
+		return err
+	}
+	p.settings.Rate, p.opts.Rate, p.po.Rate = r, r, r
+	p.plan = replay.MakePlan(p.in.items, p.po)
+	p.plan.SkippedHeld = p.skippedHeld
+	return nil
+}
+
+// BatchID is the recorded batch's id, or the one a fresh batch gets.
+func (p *Pending) BatchID() string {
+	if p.in.batch != nil {
+		return p.in.batch.ID
+	}
+	if p.id == "" {
+		p.id = ledger.NewBatchID(p.env.Now())
+	}
+	return p.id
+}
+
+// Plan is the plan MakePlan made.
+func (p *Pending) Plan() replay.Plan { return p.plan }
+
+// Messages is how many messages the batch holds (0: nothing matches).
+func (p *Pending) Messages() int { return len(p.in.items) }
+
+// Held is how many of them are under an active hold.
+func (p *Pending) Held() int { return p.plan.Held }
+
+// SkippedHeld is how many SkipHeld left out.
+func (p *Pending) SkippedHeld() int { return p.skippedHeld }
+
+// Rate is the batch's rate, messages a second (0 = unlimited).
+func (p *Pending) Rate() float64 { return p.settings.Rate }
+
+// Why is the reason the batch is recorded with.
+func (p *Pending) Why() string { return p.why }
+
+// SetWhy gives the reason (the triage screen asks for it after the plan).
+func (p *Pending) SetWhy(why string) { p.why = why }
+
+// Missing are the explicit addresses that are not dead-lettered.
+func (p *Pending) Missing() []client.Address { return p.in.missing }

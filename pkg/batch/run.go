@@ -1,0 +1,222 @@
+package batch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+)
+
+// Result is what a run of a planned batch did.
+type Result struct {
+	Report *replay.Report
+	// Next says how to finish the batch when the run did not.
+	Next []Step
+	// NewSince counts dead letters matching the selection that arrived
+	// after the plan (they are not in the batch).
+	NewSince int
+}
+
+// Run records the batch (or takes up the recorded one), archives every
+// row its deletes may remove, and executes it. recorded, when set, is
+// told the batch's id once it is in the ledger (fresh: newly recorded);
+// progress the number of addresses done. A nil result is an error before
+// anything was published; a result with an error is a run the ledger
+// failed under.
+func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool), progress func(done int)) (*Result, error) {
+	cl, ld, in, settings := p.env.Client, p.env.Ledger, p.in, p.settings
+	opts := p.opts
+	by := p.req.By
+	if by == "" {
+		by = p.env.User
+	}
+	now := p.now
+	batch, err := p.record(ctx, by)
+	if err != nil {
+		return nil, err
+	}
+	jctx := context.WithoutCancel(ctx)
+	// Every row the batch's deletes may remove is archived before the
+	// first one: a discard is recoverable, and no row leaves the broker
+	// unrecorded (other groups' rows included).
+	if err := archiveItems(jctx, ld, cl.Broker(), now, in); err != nil {
+		return nil, err
+	}
+	if err := ld.SetBatchStatus(jctx, batch.ID, ledger.StatusRunning, now, batch.Outcome); err != nil {
+		return nil, err
+	}
+	_ = ld.Audit(jctx, ledger.AuditEntry{At: now, Broker: cl.Broker(), BatchID: batch.ID, Kind: "execution-started", By: by,
+		Detail: fmt.Sprintf("%s of %s at %s, %s", verbOf(p.req.Action), plural(len(in.items), "address", "addresses"), rateWords(settings.Rate), viaWords(settings, opts.Via))})
+	if recorded != nil {
+		recorded(batch.ID, in.batch == nil)
+	}
+
+	opts.Broker, opts.BatchID, opts.Owner, opts.Absent = cl.Broker(), batch.ID, ledger.NewOwner(nonce()), in.absent
+	opts.Progress = progress
+	rep, runErr := replay.NewEngine(cl, ld, opts).Run(ctx, in.items)
+	res := &Result{Report: rep, Next: NextSteps(rep)}
+	if runErr != nil {
+		return res, runErr
+	}
+	if err := p.settle(jctx, batch.ID, by, rep); err != nil {
+		return res, err
+	}
+	if sel := p.req.Selection; in.fresh && !rep.Interrupted && sel != nil && len(sel.Addresses) == 0 {
+		own := map[string]bool{}
+		for _, t := range rep.ReplayTxIDs {
+			own[t] = true
+		}
+		res.NewSince = newSince(ctx, cl, sel, in.planAt, in.items, own)
+	}
+	return res, nil
+}
+
+// record writes a fresh batch (the decision and its frozen manifest)
+// before anything is published, or records the settings a recorded
+// batch now runs with.
+func (p *Pending) record(ctx context.Context, by string) (*ledger.Batch, error) {
+	settings, _ := json.Marshal(p.settings)
+	if b := p.in.batch; b != nil {
+		return b, p.env.Ledger.SetBatchSettings(ctx, b.ID, settings)
+	}
+	b := &ledger.Batch{ID: p.BatchID(), Broker: p.env.Client.Broker(), Action: map[string]string{replay.Replay: ledger.ActionReplay, replay.Discard: ledger.ActionDiscard}[p.req.Action],
+		By: by, At: p.now, Why: p.why, Selection: p.req.Selection.String(), Destination: p.settings.ToQueue, Status: ledger.StatusRunning, Settings: settings}
+	return b, p.env.Ledger.CreateBatch(ctx, b, ToManifest(p.in.items))
+}
+
+// settle records what the run did: the batch's outcome from its journal
+// (so a resumed batch shows everything it did, not only its last run)
+// and status, the audit, the archive's rows it removed, and the holds
+// whose messages have all left.
+func (p *Pending) settle(ctx context.Context, id, by string, rep *replay.Report) error {
+	ld, broker := p.env.Ledger, p.env.Client.Broker()
+	outcome, err := ld.BatchOutcome(ctx, id)
+	if err != nil {
+		return err
+	}
+	status := ledger.StatusDone
+	switch {
+	case rep.Interrupted || rep.Stopped != "":
+		status = ledger.StatusInterrupted
+	case outcome[ledger.Failed]+outcome[ledger.Unknown]+outcome[ledger.Pending]+outcome[ledger.Inflight]+outcome[ledger.Published] > 0 || !rep.Clean():
+		status = ledger.StatusFailed
+	}
+	end := p.env.Now()
+	if err := ld.SetBatchStatus(ctx, id, status, p.now, outcome); err != nil {
+		return err
+	}
+	_ = ld.Audit(ctx, ledger.AuditEntry{At: end, Broker: broker, BatchID: id, Kind: "execution-" + status, By: by, Detail: render.Counts(rep.Outcome())})
+	if err := ld.MarkRemoved(ctx, broker, id, end); err != nil {
+		return err
+	}
+	_, _ = ld.ResolveHolds(ctx, broker)
+	return nil
+}
+
+// StepKind is a way to go on with a batch a run left unfinished.
+type StepKind int
+
+// The steps.
+const (
+	// Resume: running the batch again does more of it.
+	Resume StepKind = iota + 1
+	// RetryUnknown: addresses whose /retry answer was lost; once the live
+	// queue is checked (a copy there: discard the dead letter), re-run
+	// with --retry-unknown.
+	RetryUnknown
+	// SkipGaps: partitions wait behind a message a resume will never
+	// replay; --order skip-gaps goes on past it.
+	SkipGaps
+	// Discard: messages that cannot be replayed as they are
+	// (undecryptable, past the generation cap).
+	Discard
+)
+
+// Step is one way to go on, with how many addresses it concerns; for
+// Discard, the addresses (when there are few enough to name).
+type Step struct {
+	Kind      StepKind
+	N         int
+	Addresses []client.Address
+}
+
+// NextSteps say how to finish a batch a run left unfinished: resume when
+// resuming can do more; --retry-unknown for unknowns; --order skip-gaps
+// and a discard for what a resume will never replay and the partitions
+// waiting behind it.
+func NextSteps(rep *replay.Report) []Step {
+	var out []Step
+	if Resumable(rep) {
+		out = append(out, Step{Kind: Resume})
+	}
+	if rep.Unknown > 0 {
+		out = append(out, Step{Kind: RetryUnknown, N: rep.Unknown})
+	}
+	stuck := 0
+	for _, b := range rep.BlockedPartitions {
+		if b.Permanent {
+			stuck++
+		}
+	}
+	if stuck > 0 {
+		out = append(out, Step{Kind: SkipGaps, N: stuck})
+	}
+	var skipped []client.Address
+	for _, l := range rep.Listed {
+		if strings.HasPrefix(l.Reason, "skipped") {
+			skipped = append(skipped, l.Address)
+		}
+	}
+	if len(skipped) > 0 {
+		s := Step{Kind: Discard, N: len(skipped)}
+		if len(skipped) <= 10 {
+			s.Addresses = skipped
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Resumable reports whether running the batch again can do more of it:
+// something was stopped, not started, failed (and is retryable), left to
+// another run, unrecorded, or waits behind a gap a resume can close.
+func Resumable(rep *replay.Report) bool {
+	if rep.Interrupted || rep.Stopped != "" || rep.NotStarted > 0 || rep.Claimed > 0 || rep.LedgerError != "" || rep.Unrecorded > 0 || rep.Failed > 0 {
+		return true
+	}
+	for _, b := range rep.BlockedPartitions {
+		if !b.Permanent {
+			return true
+		}
+	}
+	return false
+}
+
+// verbOf is the command that executes an action: replay, rm.
+func verbOf(action string) string {
+	if action == replay.Discard {
+		return "rm"
+	}
+	return "replay"
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// nonce is a short random hex string (a claim owner's).
+func nonce() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,153 @@
+package gate_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	dlqctl "github.com/dlqctl/dlqctl"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/gate"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/policy"
+	"github.com/dlqctl/dlqctl/pkg/sandbox"
+)
+
+var now = testkit.Now
+
+// seeded is the project's seed on a sandbox of either kind.
+func seeded(t *testing.T, old bool) (*sandbox.Broker, *client.Client) {
+	t.Helper()
+	b := sandbox.New(func() time.Time { return now })
+	if err := b.Load(dlqctl.SandboxSeed); err != nil {
+		t.Fatal(err)
+	}
+	b.SetFaults(sandbox.Faults{OldServer: old})
+	srv := httptest.NewServer(b.Handler())
+	t.Cleanup(srv.Close)
+	return b, testkit.Client(t, srv.URL)
+}
+
+func scope(res *gate.Result, q, g string) gate.Scope {
+	for _, s := range res.Scopes {
+		if s.Queue == q && s.ConsumerGroup == g {
+			return s
+		}
+	}
+	return gate.Scope{}
+}
+
+// One scope per queue and group, the same answer from a broker that
+// pages and one that answers in one body: depth, oldest, the breach of a
+// policy and the default max-age 0.
+func TestScopesOnBothKindsOfBroker(t *testing.T) {
+	policies := policy.Set{{Queue: "orders", Policy: policy.Policy{MaxAge: 30 * 24 * time.Hour, TriageSLO: time.Hour}}}
+	var answers []*gate.Result
+	for _, old := range []bool{false, true} {
+		b, cl := seeded(t, old)
+		res, err := gate.Check(context.Background(), cl, gate.Input{Policies: policies, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		depth := 0
+		for _, s := range res.Scopes {
+			depth += s.Depth
+		}
+		if depth != b.Depth() || res.OK {
+			t.Fatalf("old %v: %d rows in scopes of %d; ok %v", old, depth, b.Depth(), res.OK)
+		}
+		billing := scope(res, "orders", "billing")
+		if billing.MaxAgeSeconds == nil || *billing.MaxAgeSeconds != 30*24*3600 || billing.UndecidedPastSLO == 0 || len(billing.Breaches) != 1 {
+			t.Fatalf("old %v: orders/billing %+v", old, billing)
+		}
+		if p := scope(res, "payments", "ledger"); !p.DefaultedMaxAge || len(p.Breaches) != 1 {
+			t.Fatalf("old %v: payments/ledger %+v", old, p)
+		}
+		answers = append(answers, res)
+	}
+	for i, s := range answers[0].Scopes {
+		o := answers[1].Scopes[i]
+		if s.Queue != o.Queue || s.ConsumerGroup != o.ConsumerGroup || s.Depth != o.Depth || s.UndecidedPastSLO != o.UndecidedPastSLO || len(s.Breaches) != len(o.Breaches) {
+			t.Fatalf("scope %d: paging %+v, one body %+v", i, s, o)
+		}
+	}
+}
+
+// A hold keeps max-age and the triage SLO quiet for what it covers; a
+// replay decided and not carried out within the SLO does not.
+func TestDecisionsAsCheckCountsThem(t *testing.T) {
+	b, cl := seeded(t, false)
+	ld := testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/l.db")
+	ctx := context.Background()
+	var held []ledger.ManifestItem
+	seen := map[client.Address]int{}
+	for _, r := range b.DeadLetterRows() {
+		a := client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
+		if r.Queue != "payments" {
+			continue
+		}
+		if i, ok := seen[a]; ok {
+			held[i].FailedAt = maxTime(held[i].FailedAt, r.FailedAt)
+			continue
+		}
+		seen[a] = len(held)
+		held = append(held, ledger.ManifestItem{Address: a, Queue: r.Queue, FailedAt: r.FailedAt})
+	}
+	if err := ld.CreateBatch(ctx, &ledger.Batch{Broker: cl.Broker(), Action: ledger.ActionHold, By: "x", At: now, Why: "w", Until: now.Add(time.Hour)}, held); err != nil {
+		t.Fatal(err)
+	}
+	dec, err := ld.LatestDecisions(ctx, cl.Broker())
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies := policy.Set{{Queue: "*", Policy: policy.Policy{MaxAge: time.Minute, TriageSLO: time.Minute}}}
+	res, err := gate.Check(ctx, cl, gate.Input{Policies: policies, Decisions: dec, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := scope(res, "payments", "ledger"); s.UndecidedPastSLO != 0 || len(s.Breaches) != 0 || s.OldestHold == nil {
+		t.Fatalf("held scope: %+v", s)
+	}
+	// The hold expires: the same scope breaches again.
+	res, _ = gate.Check(ctx, cl, gate.Input{Policies: policies, Decisions: dec, Now: now.Add(2 * time.Hour)})
+	if s := scope(res, "payments", "ledger"); len(s.Breaches) == 0 {
+		t.Fatalf("expired hold: %+v", s)
+	}
+	// A replay decision on the same messages, never carried out.
+	if err := ld.CreateBatch(ctx, &ledger.Batch{Broker: cl.Broker(), Action: ledger.ActionReplay, By: "ann", At: now, Why: "w"}, held); err != nil {
+		t.Fatal(err)
+	}
+	dec, _ = ld.LatestDecisions(ctx, cl.Broker())
+	res, _ = gate.Check(ctx, cl, gate.Input{Policies: policies, Decisions: dec, Now: now.Add(2 * time.Hour)})
+	s := scope(res, "payments", "ledger")
+	if s.DecidedNotCarriedOut == 0 || len(s.NotCarriedOut) != 1 || s.NotCarriedOut[0].By != "ann" || !strings.Contains(strings.Join(s.Breaches, "\n"), "decided, not carried out") {
+		t.Fatalf("a replay not carried out: %+v", s)
+	}
+}
+
+// On a broker that pages, a scope costs O(log N) list requests: 100,000
+// rows do not make check read them.
+func TestCheckIsLogarithmicOnAPagingBroker(t *testing.T) {
+	b, url := testkit.Sandbox(t)
+	b.Fill(100_000, 5)
+	cl := testkit.Client(t, url)
+	b.ResetCalls()
+	res, err := gate.Check(context.Background(), cl, gate.Input{Policies: policy.Set{{Queue: "*", Policy: policy.Policy{MaxAge: time.Hour}}}, Now: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists := b.Calls()["GET /api/v1/dlq"]
+	if per := lists / max(len(res.Scopes), 1); per > 2*17+6 || res.ReadWhole {
+		t.Fatalf("%d list requests for %d scopes of 100,000 rows", lists, len(res.Scopes))
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

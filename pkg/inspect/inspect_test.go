@@ -1,0 +1,158 @@
+package inspect_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	dlqctl "github.com/dlqctl/dlqctl"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/errs"
+	"github.com/dlqctl/dlqctl/pkg/inspect"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/dlqctl/dlqctl/pkg/sandbox"
+)
+
+var now = testkit.Now
+
+func seeded(t *testing.T) (*sandbox.Broker, *client.Client, *ledger.Store) {
+	t.Helper()
+	b := sandbox.New(func() time.Time { return now })
+	if err := b.Load(dlqctl.SandboxSeed); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b.Handler())
+	t.Cleanup(srv.Close)
+	return b, testkit.Client(t, srv.URL), testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/l.db")
+}
+
+// Select keeps the rows a selection matches, stopping at --limit; the
+// grouper counts them into failure classes and messages.
+func TestSelectAndGroup(t *testing.T) {
+	b, cl, _ := seeded(t)
+	sel := &replay.Selection{Queue: "orders"}
+	if err := sel.Compile(); err != nil {
+		t.Fatal(err)
+	}
+	gr := inspect.NewGrouper("error")
+	n, limited := 0, false
+	for r, err := range inspect.Select(cl.Rows(context.Background(), sel.Query(inspect.PageSize)), sel, &limited) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		gr.Add(r)
+		n++
+	}
+	want := 0
+	for _, r := range b.DeadLetterRows() {
+		if r.Queue == "orders" {
+			want++
+		}
+	}
+	rows := 0
+	for _, g := range gr.Groups() {
+		rows += g.Count
+		if g.Messages > g.Count || g.Class != replay.ClassID(g.Pattern) && g.Pattern == "" {
+			t.Fatalf("group %+v", g)
+		}
+	}
+	if n != want || rows != want || limited {
+		t.Fatalf("%d rows selected, %d grouped, of %d", n, rows, want)
+	}
+	sel.Limit = 5
+	n = 0
+	for range inspect.Select(cl.Rows(context.Background(), sel.Query(inspect.PageSize)), sel, &limited) {
+		n++
+	}
+	if n != 5 || !limited {
+		t.Fatalf("--limit 5: %d rows, limited %v", n, limited)
+	}
+}
+
+// Lookup answers for one address from the broker (its rows, payload) and
+// the ledger; FindBareID finds a transaction id's address, and says when
+// there is none.
+func TestLookupAndBareIDs(t *testing.T) {
+	b, cl, ld := seeded(t)
+	r := b.DeadLetterRows()[0]
+	a := client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
+	res, err := inspect.Lookup(context.Background(), cl, ld, a, now)
+	if err != nil || !res.InDLQ || len(res.Rows) == 0 || len(res.Data) == 0 || res.Queue != r.Queue {
+		t.Fatalf("lookup: %+v %v", res, err)
+	}
+	got, err := inspect.FindBareID(context.Background(), cl, ld, r.TransactionID)
+	if err != nil || got != a {
+		t.Fatalf("bare id: %v %v", got, err)
+	}
+	if _, err := inspect.FindBareID(context.Background(), cl, ld, "no-such-id"); errs.KindOf(err) != errs.NotFound {
+		t.Fatalf("an unknown id: %v", err)
+	}
+	if _, err := inspect.Lookup(context.Background(), cl, ld, client.Address{PartitionID: r.PartitionID, TransactionID: "never"}, now); errs.KindOf(err) != errs.NotFound {
+		t.Fatalf("an unknown address: %v", err)
+	}
+}
+
+// Sync mirrors the DLQ into the archive and marks what left it with no
+// decision as vanished.
+func TestSyncMarksVanished(t *testing.T) {
+	b, cl, ld := seeded(t)
+	ctx := context.Background()
+	clock := now
+	tick := func() time.Time { return clock }
+	res, err := inspect.Sync(ctx, cl, ld, "", tick)
+	if err != nil || res.Seen != b.Depth() || res.Vanished != 0 {
+		t.Fatalf("first sync: %+v %v", res, err)
+	}
+	r := b.DeadLetterRows()[0]
+	n := b.RemoveDeadLetters(r.PartitionID, r.TransactionID)
+	clock = clock.Add(time.Minute)
+	res, err = inspect.Sync(ctx, cl, ld, "", tick)
+	if err != nil || res.Vanished != n {
+		t.Fatalf("second sync: %+v %v, want %d vanished", res, err, n)
+	}
+	rows, err := ld.ArchivedRows(ctx, cl.Broker(), ledger.ArchiveFilter{VanishedOnly: true})
+	if err != nil || len(rows) != n || rows[0].Address.TransactionID != r.TransactionID {
+		t.Fatalf("archive: %d vanished rows (%v)", len(rows), err)
+	}
+}
+
+// Stats count arrivals by class in the window, also those that left the
+// DLQ since (from the archive).
+func TestStatsCountWhatLeft(t *testing.T) {
+	b, cl, ld := seeded(t)
+	ctx := context.Background()
+	in := inspect.StatsInput{Now: now, Window: 240 * time.Hour, WindowText: "10d"}
+	before, err := inspect.ComputeStats(ctx, cl, ld, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, c := range before.Arrivals {
+		total += c.Arrivals
+	}
+	if total != b.Depth() {
+		t.Fatalf("%d arrivals of %d rows", total, b.Depth())
+	}
+	if _, err := inspect.Sync(ctx, cl, ld, "", func() time.Time { return now }); err != nil {
+		t.Fatal(err)
+	}
+	r := b.DeadLetterRows()[0]
+	b.RemoveDeadLetters(r.PartitionID, r.TransactionID)
+	if _, err := inspect.Sync(ctx, cl, ld, "", func() time.Time { return now.Add(time.Minute) }); err != nil {
+		t.Fatal(err)
+	}
+	after, err := inspect.ComputeStats(ctx, cl, ld, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, c := range after.Arrivals {
+		n += c.Arrivals
+	}
+	if n != total {
+		t.Fatalf("arrivals after a row left: %d, want %d", n, total)
+	}
+}

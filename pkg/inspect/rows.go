@@ -1,0 +1,244 @@
+// Package inspect is what dlqctl reads and shows of a DLQ: the rows a
+// selection matches, as ls prints them; the groups (failure classes,
+// queues, groups, partitions) they fall into; everything known about one
+// address (show); the archive's mirror of the DLQ (sync); and the DLQ's
+// numbers (stats). The commands and the triage screen read through it.
+package inspect
+
+import (
+	"context"
+	"encoding/json"
+	"iter"
+	"strconv"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/policy"
+	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+)
+
+// PageSize is how many rows dlqctl asks the list route for at a time.
+const PageSize = 500
+
+// Row is a dead-letter row as ls prints it in json, ndjson and yaml. The
+// field names are part of the contract (README "JSON fields").
+type Row struct {
+	Address       string `json:"address"`
+	PartitionID   string `json:"partitionId"`
+	TransactionID string `json:"transactionId"`
+	MessageID     string `json:"messageId"`
+	Queue         string `json:"queue"`
+	Partition     string `json:"partition"`
+	ConsumerGroup string `json:"consumerGroup"`
+	ErrorMessage  string `json:"errorMessage"`
+	ErrorClass    string `json:"errorClass"`
+	RetryCount    int    `json:"retryCount"`
+	FailedAt      string `json:"failedAt"`
+	AgeSeconds    int64  `json:"ageSeconds"`
+	// IsEncrypted: the payload is encrypted at rest (the list decrypted
+	// it, or shows its envelope). It never depends on which kind of
+	// broker answered, so a row reads the same before and after the
+	// client has learnt it.
+	IsEncrypted bool `json:"isEncrypted"`
+	// Envelope: the list shows the stored encryption envelope, not the
+	// payload (undecryptable on a current broker; an older broker's list
+	// never decrypts, and dlq show tells which).
+	Envelope      bool            `json:"envelope"`
+	Decision      string          `json:"decision,omitempty"`
+	DecisionBatch string          `json:"decisionBatch,omitempty"`
+	Data          json.RawMessage `json:"data,omitempty"`
+}
+
+// AppendJSON writes the row as encoding/json would (a test holds the two
+// equal): `ls -o ndjson` writes one per dead letter, and reflection was
+// the larger part of its cost.
+func (r Row) AppendJSON(b []byte) []byte {
+	str := func(name, v string) {
+		b = append(b, name...)
+		b = render.AppendJSONString(b, v)
+	}
+	str(`{"address":`, r.Address)
+	str(`,"partitionId":`, r.PartitionID)
+	str(`,"transactionId":`, r.TransactionID)
+	str(`,"messageId":`, r.MessageID)
+	str(`,"queue":`, r.Queue)
+	str(`,"partition":`, r.Partition)
+	str(`,"consumerGroup":`, r.ConsumerGroup)
+	str(`,"errorMessage":`, r.ErrorMessage)
+	str(`,"errorClass":`, r.ErrorClass)
+	b = append(b, `,"retryCount":`...)
+	b = strconv.AppendInt(b, int64(r.RetryCount), 10)
+	str(`,"failedAt":`, r.FailedAt)
+	b = append(b, `,"ageSeconds":`...)
+	b = strconv.AppendInt(b, r.AgeSeconds, 10)
+	b = append(b, `,"isEncrypted":`...)
+	b = strconv.AppendBool(b, r.IsEncrypted)
+	b = append(b, `,"envelope":`...)
+	b = strconv.AppendBool(b, r.Envelope)
+	if r.Decision != "" {
+		str(`,"decision":`, r.Decision)
+	}
+	if r.DecisionBatch != "" {
+		str(`,"decisionBatch":`, r.DecisionBatch)
+	}
+	if len(r.Data) > 0 {
+		b = append(b, `,"data":`...)
+		b = render.AppendJSONRaw(b, r.Data)
+	}
+	return append(b, '}')
+}
+
+// Record is a dead-letter row on its way to a machine format: it writes
+// the JSON of ToRow(R, …) straight from the broker's row, with no row
+// struct and no string built in between (the hot path of `ls -o ndjson`;
+// a test holds the two equal).
+type Record struct {
+	R   client.Row
+	Now time.Time
+	D   *ledger.Decision // the address's latest decision, if any
+	SLO time.Duration    // the row's triage SLO, 0 for none
+}
+
+func (x Record) AppendJSON(b []byte) []byte {
+	r := x.R
+	str := func(name, v string) {
+		b = append(b, name...)
+		b = render.AppendJSONString(b, v)
+	}
+	b = append(b, `{"address":"`...)
+	b = render.AppendJSONStringContent(b, r.PartitionID)
+	b = append(b, '/')
+	b = render.AppendJSONStringContent(b, r.TransactionID)
+	b = append(b, '"')
+	str(`,"partitionId":`, r.PartitionID)
+	str(`,"transactionId":`, r.TransactionID)
+	str(`,"messageId":`, r.ID)
+	str(`,"queue":`, r.Queue)
+	str(`,"partition":`, r.Partition)
+	str(`,"consumerGroup":`, r.ConsumerGroup)
+	str(`,"errorMessage":`, r.ErrorMessage)
+	str(`,"errorClass":`, replay.ClassID(r.ErrorMessage))
+	b = append(b, `,"retryCount":`...)
+	b = strconv.AppendInt(b, int64(r.RetryCount), 10)
+	b = append(b, `,"failedAt":"`...)
+	b = render.AppendTimestamp(b, r.FailedAt)
+	b = append(b, `","ageSeconds":`...)
+	b = strconv.AppendInt(b, int64(render.SecondsSince(x.Now, r.FailedAt)), 10)
+	env := r.Undecryptable()
+	b = append(b, `,"isEncrypted":`...)
+	b = strconv.AppendBool(b, r.IsEncrypted || env)
+	b = append(b, `,"envelope":`...)
+	b = strconv.AppendBool(b, env)
+	if x.D != nil {
+		if l := DecisionLabel(*x.D, r, x.Now, x.SLO); l != "" {
+			str(`,"decision":`, l)
+		}
+		if x.D.BatchID != "" {
+			str(`,"decisionBatch":`, x.D.BatchID)
+		}
+	}
+	if len(r.Data) > 0 {
+		b = append(b, `,"data":`...)
+		b = render.AppendJSONRaw(b, r.Data)
+	}
+	return append(b, '}')
+}
+
+// ToRow is a row as ls prints it in json and yaml.
+func ToRow(r client.Row, now time.Time, d *ledger.Decision, slo time.Duration) Row {
+	env := r.Undecryptable()
+	out := Row{Address: r.Address().String(), PartitionID: r.PartitionID, TransactionID: r.TransactionID, MessageID: r.ID,
+		Queue: r.Queue, Partition: r.Partition, ConsumerGroup: r.ConsumerGroup, ErrorMessage: r.ErrorMessage,
+		ErrorClass: replay.ClassID(r.ErrorMessage), RetryCount: r.RetryCount, FailedAt: render.Timestamp(r.FailedAt),
+		AgeSeconds: int64(render.SecondsSince(now, r.FailedAt)), IsEncrypted: r.IsEncrypted || env,
+		Envelope: env, Data: r.Data}
+	if d != nil {
+		out.Decision, out.DecisionBatch = DecisionLabel(*d, r, now, slo), d.BatchID
+	}
+	return out
+}
+
+// DecisionLabel is the DECISION column for a row: the latest decision's
+// label when it covers the row ("replay (not carried out)" once a replay
+// or discard has waited longer than the row's triage SLO slo), and "back
+// after replay" (or discard, hold) when the row failed after it: the
+// message dead-lettered again, and that row is undecided.
+func DecisionLabel(d ledger.Decision, r client.Row, now time.Time, slo time.Duration) string {
+	switch {
+	case d.Covers(r.FailedAt, now) && d.NotCarriedOut(now, slo):
+		return d.Label(now) + " (not carried out)"
+	case d.Covers(r.FailedAt, now) || !d.Active(now):
+		return d.Label(now)
+	}
+	return "back after " + d.Action
+}
+
+// TriageSLO is the triage SLO the policies give a queue's consumer group
+// (0 when none sets one).
+func TriageSLO(p policy.Set, queue, group string) time.Duration {
+	pol, _ := p.For(queue, group)
+	return pol.TriageSLO
+}
+
+// Undecided reports whether a row counts as undecided at now: no
+// decision covers it, or the replay or discard that does was not carried
+// out within the row's triage SLO.
+func Undecided(d ledger.Decision, ok bool, r client.Row, now time.Time, slo time.Duration) bool {
+	return !ok || !d.Covers(r.FailedAt, now) || d.NotCarriedOut(now, slo)
+}
+
+// HeldBy says whether a row is under an active hold, and who it is with
+// (the hold's owner, else who recorded it).
+func HeldBy(dec map[client.Address]ledger.Decision, now time.Time) func(client.Row) (string, bool) {
+	return func(r client.Row) (string, bool) {
+		d, ok := dec[r.Address()]
+		if !ok || d.Action != ledger.ActionHold || !d.Covers(r.FailedAt, now) {
+			return "", false
+		}
+		if d.Owner != "" {
+			return d.Owner, true
+		}
+		return d.By, true
+	}
+}
+
+// Select streams the rows of src that sel matches, up to its --limit
+// (then it stops reading, and sets *limited).
+func Select(src iter.Seq2[client.Row, error], sel *replay.Selection, limited *bool) iter.Seq2[client.Row, error] {
+	return func(yield func(client.Row, error) bool) {
+		n := 0
+		for r, err := range src {
+			if err != nil {
+				yield(r, err)
+				return
+			}
+			if !sel.Match(r) {
+				continue
+			}
+			if !yield(r, nil) {
+				return
+			}
+			if n++; sel.Limit > 0 && n >= sel.Limit {
+				// Stop reading: the rest of the answer is not needed.
+				*limited = true
+				return
+			}
+		}
+	}
+}
+
+// CheckNames makes sure a selection's queue and consumer group are ones
+// the broker has (a typo is a usage error with a suggestion, never an
+// empty answer that looks like good news).
+func CheckNames(ctx context.Context, cl *client.Client, sel *replay.Selection) error {
+	if sel.Queue == "" && sel.ConsumerGroup == "" {
+		return nil
+	}
+	topo, err := cl.Topology(ctx)
+	if err != nil {
+		return err
+	}
+	return cl.CheckNames(ctx, topo, []string{sel.Queue}, sel.ConsumerGroup)
+}
