@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
 func newClient(t *testing.T, url string, mod ...func(*client.Options)) *client.Client {

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	dlqctl "github.com/dlqctl/dlqctl"
-	"github.com/dlqctl/dlqctl/pkg/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/policy"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
 var now = testkit.Now

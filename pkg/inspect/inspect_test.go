@@ -7,13 +7,13 @@ import (
 	"time"
 
 	dlqctl "github.com/dlqctl/dlqctl"
-	"github.com/dlqctl/dlqctl/pkg/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
 var now = testkit.Now

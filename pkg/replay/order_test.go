@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
 // chains fills a sandbox with `parts` partitions of `per` messages each,

@@ -16,13 +16,13 @@ import (
 	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
 	"github.com/dlqctl/dlqctl/internal/testutil"
-	"github.com/dlqctl/dlqctl/pkg/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
 // released starts a released-mode sandbox with the seed, recording every
