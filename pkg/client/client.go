@@ -136,6 +136,12 @@ func New(o Options) (*Client, error) {
 // Server returns the broker URL without credentials, for messages.
 func (c *Client) Server() string { return c.shown }
 
+// Redact removes the client's token (and any long enough piece of it)
+// from s: for texts that come from the broker's data, such as a dead
+// letter's error message, on their way to an output the token must
+// never reach.
+func (c *Client) Redact(s string) string { return c.redact.Redact(s) }
+
 // Broker is the broker's identity: the key the ledger files everything
 // under (see Identity).
 func (c *Client) Broker() string { return c.identity }

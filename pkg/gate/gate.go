@@ -28,6 +28,11 @@ type Scope struct {
 	OldestAgeSeconds float64 `json:"oldestAgeSeconds"`
 	OldestAddress    string  `json:"oldestAddress,omitempty"`
 	OldestHeld       bool    `json:"oldestHeld"`
+	// OldestFailedAt is when the oldest dead letter failed (zero when
+	// there is none); OldestUnheldFailedAt, the oldest not under an active
+	// hold, the one max-age is judged on (zero when every row is held).
+	OldestFailedAt       time.Time `json:"-"`
+	OldestUnheldFailedAt time.Time `json:"-"`
 	// OldestHold is the hold on the oldest dead letter, if any.
 	OldestHold       *HoldInfo `json:"oldestHold,omitempty"`
 	MaxAgeSeconds    *float64  `json:"maxAgeSeconds"`
@@ -110,6 +115,8 @@ type gate struct {
 	// them: where probes start looking for each end.
 	depths map[string]int
 	visit  func(client.Row)
+	// readAll is Input.ReadAll.
+	readAll func(ctx context.Context, visit func(client.Row)) error
 	// readWhole: the unfiltered one-body pass streamed every row.
 	readWhole bool
 }
@@ -211,7 +218,7 @@ func Check(ctx context.Context, cl *client.Client, in Input) (*Result, error) {
 	now, queues := in.Now, in.Queues
 	res := &Result{Broker: cl.Server(), CheckedAt: render.Timestamp(now), OK: true}
 	g := &gate{cl: cl, policies: in.Policies, dec: in.Decisions, maxAge: in.MaxAge, triageSLO: in.TriageSLO, now: now,
-		holds: map[string]bool{}, decided: map[string]bool{}, visit: in.Visit}
+		holds: map[string]bool{}, decided: map[string]bool{}, visit: in.Visit, readAll: in.ReadAll}
 	for _, d := range in.Decisions {
 		if !d.Active(now) {
 			continue
@@ -242,6 +249,11 @@ func Check(ctx context.Context, cl *client.Client, in Input) (*Result, error) {
 		}
 	} else if scopes, err = g.everyQueue(ctx, topo, res); err != nil {
 		return nil, err
+	}
+	if in.LoadVanished != nil {
+		if in.Vanished, err = in.LoadVanished(ctx); err != nil {
+			return nil, err
+		}
 	}
 	sort.SliceStable(scopes, func(i, j int) bool {
 		a, b := scopes[i], scopes[j]
@@ -289,6 +301,15 @@ type Input struct {
 	// counts arrivals from the same read); CheckResult.ReadWhole says
 	// whether that was every row of the DLQ.
 	Visit func(client.Row)
+	// ReadAll, when set, is the gate's read of every queue: it hands
+	// every row of the DLQ to visit, and the scopes are evaluated from
+	// those rows with no list call of the gate's own. The exporter's
+	// --sync passes its archive read through it, so a pass reads the DLQ
+	// once. It is not used when Queues narrows the check.
+	ReadAll func(ctx context.Context, visit func(client.Row)) error
+	// LoadVanished, when set, supplies Vanished once the rows are read
+	// (a sync marks what left only after its read).
+	LoadVanished func(ctx context.Context) ([]ledger.Archived, error)
 }
 
 // everyQueue evaluates every queue: the ones the broker lists, and every
@@ -316,6 +337,18 @@ func (g *gate) everyQueue(ctx context.Context, topo *client.Topology, res *Resul
 	// The first row is handed to visit only once the answer turns out to
 	// be the whole DLQ: a broker that pages answered one row, and the
 	// caller reads the rows it wants itself.
+	if g.readAll != nil {
+		err := g.readAll(mctx, func(r client.Row) {
+			pass(r.Queue).get(r.ConsumerGroup).add(g, r)
+			if g.visit != nil {
+				g.visit(r)
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+		return g.fromWholeRead(topo, passes, pass, m, res), nil
+	}
 	var first client.Row
 	seen := 0
 	n, err := g.cl.ListEach(mctx, client.ListQuery{Limit: 1, NoData: true}, func(r client.Row) bool {
@@ -337,30 +370,10 @@ func (g *gate) everyQueue(ctx context.Context, topo *client.Topology, res *Resul
 		return nil, err
 	}
 	if n > 1 || g.cl.OneBody() {
-		g.readWhole = true
 		if n == 1 && g.visit != nil {
 			g.visit(first)
 		}
-		for _, q := range topo.Queues() {
-			pass(q)
-		}
-		names := make([]string, 0, len(passes))
-		for q := range passes {
-			names = append(names, q)
-		}
-		slices.Sort(names)
-		var out []Scope
-		for i, q := range names {
-			meter := m
-			if i > 0 {
-				meter = &client.Meter{}
-			}
-			out = append(out, passes[q].scopes(meter)...)
-			if !topo.Has(q) && topo.Listed {
-				res.Notes = append(res.Notes, fmt.Sprintf("%s has dead letters but the broker's queue list does not name it; it is checked all the same", q))
-			}
-		}
-		return out, nil
+		return g.fromWholeRead(topo, passes, pass, m, res), nil
 	}
 	names := topo.Queues()
 	if len(names) == 0 {
@@ -411,6 +424,33 @@ func (g *gate) everyQueue(ctx context.Context, topo *client.Topology, res *Resul
 		}
 	}
 	return out, nil
+}
+
+// fromWholeRead makes the scopes of a read that streamed every row of
+// the DLQ: every queue the broker lists has its scopes, rows or none; the
+// read's cost is counted on the first.
+func (g *gate) fromWholeRead(topo *client.Topology, passes map[string]*oneBodyPass, pass func(string) *oneBodyPass, m *client.Meter, res *Result) []Scope {
+	g.readWhole = true
+	for _, q := range topo.Queues() {
+		pass(q)
+	}
+	names := make([]string, 0, len(passes))
+	for q := range passes {
+		names = append(names, q)
+	}
+	slices.Sort(names)
+	var out []Scope
+	for i, q := range names {
+		meter := m
+		if i > 0 {
+			meter = &client.Meter{}
+		}
+		out = append(out, passes[q].scopes(meter)...)
+		if !topo.Has(q) && topo.Listed {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s has dead letters but the broker's queue list does not name it; it is checked all the same", q))
+		}
+	}
+	return out
 }
 
 // queue evaluates one queue's scopes; it also returns the queue's depth.
@@ -629,11 +669,15 @@ func (g *gate) fill(s *Scope, a *acc) {
 	if a.oldest != nil {
 		s.OldestAgeSeconds = render.SecondsSince(g.now, a.oldest.FailedAt)
 		s.OldestAddress = a.oldest.Address().String()
+		s.OldestFailedAt = a.oldest.FailedAt
 		s.OldestHeld = g.held(*a.oldest)
 		if s.OldestHeld {
 			d := g.dec[a.oldest.Address()]
 			s.OldestHold = &HoldInfo{BatchID: d.BatchID, By: d.By, Owner: d.Owner, Until: d.Until, Why: d.Why}
 		}
+	}
+	if a.oldestUnheld != nil {
+		s.OldestUnheldFailedAt = a.oldestUnheld.FailedAt
 	}
 	s.UndecidedPastSLO = a.undecided
 	for _, n := range a.stale {

@@ -206,8 +206,10 @@ func escapeLike(s string) string {
 type BatchFilter struct {
 	Broker string // "" = every broker
 	Action string
-	Since  time.Time
-	Limit  int
+	// Statuses, when set, keeps the batches in one of them.
+	Statuses []string
+	Since    time.Time
+	Limit    int
 }
 
 // Batches lists batches, newest first.
@@ -221,6 +223,12 @@ func (s *Store) Batches(ctx context.Context, f BatchFilter) ([]Batch, error) {
 	if f.Action != "" {
 		q += ` AND action = ?`
 		args = append(args, f.Action)
+	}
+	if len(f.Statuses) > 0 {
+		q += ` AND status IN (?` + strings.Repeat(`, ?`, len(f.Statuses)-1) + `)`
+		for _, st := range f.Statuses {
+			args = append(args, st)
+		}
 	}
 	if !f.Since.IsZero() {
 		q += ` AND at >= ?`

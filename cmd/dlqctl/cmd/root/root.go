@@ -14,6 +14,7 @@ import (
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/configcmd"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/decisions"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/dlq"
+	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/exporter"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/sandbox"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/triage"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/version"
@@ -136,6 +137,7 @@ decide (replay or discard), with every decision recorded in a ledger.`,
 	cmd.AddCommand(dlq.NewCmdDLQ(f))
 	cmd.AddCommand(triage.NewCmdTriage(f, nil))
 	cmd.AddCommand(decisions.NewCmdDecisions(f))
+	cmd.AddCommand(exporter.NewCmdExporter(f, nil))
 	cmd.AddCommand(sandbox.NewCmdSandbox(f, nil))
 	cmd.AddCommand(configcmd.NewCmdConfig(f))
 	cmd.AddCommand(version.NewCmdVersion(f))

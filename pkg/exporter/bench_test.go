@@ -1,0 +1,134 @@
+package exporter_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/exporter"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/policy"
+	"github.com/dlqctl/dlqctl/pkg/sandbox"
+)
+
+// filled is a sandbox of n generated dead letters that counts the
+// requests it answers, and an exporter on it.
+func filled(b *testing.B, n int, released bool) (*exporter.Exporter, *atomic.Int64) {
+	sb := sandbox.New(nil)
+	sb.Fill(n, 7)
+	sb.SetFaults(sandbox.Faults{OldServer: released})
+	var requests atomic.Int64
+	h := sb.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		h.ServeHTTP(w, r)
+	}))
+	b.Cleanup(srv.Close)
+	cl, err := client.New(client.Options{Server: srv.URL, Backoff: time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dsn := "sqlite://" + filepath.Join(b.TempDir(), "l.db")
+	e := exporter.New(exporter.Config{
+		Client:     cl,
+		Ledger:     func(ctx context.Context) (*ledger.Store, error) { return ledger.Open(ctx, dsn) },
+		Policies:   policy.Set{{Queue: "*", Policy: policy.Policy{MaxAge: time.Hour, TriageSLO: 4 * time.Hour}}},
+		Interval:   time.Minute,
+		MaxClasses: 10,
+	})
+	b.Cleanup(e.Close)
+	return e, &requests
+}
+
+// BenchmarkPass reports the broker requests and bytes of one exporter
+// pass, and the requests of one scrape (goal: 0), at 1k, 100k and 1M
+// dead letters, on a broker that pages (O(log N) requests a scope) and on
+// one that answers a queue in one body (the released server: one body a
+// pass). ns/op is a pass.
+func BenchmarkPass(b *testing.B) {
+	for _, released := range []bool{false, true} {
+		for _, n := range []int{1_000, 100_000, 1_000_000} {
+			mode := "paging"
+			if released {
+				mode = "one-body"
+			}
+			b.Run(fmt.Sprintf("%s/rows=%d", mode, n), func(b *testing.B) {
+				e, requests := filled(b, n, released)
+				ctx := context.Background()
+				if err := e.Pass(ctx); err != nil { // the ledger's schema, the client's dialect
+					b.Fatal(err)
+				}
+				before := requests.Load()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := e.Pass(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				passReqs := float64(requests.Load()-before) / float64(b.N)
+				bytes := float64(e.Snapshot().Check.Bytes)
+				before = requests.Load()
+				const scrapes = 100
+				for range scrapes {
+					gather(b, e)
+				}
+				b.ReportMetric(passReqs, "requests/pass")
+				b.ReportMetric(bytes, "bytes/pass")
+				b.ReportMetric(float64(requests.Load()-before)/scrapes, "requests/scrape")
+				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+			})
+		}
+	}
+}
+
+// BenchmarkRSSOver10kPasses runs 10,000 passes against 1,000 dead letters
+// and reports the process's resident memory after the first 1,000 and
+// after all 10,000 (goal: flat, a ratio near 1).
+func BenchmarkRSSOver10kPasses(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		e, _ := filled(b, 1_000, true)
+		ctx := context.Background()
+		var at1k float64
+		for p := 1; p <= 10_000; p++ {
+			if err := e.Pass(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if p%100 == 0 {
+				gather(b, e)
+			}
+			if p == 1_000 {
+				at1k = rss(b)
+			}
+		}
+		at10k := rss(b)
+		b.ReportMetric(at1k/(1<<20), "MiB-RSS@1k")
+		b.ReportMetric(at10k/(1<<20), "MiB-RSS@10k")
+		b.ReportMetric(at10k/at1k, "RSS10k/1k")
+	}
+}
+
+// rss is the process's resident set size in bytes (Linux).
+func rss(b *testing.B) float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Skip("no /proc/self/status")
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb * 1024
+		}
+	}
+	b.Skip("no VmRSS")
+	return 0
+}
