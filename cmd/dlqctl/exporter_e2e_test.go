@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,14 +17,33 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
+// lockedLog is a process's output, written by one goroutine and read
+// by the test.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) add(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(line + "\n")
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // startExporter runs the real binary's exporter on a free port and waits
-// for it to serve; it returns the base URL and the process.
-func startExporter(t *testing.T, env []string, args ...string) (string, *exec.Cmd, *strings.Builder) {
+// for it to serve; it returns the base URL, the process and its output.
+func startExporter(t *testing.T, env []string, args ...string) (string, *exec.Cmd, *lockedLog) {
 	t.Helper()
 	addr := freeAddr(t)
 	c := exec.Command(binary(t), append([]string{"exporter", "--web.listen-address", addr}, args...)...)
 	c.Env = env
-	var log strings.Builder
+	log := &lockedLog{}
 	pr, pw := io.Pipe()
 	c.Stdout, c.Stderr = pw, pw
 	if err := c.Start(); err != nil {
@@ -34,7 +54,7 @@ func startExporter(t *testing.T, env []string, args ...string) (string, *exec.Cm
 		sc := bufio.NewScanner(pr)
 		once := false
 		for sc.Scan() {
-			log.WriteString(sc.Text() + "\n")
+			log.add(sc.Text())
 			if !once && strings.HasPrefix(sc.Text(), "Serving metrics on") {
 				once = true
 				close(serving)
@@ -47,7 +67,7 @@ func startExporter(t *testing.T, env []string, args ...string) (string, *exec.Cm
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the exporter did not start:\n%s", log.String())
 	}
-	return "http://" + addr, c, &log
+	return "http://" + addr, c, log
 }
 
 func get(t *testing.T, url string) string {

@@ -116,8 +116,10 @@ func TestDecisionsAsCheckCountsThem(t *testing.T) {
 	if s := scope(res, "payments", "ledger"); len(s.Breaches) == 0 {
 		t.Fatalf("expired hold: %+v", s)
 	}
-	// A replay decision on the same messages, never carried out.
-	if err := ld.CreateBatch(ctx, &ledger.Batch{Broker: cl.Broker(), Action: ledger.ActionReplay, By: "ann", At: now, Why: "w"}, held); err != nil {
+	// A replay decision on the same messages, never carried out: the
+	// latest decision (a second later: two batches of the same instant
+	// have no order).
+	if err := ld.CreateBatch(ctx, &ledger.Batch{Broker: cl.Broker(), Action: ledger.ActionReplay, By: "ann", At: now.Add(time.Second), Why: "w"}, held); err != nil {
 		t.Fatal(err)
 	}
 	dec, _ = ld.LatestDecisions(ctx, cl.Broker())
