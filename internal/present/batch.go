@@ -91,6 +91,7 @@ func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 	} else {
 		fmt.Fprintln(w, "  rate: unlimited")
 	}
+	lagAndWindow(w, p)
 	warn := pal.Yellow("warning:")
 	if p.OtherGroups > 0 {
 		var parts []string
@@ -143,6 +144,43 @@ func groupLabels(gs []string) []string {
 	return out
 }
 
+// lagAndWindow writes what a replay is paced by besides its rate: the
+// destination's consumer lag (and --max-lag), and --window.
+func lagAndWindow(w io.Writer, p replay.Plan) {
+	c := render.Clean
+	if l := p.Lag; l != nil && p.Action == replay.Replay {
+		switch {
+		case len(l.Groups) > 0:
+			fmt.Fprintln(w, "  consumer lag of the destination:")
+			for i, g := range l.Groups {
+				if i == 8 {
+					fmt.Fprintf(w, "    … and %d more groups\n", len(l.Groups)-8)
+					break
+				}
+				behind := ""
+				if g.Messages != nil {
+					behind = ", " + Plural(*g.Messages, "message", "messages") + " behind"
+				}
+				lag := "0s"
+				if g.Lag >= time.Second {
+					lag = render.Duration(g.Lag.Round(time.Second))
+				}
+				fmt.Fprintf(w, "    %s/%s  %s (%s%s)\n", c(g.Queue), c(client.GroupLabel(g.ConsumerGroup)), lag, c(g.State), behind)
+			}
+		case l.Reported || l.MaxLag > 0:
+			fmt.Fprintln(w, "  consumer lag: no consumer group reads the destination")
+		default:
+			fmt.Fprintln(w, "  consumer lag: not reported by this broker (--max-lag cannot pace by it)")
+		}
+		if l.MaxLag > 0 {
+			fmt.Fprintf(w, "    --max-lag %s: publishing waits while any of them lags more (read every 5s)\n", render.Duration(l.MaxLag))
+		}
+	}
+	if p.Window != "" {
+		fmt.Fprintf(w, "  window: publishing only %s; outside it the run waits\n", c(p.Window))
+	}
+}
+
 // Report writes what a run did, for people.
 func Report(w io.Writer, pal *render.Palette, rep *replay.Report) {
 	fmt.Fprintf(w, "Batch %s: ", pal.Bold(rep.BatchID))
@@ -185,6 +223,10 @@ func Report(w io.Writer, pal *render.Palette, rep *replay.Report) {
 			by = render.Clean(b.Address.String()) + " (" + render.Clean(b.Reason) + ")"
 		}
 		fmt.Fprintf(w, "  partition %s/%s: %s held back behind %s\n", render.Clean(b.Queue), render.Clean(b.Partition), Plural(b.Messages, "message", "messages"), by)
+	}
+	for _, ps := range rep.Pauses {
+		fmt.Fprintf(w, "Paused %s in all for %s (%s; last: %s)\n", render.Duration(ps.For.Round(time.Second)), ps.Kind,
+			Plural(ps.Times, "time", "times"), render.Clean(ps.Last))
 	}
 	if rep.Stopped != "" {
 		fmt.Fprintf(w, "%s %s\n", pal.Yellow("Stopped:"), render.Clean(rep.Stopped))

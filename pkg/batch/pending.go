@@ -65,6 +65,10 @@ type Pending struct {
 	// id is the id a fresh batch will be recorded under, minted with the
 	// plan so it can be said before the run.
 	id string
+
+	// Paused, when set, is told why the run waits (consumer lag, outside
+	// the window) as each pause starts or changes, and "" as it ends.
+	Paused func(why string)
 }
 
 // Prepare snapshots the selection (or loads the recorded batch), settles
@@ -157,6 +161,9 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 			p.po.QueueGroups = queueGroups(ctx, p.env.Client, p.in.items)
 		}
 		if p.po.Pinned, err = p.pinned(ctx); err != nil {
+			return err
+		}
+		if err := p.paceBy(ctx); err != nil {
 			return err
 		}
 	}

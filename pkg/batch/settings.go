@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"time"
 
+	"github.com/dlqctl/dlqctl/pkg/duration"
 	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 )
@@ -25,6 +27,11 @@ type Settings struct {
 	// Order is the replay order; recorded, it also says the manifest is
 	// already in that order.
 	Order string `json:"order,omitempty"`
+	// MaxLag (a duration, as written) holds publishing back while a
+	// destination consumer group lags more; Window (HH:MM-HH:MM [zone])
+	// keeps it to a time of day.
+	MaxLag string `json:"maxLag,omitempty"`
+	Window string `json:"window,omitempty"`
 }
 
 // settingFlags are the flags that set Settings' fields, by JSON key.
@@ -42,6 +49,26 @@ var settingFlags = []struct {
 	{"max-failures", "maxFailures", func(d, s *Settings) { d.MaxFailures = s.MaxFailures }},
 	{"max-refailures", "maxRefailures", func(d, s *Settings) { d.MaxRefailures = s.MaxRefailures }},
 	{"order", "order", func(d, s *Settings) { d.Order = s.Order }},
+	{"max-lag", "maxLag", func(d, s *Settings) { d.MaxLag = s.MaxLag }},
+	{"window", "window", func(d, s *Settings) { d.Window = s.Window }},
+}
+
+// ParseMaxLag reads --max-lag: a duration above zero.
+func ParseMaxLag(s string) (time.Duration, error) {
+	d, err := duration.Parse(s)
+	if err != nil || d <= 0 {
+		return 0, errs.Flagf("invalid --max-lag %q: want a duration such as 2m or 1h", s)
+	}
+	return d, nil
+}
+
+// ParseWindow reads --window.
+func ParseWindow(s string) (replay.Window, error) {
+	w, err := replay.ParseWindow(s)
+	if err != nil {
+		return w, errs.Flagf("--window: %v", err)
+	}
+	return w, nil
 }
 
 // ResumeSettings merges a batch's recorded settings under the flags the

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -245,13 +246,29 @@ func (c *Client) Get(ctx context.Context, a Address) (*Message, error) {
 	}
 	var m struct {
 		Message
-		Data json.RawMessage `json:"data"`
+		Data   json.RawMessage `json:"data"`
+		Groups json.RawMessage `json:"consumerGroups"`
 	}
 	if err := json.Unmarshal(body, &m); err != nil {
 		return nil, c.badBody(http.MethodGet, path, body, err)
 	}
 	if len(m.Message.Payload) == 0 || string(m.Message.Payload) == "null" {
 		m.Message.Payload = m.Data
+	}
+	var names []string
+	var consumers []struct {
+		Name     string `json:"name"`
+		Consumed bool   `json:"consumed"`
+	}
+	switch {
+	case json.Unmarshal(m.Groups, &names) == nil:
+		m.Message.FailedGroups = names
+	case json.Unmarshal(m.Groups, &consumers) == nil:
+		for _, g := range consumers {
+			if !g.Consumed && g.Name != "" {
+				m.Message.PendingGroups = append(m.Message.PendingGroups, g.Name)
+			}
+		}
 	}
 	return &m.Message, nil
 }
@@ -420,7 +437,15 @@ func (c *Client) ConsumerGroups(ctx context.Context) ([]ConsumerGroup, error) {
 			q = g.Topics[0]
 		}
 		if g.Name != "" && q != "" {
-			out = append(out, ConsumerGroup{Name: g.Name, Queue: q})
+			cg := ConsumerGroup{Name: g.Name, Queue: q}
+			if g.MaxTimeLag.ok {
+				cg.Lag = &Lag{MaxTime: time.Duration(g.MaxTimeLag.v * float64(time.Second)), State: g.State}
+				if g.TotalLag.ok {
+					n := int(g.TotalLag.v)
+					cg.Lag.Messages = &n
+				}
+			}
+			out = append(out, cg)
 		}
 	}
 	return out, nil
@@ -431,6 +456,26 @@ type consumerGroupWire struct {
 	QueueName string   `json:"queueName"`
 	Queue     string   `json:"queue"`
 	Topics    []string `json:"topics"`
+	// The lag, where the broker reports it (seconds, messages, state).
+	MaxTimeLag looseNumber `json:"maxTimeLag"`
+	TotalLag   looseNumber `json:"totalLag"`
+	State      string      `json:"state"`
+}
+
+// looseNumber is a JSON number that may arrive as a string (a database's
+// numeric, quoted) or null; anything else reads as absent rather than
+// failing the whole answer.
+type looseNumber struct {
+	v  float64
+	ok bool
+}
+
+func (n *looseNumber) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) {
+		n.v, n.ok = f, true
+	}
+	return nil
 }
 
 func messagePath(a Address, suffix string) (string, error) {

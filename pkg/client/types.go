@@ -149,6 +149,12 @@ type Message struct {
 	RetryCount    int             `json:"retryCount"`
 	ErrorMessage  string          `json:"errorMessage"`
 	CreatedAt     *time.Time      `json:"createdAt,omitempty"`
+	// FailedGroups are the consumer groups that dead-lettered it, and
+	// PendingGroups those that have not consumed it, where the broker's
+	// detail says (the contract names the former, the released server
+	// lists every group with whether it consumed).
+	FailedGroups  []string `json:"-"`
+	PendingGroups []string `json:"-"`
 }
 
 // PushItem is one message to publish.
@@ -200,6 +206,22 @@ type Health struct {
 type ConsumerGroup struct {
 	Name  string `json:"name"`
 	Queue string `json:"queue"`
+	// Lag is the group's lag on the queue, where the broker reports it
+	// (the released server does; the seed contract has no lag).
+	Lag *Lag `json:"lag,omitempty"`
+}
+
+// Lag is how far a consumer group is behind on a queue.
+type Lag struct {
+	// MaxTime is the age of the oldest message the group has not
+	// consumed yet, its worst partition's.
+	MaxTime time.Duration `json:"-"`
+	// Messages is the number of messages not consumed yet, nil where the
+	// broker does not count them (queue-mode groups on the released server).
+	Messages *int `json:"messages"`
+	// State is the broker's word for it: Stable, Lagging (past 300 s),
+	// Dead (never consumed).
+	State string `json:"state"`
 }
 
 // QueueModeGroup is the consumer group the broker gives queue-mode

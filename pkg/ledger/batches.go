@@ -30,6 +30,7 @@ const (
 	StatusFailed      = "failed"      // executed, some addresses failed or are unknown
 	StatusResolved    = "resolved"    // a hold whose messages have all left the DLQ
 	StatusCancelled   = "cancelled"   // ended by decisions cancel: no longer a decision
+	StatusVerified    = "verified"    // done, and every copy it published was consumed (decisions verify)
 )
 
 // ErrNotCancellable: a batch that was carried out (done), a hold that
@@ -329,7 +330,7 @@ func (d Decision) Label(now time.Time) string {
 		}
 		return "hold"
 	}
-	if d.Status == StatusDone {
+	if d.Status == StatusDone || d.Status == StatusVerified {
 		return map[string]string{ActionReplay: "replayed", ActionDiscard: "discarded"}[d.Action]
 	}
 	return d.Action
@@ -348,7 +349,7 @@ func (d Decision) Covers(failedAt, now time.Time) bool {
 // triage SLO a decision that was never carried out (recorded, or left
 // interrupted or failed) no longer counts as one. slo 0 is no SLO.
 func (d Decision) NotCarriedOut(now time.Time, slo time.Duration) bool {
-	return slo > 0 && (d.Action == ActionReplay || d.Action == ActionDiscard) && d.Status != StatusDone && now.Sub(d.At) > slo
+	return slo > 0 && (d.Action == ActionReplay || d.Action == ActionDiscard) && d.Status != StatusDone && d.Status != StatusVerified && now.Sub(d.At) > slo
 }
 
 // Active reports whether the decision stops the undecided alert at now: a
@@ -417,7 +418,7 @@ func (s *Store) CancelBatch(ctx context.Context, id, by, why string, now time.Ti
 		return nil, err
 	}
 	switch b.Status {
-	case StatusDone, StatusResolved, StatusCancelled:
+	case StatusDone, StatusVerified, StatusResolved, StatusCancelled:
 		return nil, fmt.Errorf("%w: batch %s is %s", ErrNotCancellable, b.ID, b.Status)
 	}
 	var working int

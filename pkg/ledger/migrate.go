@@ -119,6 +119,19 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 	// 5: a manifest item's message id (its enqueue order, for a resume's
 	// plan to tell).
 	{sql: `ALTER TABLE batch_items ADD COLUMN message_id TEXT NOT NULL DEFAULT ''`},
+	// 6: what became of the copies a batch published (decisions verify):
+	// each copy's status when last asked, and each verification's counts.
+	{sql: `ALTER TABLE journal ADD COLUMN verified TEXT NOT NULL DEFAULT '';
+	ALTER TABLE journal ADD COLUMN verified_at TEXT;
+	CREATE TABLE verifications (
+		broker   TEXT NOT NULL,
+		batch_id TEXT NOT NULL,
+		at       TEXT NOT NULL,
+		by_name  TEXT NOT NULL DEFAULT '',
+		counts   TEXT NOT NULL DEFAULT '{}',
+		complete INTEGER NOT NULL DEFAULT 0
+	);
+	CREATE INDEX verifications_batch ON verifications (batch_id, at);`},
 }
 
 // SchemaVersion is the schema this binary writes.

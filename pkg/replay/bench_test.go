@@ -107,6 +107,21 @@ func BenchmarkUnlimited(b *testing.B) {
 			b.ReportMetric(n/time.Since(start).Seconds(), "msgs/s")
 		}
 	})
+	b.Run("engine-default", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			_, c, st, items := fixture(b, n)
+			items, _ = replay.Arrange(items, replay.OrderPartition, "")
+			b.StartTimer()
+			start := time.Now()
+			o := replay.Options{Action: replay.Replay, Broker: c.Server(), BatchID: "bench", Owner: "bench:1:x", Concurrency: 16}
+			rep, err := replay.NewEngine(c, st, o).Run(context.Background(), items)
+			if err != nil || rep.Replayed != n {
+				b.Fatalf("%v %+v", err, rep)
+			}
+			b.ReportMetric(n/time.Since(start).Seconds(), "msgs/s")
+		}
+	})
 	b.Run("engine", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()

@@ -65,6 +65,12 @@ type Options struct {
 	// checked with the broker before it is called done.
 	Absent map[client.Address]bool
 
+	// Gates hold scheduling back while any is closed (--max-lag,
+	// --window); Paused is told each pause's reason as it starts or
+	// changes, and "" when scheduling goes on.
+	Gates  []Gate
+	Paused func(why string)
+
 	Lease time.Duration
 	Now   func() time.Time
 	Sleep func(context.Context, time.Duration) error
@@ -110,10 +116,12 @@ type Report struct {
 	RowsRemoved int `json:"rowsRemoved"`
 	// Unrecorded counts addresses whose outcome the journal could not
 	// record (the ledger failed under them): the resume settles them.
-	Unrecorded  int           `json:"unrecorded"`
-	NotStarted  int           `json:"notStarted"`
-	Interrupted bool          `json:"interrupted"`
-	Stopped     string        `json:"stopped,omitempty"` // why scheduling stopped early
+	Unrecorded  int    `json:"unrecorded"`
+	NotStarted  int    `json:"notStarted"`
+	Interrupted bool   `json:"interrupted"`
+	Stopped     string `json:"stopped,omitempty"` // why scheduling stopped early
+	// Pauses are the waits on gates (consumer lag, the window), by kind.
+	Pauses      []Pause       `json:"pauses,omitempty"`
 	Elapsed     time.Duration `json:"-"`
 	ElapsedSecs float64       `json:"elapsedSeconds"`
 	Listed      []AddrResult  `json:"addresses,omitempty"` // failed, unknown, skipped
@@ -195,6 +203,12 @@ type Engine struct {
 	// silent counts calls in a row that got no answer at all; at
 	// maxSilent the broker is taken to be down and the run stops.
 	silent int
+
+	gateMu      sync.Mutex // one worker at a time asks the gates
+	pausedSince time.Time  // zero: not paused
+	pausedKind  string
+	pausedWhy   string
+	pauses      map[string]*Pause
 }
 
 // maxSilent is how many calls in a row may get no answer (refused,
@@ -288,8 +302,10 @@ func (e *Engine) Run(ctx context.Context, items []Item) (*Report, error) {
 		if err != nil {
 			e.rep.LedgerError = err.Error()
 		}
+		e.endPause()
 		e.rep.Interrupted = ctx.Err() != nil
 		e.rep.NotStarted = len(items) - e.done
+		e.rep.Pauses = e.pauseList()
 		e.rep.Elapsed = e.o.Now().Sub(start)
 		e.rep.ElapsedSecs = e.rep.Elapsed.Seconds()
 		sort.Slice(e.rep.Listed, func(i, j int) bool { return e.rep.Listed[i].Address.String() < e.rep.Listed[j].Address.String() })
@@ -367,11 +383,15 @@ func (e *Engine) markDone() {
 	}
 }
 
-// pace waits for the rate limiter before an address's first call that
-// changes the broker: addresses settled from the journal or the list cost
-// nothing. An interrupt while waiting leaves the address not started.
+// pace waits for the gates and the rate limiter before an address's
+// first call that changes the broker: addresses settled from the journal
+// or the list cost nothing. An interrupt while waiting leaves the address
+// not started.
 func (e *Engine) pace(ctx context.Context) error {
 	if ctx.Err() != nil || e.stopped() {
+		return errNotStarted
+	}
+	if err := e.waitGates(ctx); err != nil {
 		return errNotStarted
 	}
 	if err := e.lim.Wait(ctx); err != nil {
@@ -381,6 +401,95 @@ func (e *Engine) pace(ctx context.Context) error {
 		return errNotStarted
 	}
 	return nil
+}
+
+// waitGates returns once every gate is open. While one is closed, the
+// pause is timed and announced once (again when its reason changes).
+func (e *Engine) waitGates(ctx context.Context) error {
+	for len(e.o.Gates) > 0 {
+		why, kind, recheck := e.askGates(ctx)
+		if why == "" {
+			e.endPause()
+			return nil
+		}
+		e.beginPause(kind, why)
+		if err := e.o.Sleep(ctx, max(recheck, 10*time.Millisecond)); err != nil {
+			return err
+		}
+		if e.stopped() {
+			return errNotStarted
+		}
+	}
+	return nil
+}
+
+func (e *Engine) askGates(ctx context.Context) (why, kind string, recheck time.Duration) {
+	e.gateMu.Lock()
+	defer e.gateMu.Unlock()
+	now := e.o.Now()
+	for _, g := range e.o.Gates {
+		if why, recheck := g.Closed(ctx, now); why != "" {
+			return why, g.Kind(), recheck
+		}
+	}
+	return "", "", 0
+}
+
+func (e *Engine) beginPause(kind, why string) {
+	e.mu.Lock()
+	now := e.o.Now()
+	if !e.pausedSince.IsZero() && e.pausedKind != kind {
+		e.closePauseLocked(now)
+	}
+	changed := e.pausedWhy != why
+	if e.pausedSince.IsZero() {
+		e.pausedSince, e.pausedKind = now, kind
+		if e.pauses == nil {
+			e.pauses = map[string]*Pause{}
+		}
+		p := e.pauses[kind]
+		if p == nil {
+			p = &Pause{Kind: kind}
+			e.pauses[kind] = p
+		}
+		p.Times++
+	}
+	e.pausedWhy = why
+	e.pauses[kind].Last = why
+	e.mu.Unlock()
+	if changed && e.o.Paused != nil {
+		e.o.Paused(why)
+	}
+}
+
+func (e *Engine) endPause() {
+	e.mu.Lock()
+	was := !e.pausedSince.IsZero()
+	if was {
+		e.closePauseLocked(e.o.Now())
+	}
+	e.mu.Unlock()
+	if was && e.o.Paused != nil {
+		e.o.Paused("")
+	}
+}
+
+func (e *Engine) closePauseLocked(now time.Time) {
+	p := e.pauses[e.pausedKind]
+	p.For += now.Sub(e.pausedSince)
+	p.Seconds = p.For.Seconds()
+	e.pausedSince, e.pausedKind, e.pausedWhy = time.Time{}, "", ""
+}
+
+func (e *Engine) pauseList() []Pause {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []Pause
+	for _, p := range e.pauses {
+		out = append(out, *p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
+	return out
 }
 
 // runSome runs items in order (a partition at a time per worker) or

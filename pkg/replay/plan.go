@@ -86,6 +86,31 @@ type Plan struct {
 	// resume), which cost neither a call nor time.
 	Pinned int `json:"pinnedToManual,omitempty"`
 	NoCall int `json:"alreadyDone,omitempty"`
+	// Lag is the destination's consumer groups and their lag as the plan
+	// found them (replays); Window, the --window publishing is kept to.
+	Lag    *LagPlan `json:"consumerLag,omitempty"`
+	Window string   `json:"window,omitempty"`
+}
+
+// LagPlan is the lag of the consumer groups a replay publishes to.
+type LagPlan struct {
+	// Reported: the broker reports lag (the released server does; the
+	// seed contract has none).
+	Reported bool       `json:"reported"`
+	Groups   []GroupLag `json:"groups,omitempty"`
+	// MaxLag is --max-lag: the run waits while any group lags more.
+	MaxLag     time.Duration `json:"-"`
+	MaxLagSecs float64       `json:"maxLagSeconds,omitempty"`
+}
+
+// GroupLag is one destination group's lag.
+type GroupLag struct {
+	Queue         string        `json:"queue"`
+	ConsumerGroup string        `json:"consumerGroup"`
+	Lag           time.Duration `json:"-"`
+	LagSecs       float64       `json:"lagSeconds"`
+	Messages      *int          `json:"messages"`
+	State         string        `json:"state"`
 }
 
 // AlsoRemoved is a share of the rows a batch removes without having
@@ -141,11 +166,14 @@ type PlanOptions struct {
 	Pinned int
 	// NoCall reports an item that needs no call (done, or gone).
 	NoCall func(Item) bool
+	// Lag and Window go into the plan as they are (see Plan).
+	Lag    *LagPlan
+	Window string
 }
 
 // MakePlan summarises items.
 func MakePlan(items []Item, o PlanOptions) Plan {
-	p := Plan{Action: o.Action, Addresses: len(items), ByQueue: map[string]int{}, Rate: o.Rate, Via: o.Via, Pinned: o.Pinned}
+	p := Plan{Action: o.Action, Addresses: len(items), ByQueue: map[string]int{}, Rate: o.Rate, Via: o.Via, Pinned: o.Pinned, Lag: o.Lag, Window: o.Window}
 	classes := map[string]*ClassCount{}
 	also := map[[2]string]*AlsoRemoved{}
 	holds := map[string]*HoldShare{}

@@ -107,6 +107,9 @@ type Broker struct {
 	scriptN map[string]int     // calls per route since faults were set (Script)
 	callN   int                // calls since faults were set (Script)
 	applied int                // changes a client made: messages published, rows deleted
+	// lags are consumer groups' lags a test set, by (queue, group): what
+	// the released server's consumer-groups route reports.
+	lags map[[2]string]time.Duration
 
 	// version counts changes to rows; views caches filtered row lists
 	// per filter until the next change, so paging a filtered DLQ costs
@@ -147,9 +150,11 @@ type message struct {
 	Encrypted     bool
 	Undecryptable bool
 	Live          bool
-	CreatedAt     time.Time
-	seq           int64
-	rows          []*row // its dead-letter rows, newest first
+	// Completed: every consumer group has consumed it (Complete).
+	Completed bool
+	CreatedAt time.Time
+	seq       int64
+	rows      []*row // its dead-letter rows, newest first
 }
 
 type row struct {
@@ -353,6 +358,49 @@ type Live struct {
 	Queue         string
 	Partition     string
 	Payload       json.RawMessage
+}
+
+// SetLag sets what the consumer-groups route reports as a group's lag on
+// a queue (maxTimeLag; state Lagging past 300 s), as the released server
+// reports it. The contract's broker reports no lag at all.
+func (b *Broker) SetLag(queue, group string, lag time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lags == nil {
+		b.lags = map[[2]string]time.Duration{}
+	}
+	b.lags[[2]string{queue, group}] = lag
+}
+
+// Complete marks a live message consumed by every group: its status is
+// then "completed". It reports whether the message exists.
+func (b *Broker) Complete(partitionID, txid string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m := b.messages[msgKey{partitionID, txid}]
+	if m == nil {
+		return false
+	}
+	m.Completed = true
+	return true
+}
+
+// Forget removes a message as retention would: no row, no trace.
+func (b *Broker) Forget(partitionID, txid string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := msgKey{partitionID, txid}
+	m := b.messages[k]
+	if m == nil {
+		return false
+	}
+	if b.removeRowsLocked(k) > 0 {
+		b.applied-- // retention's doing, not a client's
+	}
+	delete(b.messages, k)
+	b.live = slices.DeleteFunc(b.live, func(x *message) bool { return x == m })
+	b.version++
+	return true
 }
 
 // DeadLetterRows returns the dead-letter rows the broker holds now.

@@ -536,9 +536,30 @@ func (b *Broker) consumerGroups(w http.ResponseWriter, _ *http.Request) {
 		add(k[0], k[1])
 	}
 	sort.Slice(pairs, func(i, j int) bool { return pairs[i][0]+"\x00"+pairs[i][1] < pairs[j][0]+"\x00"+pairs[j][1] })
-	out := []cg{}
+	out := []any{}
 	for _, p := range pairs {
-		out = append(out, cg{Name: p[0], QueueName: p[1], Topics: []string{p[1]}, Members: 1, State: "Stable"})
+		c := cg{Name: p[0], QueueName: p[1], Topics: []string{p[1]}, Members: 1, State: "Stable"}
+		if !b.faults.OldServer {
+			// The contract's broker reports no lag.
+			out = append(out, map[string]any{"name": c.Name, "queueName": c.QueueName, "topics": c.Topics, "members": c.Members})
+			continue
+		}
+		lag := b.lags[[2]string{p[1], p[0]}]
+		c.MaxTimeLag = int(lag / time.Second)
+		if lag > 300*time.Second {
+			c.State = "Lagging"
+		}
+		if lag > 0 {
+			c.PartitionsWithLag = 1
+		}
+		if p[0] != "__QUEUE_MODE__" {
+			n := 0
+			if lag > 0 {
+				n = 1
+			}
+			c.TotalLag = &n
+		}
+		out = append(out, c)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -783,6 +804,9 @@ func (b *Broker) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status, groups := "pending", []string{}
+	if m.Completed {
+		status = "completed"
+	}
 	var errText string
 	retries := 0
 	for _, rw := range m.rows {
@@ -798,7 +822,7 @@ func (b *Broker) get(w http.ResponseWriter, r *http.Request) {
 		// the groups that dead-lettered the message.
 		objs := []map[string]any{}
 		for _, g := range b.queues[m.Queue].Groups {
-			objs = append(objs, map[string]any{"name": g, "consumed": false, "leaseExpiresAt": nil})
+			objs = append(objs, map[string]any{"name": g, "consumed": m.Completed, "leaseExpiresAt": nil})
 		}
 		cgs = objs
 	}

@@ -22,7 +22,7 @@ func NewCmdDecisions(f *cmdutil.Factory) *cobra.Command {
 		Use:   "decisions",
 		Short: "The audit log: every batch decided or executed, by whom and why",
 	})
-	cmd.AddCommand(NewCmdLs(f, nil), NewCmdShow(f, nil), NewCmdCancel(f, nil))
+	cmd.AddCommand(NewCmdLs(f, nil), NewCmdShow(f, nil), NewCmdCancel(f, nil), NewCmdVerify(f, nil))
 	return cmd
 }
 
@@ -161,6 +161,8 @@ type ShowResult struct {
 	// BlockedPartitions are the partitions of an ordered replay whose
 	// later messages wait behind one that was not replayed.
 	BlockedPartitions []replay.Blocked `json:"blockedPartitions,omitempty"`
+	// Verification is the last decisions verify of a replay batch.
+	Verification *ledger.Verification `json:"lastVerification,omitempty"`
 }
 
 // blocked reads an ordered replay batch's manifest (in replay order)
@@ -215,8 +217,12 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 	if err != nil {
 		return err
 	}
+	ver, err := ld.LastVerification(ctx, b.ID)
+	if err != nil {
+		return err
+	}
 	if !fm.Human() {
-		return render.Document(f.IO.Out, fm, ShowResult{Batch: b, Manifest: man, Journal: jr, Audit: au, BlockedPartitions: bl})
+		return render.Document(f.IO.Out, fm, ShowResult{Batch: b, Manifest: man, Journal: jr, Audit: au, BlockedPartitions: bl, Verification: ver})
 	}
 	w := f.IO.Out
 	kv := func(k, v string) {
@@ -242,6 +248,9 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 		kv("Executed", render.Timestamp(b.ExecutedAt))
 	}
 	kv("Outcome", render.Counts(b.Outcome))
+	if ver != nil {
+		kv("Verified", fmt.Sprintf("%s by %s: %s", render.Timestamp(ver.At), ver.By, render.Counts(ver.Counts)))
+	}
 	state := map[string]string{}
 	for _, e := range jr {
 		state[e.Address.String()] = e.State

@@ -167,7 +167,8 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 			return err
 		}
 	}
-	tick, finish := progress(f, p.Messages(), sp.verb)
+	tick, paused, finish := progress(f, p.Messages(), sp.verb)
+	p.Paused = paused
 	res, err := p.Run(ctx, func(id string, fresh bool) {
 		fmt.Fprintf(f.IO.ErrOut, "%s batch %s.\n", map[bool]string{true: "Recorded", false: "Executing recorded"}[fresh], id)
 	}, tick)
@@ -202,10 +203,27 @@ func confirm(f *cmdutil.Factory, question string) error {
 	return &cmdutil.ExitError{Code: cmdutil.ExitUsage, Err: errors.New("not confirmed; nothing done")}
 }
 
-// progress returns a progress callback drawing a bar on a TTY stderr.
-func progress(f *cmdutil.Factory, total int, verb string) (func(int), func()) {
+// progress returns a progress callback drawing a bar on a TTY stderr,
+// and one for pauses: on the bar's line on a TTY, a line each elsewhere
+// (a log says when a run waited and why).
+func progress(f *cmdutil.Factory, total int, verb string) (func(int), func(string), func()) {
 	if !f.IO.IsStderrTTY() || total == 0 {
-		return nil, func() {}
+		var since, said time.Time
+		return nil, func(why string) {
+			switch {
+			case why != "":
+				if since.IsZero() {
+					since = time.Now()
+				} else if time.Since(said) < time.Minute {
+					return // a reason that changes (the lag) is said once a minute
+				}
+				said = time.Now()
+				fmt.Fprintf(f.IO.ErrOut, "paused: %s\n", render.Clean(why))
+			case !since.IsZero():
+				fmt.Fprintf(f.IO.ErrOut, "going on after %s paused\n", render.Duration(time.Since(since).Round(time.Second)))
+				since = time.Time{}
+			}
+		}, func() {}
 	}
 	bar := progressbar.NewOptions(total,
 		progressbar.OptionSetWriter(f.IO.ErrOut),
@@ -218,7 +236,14 @@ func progress(f *cmdutil.Factory, total int, verb string) (func(int), func()) {
 		progressbar.OptionClearOnFinish(),
 		progressbar.OptionEnableColorCodes(f.IO.ColorEnabledStderr()),
 	)
-	return func(done int) { _ = bar.Set(done) }, func() { _ = bar.Finish() }
+	paused := func(why string) {
+		if why == "" {
+			bar.Describe(verb)
+			return
+		}
+		bar.Describe("paused: " + render.Clean(why))
+	}
+	return func(done int) { _ = bar.Set(done) }, paused, func() { _ = bar.Finish() }
 }
 
 // printReport writes the end summary and returns the command's error.

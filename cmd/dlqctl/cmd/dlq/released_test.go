@@ -297,3 +297,86 @@ func TestLsRecordIsToRow(t *testing.T) {
 		}
 	}
 }
+
+// The plan shows the destination groups' lag on a broker that reports
+// it; --max-lag is recorded with the batch and kept on resume; on a
+// broker with no lag it is refused, not ignored.
+func TestMaxLagAndWindowFlags(t *testing.T) {
+	b, cli, _ := released(t)
+	b.SetLag("orders", "billing", 7*time.Minute)
+	out, errOut, code := cli.Exec("dlq", "replay", "--queue", "orders", "--max-lag", "2m", "--window", "00:00-24:00 UTC", "--dry-run")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"consumer lag of the destination:", "orders/billing  7m (Lagging", "orders/shipping  0s (Stable",
+		"--max-lag 2m: publishing waits while any of them lags more", "window: publishing only 00:00-24:00 UTC"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the plan lacks %q:\n%s", want, out)
+		}
+	}
+	// A run records the settings; the lag clears at once, so it finishes.
+	b.SetLag("orders", "billing", 0)
+	out, errOut, code = cli.Exec("dlq", "replay", "--queue", "orders", "--max-lag", "2m", "--why", "v4 parser", "--yes", "--rate", "0", "-o", "json")
+	var rep replay.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 {
+		t.Fatalf("%v exit %d: %s", err, code, errOut)
+	}
+	ld, err := ledger.Open(context.Background(), cli.Env["DLQCTL_LEDGER"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ld.Close()
+	bt, err := ld.Batch(context.Background(), rep.BatchID)
+	if err != nil || !strings.Contains(string(bt.Settings), `"maxLag":"2m"`) {
+		t.Fatalf("recorded settings %s (%v)", bt.Settings, err)
+	}
+
+	cb, curl := testkit.Sandbox(t)
+	if err := cb.Load(dlqctl.SandboxSeed); err != nil {
+		t.Fatal(err)
+	}
+	contract := testutil.NewCLI(t, curl, root.Run)
+	_, errOut, code = contract.Exec("dlq", "replay", "--all", "--max-lag", "2m", "--dry-run")
+	if code != 2 || !strings.Contains(errOut, "--max-lag: this broker reports no consumer-group lag") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, bad := range [][]string{{"--max-lag", "soon"}, {"--max-lag", "0"}, {"--window", "22:00"}, {"--window", "22:00-06:00 Nowhere/Land"}} {
+		_, errOut, code := cli.Exec(append([]string{"dlq", "replay", "--all", "--dry-run"}, bad...)...)
+		if code != 2 || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
+			t.Errorf("%v: exit %d: %s", bad, code, errOut)
+		}
+	}
+}
+
+// decisions verify: the JSON keys scripts read, exit 1 while a copy is
+// dead-lettered again, and decisions show's last verification.
+func TestDecisionsVerifyCommand(t *testing.T) {
+	b, cli, _ := released(t)
+	out, errOut, code := cli.Exec("dlq", "replay", "--class", "3ce87dde", "--why", "fixed", "--yes", "--rate", "0", "-o", "json")
+	var rep replay.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 {
+		t.Fatalf("%v exit %d: %s", err, code, errOut)
+	}
+	live := b.LiveMessages()
+	b.FailAgain(live[0].Queue, live[0].TransactionID, "billing", "still broken")
+	out, errOut, code = cli.Exec("decisions", "verify", rep.BatchID, "-o", "json")
+	var v map[string]any
+	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 1 {
+		t.Fatalf("%v exit %d: %s %s", err, code, out, errOut)
+	}
+	for _, k := range []string{"completed", "pending", "deadLetteredAgain", "missing"} {
+		if _, ok := v[k]; !ok {
+			t.Fatalf("no %q in %s", k, out)
+		}
+	}
+	if v["deadLetteredAgain"].(float64) != 1 || v["pending"].(float64) != float64(len(live)-1) {
+		t.Fatalf("counts: %s", out)
+	}
+	out, _, _ = cli.Exec("decisions", "show", rep.BatchID)
+	if !strings.Contains(out, "Verified:") || !strings.Contains(out, "1 dead lettered again") {
+		t.Fatalf("show:\n%s", out)
+	}
+	if _, errOut, code := cli.Exec("decisions", "verify", "nope"); code != 5 {
+		t.Fatalf("an unknown batch: exit %d %s", code, errOut)
+	}
+}

@@ -26,6 +26,8 @@ type ReplayOptions struct {
 	CanaryWait    time.Duration
 	MaxRefailures int
 	Order         string
+	MaxLag        string
+	Window        string
 	Args          []string
 
 	changed func(string) bool
@@ -78,6 +80,8 @@ calls in flight finish and prints how to resume.`,
 	fl.DurationVar(&o.CanaryWait, "canary-wait", 30*time.Second, "how long to wait after the canary")
 	fl.IntVar(&o.MaxRefailures, "max-refailures", 0, "pause the batch when this many replayed messages failed again (0 = never)")
 	fl.StringVar(&o.Order, "order", def.Order, "partition (each partition in enqueue order, a message not replayed holds back the rest), skip-gaps, or none")
+	fl.StringVar(&o.MaxLag, "max-lag", "", "wait while a consumer group of the destination lags more than this (such as 2m)")
+	fl.StringVar(&o.Window, "window", "", "publish only in this time of day: HH:MM-HH:MM, local or followed by a zone (22:00-06:00 UTC)")
 	return cmd
 }
 
@@ -113,6 +117,16 @@ func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
 			return cmdutil.FlagErrorf("invalid --transform: %v", err)
 		}
 	}
+	if o.MaxLag != "" {
+		if _, err := batch.ParseMaxLag(o.MaxLag); err != nil {
+			return err
+		}
+	}
+	if o.Window != "" {
+		if _, err := batch.ParseWindow(o.Window); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -125,7 +139,8 @@ func replaySpec(o *ReplayOptions) execSpec {
 	return execSpec{verb: "replay", ef: &o.Exec, sel: &o.Selection, args: o.Args, req: batch.Request{
 		Action: replay.Replay, Changed: o.changed,
 		Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: o.Concurrency, Via: o.Via, ToQueue: o.ToQueue,
-			Transform: o.Transform, MaxGeneration: o.MaxGeneration, MaxFailures: o.MaxFailures, MaxRefailures: o.MaxRefailures, Order: o.Order},
+			Transform: o.Transform, MaxGeneration: o.MaxGeneration, MaxFailures: o.MaxFailures, MaxRefailures: o.MaxRefailures, Order: o.Order,
+			MaxLag: o.MaxLag, Window: o.Window},
 		Engine: func(opts *replay.Options, s batch.Settings) error {
 			// What a run does but a batch does not record: the canary and
 			// the unknowns a person has checked.

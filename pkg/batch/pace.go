@@ -1,0 +1,85 @@
+package batch
+
+import (
+	"context"
+	"slices"
+	"sort"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/errs"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+)
+
+// paceBy reads the destination's consumer-group lag for the plan and
+// sets the gates the settings ask for: --max-lag (refused on a broker
+// that reports no lag: a pace it cannot keep is not a pace) and --window.
+func (p *Pending) paceBy(ctx context.Context) error {
+	s := p.settings
+	dests := destinations(p.in.items, s.ToQueue)
+	lag, known := destinationLag(ctx, p.env.Client, dests)
+	p.po.Lag = lag
+	p.opts.Gates = nil
+	if s.MaxLag != "" {
+		max, err := ParseMaxLag(s.MaxLag)
+		if err != nil {
+			return err
+		}
+		if !known {
+			return errs.Flagf("--max-lag: this broker reports no consumer-group lag (no maxTimeLag in GET /api/v1/consumer-groups), so a replay cannot be paced by it; pace it with --rate")
+		}
+		lag.MaxLag, lag.MaxLagSecs = max, max.Seconds()
+		p.opts.Gates = append(p.opts.Gates, &replay.LagGate{Source: p.env.Client, Queues: dests, Max: max})
+	}
+	if s.Window != "" {
+		w, err := ParseWindow(s.Window)
+		if err != nil {
+			return err
+		}
+		p.po.Window = w.String()
+		p.opts.Gates = append(p.opts.Gates, w)
+	}
+	p.opts.Paused = func(why string) {
+		if p.Paused != nil {
+			p.Paused(why)
+		}
+	}
+	return nil
+}
+
+// destinations are the queues a replay of items publishes to.
+func destinations(items []replay.Item, toQueue string) []string {
+	if toQueue != "" {
+		return []string{toQueue}
+	}
+	var out []string
+	for _, it := range items {
+		if !slices.Contains(out, it.Queue) {
+			out = append(out, it.Queue)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// destinationLag is the lag of the groups that read the destination
+// queues. known is false when the broker lists groups but reports no lag
+// for any (the seed contract), or cannot be asked; a broker with no group
+// at all has nothing that could lag.
+func destinationLag(ctx context.Context, cl *client.Client, dests []string) (*replay.LagPlan, bool) {
+	cgs, err := cl.ConsumerGroups(ctx)
+	if err != nil {
+		return &replay.LagPlan{}, false
+	}
+	lp := &replay.LagPlan{}
+	for _, cg := range cgs {
+		if cg.Lag != nil {
+			lp.Reported = true
+		}
+		if !slices.Contains(dests, cg.Queue) || cg.Lag == nil {
+			continue
+		}
+		lp.Groups = append(lp.Groups, replay.GroupLag{Queue: cg.Queue, ConsumerGroup: cg.Name, Lag: cg.Lag.MaxTime,
+			LagSecs: cg.Lag.MaxTime.Seconds(), Messages: cg.Lag.Messages, State: cg.Lag.State})
+	}
+	return lp, lp.Reported || len(cgs) == 0
+}

@@ -1,0 +1,257 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/errs"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"golang.org/x/time/rate"
+)
+
+// VerifyOptions bound a verification's load on the broker.
+type VerifyOptions struct {
+	Concurrency int     // requests in flight; 0 means 8
+	Rate        float64 // requests a second; 0 means unlimited
+	By          string
+	Now         func() time.Time
+	// Progress is told how many copies have been asked about.
+	Progress func(done, total int)
+}
+
+// Verification is what became of the copies a replay batch published
+// (`decisions verify -o json`).
+type Verification struct {
+	BatchID           string `json:"batchId"`
+	Copies            int    `json:"copies"`
+	Completed         int    `json:"completed"`
+	Pending           int    `json:"pending"`
+	DeadLetteredAgain int    `json:"deadLetteredAgain"`
+	Missing           int    `json:"missing"`
+	// Unchecked counts copies the broker could not be asked about (no
+	// address recorded, or the call failed): a later verify asks again.
+	Unchecked int `json:"unchecked"`
+	// Asked counts the copies asked this time; the rest were completed at
+	// an earlier verification (completed is final).
+	Asked   int             `json:"asked"`
+	ByQueue []QueueVerified `json:"byQueue"`
+	// NotCompleted lists every copy that is not completed.
+	NotCompleted []CopyState `json:"notCompleted,omitempty"`
+	// Complete: every copy completed; the batch is now "verified".
+	Complete bool `json:"complete"`
+}
+
+// QueueVerified is a destination queue's share of a verification.
+type QueueVerified struct {
+	Queue             string `json:"queue"`
+	Completed         int    `json:"completed"`
+	Pending           int    `json:"pending"`
+	DeadLetteredAgain int    `json:"deadLetteredAgain"`
+	Missing           int    `json:"missing"`
+	Unchecked         int    `json:"unchecked"`
+	// PendingGroups counts the pending copies each consumer group has not
+	// consumed, where the broker says (the released server does).
+	PendingGroups map[string]int `json:"pendingGroups,omitempty"`
+}
+
+// CopyState is one copy that is not completed.
+type CopyState struct {
+	Of      client.Address `json:"of"`
+	Address client.Address `json:"address"`
+	Queue   string         `json:"queue"`
+	Status  string         `json:"status"`
+	// Groups are the consumer groups that have not consumed it (pending),
+	// or that dead-lettered it again, where the broker says.
+	Groups []string `json:"consumerGroups,omitempty"`
+	Reason string   `json:"reason,omitempty"`
+}
+
+// unchecked is the status of a copy that could not be asked about.
+const unchecked = "unchecked"
+
+// Verify asks the broker what became of each copy a replay batch
+// published, records every answer and the counts in the ledger, and marks
+// the batch verified when every copy completed. Copies an earlier
+// verification found completed are not asked again, so a large batch's
+// verification can be run again until it is done.
+func Verify(ctx context.Context, cl *client.Client, ld *ledger.Store, batchID string, o VerifyOptions) (*Verification, error) {
+	b, err := ld.Batch(ctx, batchID)
+	if err != nil {
+		return nil, err
+	}
+	if b.Action != ledger.ActionReplay {
+		return nil, errs.Usagef("batch %s is a %s: only a replay publishes copies to verify", b.ID, b.Action)
+	}
+	if b.Broker != cl.Broker() {
+		return nil, errs.Usagef("batch %s was run against %s, not %s: verify it with --server pointing there", b.ID, b.Broker, cl.Broker())
+	}
+	copies, err := ld.Copies(ctx, b.ID)
+	if err != nil {
+		return nil, err
+	}
+	man, err := ld.Manifest(ctx, b.ID)
+	if err != nil {
+		return nil, err
+	}
+	origQueue := make(map[client.Address]string, len(man))
+	for _, m := range man {
+		origQueue[m.Address] = m.Queue
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	states := askCopies(ctx, cl, copies, origQueue, o)
+	v := tally(b.ID, copies, states)
+	var save []ledger.Verified
+	for i, c := range copies {
+		if st := states[i]; st.Status != unchecked && st.Status != c.Verified {
+			save = append(save, ledger.Verified{Of: c.Of, Status: st.Status})
+		}
+	}
+	now := o.Now()
+	jctx := context.WithoutCancel(ctx)
+	if err := ld.SaveVerified(jctx, b.Broker, save, now); err != nil {
+		return nil, err
+	}
+	counts := map[string]int{ledger.CopyCompleted: v.Completed, ledger.CopyPending: v.Pending, ledger.CopyDeadAgain: v.DeadLetteredAgain,
+		ledger.CopyMissing: v.Missing, unchecked: v.Unchecked}
+	if err := ld.RecordVerification(jctx, b.Broker, ledger.Verification{BatchID: b.ID, At: now, By: o.By, Counts: counts, Complete: v.Complete}); err != nil {
+		return nil, err
+	}
+	return v, ctx.Err()
+}
+
+// askCopies asks the broker about each copy not known to be completed,
+// at most o.Concurrency at a time and o.Rate a second.
+func askCopies(ctx context.Context, cl *client.Client, copies []ledger.Copy, origQueue map[client.Address]string, o VerifyOptions) []CopyState {
+	states := make([]CopyState, len(copies))
+	workers := o.Concurrency
+	if workers <= 0 {
+		workers = 8
+	}
+	lim := rate.NewLimiter(rate.Inf, 0)
+	if o.Rate > 0 {
+		lim = rate.NewLimiter(rate.Limit(o.Rate), 1)
+	}
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := 0
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				states[i] = askCopy(ctx, cl, lim, copies[i], origQueue)
+				mu.Lock()
+				done++
+				if o.Progress != nil {
+					o.Progress(done, len(copies))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range copies {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	return states
+}
+
+func askCopy(ctx context.Context, cl *client.Client, lim *rate.Limiter, c ledger.Copy, origQueue map[client.Address]string) CopyState {
+	queue := c.Queue
+	if queue == "" {
+		queue = origQueue[c.Of]
+	}
+	st := CopyState{Of: c.Of, Address: c.Address, Queue: queue}
+	if c.Verified == ledger.CopyCompleted {
+		st.Status = ledger.CopyCompleted // final: not asked again
+		return st
+	}
+	if st.Address.PartitionID == "" && (c.Queue == "" || c.Queue == origQueue[c.Of]) {
+		// Published to the dead letter's own queue and partition: the
+		// copy's partition is the original's.
+		st.Address.PartitionID = c.Of.PartitionID
+	}
+	if st.Address.PartitionID == "" {
+		st.Status, st.Reason = unchecked, "the journal has no partition for the copy"
+		return st
+	}
+	if err := lim.Wait(ctx); err != nil {
+		st.Status, st.Reason = unchecked, "interrupted"
+		return st
+	}
+	m, err := cl.Get(ctx, st.Address)
+	switch {
+	case errors.Is(err, client.ErrNoDeadLetterRow):
+		st.Status = ledger.CopyMissing
+		return st
+	case err != nil:
+		st.Status, st.Reason = unchecked, err.Error()
+		return st
+	}
+	if m.Queue != "" {
+		st.Queue = m.Queue
+	}
+	switch m.Status {
+	case "completed":
+		st.Status = ledger.CopyCompleted
+	case "dead_letter":
+		st.Status, st.Groups = ledger.CopyDeadAgain, m.FailedGroups
+	default: // pending, processing
+		st.Status, st.Groups = ledger.CopyPending, m.PendingGroups
+	}
+	return st
+}
+
+func tally(batchID string, copies []ledger.Copy, states []CopyState) *Verification {
+	v := &Verification{BatchID: batchID, Copies: len(copies)}
+	byQueue := map[string]*QueueVerified{}
+	for i, st := range states {
+		q := byQueue[st.Queue]
+		if q == nil {
+			q = &QueueVerified{Queue: st.Queue}
+			byQueue[st.Queue] = q
+		}
+		if copies[i].Verified != ledger.CopyCompleted {
+			v.Asked++
+		}
+		switch st.Status {
+		case ledger.CopyCompleted:
+			v.Completed++
+			q.Completed++
+			continue
+		case ledger.CopyPending:
+			v.Pending++
+			q.Pending++
+			for _, g := range st.Groups {
+				if q.PendingGroups == nil {
+					q.PendingGroups = map[string]int{}
+				}
+				q.PendingGroups[g]++
+			}
+		case ledger.CopyDeadAgain:
+			v.DeadLetteredAgain++
+			q.DeadLetteredAgain++
+		case ledger.CopyMissing:
+			v.Missing++
+			q.Missing++
+		default:
+			v.Unchecked++
+			q.Unchecked++
+		}
+		v.NotCompleted = append(v.NotCompleted, st)
+	}
+	for _, q := range byQueue {
+		v.ByQueue = append(v.ByQueue, *q)
+	}
+	sort.Slice(v.ByQueue, func(i, j int) bool { return v.ByQueue[i].Queue < v.ByQueue[j].Queue })
+	v.Complete = v.Copies > 0 && v.Completed == v.Copies
+	return v
+}

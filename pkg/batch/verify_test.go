@@ -1,0 +1,137 @@
+package batch_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/dlqctl/dlqctl/pkg/batch"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/dlqctl/dlqctl/pkg/sandbox"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
+)
+
+// After a replay, the broker consumes some copies, fails some again and
+// loses some; verify counts each where it is, records it, asks only what
+// is not known to be completed the next time, and marks the batch
+// verified once every copy completed. On both broker modes: the /retry
+// endpoint's copies (new ids) and the manual path's (derived ids).
+func TestVerifyCopies(t *testing.T) {
+	for _, released := range []bool{false, true} {
+		testkit.ForEachLedger(t, func(t *testing.T, _ *ledger.Store, dsn string) {
+			b, env := world(t, dsn)
+			b.SetFaults(sandbox.Faults{OldServer: released})
+			ctx := context.Background()
+			p, err := batch.Prepare(ctx, env, request(replay.Replay, selection(t, replay.Selection{Class: "f47c6181"})))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.MakePlan(ctx); err != nil {
+				t.Fatal(err)
+			}
+			res, err := p.Run(ctx, nil, nil)
+			if err != nil || res.Report.Replayed == 0 {
+				t.Fatalf("run: %v %+v", err, res)
+			}
+			id := res.Report.BatchID
+			live := b.LiveMessages()
+			if len(live) != res.Report.Replayed {
+				t.Fatalf("%d copies live for %d replayed", len(live), res.Report.Replayed)
+			}
+			// 0, 1: completed; 2: dead-lettered again; 3: lost; the rest pending.
+			b.Complete(live[0].PartitionID, live[0].TransactionID)
+			b.Complete(live[1].PartitionID, live[1].TransactionID)
+			if !b.FailAgain(live[2].Queue, live[2].TransactionID, "billing", "still broken") {
+				t.Fatal("FailAgain")
+			}
+			b.Forget(live[3].PartitionID, live[3].TransactionID)
+
+			v, err := batch.Verify(ctx, env.Client, env.Ledger, id, batch.VerifyOptions{By: "ann"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := len(live)
+			if v.Copies != n || v.Completed != 2 || v.DeadLetteredAgain != 1 || v.Missing != 1 || v.Pending != n-4 || v.Unchecked != 0 || v.Complete {
+				t.Fatalf("released=%v: %+v", released, v)
+			}
+			if len(v.ByQueue) != 1 || v.ByQueue[0].Queue != "orders" || len(v.NotCompleted) != n-2 {
+				t.Fatalf("by queue %+v, %d not completed", v.ByQueue, len(v.NotCompleted))
+			}
+			if released && v.ByQueue[0].PendingGroups["billing"] != n-4 {
+				t.Fatalf("the released server names the groups that have not consumed: %+v", v.ByQueue[0].PendingGroups)
+			}
+			last, err := env.Ledger.LastVerification(ctx, id)
+			if err != nil || last == nil || last.Counts[ledger.CopyDeadAgain] != 1 || last.By != "ann" {
+				t.Fatalf("recorded: %+v %v", last, err)
+			}
+
+			// Everything still live is consumed; the lost and re-failed stay
+			// what they are. The completed ones are not asked again.
+			for _, m := range b.LiveMessages() {
+				b.Complete(m.PartitionID, m.TransactionID)
+			}
+			b.ResetCalls()
+			v, err = batch.Verify(ctx, env.Client, env.Ledger, id, batch.VerifyOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Asked != n-2 || b.Calls()["GET /api/v1/messages"] != n-2 || v.Completed != n-2 || v.Complete {
+				t.Fatalf("second verify: asked %d (%d calls): %+v", v.Asked, b.Calls()["GET /api/v1/messages"], v)
+			}
+			bt, _ := env.Ledger.Batch(ctx, id)
+			if bt.Status != ledger.StatusDone {
+				t.Fatalf("status %s with copies lost", bt.Status)
+			}
+		})
+	}
+}
+
+// A batch whose every copy completed is verified; a discard has nothing
+// to verify.
+func TestVerifiedBatch(t *testing.T) {
+	b, env := world(t, "sqlite://"+t.TempDir()+"/l.db")
+	ctx := context.Background()
+	p, err := batch.Prepare(ctx, env, request(replay.Replay, selection(t, replay.Selection{Class: "f47c6181"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.MakePlan(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Run(ctx, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range b.LiveMessages() {
+		b.Complete(m.PartitionID, m.TransactionID)
+	}
+	v, err := batch.Verify(ctx, env.Client, env.Ledger, res.Report.BatchID, batch.VerifyOptions{})
+	if err != nil || !v.Complete {
+		t.Fatalf("%v %+v", err, v)
+	}
+	bt, _ := env.Ledger.Batch(ctx, res.Report.BatchID)
+	if bt.Status != ledger.StatusVerified {
+		t.Fatalf("status %s", bt.Status)
+	}
+	dec, _ := env.Ledger.LatestDecisions(ctx, env.Client.Broker())
+	for _, d := range dec {
+		if d.BatchID == bt.ID && d.Label(now) != "replayed" {
+			t.Fatalf("a verified replay reads %q", d.Label(now))
+		}
+	}
+
+	rm, err := batch.Prepare(ctx, env, request(replay.Discard, selection(t, replay.Selection{Class: "3ce87dde"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rm.MakePlan(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rres, err := rm.Run(ctx, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := batch.Verify(ctx, env.Client, env.Ledger, rres.Report.BatchID, batch.VerifyOptions{}); err == nil {
+		t.Fatal("a discard verified")
+	}
+}

@@ -1,0 +1,136 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+)
+
+// Copy statuses a verification finds (decisions verify).
+const (
+	CopyCompleted = "completed"         // every consumer group consumed it
+	CopyPending   = "pending"           // not consumed yet (or being consumed)
+	CopyDeadAgain = "deadLetteredAgain" // back in the DLQ
+	CopyMissing   = "missing"           // gone with no completion: deleted, or retained away
+)
+
+// Copy is a copy a replay published, from the journal.
+type Copy struct {
+	// Of is the dead letter it replays.
+	Of client.Address `json:"of"`
+	// Address is the copy's own, where the journal knows it.
+	Address client.Address `json:"address"`
+	Queue   string         `json:"queue,omitempty"`
+	// Verified is the copy's status when last asked ("" never asked).
+	Verified string `json:"verified,omitempty"`
+}
+
+// Copies are the copies a batch published: its addresses the journal
+// says were replayed (published, or published and removed).
+func (s *Store) Copies(ctx context.Context, batchID string) ([]Copy, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT partition_id, transaction_id, replay_partition_id, replay_txid, replay_queue, verified
+		FROM journal WHERE batch_id = ? AND action = 'replay' AND replay_txid <> '' AND (state = 'published' OR (state = 'removed' AND outcome = 'replayed'))
+		ORDER BY partition_id, transaction_id`), batchID)
+	if err != nil {
+		return nil, s.wrap("reading the journal", err)
+	}
+	defer rows.Close()
+	var out []Copy
+	for rows.Next() {
+		var c Copy
+		if err := rows.Scan(&c.Of.PartitionID, &c.Of.TransactionID, &c.Address.PartitionID, &c.Address.TransactionID, &c.Queue, &c.Verified); err != nil {
+			return nil, s.wrap("reading the journal", err)
+		}
+		out = append(out, c)
+	}
+	return out, s.wrap("reading the journal", rows.Err())
+}
+
+// Verified is one copy's status, found at a verification.
+type Verified struct {
+	Of     client.Address
+	Status string
+}
+
+// SaveVerified records copies' statuses, in one transaction.
+func (s *Store) SaveVerified(ctx context.Context, broker string, vs []Verified, at time.Time) error {
+	if len(vs) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap("recording the verification", err)
+	}
+	defer tx.Rollback()
+	for _, v := range vs {
+		if _, err := s.exec(ctx, tx, `UPDATE journal SET verified = ?, verified_at = ? WHERE broker = ? AND partition_id = ? AND transaction_id = ?`,
+			v.Status, fmtTime(at), broker, v.Of.PartitionID, v.Of.TransactionID); err != nil {
+			return s.wrap("recording the verification", err)
+		}
+	}
+	return s.wrap("recording the verification", tx.Commit())
+}
+
+// Verification is one run of decisions verify over a batch.
+type Verification struct {
+	BatchID string         `json:"batchId"`
+	At      time.Time      `json:"at"`
+	By      string         `json:"by"`
+	Counts  map[string]int `json:"counts"`
+	// Complete: every copy was found completed.
+	Complete bool `json:"complete"`
+}
+
+// RecordVerification appends a verification, marks the batch verified
+// when it is complete (and the batch was done), and audits it.
+func (s *Store) RecordVerification(ctx context.Context, broker string, v Verification) error {
+	counts, _ := json.Marshal(v.Counts)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap("recording the verification", err)
+	}
+	defer tx.Rollback()
+	if _, err := s.exec(ctx, tx, `INSERT INTO verifications (broker, batch_id, at, by_name, counts, complete) VALUES (?, ?, ?, ?, ?, ?)`,
+		broker, v.BatchID, fmtTime(v.At), v.By, string(counts), boolInt(v.Complete)); err != nil {
+		return s.wrap("recording the verification", err)
+	}
+	if v.Complete {
+		if _, err := s.exec(ctx, tx, `UPDATE batches SET status = 'verified' WHERE id = ? AND status = 'done'`, v.BatchID); err != nil {
+			return s.wrap("recording the verification", err)
+		}
+	}
+	if err := s.auditTx(ctx, tx, v.At, broker, v.BatchID, "verified", v.By, verificationWords(v)); err != nil {
+		return err
+	}
+	return s.wrap("recording the verification", tx.Commit())
+}
+
+func verificationWords(v Verification) string {
+	b, _ := json.Marshal(v.Counts)
+	if v.Complete {
+		return "every copy completed " + string(b)
+	}
+	return string(b)
+}
+
+// LastVerification is a batch's latest verification, nil when it has none.
+func (s *Store) LastVerification(ctx context.Context, batchID string) (*Verification, error) {
+	var v Verification
+	var at sql.NullString
+	var counts string
+	var complete int
+	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT batch_id, at, by_name, counts, complete FROM verifications WHERE batch_id = ? ORDER BY at DESC LIMIT 1`), batchID).
+		Scan(&v.BatchID, &at, &v.By, &counts, &complete)
+	if err == sql.ErrNoRows {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.wrap("reading verifications", err)
+	}
+	v.At, v.Complete = parseTime(at), complete == 1
+	_ = json.Unmarshal([]byte(counts), &v.Counts)
+	return &v, nil
+}
