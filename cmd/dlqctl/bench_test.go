@@ -106,3 +106,60 @@ func vmHWM(path string) int64 {
 	}
 	return 0
 }
+
+// runLs runs the real binary's dlq ls with args against a broker and
+// returns how long it took and its peak RSS in kB (see BenchmarkLsMemory).
+func runLs(b *testing.B, bin, server string, args ...string) (time.Duration, int64) {
+	start := time.Now()
+	cmd := exec.Command(bin, append([]string{"dlq", "ls"}, args...)...)
+	cmd.Env = append(os.Environ(), "DLQCTL_SERVER="+server, "DLQCTL_LEDGER=sqlite://"+filepath.Join(b.TempDir(), "l.db"),
+		"DLQCTL_CONFIG="+filepath.Join(b.TempDir(), "c.yaml"))
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
+	var peak int64
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				b.Fatal(err)
+			}
+			return time.Since(start), peak
+		case <-time.After(5 * time.Millisecond):
+			if kb := vmHWM(status); kb > peak {
+				peak = kb
+			}
+		}
+	}
+}
+
+// BenchmarkLsWhere puts `ls -o ndjson --where` with a selective
+// predicate over the payload beside plain `ls -o ndjson`, interleaved in
+// one run, on 200k paged rows: rows/s and peak RSS of each, and their
+// ratios (goals: throughput at least half, memory within 10%).
+func BenchmarkLsWhere(b *testing.B) {
+	bin := binary(&testing.T{})
+	const n = 200_000
+	sb := sandbox.New(nil)
+	sb.Fill(n, 4)
+	srv := httptest.NewServer(sb.Handler())
+	defer srv.Close()
+	runLs(b, bin, srv.URL, "-o", "ndjson") // warm the sandbox's page cache
+	var tPlain, tWhere time.Duration
+	var mPlain, mWhere int64
+	for i := 0; i < b.N; i++ {
+		d, m := runLs(b, bin, srv.URL, "-o", "ndjson")
+		tPlain, mPlain = tPlain+d, max(mPlain, m)
+		d, m = runLs(b, bin, srv.URL, "-o", "ndjson", "--where", `.data.orderId == 10042 or .data.customer == "7"`)
+		tWhere, mWhere = tWhere+d, max(mWhere, m)
+	}
+	b.ReportMetric(float64(n*b.N)/tPlain.Seconds(), "plain-rows/s")
+	b.ReportMetric(float64(n*b.N)/tWhere.Seconds(), "where-rows/s")
+	b.ReportMetric(tPlain.Seconds()/tWhere.Seconds(), "where/plain-throughput")
+	b.ReportMetric(float64(mPlain)/1024, "plain-maxrss-MB")
+	b.ReportMetric(float64(mWhere)/1024, "where-maxrss-MB")
+	b.ReportMetric(float64(mWhere)/float64(mPlain), "where/plain-memory")
+}

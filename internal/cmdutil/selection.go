@@ -21,6 +21,8 @@ type SelectionFlags struct {
 	Limit                                  int
 	FromFile                               string
 	All                                    bool
+	Where                                  string
+	WhereDecrypt                           bool
 }
 
 // AddSelectionFlags binds the selection flags; withAll adds --all.
@@ -35,6 +37,8 @@ func AddSelectionFlags(cmd *cobra.Command, s *SelectionFlags, withAll bool) {
 	fl.StringVar(&s.Class, "class", "", "only this failure class (an id from ls --group-by error)")
 	fl.IntVar(&s.Limit, "limit", 0, "at most this many (0 = no limit)")
 	fl.StringVar(&s.FromFile, "from-file", "", "addresses to select, one a line or as NDJSON rows of ls -o ndjson (- for stdin)")
+	fl.StringVar(&s.Where, "where", "", "only rows this jq predicate is true for, over the row as ls -o ndjson prints it (.data.orderId == 8812)")
+	fl.BoolVar(&s.WhereDecrypt, "where-decrypt", false, "fetch each encrypted row's payload (one GET) for --where where the list shows envelopes; needs a narrowing selection")
 	if withAll {
 		fl.BoolVar(&s.All, "all", false, "select the whole DLQ (required when no other selection is given)")
 	}
@@ -48,7 +52,16 @@ func (s *SelectionFlags) Any(args []string) bool {
 // Build turns the flags and address arguments into a compiled selection.
 func (s *SelectionFlags) Build(f *Factory, args []string) (*replay.Selection, error) {
 	sel := &replay.Selection{Queue: s.Queue, ConsumerGroup: client.GroupName(s.ConsumerGroup), Partition: s.Partition,
-		Error: s.Error, Class: strings.ToLower(s.Class), Limit: s.Limit, All: s.All}
+		Error: s.Error, Class: strings.ToLower(s.Class), Limit: s.Limit, All: s.All, Where: s.Where, WhereDecrypt: s.WhereDecrypt}
+	if s.Where != "" {
+		// Its own error, with where the expression went wrong: no --help hint.
+		if _, err := replay.CompileWhere(s.Where); err != nil {
+			return nil, UsageError(err)
+		}
+	}
+	if s.WhereDecrypt && s.Where == "" {
+		return nil, FlagErrorf("--where-decrypt goes with --where")
+	}
 	now := f.Now()
 	var err error
 	if s.FailedAfter != "" {
@@ -112,7 +125,7 @@ func CheckNames(ctx context.Context, cl *client.Client, sel *replay.Selection) e
 // the whole DLQ must be asked for with --all.
 func RequireSelection(sel *replay.Selection, verb string) error {
 	if sel.Empty() {
-		return FlagErrorf("%s needs a selection (--queue, --cg, --error, --class, addresses, --from-file, …) or --all for the whole DLQ", verb)
+		return FlagErrorf("%s needs a selection (--queue, --cg, --error, --class, --where, addresses, --from-file, …) or --all for the whole DLQ", verb)
 	}
 	return nil
 }

@@ -179,6 +179,9 @@ func lagAndWindow(w io.Writer, p replay.Plan) {
 	if p.Window != "" {
 		fmt.Fprintf(w, "  window: publishing only %s; outside it the run waits\n", c(p.Window))
 	}
+	for _, n := range p.Where {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
 }
 
 // Report writes what a run did, for people.

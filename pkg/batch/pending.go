@@ -16,6 +16,7 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/policy"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 )
@@ -27,6 +28,8 @@ type Env struct {
 	Now    func() time.Time
 	// User is who a batch is recorded as by when Request.By is empty.
 	User string
+	// Policies give --where's decision labels their triage SLO.
+	Policies policy.Set
 }
 
 // Request is a replay or discard to plan: a selection, or a recorded
@@ -66,6 +69,9 @@ type Pending struct {
 	// plan so it can be said before the run.
 	id string
 
+	// where is what --where cost and saw while the selection was read.
+	where *inspect.WhereStats
+
 	// Paused, when set, is told why the run waits (consumer lag, outside
 	// the window) as each pause starts or changes, and "" as it ends.
 	Paused func(why string)
@@ -79,6 +85,11 @@ func Prepare(ctx context.Context, env Env, req Request) (*Pending, error) {
 		if err := inspect.CheckNames(ctx, env.Client, req.Selection); err != nil {
 			return nil, err
 		}
+		ws, err := PrepareWhere(ctx, env, req.Selection)
+		if err != nil {
+			return nil, err
+		}
+		p.where = ws
 	}
 	in, err := gather(ctx, env.Client, env.Ledger, req.Selection, req.BatchID, req.Action, env.Now())
 	if err != nil {
@@ -119,6 +130,19 @@ func Prepare(ctx context.Context, env Env, req Request) (*Pending, error) {
 		p.why = in.batch.Why
 	}
 	return p, nil
+}
+
+// PrepareWhere readies a selection's --where for a batch: the
+// decisions it sees are the ledger's latest.
+func PrepareWhere(ctx context.Context, env Env, sel *replay.Selection) (*inspect.WhereStats, error) {
+	if sel.Where == "" {
+		return inspect.PrepareWhere(ctx, env.Client, sel, nil, env.Policies, env.Now())
+	}
+	dec, err := env.Ledger.LatestDecisions(ctx, env.Client.Broker())
+	if err != nil {
+		return nil, err
+	}
+	return inspect.PrepareWhere(ctx, env.Client, sel, dec, env.Policies, env.Now())
 }
 
 // MakePlan settles what the list could not say (undecryptable
@@ -170,6 +194,7 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 	p.po.NoCall = func(it replay.Item) bool { return p.in.absent[it.Address] }
 	p.plan = replay.MakePlan(p.in.items, p.po)
 	p.plan.SkippedHeld = p.skippedHeld
+	p.plan.Where = p.where.Notes()
 	return nil
 }
 
@@ -232,6 +257,7 @@ func (p *Pending) SetRate(r float64) error {
 	p.settings.Rate, p.opts.Rate, p.po.Rate = r, r, r
 	p.plan = replay.MakePlan(p.in.items, p.po)
 	p.plan.SkippedHeld = p.skippedHeld
+	p.plan.Where = p.where.Notes()
 	return nil
 }
 

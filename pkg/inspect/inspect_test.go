@@ -2,6 +2,7 @@ package inspect_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -155,4 +156,45 @@ func TestStatsCountWhatLeft(t *testing.T) {
 	if n != total {
 		t.Fatalf("arrivals after a row left: %d, want %d", n, total)
 	}
+}
+
+// --where sees a row exactly as ls -o ndjson writes it: the same fields
+// with the same values, the decision included.
+func TestWhereSeesTheNDJSONRow(t *testing.T) {
+	_, cl, ld := seeded(t)
+	ctx := context.Background()
+	var rows []client.Row
+	for r, err := range cl.Rows(ctx, client.ListQuery{Limit: 100}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, r)
+	}
+	d := ledger.Decision{BatchID: "b-1", Action: ledger.ActionHold, By: "ann", At: now.Add(-time.Hour), Until: now.Add(time.Hour)}
+	dec := map[client.Address]ledger.Decision{rows[0].Address(): d}
+	sel := &replay.Selection{Where: "true"}
+	if err := sel.Compile(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inspect.PrepareWhere(ctx, cl, sel, dec, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rows {
+		var dp *ledger.Decision
+		if r.Address() == rows[0].Address() {
+			dp = &d
+		}
+		var fromJSON map[string]any
+		if err := json.Unmarshal(inspect.Record{R: r, Now: now, D: dp}.AppendJSON(nil), &fromJSON); err != nil {
+			t.Fatal(err)
+		}
+		b1, _ := json.Marshal(fromJSON)
+		v := map[string]any{}
+		sel.WhereInput(r, v)
+		b2, _ := json.Marshal(v)
+		if string(b1) != string(b2) {
+			t.Fatalf("row %d:\nndjson %s\nwhere  %s", i, b1, b2)
+		}
+	}
+	_ = ld
 }

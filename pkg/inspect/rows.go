@@ -9,7 +9,9 @@ import (
 	"context"
 	"encoding/json"
 	"iter"
+	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
@@ -205,8 +207,12 @@ func HeldBy(dec map[client.Address]ledger.Decision, now time.Time) func(client.R
 }
 
 // Select streams the rows of src that sel matches, up to its --limit
-// (then it stops reading, and sets *limited).
+// (then it stops reading, and sets *limited). A --where runs on every
+// core, rows kept in order, a few chunks in flight: memory stays flat.
 func Select(src iter.Seq2[client.Row, error], sel *replay.Selection, limited *bool) iter.Seq2[client.Row, error] {
+	if sel.ConcurrentWhere() {
+		return selectConcurrent(src, sel, limited)
+	}
 	return func(yield func(client.Row, error) bool) {
 		n := 0
 		for r, err := range src {
@@ -223,6 +229,99 @@ func Select(src iter.Seq2[client.Row, error], sel *replay.Selection, limited *bo
 			if n++; sel.Limit > 0 && n >= sel.Limit {
 				// Stop reading: the rest of the answer is not needed.
 				*limited = true
+				return
+			}
+		}
+	}
+}
+
+// whereChunk is rows on their way through the --where workers.
+type whereChunk struct {
+	rows []client.Row
+	keep []bool
+	err  error
+	done chan struct{}
+}
+
+const whereChunkRows = 64
+
+func selectConcurrent(src iter.Seq2[client.Row, error], sel *replay.Selection, limited *bool) iter.Seq2[client.Row, error] {
+	return func(yield func(client.Row, error) bool) {
+		workers := max(runtime.GOMAXPROCS(0), 1)
+		order := make(chan *whereChunk, 2*workers)
+		work := make(chan *whereChunk, 2*workers)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				scratch := map[string]any{} // one row's value at a time
+				for c := range work {
+					c.keep = make([]bool, len(c.rows))
+					for i, r := range c.rows {
+						c.keep[i] = sel.MatchWhereInto(r, scratch)
+					}
+					close(c.done)
+				}
+			}()
+		}
+		go func() {
+			defer close(order)
+			defer close(work)
+			send := func(c *whereChunk) bool {
+				select {
+				case order <- c:
+				case <-stop:
+					return false
+				}
+				work <- c // every chunk is evaluated, the last (with the error) too
+				return true
+			}
+			c := &whereChunk{done: make(chan struct{})}
+			for r, err := range src {
+				if err != nil {
+					c.err = err
+					break
+				}
+				if !sel.MatchFields(r) {
+					continue
+				}
+				if c.rows = append(c.rows, r); len(c.rows) == whereChunkRows {
+					if !send(c) {
+						return
+					}
+					c = &whereChunk{done: make(chan struct{})}
+				}
+			}
+			if len(c.rows) > 0 || c.err != nil {
+				send(c)
+			}
+		}()
+		defer func() {
+			close(stop)
+			for c := range order { // let the producer and the workers end
+				<-c.done
+			}
+			wg.Wait()
+		}()
+		n := 0
+		for c := range order {
+			<-c.done
+			for i, r := range c.rows {
+				if !c.keep[i] {
+					continue
+				}
+				if !yield(r, nil) {
+					return
+				}
+				if n++; sel.Limit > 0 && n >= sel.Limit {
+					*limited = true
+					return
+				}
+			}
+			if c.err != nil {
+				yield(client.Row{}, c.err)
 				return
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
@@ -141,6 +142,39 @@ type ArchiveFilter struct {
 
 // ArchivedRows reads the archive of a broker.
 func (s *Store) ArchivedRows(ctx context.Context, broker string, f ArchiveFilter) ([]Archived, error) {
+	var out []Archived
+	err := s.EachArchived(ctx, broker, f, func(a Archived) error {
+		out = append(out, a)
+		return nil
+	})
+	return out, err
+}
+
+// EachArchived hands fn the archived rows of a broker one at a time,
+// newest failure first, a page at a time: no more than a page is held,
+// and fn may use the ledger itself (no query is open while it runs).
+func (s *Store) EachArchived(ctx context.Context, broker string, f ArchiveFilter, fn func(Archived) error) error {
+	var after *Archived
+	for {
+		page, err := s.archivedPage(ctx, broker, f, after, 500)
+		if err != nil {
+			return err
+		}
+		for _, a := range page {
+			if err := fn(a); err != nil {
+				return err
+			}
+		}
+		if len(page) < 500 {
+			return nil
+		}
+		after = &page[len(page)-1]
+	}
+}
+
+// archivedPage reads up to limit archived rows after a row, in the order
+// EachArchived gives them (keyset paging: each page costs the same).
+func (s *Store) archivedPage(ctx context.Context, broker string, f ArchiveFilter, after *Archived, limit int) ([]Archived, error) {
 	q := `SELECT broker, partition_id, transaction_id, consumer_group, queue, partition_name, message_id, error, retry_count, failed_at, payload, first_seen, last_seen, gone_at, vanished
 		FROM archive WHERE broker = ?`
 	args := []any{broker}
@@ -155,7 +189,11 @@ func (s *Store) ArchivedRows(ctx context.Context, broker string, f ArchiveFilter
 		q += ` AND partition_id = ? AND transaction_id = ?`
 		args = append(args, f.Address.PartitionID, f.Address.TransactionID)
 	}
-	q += ` ORDER BY failed_at DESC`
+	if after != nil {
+		q += ` AND (failed_at, partition_id, transaction_id, consumer_group) < (?, ?, ?, ?)`
+		args = append(args, fmtTime(after.FailedAt), after.Address.PartitionID, after.Address.TransactionID, after.ConsumerGroup)
+	}
+	q += fmt.Sprintf(` ORDER BY failed_at DESC, partition_id DESC, transaction_id DESC, consumer_group DESC LIMIT %d`, limit)
 	rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
 	if err != nil {
 		return nil, s.wrap("reading the archive", err)

@@ -90,6 +90,9 @@ type Plan struct {
 	// found them (replays); Window, the --window publishing is kept to.
 	Lag    *LagPlan `json:"consumerLag,omitempty"`
 	Window string   `json:"window,omitempty"`
+	// Where is what --where has to say: rows it failed on, envelopes it
+	// saw, GETs it made to decrypt.
+	Where []string `json:"where,omitempty"`
 }
 
 // LagPlan is the lag of the consumer groups a replay publishes to.

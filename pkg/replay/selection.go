@@ -32,9 +32,26 @@ type Selection struct {
 	Limit         int              `json:"limit,omitempty"`
 	Addresses     []client.Address `json:"addresses,omitempty"`
 	All           bool             `json:"all,omitempty"`
+	// Where is a jq predicate over the row as ls -o ndjson prints it;
+	// WhereDecrypt fetches envelope rows' payloads for it (one GET each).
+	Where        string `json:"where,omitempty"`
+	WhereDecrypt bool   `json:"whereDecrypt,omitempty"`
+
+	// WhereInput, when set, fills v (empty) with the value --where is
+	// run on for a row (the caller knows its decision); otherwise
+	// WhereValue with no decision, at WhereNow.
+	WhereInput func(r client.Row, v map[string]any)
+	WhereNow   time.Time
+	// Decrypt, when set, fetches an envelope row's decrypted payload
+	// before --where sees it (one GET); it is asked only for rows every
+	// other criterion selects.
+	Decrypt func(client.Row) (json.RawMessage, error)
 
 	errRE *regexp.Regexp
 	addrs map[client.Address]struct{}
+	where *Where
+	// scratch is MatchWhere's value, reused row after row.
+	scratch map[string]any
 }
 
 // Compile validates the selection; call it before Match.
@@ -58,13 +75,31 @@ func (s *Selection) Compile() error {
 			s.addrs[a] = struct{}{}
 		}
 	}
+	if s.Where != "" {
+		w, err := CompileWhere(s.Where)
+		if err != nil {
+			return err
+		}
+		s.where = w
+	}
 	return nil
+}
+
+// WherePredicate is the compiled --where, nil without one.
+func (s *Selection) WherePredicate() *Where { return s.where }
+
+// Narrowed reports whether the selection has a criterion besides --where
+// and --all: one that keeps a --where-decrypt from fetching the whole DLQ.
+func (s *Selection) Narrowed() bool {
+	c := *s
+	c.Where, c.WhereDecrypt, c.All, c.Limit = "", false, false, 0
+	return !c.Empty()
 }
 
 // Empty reports whether no criterion at all was given (and not --all).
 func (s *Selection) Empty() bool {
 	return s.Queue == "" && s.ConsumerGroup == "" && s.Partition == "" && s.Error == "" &&
-		s.FailedAfter.IsZero() && s.FailedBefore.IsZero() && s.Class == "" && len(s.Addresses) == 0 && !s.All
+		s.FailedAfter.IsZero() && s.FailedBefore.IsZero() && s.Class == "" && len(s.Addresses) == 0 && !s.All && s.Where == ""
 }
 
 // OnlyAddresses reports whether the selection is explicit addresses and
@@ -77,6 +112,16 @@ func (s *Selection) OnlyAddresses() bool {
 
 // Match reports whether a row is selected (Limit is applied by callers).
 func (s *Selection) Match(r client.Row) bool {
+	if !s.MatchFields(r) {
+		return false
+	}
+	return s.where == nil || s.MatchWhere(r)
+}
+
+// MatchFields is Match without --where: the cheap criteria, which a
+// caller runs first in order, leaving --where (MatchWhere) to run
+// concurrently.
+func (s *Selection) MatchFields(r client.Row) bool {
 	if s.Queue != "" && r.Queue != s.Queue {
 		return false
 	}
@@ -106,6 +151,46 @@ func (s *Selection) Match(r client.Row) bool {
 	return true
 }
 
+// ConcurrentWhere reports whether MatchWhere may run on several rows at
+// once (not while --where-decrypt fetches payloads, one message at a time).
+func (s *Selection) ConcurrentWhere() bool { return s.where != nil && s.Decrypt == nil }
+
+// MatchWhere runs --where on a row the other criteria selected (true
+// without one). It is not for concurrent use; MatchWhereInto is.
+func (s *Selection) MatchWhere(r client.Row) bool {
+	if s.scratch == nil {
+		s.scratch = map[string]any{}
+	}
+	return s.MatchWhereInto(r, s.scratch)
+}
+
+// MatchWhereInto is MatchWhere building the row's value in v, a map the
+// caller owns and reuses (the predicate keeps nothing of it).
+func (s *Selection) MatchWhereInto(r client.Row, v map[string]any) bool {
+	if s.where == nil {
+		return true
+	}
+	if r.Undecryptable() && s.Decrypt != nil {
+		if data, err := s.Decrypt(r); err == nil && len(data) > 0 && !client.IsEnvelope(data) {
+			r.Data = data
+		}
+	}
+	if r.Undecryptable() {
+		s.where.envelopes.Add(1)
+	}
+	clear(v)
+	if s.WhereInput != nil {
+		s.WhereInput(r, v)
+	} else {
+		now := s.WhereNow
+		if now.IsZero() {
+			now = time.Now()
+		}
+		FillWhereValue(v, r, now, "", "")
+	}
+	return s.where.Test(v)
+}
+
 // Query is the broker-side part of the selection (what every server
 // filters on); everything else is filtered on the client.
 func (s *Selection) Query(pageSize int) client.ListQuery {
@@ -132,6 +217,10 @@ func (s *Selection) String() string {
 		add("--failed-before", s.FailedBefore.UTC().Format(time.RFC3339))
 	}
 	add("--class", s.Class)
+	add("--where", s.Where)
+	if s.WhereDecrypt {
+		parts = append(parts, "--where-decrypt")
+	}
 	if s.Limit > 0 {
 		add("--limit", fmt.Sprint(s.Limit))
 	}

@@ -98,6 +98,19 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 	if err := inspect.CheckNames(ctx, cl, sel); err != nil {
 		return err
 	}
+	cfg, err := f.Config()
+	if err != nil {
+		return err
+	}
+	ws, err := batch.PrepareWhere(ctx, batch.Env{Client: cl, Ledger: ld, Now: f.Now, Policies: cfg.PolicySet()}, sel)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, n := range ws.Notes() {
+			fmt.Fprintln(f.IO.ErrOut, "note: "+n)
+		}
+	}()
 	by := o.By
 	if by == "" {
 		by = f.User()

@@ -102,7 +102,11 @@ func env(ctx context.Context, f *cmdutil.Factory) (batch.Env, error) {
 	if err != nil {
 		return batch.Env{}, err
 	}
-	return batch.Env{Client: cl, Ledger: ld, Now: f.Now, User: f.User()}, nil
+	cfg, err := f.Config()
+	if err != nil {
+		return batch.Env{}, err
+	}
+	return batch.Env{Client: cl, Ledger: ld, Now: f.Now, User: f.User(), Policies: cfg.PolicySet()}, nil
 }
 
 func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {

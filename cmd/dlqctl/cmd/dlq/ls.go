@@ -21,6 +21,7 @@ type LsOptions struct {
 	Selection cmdutil.SelectionFlags
 	GroupBy   string
 	Sort      string
+	Archived  bool
 	Args      []string
 }
 
@@ -39,11 +40,17 @@ pass to --class. -o ndjson streams: output starts before the last page.
 --sort oldest streams too on a broker that pages (its end is found in
 O(log N) requests, then read backwards); a broker that answers the whole
 DLQ in one body (the released server) sends it newest first, so the rows
-are held before the first is printed.`,
+are held before the first is printed. --where selects by anything in the
+row, payload included: a jq predicate over the row as -o ndjson prints it.
+--archived lists the ledger's archive instead (every row replay, rm and
+sync kept) with what became of each: replayed as which transaction id by
+which batch, discarded, vanished.`,
 		Example: `  $ dlqctl dlq ls
   $ dlqctl dlq ls --sort oldest --limit 20
   $ dlqctl dlq ls --queue orders --failed-after 2h -o wide
   $ dlqctl dlq ls --group-by error
+  $ dlqctl dlq ls --where '.data.customerId == 42' --queue payments
+  $ dlqctl dlq ls --archived --where '.data.orderId == 8812'
   $ dlqctl dlq ls --class 1a2b3c4d -o ndjson | dlqctl dlq replay --from-file - --dry-run`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Args = args
@@ -57,6 +64,14 @@ are held before the first is printed.`,
 			default:
 				return cmdutil.FlagErrorf("invalid --sort %q: valid values are newest, oldest", o.Sort)
 			}
+			switch {
+			case o.Archived && o.GroupBy != "":
+				return cmdutil.FlagErrorf("--archived lists archived rows; --group-by groups the live DLQ")
+			case o.Archived && o.Sort == "oldest":
+				return cmdutil.FlagErrorf("--archived lists the newest failures first; --sort oldest is for the live DLQ")
+			case o.Archived && o.Selection.WhereDecrypt:
+				return cmdutil.FlagErrorf("--where-decrypt asks the broker; the archive keeps the payloads as they were listed")
+			}
 			if runF != nil {
 				return runF(o)
 			}
@@ -66,6 +81,7 @@ are held before the first is printed.`,
 	cmdutil.AddSelectionFlags(cmd, &o.Selection, false)
 	cmd.Flags().StringVar(&o.GroupBy, "group-by", "", "one row per group: error, queue, cg or partition")
 	cmd.Flags().StringVar(&o.Sort, "sort", "newest", "newest (failure) first, or oldest first")
+	cmd.Flags().BoolVar(&o.Archived, "archived", false, "list the ledger's archive (what replay, rm and sync kept), with what became of each row")
 	return cmd
 }
 
@@ -82,6 +98,9 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.Archived {
+		return lsArchived(ctx, f, fm, cl, sel)
+	}
 	if err := inspect.CheckNames(ctx, cl, sel); err != nil {
 		return err
 	}
@@ -90,6 +109,19 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		return err
 	}
 	now := f.Now()
+	cfg, err := f.Config()
+	if err != nil {
+		return err
+	}
+	ws, err := inspect.PrepareWhere(ctx, cl, sel, dec, cfg.PolicySet(), now)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, n := range ws.Notes() {
+			fmt.Fprintln(f.IO.ErrOut, "note: "+n)
+		}
+	}()
 	limited := false
 	q := sel.Query(inspect.PageSize)
 	src := cl.Rows
@@ -97,14 +129,11 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		src = cl.RowsOldestFirst
 	}
 	if o.GroupBy != "" {
-		q.NoData = true
+		// Groups need no payload, unless --where looks at it.
+		q.NoData = sel.Where == ""
 		return lsGroups(f, fm, o.GroupBy, inspect.Select(src(ctx, q), sel, &limited), sel, now, inspect.HeldBy(dec, now))
 	}
 	rows := inspect.Select(src(ctx, q), sel, &limited)
-	cfg, err := f.Config()
-	if err != nil {
-		return err
-	}
 	if !fm.Human() {
 		st := render.NewStream(f.IO.Out, fm)
 		if f.IO.IsStdoutTTY() {

@@ -7,6 +7,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
+	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
 // reload reads everything again: the rows, the decisions, the scopes.
@@ -106,6 +107,38 @@ func (m *model) regroup(by string) {
 	m.refilter()
 }
 
+// whereMatch is the row filter "?EXPR": a jq predicate over each row as
+// dlq ls -o ndjson prints it (without data: the screen does not hold
+// payloads). An expression that does not compile keeps every row and
+// says why.
+func (m *model) whereMatch(expr string) func(client.Row) bool {
+	if expr != m.rowWhereText {
+		m.rowWhereText = expr
+		m.rowWhere, m.whereErr = nil, ""
+		if strings.TrimSpace(expr) != "" {
+			w, err := replay.CompileWhere(expr)
+			if err != nil {
+				m.whereErr = strings.SplitN(err.Error(), "\n", 2)[0]
+			}
+			m.rowWhere = w
+		}
+	}
+	if m.rowWhere == nil {
+		return func(client.Row) bool { return true }
+	}
+	now := m.cfg.now()
+	v := map[string]any{}
+	return func(r client.Row) bool {
+		label, batch := "", ""
+		if d, ok := m.dec[r.Address()]; ok {
+			label, batch = inspect.DecisionLabel(d, r, now, m.wf.TriageSLO(r.Queue, r.ConsumerGroup)), d.BatchID
+		}
+		clear(v)
+		replay.FillWhereValue(v, r, now, label, batch)
+		return m.rowWhere.Test(v)
+	}
+}
+
 // refilter recomputes what the lists show, keeping the cursor on the
 // same group when it is still there.
 func (m *model) refilter() {
@@ -129,9 +162,15 @@ func (m *model) refilter() {
 
 	m.rowView, m.rowWidths = m.rowView[:0], [2]int{}
 	f = strings.ToLower(m.rowFilter)
+	match := func(r client.Row) bool {
+		return f == "" || strings.Contains(strings.ToLower(r.Queue+" "+r.Partition+" "+r.ConsumerGroup+" "+r.ErrorMessage+" "+r.TransactionID+" "+r.PartitionID), f)
+	}
+	if expr, ok := strings.CutPrefix(m.rowFilter, "?"); ok {
+		match = m.whereMatch(expr)
+	}
 	for _, i := range m.members[m.classKey] {
 		r := m.rows[i]
-		if f == "" || strings.Contains(strings.ToLower(r.Queue+" "+r.Partition+" "+r.ConsumerGroup+" "+r.ErrorMessage+" "+r.TransactionID+" "+r.PartitionID), f) {
+		if match(r) {
 			m.rowView = append(m.rowView, i)
 			m.rowWidths[0] = max(m.rowWidths[0], len(r.Queue))
 			m.rowWidths[1] = max(m.rowWidths[1], len(client.GroupLabel(r.ConsumerGroup)))

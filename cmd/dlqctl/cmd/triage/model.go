@@ -72,13 +72,19 @@ type model struct {
 	scopes     *gate.Result
 	scopesErr  error
 
-	screen        screen
-	by            string
-	classCur      cursor
-	rowCur        cursor
-	classKey      string // the group drilled into
-	classFilter   string
-	rowFilter     string
+	screen      screen
+	by          string
+	classCur    cursor
+	rowCur      cursor
+	classKey    string // the group drilled into
+	classFilter string
+	rowFilter   string
+	// rowWhere is the row filter's jq predicate when it starts with "?"
+	// (as dlq ls --where), compiled once per text; whereErr says why it
+	// does not compile.
+	rowWhere      *replay.Where
+	rowWhereText  string
+	whereErr      string
 	filtering     bool
 	input         textinput.Model
 	classView     []int  // indexes into groups that the filter keeps

@@ -48,11 +48,31 @@ func (s *session) Server() string { return s.cl.Server() }
 
 // Rows streams the dead-letter rows sel matches, newest first, without
 // payloads (as ls --group-by reads them).
+// A --where that looks into payloads gets them; the rows are kept
+// without them all the same.
 func (s *session) Rows(ctx context.Context, sel *replay.Selection) iter.Seq2[client.Row, error] {
 	q := sel.Query(inspect.PageSize)
-	q.NoData = true
-	var limited bool
-	return inspect.Select(s.cl.Rows(ctx, q), sel, &limited)
+	q.NoData = sel.Where == ""
+	return func(yield func(client.Row, error) bool) {
+		if sel.Where != "" {
+			if _, err := batch.PrepareWhere(ctx, s.env(), sel); err != nil {
+				yield(client.Row{}, err)
+				return
+			}
+		}
+		var limited bool
+		for r, err := range inspect.Select(s.cl.Rows(ctx, q), sel, &limited) {
+			r.Data = nil
+			if !yield(r, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// env is what the batch package works with.
+func (s *session) env() batch.Env {
+	return batch.Env{Client: s.cl, Ledger: s.ld, Now: s.f.Now, User: s.f.User(), Policies: s.policies}
 }
 
 // Decisions are the latest decision of each address.
@@ -111,6 +131,9 @@ func (s *session) hold(ctx context.Context, t target, until, why, owner string) 
 	if b.Until, err = batch.ParseUntil(until, now); err != nil {
 		return nil, 0, cmdutil.FlagErrorf("%v", err)
 	}
+	if _, err := batch.PrepareWhere(ctx, s.env(), sel); err != nil {
+		return nil, 0, err
+	}
 	n, err := batch.Decide(ctx, s.cl, s.ld, sel, b)
 	return b, n, err
 }
@@ -128,7 +151,7 @@ func (s *session) plan(ctx context.Context, verb string, t target) (*planned, er
 	}
 	req := batch.Request{Action: action, Selection: sel, Settings: batch.DefaultSettings(action),
 		Changed: func(string) bool { return false }, Engine: func(o *replay.Options, st batch.Settings) error { return st.Apply(o) }}
-	p, err := batch.Prepare(ctx, batch.Env{Client: s.cl, Ledger: s.ld, Now: s.f.Now, User: s.f.User()}, req)
+	p, err := batch.Prepare(ctx, s.env(), req)
 	if err != nil {
 		return nil, err
 	}

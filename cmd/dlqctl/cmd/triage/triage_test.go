@@ -588,3 +588,31 @@ func TestTheScreenSaysWhatIsTrue(t *testing.T) {
 		t.Fatalf("a kept filter is not shown:\n%s", w.frame())
 	}
 }
+
+// In a class's rows, a filter that starts with ? is a jq predicate over
+// the row as dlq ls -o ndjson prints it; one that does not compile says
+// why and keeps every row.
+func TestJqRowFilter(t *testing.T) {
+	w := newWorld(t, false)
+	w.keys("enter") // into the first class
+	all := len(w.m.rowView)
+	if all < 2 {
+		t.Fatalf("the first class has %d rows", all)
+	}
+	first := w.m.rows[w.m.rowView[0]]
+	w.keys("/")
+	w.typ(`?.transactionId == "` + first.TransactionID + `"`)
+	if len(w.m.rowView) == 0 || len(w.m.rowView) >= all {
+		t.Fatalf("?.transactionId kept %d of %d rows", len(w.m.rowView), all)
+	}
+	for _, i := range w.m.rowView {
+		if w.m.rows[i].TransactionID != first.TransactionID {
+			t.Fatalf("kept %s", w.m.rows[i].TransactionID)
+		}
+	}
+	w.keys("esc", "/")
+	w.typ(`?.retryCount >=`)
+	if len(w.m.rowView) != all || w.m.whereErr == "" || !strings.Contains(ansi.Strip(w.m.render()), "invalid --where") {
+		t.Fatalf("a broken expression: %d of %d rows, %q", len(w.m.rowView), all, w.m.whereErr)
+	}
+}

@@ -76,6 +76,8 @@ func (m *model) title() string {
 
 func (m *model) statusLine(w int) string {
 	switch {
+	case m.filtering && m.screen == screenRows && m.whereErr != "" && strings.HasPrefix(m.rowFilter, "?"):
+		return fit(m.input.View()+"  "+m.pal.Red(render.Clean(m.whereErr)), w)
 	case m.filtering:
 		return fit(m.input.View(), w)
 	case m.status != "" && m.statusIsError:

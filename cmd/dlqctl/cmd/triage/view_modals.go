@@ -20,7 +20,10 @@ func (m *model) helpBody(w, h int) []string {
 		"h, r and x act on the class under the cursor (with the selection",
 		"dlqctl triage was given), or on one message in a class or open.",
 		"Nothing is written before its plan is shown and confirmed; every",
-		"decision is recorded in the ledger as its dlq command records it.")
+		"decision is recorded in the ledger as its dlq command records it.",
+		"",
+		"/ filters by text; in a class's rows, /?EXPR filters with a jq",
+		"predicate as dlq ls --where does (?.retryCount > 3).")
 	return box("Help", lines, w, h)
 }
 
