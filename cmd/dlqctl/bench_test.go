@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
 // BenchmarkLsMemory runs the real binary's `dlq ls -o ndjson` and
@@ -162,4 +166,135 @@ func BenchmarkLsWhere(b *testing.B) {
 	b.ReportMetric(float64(mPlain)/1024, "plain-maxrss-MB")
 	b.ReportMetric(float64(mWhere)/1024, "where-maxrss-MB")
 	b.ReportMetric(float64(mWhere)/float64(mPlain), "where/plain-memory")
+}
+
+// runDlq runs the real binary with a ledger and returns its time and
+// peak RSS in kB.
+func runDlq(b *testing.B, bin, server, ledgerDSN string, args ...string) (time.Duration, int64) {
+	start := time.Now()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "DLQCTL_SERVER="+server, "DLQCTL_LEDGER="+ledgerDSN, "DLQCTL_CONFIG="+filepath.Join(b.TempDir(), "c.yaml"))
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
+	var peak int64
+	for {
+		select {
+		case err := <-done:
+			if ee, ok := err.(*exec.ExitError); err != nil && !(ok && ee.ExitCode() == 1) {
+				b.Fatal(err)
+			}
+			return time.Since(start), peak
+		case <-time.After(5 * time.Millisecond):
+			if kb := vmHWM(status); kb > peak {
+				peak = kb
+			}
+		}
+	}
+}
+
+// decide records n decided items under broker, in batches of 10,000:
+// addresses the DLQ no longer has (a year of history), plus a hold on
+// the first 500 rows the DLQ does have.
+func decide(b *testing.B, dsn, broker string, n int, live []client.Address) {
+	ctx := context.Background()
+	ld, err := ledger.Open(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ld.Close()
+	at := time.Now().Add(-365 * 24 * time.Hour)
+	for done := 0; done < n; done += 10_000 {
+		items := make([]ledger.ManifestItem, 0, 10_000)
+		for i := done; i < min(done+10_000, n); i++ {
+			items = append(items, ledger.ManifestItem{Address: client.Address{PartitionID: fmt.Sprintf("p-%d", i%97), TransactionID: fmt.Sprintf("old-%d", i)},
+				Queue: "orders", Partition: "1", FailedAt: at})
+		}
+		bt := &ledger.Batch{Broker: broker, Action: ledger.ActionReplay, By: "history", At: at.Add(time.Duration(done) * time.Second), Why: "a year ago", Status: ledger.StatusDone}
+		if err := ld.CreateBatch(ctx, bt, items); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if n > 0 {
+		var items []ledger.ManifestItem
+		for _, a := range live[:min(500, len(live))] {
+			items = append(items, ledger.ManifestItem{Address: a, Queue: "orders", FailedAt: time.Now()})
+		}
+		hold := &ledger.Batch{Broker: broker, Action: ledger.ActionHold, By: "oncall", At: time.Now(), Why: "INC", Until: time.Now().Add(time.Hour)}
+		if err := ld.CreateBatch(ctx, hold, items); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if strings.HasPrefix(dsn, "postgres") && os.Getenv("DLQCTL_BENCH_ANALYZE") != "" {
+		// A year-old ledger has been analyzed by autovacuum; one filled a
+		// moment ago may not have been.
+		if _, err := ld.DB().ExecContext(ctx, "ANALYZE"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLedgerHistory runs ls --limit 100, ls -o ndjson and check
+// (the real binary, 20k dead letters, a broker that pages) against a
+// ledger with 0, 100k and 1M decided items, on SQLite and PostgreSQL:
+// the time and peak RSS of each beside the empty ledger's (goal: at most
+// 1.5x the time and 12 MB more at 1M).
+func BenchmarkLedgerHistory(b *testing.B) {
+	bin := binary(&testing.T{})
+	sb := sandbox.New(nil)
+	sb.Fill(20_000, 3)
+	srv := httptest.NewServer(sb.Handler())
+	defer srv.Close()
+	broker, _ := client.Identity(srv.URL)
+	var live []client.Address
+	seen := map[client.Address]bool{}
+	for _, r := range sb.DeadLetterRows() {
+		if a := (client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}); !seen[a] {
+			seen[a] = true
+			live = append(live, a)
+		}
+	}
+	engines := []struct {
+		name string
+		dsn  func(n int) string
+	}{{"sqlite", func(n int) string { return "sqlite://" + filepath.Join(b.TempDir(), fmt.Sprintf("l%d.db", n)) }}}
+	if os.Getenv(testkit.PostgresEnv) != "" {
+		engines = append(engines, struct {
+			name string
+			dsn  func(n int) string
+		}{"postgres", func(int) string { return testkit.PostgresDSN(b) }})
+	}
+	commands := [][]string{{"dlq", "ls", "--limit", "100"}, {"dlq", "ls", "-o", "ndjson"}, {"dlq", "check"}}
+	for _, e := range engines {
+		base := map[string][2]float64{}
+		for _, n := range []int{0, 100_000, 1_000_000} {
+			dsn := e.dsn(n)
+			decide(b, dsn, broker, n, live)
+			for _, c := range commands {
+				name := strings.Join(c[1:], " ")
+				b.Run(fmt.Sprintf("%s/items=%d/%s", e.name, n, name), func(b *testing.B) {
+					runDlq(b, bin, srv.URL, dsn, c...) // warm: migrations, the sandbox's pages
+					var t time.Duration
+					var peak int64
+					for i := 0; i < b.N; i++ {
+						d, m := runDlq(b, bin, srv.URL, dsn, c...)
+						t, peak = t+d, max(peak, m)
+					}
+					secs, mb := t.Seconds()/float64(b.N), float64(peak)/1024
+					b.ReportMetric(secs, "s/cmd")
+					b.ReportMetric(mb, "maxrss-MB")
+					if n == 0 {
+						base[name] = [2]float64{secs, mb}
+					} else if x := base[name]; x[0] > 0 {
+						b.ReportMetric(secs/x[0], "time/empty-ledger")
+						b.ReportMetric(mb-x[1], "MB-over-empty-ledger")
+					}
+				})
+			}
+		}
+	}
 }

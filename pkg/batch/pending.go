@@ -142,7 +142,7 @@ func PrepareWhere(ctx context.Context, env Env, sel *replay.Selection) (*inspect
 	if err != nil {
 		return nil, err
 	}
-	return inspect.PrepareWhere(ctx, env.Client, sel, dec, env.Policies, env.Now())
+	return inspect.PrepareWhere(ctx, env.Client, sel, inspect.KnownDecisions(dec).Lookup(), env.Policies, env.Now())
 }
 
 // MakePlan settles what the list could not say (undecryptable
@@ -152,7 +152,12 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 	if err := checkEnvelopes(ctx, p.env.Client, p.in.items); err != nil {
 		return err
 	}
-	dec, err := p.env.Ledger.LatestDecisions(ctx, p.env.Client.Broker())
+	// The batch's own addresses' decisions, not the history's.
+	addrs := make([]client.Address, len(p.in.items))
+	for i, it := range p.in.items {
+		addrs[i] = it.Address
+	}
+	dec, err := p.env.Ledger.LatestDecisionsFor(ctx, p.env.Client.Broker(), addrs)
 	if err != nil {
 		return err
 	}

@@ -196,10 +196,7 @@ func (e *Exporter) evaluate(ctx context.Context, now time.Time) (values, health,
 		tally.add(r)
 		refail.row(r)
 	}
-	in := gate.Input{Policies: e.cfg.Policies, Now: now, AllScopes: e.cfg.AllScopes, Visit: visit}
-	if in.Decisions, err = ld.LatestDecisions(ctx, broker); err != nil {
-		return values{}, e.ledgerFailed(ctx, err), err
-	}
+	in := gate.Input{Policies: e.cfg.Policies, Now: now, AllScopes: e.cfg.AllScopes, Visit: visit, Source: ld}
 	vanished := func(ctx context.Context) ([]ledger.Archived, error) {
 		return ld.ArchivedRows(ctx, broker, ledger.ArchiveFilter{VanishedOnly: true})
 	}

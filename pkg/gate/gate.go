@@ -105,7 +105,8 @@ type gate struct {
 	cl        *client.Client
 	policies  policy.Set
 	dec       map[client.Address]ledger.Decision
-	maxAge    time.Duration // flag overrides; 0 = from policies
+	src       DecisionSource // nil: dec is every decision
+	maxAge    time.Duration  // flag overrides; 0 = from policies
 	triageSLO time.Duration
 	now       time.Time
 	// holds and decided name the queues with at least one active hold or
@@ -219,6 +220,13 @@ func Check(ctx context.Context, cl *client.Client, in Input) (*Result, error) {
 	res := &Result{Broker: cl.Server(), CheckedAt: render.Timestamp(now), OK: true}
 	g := &gate{cl: cl, policies: in.Policies, dec: in.Decisions, maxAge: in.MaxAge, triageSLO: in.TriageSLO, now: now,
 		holds: map[string]bool{}, decided: map[string]bool{}, visit: in.Visit, readAll: in.ReadAll}
+	if in.Decisions == nil && in.Source != nil {
+		g.src, g.dec = in.Source, map[client.Address]ledger.Decision{}
+		var err error
+		if g.holds, g.decided, err = in.Source.DecidedQueues(ctx, cl.Broker(), now); err != nil {
+			return nil, err
+		}
+	}
 	for _, d := range in.Decisions {
 		if !d.Active(now) {
 			continue
@@ -255,6 +263,17 @@ func Check(ctx context.Context, cl *client.Client, in Input) (*Result, error) {
 			return nil, err
 		}
 	}
+	if g.src != nil && len(in.Vanished) > 0 {
+		rows := make([]client.Row, len(in.Vanished))
+		for i, v := range in.Vanished {
+			rows[i] = client.Row{PartitionID: v.Address.PartitionID, TransactionID: v.Address.TransactionID}
+		}
+		for start := 0; start < len(rows); start += prefetchChunk {
+			if err := g.prefetch(ctx, rows[start:min(start+prefetchChunk, len(rows))]); err != nil {
+				return nil, err
+			}
+		}
+	}
 	sort.SliceStable(scopes, func(i, j int) bool {
 		a, b := scopes[i], scopes[j]
 		if a.Queue != b.Queue {
@@ -285,7 +304,12 @@ func Check(ctx context.Context, cl *client.Client, in Input) (*Result, error) {
 
 // Input is what a check is evaluated against besides the broker.
 type Input struct {
-	Policies  policy.Set
+	Policies policy.Set
+	// Source looks decisions up for the rows the check reads (a chunk at
+	// a time), so a check costs what it reads, not the ledger's history;
+	// Decisions, when set instead, is every latest decision already in
+	// memory.
+	Source    DecisionSource
 	Decisions map[client.Address]ledger.Decision
 	// Vanished are the archived rows that left the broker with no decision.
 	Vanished []ledger.Archived
@@ -310,6 +334,64 @@ type Input struct {
 	// LoadVanished, when set, supplies Vanished once the rows are read
 	// (a sync marks what left only after its read).
 	LoadVanished func(ctx context.Context) ([]ledger.Archived, error)
+}
+
+// DecisionSource is where a check looks decisions up; *ledger.Store is one.
+type DecisionSource interface {
+	LatestDecisionsFor(ctx context.Context, broker string, addrs []client.Address) (map[client.Address]ledger.Decision, error)
+	DecidedQueues(ctx context.Context, broker string, now time.Time) (holds, decided map[string]bool, err error)
+}
+
+// prefetch looks up the decisions of rows about to be judged (with a
+// Source: the cache keeps only the ones found, so it grows with the
+// decided rows read, not with the history).
+func (g *gate) prefetch(ctx context.Context, rows []client.Row) error {
+	if g.src == nil || len(rows) == 0 {
+		return nil
+	}
+	addrs := make([]client.Address, len(rows))
+	for i, r := range rows {
+		addrs[i] = r.Address()
+	}
+	found, err := g.src.LatestDecisionsFor(ctx, g.cl.Broker(), addrs)
+	if err != nil {
+		return err
+	}
+	for a, d := range found {
+		g.dec[a] = d
+	}
+	return nil
+}
+
+// prefetchChunk is how many rows are judged per decision lookup.
+const prefetchChunk = 500
+
+// chunked wraps a per-row function so that rows reach it a chunk at a
+// time, after their decisions are looked up: each() is handed to the
+// broker's read, flush() at its end hands over the rest.
+func (g *gate) chunked(ctx context.Context, fn func(client.Row)) (each func(client.Row) bool, flush func() error) {
+	var buf []client.Row
+	var ferr error
+	flush = func() error {
+		if ferr != nil {
+			return ferr
+		}
+		if ferr = g.prefetch(ctx, buf); ferr != nil {
+			return ferr
+		}
+		for _, r := range buf {
+			fn(r)
+		}
+		buf = buf[:0]
+		return nil
+	}
+	each = func(r client.Row) bool {
+		if buf = append(buf, r); len(buf) >= prefetchChunk {
+			return flush() == nil
+		}
+		return true
+	}
+	return each, flush
 }
 
 // everyQueue evaluates every queue: the ones the broker lists, and every
@@ -338,12 +420,16 @@ func (g *gate) everyQueue(ctx context.Context, topo *client.Topology, res *Resul
 	// be the whole DLQ: a broker that pages answered one row, and the
 	// caller reads the rows it wants itself.
 	if g.readAll != nil {
-		err := g.readAll(mctx, func(r client.Row) {
+		each, flush := g.chunked(ctx, func(r client.Row) {
 			pass(r.Queue).get(r.ConsumerGroup).add(g, r)
 			if g.visit != nil {
 				g.visit(r)
 			}
 		})
+		err := g.readAll(mctx, func(r client.Row) { each(r) })
+		if err == nil {
+			err = flush()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -351,7 +437,7 @@ func (g *gate) everyQueue(ctx context.Context, topo *client.Topology, res *Resul
 	}
 	var first client.Row
 	seen := 0
-	n, err := g.cl.ListEach(mctx, client.ListQuery{Limit: 1, NoData: true}, func(r client.Row) bool {
+	each, flush := g.chunked(ctx, func(r client.Row) {
 		pass(r.Queue).get(r.ConsumerGroup).add(g, r)
 		if seen++; g.visit != nil {
 			switch seen {
@@ -364,8 +450,11 @@ func (g *gate) everyQueue(ctx context.Context, topo *client.Topology, res *Resul
 				g.visit(r)
 			}
 		}
-		return true
 	})
+	n, err := g.cl.ListEach(mctx, client.ListQuery{Limit: 1, NoData: true}, each)
+	if err == nil {
+		err = flush()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -463,12 +552,15 @@ func (g *gate) queue(ctx context.Context, q string, listed []string) ([]Scope, [
 	}
 	m := &client.Meter{}
 	mctx := client.WithMeter(ctx, m)
-	n, err := g.cl.ListEach(mctx, client.ListQuery{Queue: q, Limit: 1, NoData: true}, func(r client.Row) bool {
+	each, flush := g.chunked(ctx, func(r client.Row) {
 		if r.Queue == q {
 			ob.get(r.ConsumerGroup).add(g, r)
 		}
-		return true
 	})
+	n, err := g.cl.ListEach(mctx, client.ListQuery{Queue: q, Limit: 1, NoData: true}, each)
+	if err == nil {
+		err = flush()
+	}
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -564,6 +656,9 @@ func (g *gate) pagedScope(ctx context.Context, q, group string, ext *client.Exte
 		lq.ConsumerGroup = group
 	}
 	a := acc{lim: lim, depth: ext.Depth, oldest: ext.Oldest, oldestUnheld: ext.Oldest}
+	if err := g.prefetch(ctx, []client.Row{*ext.Oldest}); err != nil {
+		return s, err
+	}
 	if g.holds[q] && g.held(*ext.Oldest) {
 		r, err := g.oldestUnheld(ctx, lq, ext.Depth)
 		if err != nil {
@@ -582,13 +677,21 @@ func (g *gate) pagedScope(ctx context.Context, q, group string, ext *client.Exte
 		} else {
 			lq.Offset = idx
 			lq.Limit = pageSize
+			each, flush := g.chunked(ctx, func(r client.Row) {
+				if r.FailedAt.Before(lim.sloCutoff) {
+					a.pastSLO(g, r)
+				}
+			})
 			for r, err := range g.cl.Rows(ctx, lq) {
 				if err != nil {
 					return s, err
 				}
-				if r.FailedAt.Before(lim.sloCutoff) {
-					a.pastSLO(g, r)
+				if !each(r) {
+					break
 				}
+			}
+			if err := flush(); err != nil {
+				return s, err
 			}
 		}
 	}
@@ -603,6 +706,9 @@ func (g *gate) oldestUnheld(ctx context.Context, lq client.ListQuery, depth int)
 		lq.Offset, lq.Limit = max(0, end-pageSize), min(pageSize, end)
 		p, err := g.cl.ListPage(ctx, lq)
 		if err != nil {
+			return nil, err
+		}
+		if err := g.prefetch(ctx, p.Rows); err != nil {
 			return nil, err
 		}
 		for i := len(p.Rows) - 1; i >= 0; i-- {

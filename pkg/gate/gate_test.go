@@ -153,3 +153,82 @@ func maxTime(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// With a Source, decisions are looked up for the rows read, a chunk at a
+// time; the answer is the one every decision in memory gives, on both
+// kinds of broker, with holds, a replay not carried out and a hold that
+// expired.
+func TestSourceAnswersAsTheWholeHistory(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		testkit.ForEachLedger(t, func(t *testing.T, ld *ledger.Store, _ string) {
+			b, cl := seeded(t, old)
+			ctx := context.Background()
+			var hold, replayed, expired []ledger.ManifestItem
+			seen := map[client.Address]bool{}
+			for i, r := range b.DeadLetterRows() {
+				a := client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
+				if seen[a] {
+					continue
+				}
+				seen[a] = true
+				it := ledger.ManifestItem{Address: a, Queue: r.Queue, FailedAt: now}
+				switch i % 5 {
+				case 0:
+					hold = append(hold, it)
+				case 1:
+					replayed = append(replayed, it)
+				case 2:
+					expired = append(expired, it)
+				}
+			}
+			for _, bt := range []struct {
+				b     *ledger.Batch
+				items []ledger.ManifestItem
+			}{
+				{&ledger.Batch{Broker: cl.Broker(), Action: ledger.ActionHold, By: "ann", At: now.Add(-3 * time.Hour), Why: "w", Until: now.Add(time.Hour)}, hold},
+				{&ledger.Batch{Broker: cl.Broker(), Action: ledger.ActionReplay, By: "bob", At: now.Add(-2 * time.Hour), Why: "w"}, replayed},
+				{&ledger.Batch{Broker: cl.Broker(), Action: ledger.ActionHold, By: "cy", At: now.Add(-time.Hour), Why: "w", Until: now.Add(-time.Minute)}, expired},
+			} {
+				if err := ld.CreateBatch(ctx, bt.b, bt.items); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dec, err := ld.LatestDecisions(ctx, cl.Broker())
+			if err != nil {
+				t.Fatal(err)
+			}
+			policies := policy.Set{{Queue: "*", Policy: policy.Policy{MaxAge: time.Hour, TriageSLO: 30 * time.Minute}}}
+			whole, err := gate.Check(ctx, cl, gate.Input{Policies: policies, Decisions: dec, Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			looked, err := gate.Check(ctx, cl, gate.Input{Policies: policies, Source: ld, Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			strip := func(r *gate.Result) []gate.Scope {
+				out := append([]gate.Scope(nil), r.Scopes...)
+				for i := range out {
+					out[i].Requests, out[i].Bytes = 0, 0
+				}
+				return out
+			}
+			a, bb := strip(whole), strip(looked)
+			if len(a) != len(bb) {
+				t.Fatalf("old %v: %d scopes vs %d", old, len(a), len(bb))
+			}
+			decided := 0
+			for i := range a {
+				x, y := a[i], bb[i]
+				if x.Queue != y.Queue || x.ConsumerGroup != y.ConsumerGroup || x.UndecidedPastSLO != y.UndecidedPastSLO || x.DecidedNotCarriedOut != y.DecidedNotCarriedOut ||
+					x.OldestHeld != y.OldestHeld || !x.OldestUnheldFailedAt.Equal(y.OldestUnheldFailedAt) || strings.Join(x.Breaches, "|") != strings.Join(y.Breaches, "|") {
+					t.Fatalf("old %v: scope %s/%s\nwhole %+v\nsource %+v", old, x.Queue, x.ConsumerGroup, x, y)
+				}
+				decided += x.DecidedNotCarriedOut
+			}
+			if decided == 0 {
+				t.Fatal("no decision not carried out: the comparison says little")
+			}
+		})
+	}
+}

@@ -193,9 +193,9 @@ func Undecided(d ledger.Decision, ok bool, r client.Row, now time.Time, slo time
 
 // HeldBy says whether a row is under an active hold, and who it is with
 // (the hold's owner, else who recorded it).
-func HeldBy(dec map[client.Address]ledger.Decision, now time.Time) func(client.Row) (string, bool) {
+func HeldBy(dec DecisionLookup, now time.Time) func(client.Row) (string, bool) {
 	return func(r client.Row) (string, bool) {
-		d, ok := dec[r.Address()]
+		d, ok := dec(r.Address())
 		if !ok || d.Action != ledger.ActionHold || !d.Covers(r.FailedAt, now) {
 			return "", false
 		}

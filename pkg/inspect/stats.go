@@ -58,10 +58,6 @@ type StatsInput struct {
 func ComputeStats(ctx context.Context, cl *client.Client, ld *ledger.Store, in StatsInput) (*Stats, error) {
 	since := in.Now.Add(-in.Window)
 	st := &Stats{Window: in.WindowText, ReplayOutcomes: map[string]int{}}
-	dec, err := ld.LatestDecisions(ctx, cl.Broker())
-	if err != nil {
-		return nil, err
-	}
 	// A replay that failed again is back in the DLQ under the id it was
 	// replayed as: derived (manual path) or minted by the broker (endpoint
 	// path, recorded in the journal).
@@ -70,7 +66,7 @@ func ComputeStats(ctx context.Context, cl *client.Client, ld *ledger.Store, in S
 		return nil, err
 	}
 	arr := newArrivals(since, in.Window, replayedAs)
-	res, err := gate.Check(ctx, cl, gate.Input{Policies: in.Policies, Decisions: dec, Now: in.Now, AllScopes: in.AllScopes, Visit: arr.row})
+	res, err := gate.Check(ctx, cl, gate.Input{Policies: in.Policies, Source: ld, Now: in.Now, AllScopes: in.AllScopes, Visit: arr.row})
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/errs"
-	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/policy"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/replay"
@@ -36,7 +35,7 @@ func (w *WhereStats) Gets() int {
 // other criteria select get their payload through one GET each (refused
 // on a selection that is --where alone: that would be a GET per row of
 // the whole DLQ). A selection without --where is left as it is.
-func PrepareWhere(ctx context.Context, cl *client.Client, sel *replay.Selection, dec map[client.Address]ledger.Decision, policies policy.Set, now time.Time) (*WhereStats, error) {
+func PrepareWhere(ctx context.Context, cl *client.Client, sel *replay.Selection, dec DecisionLookup, policies policy.Set, now time.Time) (*WhereStats, error) {
 	if sel == nil || sel.Where == "" {
 		if sel != nil && sel.WhereDecrypt {
 			return nil, errs.Flagf("--where-decrypt goes with --where")
@@ -47,8 +46,10 @@ func PrepareWhere(ctx context.Context, cl *client.Client, sel *replay.Selection,
 	sel.WhereNow = now
 	sel.WhereInput = func(r client.Row, v map[string]any) {
 		label, batch := "", ""
-		if d, ok := dec[r.Address()]; ok {
-			label, batch = DecisionLabel(d, r, now, TriageSLO(policies, r.Queue, r.ConsumerGroup)), d.BatchID
+		if dec != nil {
+			if d, ok := dec(r.Address()); ok {
+				label, batch = DecisionLabel(d, r, now, TriageSLO(policies, r.Queue, r.ConsumerGroup)), d.BatchID
+			}
 		}
 		replay.FillWhereValue(v, r, now, label, batch)
 	}

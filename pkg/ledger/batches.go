@@ -137,6 +137,19 @@ func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []ManifestItem)
 	if err != nil {
 		return s.wrap("recording the manifest", err)
 	}
+	var queues []string
+	seenQ := map[string]bool{}
+	for _, it := range items {
+		if !seenQ[it.Queue] {
+			seenQ[it.Queue] = true
+			queues = append(queues, it.Queue)
+		}
+	}
+	if err := s.insertRows(ctx, tx, `INSERT INTO batch_queues (batch_id, queue) VALUES `, "", 2, len(queues), func(i int) []any {
+		return []any{b.ID, queues[i]}
+	}); err != nil {
+		return s.wrap("recording the batch's queues", err)
+	}
 	if err := s.auditTx(ctx, tx, b.At, b.Broker, b.ID, "decided", b.By,
 		fmt.Sprintf("%s of %d address(es): %s", b.Action, b.Size, b.Why)); err != nil {
 		return err
@@ -385,6 +398,33 @@ func (s *Store) LatestDecisions(ctx context.Context, broker string) (map[client.
 	return out, s.wrap("reading decisions", rows.Err())
 }
 
+// DecidedQueues names the queues where some batch that is still a
+// decision at now (not cancelled; a hold before its until) covers an
+// address, and those with an active hold. It reads the batches, not their
+// items: it is a superset of what LatestDecisions would say (an address
+// whose hold was followed by a replay still counts its queue as held),
+// which callers use only to skip reading queues with no decision.
+func (s *Store) DecidedQueues(ctx context.Context, broker string, now time.Time) (holds, decided map[string]bool, err error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT DISTINCT bq.queue, b.action FROM batch_queues bq JOIN batches b ON b.id = bq.batch_id
+		WHERE b.broker = ? AND b.status <> 'cancelled' AND (b.action <> 'hold' OR b.until_at IS NULL OR b.until_at = '' OR b.until_at > ?)`), broker, fmtTime(now))
+	if err != nil {
+		return nil, nil, s.wrap("reading decisions", err)
+	}
+	defer rows.Close()
+	holds, decided = map[string]bool{}, map[string]bool{}
+	for rows.Next() {
+		var q, action string
+		if err := rows.Scan(&q, &action); err != nil {
+			return nil, nil, s.wrap("reading decisions", err)
+		}
+		decided[q] = true
+		if action == ActionHold {
+			holds[q] = true
+		}
+	}
+	return holds, decided, s.wrap("reading decisions", rows.Err())
+}
+
 // LatestDecisionsFor is LatestDecisions for the given addresses only,
 // looked up a few hundred a statement through the batch items' address
 // index: what reading part of the DLQ costs grows with that part, not
@@ -394,8 +434,23 @@ func (s *Store) LatestDecisionsFor(ctx context.Context, broker string, addrs []c
 	const chunk = 400
 	for start := 0; start < len(addrs); start += chunk {
 		part := addrs[start:min(start+chunk, len(addrs))]
-		q, args := inAddrs(`SELECT bi.partition_id, bi.transaction_id, bi.queue, bi.failed_at, b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status, b.owner
-			FROM batch_items bi JOIN batches b ON b.id = bi.batch_id WHERE bi.broker = ? AND b.status <> 'cancelled' AND (bi.partition_id, bi.transaction_id) IN `, part, broker)
+		const cols = `SELECT bi.partition_id, bi.transaction_id, bi.queue, bi.failed_at, b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status, b.owner`
+		var q string
+		var args []any
+		if s.engine == Postgres {
+			// A join on the addresses as arrays: PostgreSQL walks the
+			// address index for each (a row-value IN list it may scan).
+			pids, txids := make([]string, len(part)), make([]string, len(part))
+			for i, a := range part {
+				pids[i], txids[i] = a.PartitionID, a.TransactionID
+			}
+			q = cols + ` FROM unnest(?::text[], ?::text[]) AS a(p, t)
+				JOIN batch_items bi ON bi.broker = ? AND bi.partition_id = a.p AND bi.transaction_id = a.t
+				JOIN batches b ON b.id = bi.batch_id WHERE b.status <> 'cancelled'`
+			args = []any{pids, txids, broker}
+		} else {
+			q, args = inAddrs(cols+` FROM batch_items bi JOIN batches b ON b.id = bi.batch_id WHERE bi.broker = ? AND b.status <> 'cancelled' AND (bi.partition_id, bi.transaction_id) IN `, part, broker)
+		}
 		rows, err := s.db.QueryContext(ctx, s.rebind(q+` ORDER BY b.at, b.id`), args...)
 		if err != nil {
 			return nil, s.wrap("reading decisions", err)

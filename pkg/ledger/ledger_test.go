@@ -466,3 +466,68 @@ func migrateSpellings(t *testing.T, dsn string) {
 		}
 	}
 }
+
+// A ledger written before batch_queues existed (schema 6) learns, on
+// first open, which queues its batches cover: DecidedQueues answers for
+// the old batches as for new ones, and LatestDecisionsFor as
+// LatestDecisions.
+func TestMigrationRecordsBatchQueues(t *testing.T) {
+	for _, l := range testkit.Ledgers(t) {
+		t.Run(l.Name, func(t *testing.T) {
+			ctx := context.Background()
+			old, err := ledger.OpenAtSchema(ctx, l.DSN, 6)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const broker = "http://localhost:6632"
+			hold := &ledger.Batch{Broker: broker, Action: ledger.ActionHold, By: "ann", At: testkit.Now, Why: "w", Until: testkit.Now.Add(time.Hour)}
+			replayB := &ledger.Batch{Broker: broker, Action: ledger.ActionReplay, By: "bob", At: testkit.Now.Add(time.Second), Why: "w"}
+			gone := &ledger.Batch{Broker: broker, Action: ledger.ActionHold, By: "cy", At: testkit.Now, Why: "w", Until: testkit.Now.Add(-time.Hour)}
+			// The old schema has no batch_queues: write the batches as an
+			// older dlqctl did, by hand.
+			exec := func(q string, args ...any) {
+				if strings.HasPrefix(l.DSN, "postgres") {
+					for i := 1; strings.Contains(q, "?"); i++ {
+						q = strings.Replace(q, "?", fmt.Sprintf("$%d", i), 1)
+					}
+				}
+				if _, err := old.DB().Exec(q, args...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, b := range []struct {
+				b     *ledger.Batch
+				queue string
+				until string
+			}{{hold, "orders", "2026-11-30T04:00:00.000Z"}, {replayB, "payments", ""}, {gone, "audit", "2026-11-30T02:00:00.000Z"}} {
+				b.b.ID = fmt.Sprintf("b-%d", i)
+				var until any
+				if b.until != "" {
+					until = b.until
+				}
+				exec(`INSERT INTO batches (id, broker, action, by_name, at, why, until_at, size) VALUES (?, ?, ?, 'x', '2026-11-30T03:00:00.000Z', 'w', ?, 1)`, b.b.ID, broker, b.b.Action, until)
+				a := addr(i)
+				exec(`INSERT INTO batch_items (batch_id, seq, broker, partition_id, transaction_id, queue, partition_name, groups, error, retry_count, failed_at)
+					VALUES (?, 0, ?, ?, ?, ?, 'p1', '["billing"]', 'e', 3, '2026-11-30T02:00:00.000Z')`, b.b.ID, broker, a.PartitionID, a.TransactionID, b.queue)
+			}
+			old.Close()
+			s, err := ledger.Open(ctx, l.DSN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			holds, decided, err := s.DecidedQueues(ctx, broker, testkit.Now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !holds["orders"] || holds["payments"] || !decided["payments"] || decided["audit"] || holds["audit"] {
+				t.Fatalf("holds %v decided %v", holds, decided)
+			}
+			all, _ := s.LatestDecisions(ctx, broker)
+			some, err := s.LatestDecisionsFor(ctx, broker, []client.Address{addr(0), addr(1), addr(7)})
+			if err != nil || len(some) != 2 || some[addr(0)] != all[addr(0)] || some[addr(1)] != all[addr(1)] {
+				t.Fatalf("for: %v (%v); all %v", some, err, all)
+			}
+		})
+	}
+}

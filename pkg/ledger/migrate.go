@@ -132,6 +132,18 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 		complete INTEGER NOT NULL DEFAULT 0
 	);
 	CREATE INDEX verifications_batch ON verifications (batch_id, at);`},
+	// 7: the queues each batch covers, so "which queues have a decision"
+	// costs the batches, not every item ever decided; and the archive's
+	// vanished rows (check) and a window's arrivals (stats) found by index,
+	// not by reading every row ever archived.
+	{sql: `CREATE TABLE batch_queues (
+		batch_id TEXT NOT NULL,
+		queue    TEXT NOT NULL,
+		PRIMARY KEY (batch_id, queue)
+	);
+	INSERT INTO batch_queues (batch_id, queue) SELECT DISTINCT batch_id, queue FROM batch_items;
+	CREATE INDEX archive_vanished ON archive (broker) WHERE vanished = 1;
+	CREATE INDEX archive_failed ON archive (broker, failed_at);`},
 }
 
 // SchemaVersion is the schema this binary writes.

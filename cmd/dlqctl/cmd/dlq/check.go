@@ -118,9 +118,7 @@ func evaluate(ctx context.Context, f *cmdutil.Factory, in gate.Input) (*gate.Res
 	if err != nil {
 		return nil, err
 	}
-	if in.Decisions, err = ld.LatestDecisions(ctx, cl.Broker()); err != nil {
-		return nil, err
-	}
+	in.Source = ld
 	if in.Vanished, err = ld.ArchivedRows(ctx, cl.Broker(), ledger.ArchiveFilter{VanishedOnly: true}); err != nil {
 		return nil, err
 	}

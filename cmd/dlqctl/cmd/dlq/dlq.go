@@ -13,6 +13,7 @@ import (
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/present"
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/spf13/cobra"
 )
@@ -43,17 +44,17 @@ func groupName(g string) string { return client.GroupLabel(g) }
 // decisions loads the latest decision per address. A ledger that cannot
 // be reached only costs the DECISION column (with a warning): the DLQ is
 // still worth seeing at 3am. A ledger that is misconfigured is an error.
-func decisions(ctx context.Context, f *cmdutil.Factory, broker string) (map[client.Address]ledger.Decision, error) {
+// decisionsFor is where a read of the DLQ finds each row's decision: the
+// ledger, asked a chunk of rows at a time; with a ledger that cannot be
+// reached, none (and a warning).
+func decisionsFor(ctx context.Context, f *cmdutil.Factory, broker string) (*inspect.Decisions, error) {
 	ld, err := f.Ledger(ctx)
 	if err == nil {
-		var m map[client.Address]ledger.Decision
-		if m, err = ld.LatestDecisions(ctx, broker); err == nil {
-			return m, nil
-		}
+		return inspect.NewDecisions(ld, broker), nil
 	}
 	if errors.Is(err, ledger.ErrUnavailable) {
 		fmt.Fprintf(f.IO.ErrOut, "warning: decisions not shown: %v\n", err)
-		return map[client.Address]ledger.Decision{}, nil
+		return inspect.KnownDecisions(nil), nil
 	}
 	return nil, err
 }

@@ -3,6 +3,7 @@ package dlq
 import (
 	"context"
 	"fmt"
+	"iter"
 	"strconv"
 	"strings"
 	"time"
@@ -104,10 +105,16 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	if err := inspect.CheckNames(ctx, cl, sel); err != nil {
 		return err
 	}
-	dec, err := decisions(ctx, f, cl.Broker())
+	dc, err := decisionsFor(ctx, f, cl.Broker())
 	if err != nil {
 		return err
 	}
+	dec := dc.Lookup()
+	defer func() {
+		if err := dc.Err(); err != nil {
+			fmt.Fprintf(f.IO.ErrOut, "warning: decisions not shown from here on: %v\n", err)
+		}
+	}()
 	now := f.Now()
 	cfg, err := f.Config()
 	if err != nil {
@@ -124,9 +131,14 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	}()
 	limited := false
 	q := sel.Query(inspect.PageSize)
-	src := cl.Rows
+	read := cl.Rows
 	if o.Sort == "oldest" {
-		src = cl.RowsOldestFirst
+		read = cl.RowsOldestFirst
+	}
+	// Each row's decision is looked up with its chunk, before --where
+	// (which may ask for it) and the printing see the row.
+	src := func(ctx context.Context, q client.ListQuery) iter.Seq2[client.Row, error] {
+		return dc.Through(ctx, read(ctx, q))
 	}
 	if o.GroupBy != "" {
 		// Groups need no payload, unless --where looks at it.
@@ -145,7 +157,7 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 				return err
 			}
 			var d *ledger.Decision
-			if x, ok := dec[r.Address()]; ok {
+			if x, ok := dec(r.Address()); ok {
 				d = &x
 			}
 			rec := inspect.Record{R: r, Now: now, D: d}
@@ -162,7 +174,7 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 }
 
 func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(func(client.Row, error) bool), sel *replay.Selection,
-	dec map[client.Address]ledger.Decision, now time.Time, limited func() bool, order string) error {
+	dec inspect.DecisionLookup, now time.Time, limited func() bool, order string) error {
 	cfg, err := f.Config()
 	if err != nil {
 		return err
@@ -185,7 +197,7 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 		}
 		age := now.Sub(r.FailedAt)
 		decision := "-"
-		if d, ok := dec[r.Address()]; ok {
+		if d, ok := dec(r.Address()); ok {
 			slo := inspect.TriageSLO(cfg.PolicySet(), r.Queue, r.ConsumerGroup)
 			decision = inspect.DecisionLabel(d, r, now, slo)
 			if !d.Covers(r.FailedAt, now) || d.NotCarriedOut(now, slo) {

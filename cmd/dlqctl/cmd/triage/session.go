@@ -83,15 +83,11 @@ func (s *session) Decisions(ctx context.Context) (map[client.Address]ledger.Deci
 // Check evaluates the scopes of queues (all when empty) as dlq check does
 // with no flags: thresholds from the config's policies.
 func (s *session) Check(ctx context.Context, queues []string) (*gate.Result, error) {
-	dec, err := s.Decisions(ctx)
-	if err != nil {
-		return nil, err
-	}
 	vanished, err := s.ld.ArchivedRows(ctx, s.cl.Broker(), ledger.ArchiveFilter{VanishedOnly: true})
 	if err != nil {
 		return nil, err
 	}
-	return gate.Check(ctx, s.cl, gate.Input{Policies: s.policies, Decisions: dec, Vanished: vanished, Queues: queues, Now: s.f.Now()})
+	return gate.Check(ctx, s.cl, gate.Input{Policies: s.policies, Source: s.ld, Vanished: vanished, Queues: queues, Now: s.f.Now()})
 }
 
 // MaxAge is the max-age policy of a queue and consumer group, 0 for none.

@@ -1,0 +1,114 @@
+package inspect
+
+import (
+	"context"
+	"iter"
+	"sync"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+)
+
+// DecisionLookup is where a reader finds an address's latest decision.
+type DecisionLookup func(client.Address) (ledger.Decision, bool)
+
+// Decisions are the latest decisions of the addresses read so far,
+// looked up a chunk of rows at a time as they stream (Through): what a
+// read costs grows with the rows read, not with the ledger's history. It
+// keeps only the decisions found. Safe for concurrent Get.
+type Decisions struct {
+	mu     sync.RWMutex
+	m      map[client.Address]ledger.Decision
+	ld     *ledger.Store // nil: m is all there is
+	broker string
+	err    error
+}
+
+// NewDecisions looks decisions up in ld as rows pass Through.
+func NewDecisions(ld *ledger.Store, broker string) *Decisions {
+	return &Decisions{m: map[client.Address]ledger.Decision{}, ld: ld, broker: broker}
+}
+
+// KnownDecisions are decisions already in memory (tests, or none at all).
+func KnownDecisions(m map[client.Address]ledger.Decision) *Decisions {
+	if m == nil {
+		m = map[client.Address]ledger.Decision{}
+	}
+	return &Decisions{m: m}
+}
+
+// Get is an address's latest decision among those looked up.
+func (d *Decisions) Get(a client.Address) (ledger.Decision, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	x, ok := d.m[a]
+	return x, ok
+}
+
+// Lookup is Get as a DecisionLookup.
+func (d *Decisions) Lookup() DecisionLookup { return d.Get }
+
+// Err is the lookup that failed, if one did: the rows after it went on
+// without their decisions.
+func (d *Decisions) Err() error {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.err
+}
+
+// decisionChunk is how many rows share one lookup.
+const decisionChunk = 500
+
+// Through passes rows on unchanged, each after its decision (if any)
+// was looked up: a chunk of rows is held while the ledger is asked about
+// their addresses in one statement.
+func (d *Decisions) Through(ctx context.Context, rows iter.Seq2[client.Row, error]) iter.Seq2[client.Row, error] {
+	if d.ld == nil {
+		return rows
+	}
+	return func(yield func(client.Row, error) bool) {
+		buf := make([]client.Row, 0, decisionChunk)
+		flush := func() bool {
+			d.lookup(ctx, buf)
+			for _, r := range buf {
+				if !yield(r, nil) {
+					return false
+				}
+			}
+			buf = buf[:0]
+			return true
+		}
+		for r, err := range rows {
+			if err != nil {
+				if flush() {
+					yield(r, err)
+				}
+				return
+			}
+			if buf = append(buf, r); len(buf) == decisionChunk && !flush() {
+				return
+			}
+		}
+		flush()
+	}
+}
+
+func (d *Decisions) lookup(ctx context.Context, rows []client.Row) {
+	if len(rows) == 0 || d.Err() != nil {
+		return
+	}
+	addrs := make([]client.Address, len(rows))
+	for i, r := range rows {
+		addrs[i] = r.Address()
+	}
+	found, err := d.ld.LatestDecisionsFor(ctx, d.broker, addrs)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil {
+		d.err = err
+		return
+	}
+	for a, x := range found {
+		d.m[a] = x
+	}
+}
