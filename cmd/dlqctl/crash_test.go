@@ -28,7 +28,7 @@ var (
 )
 
 // binary builds the real dlqctl once per test run.
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "dlqctl-bin")
@@ -498,13 +498,13 @@ func trialOnce(b *testing.B, rng *rand.Rand, faults sandbox.Faults, vias []strin
 		return url
 	}
 	runAt := func(k int, args ...string) {
-		c := exec.Command(binaryB(b), append([]string{"--server", spell(k)}, args...)...)
+		c := exec.Command(binary(b), append([]string{"--server", spell(k)}, args...)...)
 		c.Env = append(os.Environ(), "DLQCTL_LEDGER="+ledgerDSN, "DLQCTL_CONFIG="+filepath.Join(dir, "config.yaml"), "NO_COLOR=1", "DLQCTL_USER=trial")
 		_ = c.Run()
 	}
 	br.SetFaults(faults)
 	first := vias[rng.IntN(len(vias))]
-	c := exec.Command(binaryB(b), "--server", spell(0), "dlq", "replay", "--all", "--via", first, "--rate", "150", "--concurrency", "4",
+	c := exec.Command(binary(b), "--server", spell(0), "dlq", "replay", "--all", "--via", first, "--rate", "150", "--concurrency", "4",
 		"--why", "trial", "--yes", "--order", "none")
 	c.Env = append(os.Environ(), "DLQCTL_LEDGER="+ledgerDSN, "DLQCTL_CONFIG="+filepath.Join(dir, "config.yaml"), "NO_COLOR=1", "DLQCTL_USER=trial")
 	if err := c.Start(); err != nil {
@@ -551,22 +551,3 @@ func trialOnce(b *testing.B, rng *rand.Rand, faults sandbox.Faults, vias []strin
 	return res
 }
 
-// binaryB is binary for a benchmark.
-func binaryB(b *testing.B) string {
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "dlqctl-bin")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "dlqctl")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		b.Fatal(binErr)
-	}
-	return binPath
-}

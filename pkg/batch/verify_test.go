@@ -22,16 +22,9 @@ func TestVerifyCopies(t *testing.T) {
 			b, env := world(t, dsn)
 			b.SetFaults(sandbox.Faults{OldServer: released})
 			ctx := context.Background()
-			p, err := batch.Prepare(ctx, env, request(replay.Replay, selection(t, replay.Selection{Class: "f47c6181"})))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := p.MakePlan(ctx); err != nil {
-				t.Fatal(err)
-			}
-			res, err := p.Run(ctx, nil, nil)
-			if err != nil || res.Report.Replayed == 0 {
-				t.Fatalf("run: %v %+v", err, res)
+			res := run(t, env, replay.Replay, replay.Selection{Class: "f47c6181"})
+			if res.Report.Replayed == 0 {
+				t.Fatalf("run: %+v", res.Report)
 			}
 			id := res.Report.BatchID
 			live := b.LiveMessages()
@@ -91,17 +84,7 @@ func TestVerifyCopies(t *testing.T) {
 func TestVerifiedBatch(t *testing.T) {
 	b, env := world(t, "sqlite://"+t.TempDir()+"/l.db")
 	ctx := context.Background()
-	p, err := batch.Prepare(ctx, env, request(replay.Replay, selection(t, replay.Selection{Class: "f47c6181"})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.MakePlan(ctx); err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Run(ctx, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := run(t, env, replay.Replay, replay.Selection{Class: "f47c6181"})
 	for _, m := range b.LiveMessages() {
 		b.Complete(m.PartitionID, m.TransactionID)
 	}
@@ -120,18 +103,26 @@ func TestVerifiedBatch(t *testing.T) {
 		}
 	}
 
-	rm, err := batch.Prepare(ctx, env, request(replay.Discard, selection(t, replay.Selection{Class: "3ce87dde"})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rm.MakePlan(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rres, err := rm.Run(ctx, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rres := run(t, env, replay.Discard, replay.Selection{Class: "3ce87dde"})
 	if _, err := batch.Verify(ctx, env.Client, env.Ledger, rres.Report.BatchID, batch.VerifyOptions{}); err == nil {
 		t.Fatal("a discard verified")
 	}
+}
+
+// run plans and runs a batch of a selection through the package.
+func run(t *testing.T, env batch.Env, action string, s replay.Selection) *batch.Result {
+	t.Helper()
+	ctx := context.Background()
+	p, err := batch.Prepare(ctx, env, request(action, selection(t, s)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.MakePlan(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Run(ctx, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
