@@ -550,4 +550,3 @@ func trialOnce(b *testing.B, rng *rand.Rand, faults sandbox.Faults, vias []strin
 	}
 	return res
 }
-
