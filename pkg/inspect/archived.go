@@ -3,6 +3,7 @@ package inspect
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
@@ -14,13 +15,12 @@ import (
 
 // What became of an archived dead letter (ArchivedRow.Outcome).
 const (
-	OutcomeInDLQ      = "inDLQ"     // still dead-lettered when last seen
-	OutcomeReplayed   = "replayed"  // a batch replayed it
-	OutcomeDuplicate  = "duplicate" // a batch replayed it; the broker already had the copy
-	OutcomeDiscarded  = "discarded" // a batch discarded it
-	OutcomeGone       = "gone"      // it left while a batch acted on it, or under a decision
-	OutcomeVanished   = "vanished"  // it left with no recorded decision
-	outcomeUnreplayed = ""
+	OutcomeInDLQ     = "inDLQ"     // still dead-lettered when last seen
+	OutcomeReplayed  = "replayed"  // a batch replayed it
+	OutcomeDuplicate = "duplicate" // a batch replayed it; the broker already had the copy
+	OutcomeDiscarded = "discarded" // a batch discarded it
+	OutcomeGone      = "gone"      // it left while a batch acted on it, or under a decision
+	OutcomeVanished  = "vanished"  // it left with no recorded decision
 )
 
 // ArchivedRow is a dead-letter row the ledger's archive kept (replay, rm
@@ -50,7 +50,7 @@ func (a ArchivedRow) Row() client.Row {
 func (a *ArchivedRow) settle(e *ledger.Entry) {
 	applies := e != nil && !e.UpdatedAt.Before(a.LastSeen)
 	switch {
-	case applies && e.State == ledger.Removed && e.Outcome != outcomeUnreplayed:
+	case applies && e.State == ledger.Removed && e.Outcome != "":
 		a.Outcome, a.BatchID = e.Outcome, e.BatchID
 	case applies && e.State == ledger.Published:
 		a.Outcome, a.BatchID = OutcomeReplayed, e.BatchID
@@ -199,8 +199,5 @@ func EachArchived(ctx context.Context, ld *ledger.Store, broker string, sel *rep
 	return err
 }
 
-type limitReached struct{}
-
-func (limitReached) Error() string { return "limit reached" }
-
-var errLimit error = limitReached{}
+// errLimit ends the archive's read once --limit rows were handed over.
+var errLimit = errors.New("limit reached")

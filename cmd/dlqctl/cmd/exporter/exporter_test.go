@@ -189,16 +189,7 @@ func TestBreachesAreChecks(t *testing.T) {
 				} else {
 					run(t, cli, "dlq", "sync")
 				}
-				f, _, _, errOut := cli.Factory()
-				s, err := exporter.Start(f, args...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan error)
-				go func() { done <- s.Serve(ctx) }()
-				defer func() { cancel(); <-done }()
-				waitPass(t, s)
+				s, errOut := serve(t, cli, args...)
 				got := fromMetrics(scrape(t, "http://"+s.Addr+"/metrics"))
 				want := fromCheck(t, run(t, cli, "dlq", "check", "-o", "json"))
 				if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -212,6 +203,24 @@ func TestBreachesAreChecks(t *testing.T) {
 			})
 		}
 	}
+}
+
+// serve starts the exporter of a command line on cli's factory, serves
+// it until the test ends, and waits for its first pass; it returns the
+// exporter and its log.
+func serve(t *testing.T, cli *testutil.CLI, args ...string) (*exporter.Started, fmt.Stringer) {
+	t.Helper()
+	f, _, _, errOut := cli.Factory()
+	s, err := exporter.Start(f, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitPass(t, s)
+	return s, errOut
 }
 
 func waitPass(t *testing.T, s *exporter.Started) {
@@ -240,16 +249,7 @@ func TestWebConfigBasicAuth(t *testing.T) {
 	if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  prometheus: "+string(hash)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f, _, _, _ := cli.Factory()
-	s, err := exporter.Start(f, "--web.listen-address", "127.0.0.1:0", "--interval", "1h", "--web.config.file", webCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- s.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
-	waitPass(t, s)
+	s, _ := serve(t, cli, "--web.listen-address", "127.0.0.1:0", "--interval", "1h", "--web.config.file", webCfg)
 	status := func(user, pass string) int {
 		req, _ := http.NewRequest("GET", "http://"+s.Addr+"/metrics", nil)
 		if user != "" {
