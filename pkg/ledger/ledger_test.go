@@ -241,6 +241,110 @@ func TestClaims(t *testing.T) {
 	})
 }
 
+// Acquire enrolls what the journal has never seen already claimed, keeps
+// the state of what it has, leaves out what another live run holds, and
+// among runs acquiring the same fresh addresses at once gives each
+// address to one of them.
+func TestAcquire(t *testing.T) {
+	testkit.ForEachLedger(t, func(t *testing.T, s *ledger.Store, dsn string) {
+		ctx := context.Background()
+		addrs := make([]client.Address, 6)
+		gens := make([]int, 6)
+		for i := range addrs {
+			addrs[i], gens[i] = addr(i), 1
+		}
+		gens[5] = 3
+		// 0 was replayed by an earlier batch; 1 is held by a live run elsewhere.
+		if err := s.Enroll(ctx, "http://b", "old", "replay", addrs[:2], gens[:2], t0); err != nil {
+			t.Fatal(err)
+		}
+		done, err := s.Claim(ctx, "http://b", addrs[0], "otherhost:1:x", t0, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done.State, done.Outcome = ledger.Removed, "replayed"
+		if err := s.Save(ctx, done, "otherhost:1:x", t0, true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Claim(ctx, "http://b", addrs[1], "otherhost:2:y", t0, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		me := "otherhost:3:me"
+		got, err := s.Acquire(ctx, "http://b", "new", "replay", addrs, gens, me, t0.Add(time.Second), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := got[addrs[0]]; e == nil || e.State != ledger.Removed || e.BatchID != "old" {
+			t.Fatalf("an address with a journal: %+v, want it as the journal has it", e)
+		}
+		if got[addrs[1]] != nil {
+			t.Fatalf("an address another live run holds was acquired: %+v", got[addrs[1]])
+		}
+		for _, a := range addrs[2:] {
+			if e := got[a]; e == nil || e.State != ledger.Pending || e.BatchID != "new" {
+				t.Fatalf("a fresh address: %+v, want it enrolled pending for the new batch", e)
+			}
+		}
+		if got[addrs[5]].Generation != 3 {
+			t.Fatalf("generation %d, want the one given", got[addrs[5]].Generation)
+		}
+		// Enrolled claimed: nobody else gets them, and our saves land.
+		if _, err := s.Claim(ctx, "http://b", addrs[2], "otherhost:4:z", t0.Add(2*time.Second), time.Minute); !errors.Is(err, ledger.ErrClaimed) {
+			t.Fatalf("a fresh address was not claimed: %v", err)
+		}
+		e := got[addrs[2]]
+		e.State, e.Via, e.Attempts = ledger.Inflight, "endpoint", 1
+		if err := s.Save(ctx, e, me, t0, false); err != nil {
+			t.Fatal(err)
+		}
+		// A save that changes the attribution (back in the DLQ: the next
+		// generation, another batch) writes it too.
+		e.State, e.Generation, e.BatchID, e.Outcome = ledger.Removed, 2, "newer", "replayed"
+		if err := s.Save(ctx, e, me, t0, true); err != nil {
+			t.Fatal(err)
+		}
+		back, err := s.Entry(ctx, "http://b", addrs[2])
+		if err != nil || back.State != ledger.Removed || back.Generation != 2 || back.BatchID != "newer" || back.Via != "endpoint" || back.Attempts != 1 || back.ClaimOwner != "" {
+			t.Fatalf("read back %+v %v", back, err)
+		}
+
+		// Four runs acquiring the same fresh chunk at once.
+		fresh := make([]client.Address, 32)
+		fgens := make([]int, 32)
+		for i := range fresh {
+			fresh[i], fgens[i] = addr(100+i), 1
+		}
+		var mu sync.Mutex
+		holder := map[client.Address]string{}
+		var wg sync.WaitGroup
+		for w := 0; w < 4; w++ {
+			st := testkit.OpenLedger(t, dsn)
+			owner := fmt.Sprintf("otherhost:%d:race", 10+w)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got, err := st.Acquire(ctx, "http://b", "race", "replay", fresh, fgens, owner, time.Now(), time.Minute)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for a := range got {
+					if prev, ok := holder[a]; ok {
+						t.Errorf("%s acquired by %s and %s", a, prev, owner)
+					}
+					holder[a] = owner
+				}
+			}()
+		}
+		wg.Wait()
+		if len(holder) != len(fresh) {
+			t.Fatalf("%d of %d addresses acquired", len(holder), len(fresh))
+		}
+	})
+}
+
 // TestConcurrentClaims races many claimers for the same addresses, the
 // way two operators executing one batch do: no address may be held by two
 // at once, and every address is finished exactly once.

@@ -27,8 +27,9 @@ type Broker interface {
 
 // Journal is what the engine needs of the ledger; *ledger.Store is one.
 type Journal interface {
-	Enroll(ctx context.Context, broker, batchID, action string, addrs []client.Address, gens []int, now time.Time) error
-	ClaimMany(ctx context.Context, broker string, addrs []client.Address, owner string, now time.Time, lease time.Duration) (map[client.Address]*ledger.Entry, error)
+	// Acquire claims addresses, enrolling those the journal has never
+	// seen (pending) on the way.
+	Acquire(ctx context.Context, broker, batchID, action string, addrs []client.Address, gens []int, owner string, now time.Time, lease time.Duration) (map[client.Address]*ledger.Entry, error)
 	Release(ctx context.Context, broker string, addrs []client.Address, owner string) error
 	SaveMany(ctx context.Context, items []ledger.SaveItem, owner string, now time.Time) []error
 }
@@ -189,8 +190,10 @@ type Engine struct {
 	lim     *rate.Limiter
 	noRetry atomic.Bool // the broker has no /retry route
 
-	saves     chan saveReq
-	behindErr error // the first failed write-behind save (read after the committer ends)
+	pushes    *pusher
+	saves     chan saveReq // waited for
+	behind    chan saveReq // written behind
+	behindErr error        // the first failed write-behind save (read after the committer ends)
 	start     time.Time
 
 	mu      sync.Mutex
@@ -271,26 +274,27 @@ func (e *Engine) Run(ctx context.Context, items []Item) (*Report, error) {
 	start := e.o.Now()
 	e.start = start.Add(-time.Second) // the broker's clock may lag ours a little
 	e.rep = Report{BatchID: e.o.BatchID, Action: e.o.Action, Total: len(items)}
-	addrs := make([]client.Address, len(items))
-	gens := make([]int, len(items))
 	e.rows = make(map[client.Address]int, len(items))
-	for i, it := range items {
-		addrs[i] = it.Address
-		gens[i] = Generation(it.Address.TransactionID)
+	for _, it := range items {
 		if !e.o.Absent[it.Address] {
 			e.rows[it.Address] = len(it.Rows) + len(it.Others)
 		}
 	}
 	// Journal writes must land even after SIGINT: they record what happened.
 	jctx := context.WithoutCancel(ctx)
-	e.saves = make(chan saveReq, 256)
+	e.saves, e.behind = make(chan saveReq, 256), make(chan saveReq, 1024)
 	committed := make(chan struct{})
 	go func() { e.committer(jctx); close(committed) }()
+	// A few callers make the coalesced pushes: one call carries what the
+	// workers have waiting, so a handful keeps every worker busy.
+	e.pushes = newPusher(jctx, e.b, max(1, e.o.Concurrency/4))
 	flushed := false
 	flush := func() error {
 		if !flushed {
 			flushed = true
+			e.pushes.stop()
 			close(e.saves)
+			close(e.behind)
 			<-committed
 		}
 		return e.behindErr
@@ -314,9 +318,6 @@ func (e *Engine) Run(ctx context.Context, items []Item) (*Report, error) {
 		}
 		sort.Strings(e.rep.ReplayTxIDs)
 		return &e.rep, err
-	}
-	if err := e.j.Enroll(jctx, e.o.Broker, e.o.BatchID, e.o.Action, addrs, gens, e.o.Now()); err != nil {
-		return finish(err)
 	}
 	rest := items
 	if e.o.Action == Replay && e.o.Canary > 0 && len(items) > e.o.Canary {
@@ -371,6 +372,18 @@ func (e *Engine) claimChunk() int {
 		return 32
 	}
 	return min(max(int(e.o.Rate), 1), 32)
+}
+
+// acquire claims a chunk of items, enrolling the addresses the journal
+// has never seen: an address is enrolled when its run reaches it.
+func (e *Engine) acquire(ctx context.Context, part []Item) (map[client.Address]*ledger.Entry, error) {
+	addrs := make([]client.Address, len(part))
+	gens := make([]int, len(part))
+	for k, it := range part {
+		addrs[k] = it.Address
+		gens[k] = Generation(it.Address.TransactionID)
+	}
+	return e.j.Acquire(ctx, e.o.Broker, e.o.BatchID, e.o.Action, addrs, gens, e.o.Owner, e.o.Now(), e.o.Lease)
 }
 
 func (e *Engine) markDone() {
@@ -596,11 +609,7 @@ func (e *Engine) runChain(ctx context.Context, chain []Item) error {
 			return nil
 		}
 		part := chain[i:min(i+chunk, len(chain))]
-		addrs := make([]client.Address, len(part))
-		for k, it := range part {
-			addrs[k] = it.Address
-		}
-		claimed, err := e.j.ClaimMany(jctx, e.o.Broker, addrs, e.o.Owner, e.o.Now(), e.o.Lease)
+		claimed, err := e.acquire(jctx, part)
 		if err != nil {
 			return err
 		}
@@ -617,14 +626,7 @@ func (e *Engine) runChain(ctx context.Context, chain []Item) error {
 			ent := claimed[it.Address]
 			if ent == nil {
 				// Another run holds it: the partition is that run's from here.
-				rest := chain[i+k:]
-				e.record(func(r *Report) {
-					r.Claimed += len(rest)
-					r.Listed = append(r.Listed, AddrResult{it.Address, fmt.Sprintf("claimed by another run working partition %s/%s; it and the %d after it are that run's (re-run this batch after it ends)", c.Queue, c.Partition, len(rest)-1)})
-				})
-				for range rest {
-					e.markDone()
-				}
+				e.claimedChain(c, it.Address, chain[i+k:])
 				return release(k + 1)
 			}
 			if ctx.Err() != nil || e.stopped() {
@@ -656,6 +658,17 @@ func (e *Engine) runChain(ctx context.Context, chain []Item) error {
 		}
 	}
 	return nil
+}
+
+// claimedChain records the rest of a partition, from a, as another run's.
+func (e *Engine) claimedChain(c Chain, a client.Address, rest []Item) {
+	e.record(func(r *Report) {
+		r.Claimed += len(rest)
+		r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("claimed by another run working partition %s/%s; it and the %d after it are that run's (re-run this batch after it ends)", c.Queue, c.Partition, len(rest)-1)})
+	})
+	for range rest {
+		e.markDone()
+	}
 }
 
 // holdBack records messages of a partition not replayed behind a gap.
@@ -729,11 +742,7 @@ feeding:
 		if ctx.Err() != nil || e.stopped() {
 			break
 		}
-		addrs := make([]client.Address, len(part))
-		for k, it := range part {
-			addrs[k] = it.Address
-		}
-		claimed, err := e.j.ClaimMany(jctx, e.o.Broker, addrs, e.o.Owner, e.o.Now(), e.o.Lease)
+		claimed, err := e.acquire(jctx, part)
 		if err != nil {
 			setFatal(err)
 			break
@@ -741,11 +750,7 @@ feeding:
 		for k, it := range part {
 			ent := claimed[it.Address]
 			if ent == nil {
-				e.record(func(r *Report) {
-					r.Claimed++
-					r.Listed = append(r.Listed, AddrResult{it.Address, "claimed by another run that is working on this batch; re-run it after that run ends"})
-				})
-				e.markDone()
+				e.claimedItem(it.Address)
 				continue
 			}
 			rest := func() {
@@ -794,6 +799,14 @@ feeding:
 		}
 	}
 	return fatal
+}
+
+func (e *Engine) claimedItem(a client.Address) {
+	e.record(func(r *Report) {
+		r.Claimed++
+		r.Listed = append(r.Listed, AddrResult{a, "claimed by another run that is working on this batch; re-run it after that run ends"})
+	})
+	e.markDone()
 }
 
 // refailures counts dead letters whose transaction id is one this run
@@ -937,7 +950,7 @@ type saveReq struct {
 func (e *Engine) save(ctx context.Context, ent *ledger.Entry, release bool) error {
 	if release && ent.State != ledger.Published {
 		cp := *ent
-		e.saves <- saveReq{item: ledger.SaveItem{Entry: &cp, Release: true}}
+		e.behind <- saveReq{item: ledger.SaveItem{Entry: &cp, Release: true}}
 		return nil
 	}
 	req := saveReq{ledger.SaveItem{Entry: ent, Release: release}, make(chan error, 1)}
@@ -945,22 +958,55 @@ func (e *Engine) save(ctx context.Context, ent *ledger.Entry, release bool) erro
 	return <-req.done
 }
 
-// committer runs until saves is closed; errors of saves nobody waits for
-// are kept for Run to return.
+// committer runs until both queues are closed; errors of saves nobody
+// waits for are kept for Run to return. Each transaction takes every save
+// a worker waits for (an intent before its call: the sooner it commits,
+// the sooner the call goes out), and the written-behind ones when none
+// is waited for or when they pile up. (Holding a group open for workers
+// still in a broker call made bigger groups and a slower run.)
 func (e *Engine) committer(ctx context.Context) {
-	for first := range e.saves {
-		batch := []saveReq{first}
-	drain:
-		for len(batch) < 256 {
+	const most, pileUp = 256, 512
+	saves, behind := e.saves, e.behind
+	take := func(ch *chan saveReq, batch []saveReq, n int) []saveReq {
+		for len(batch) < n && *ch != nil {
 			select {
-			case r, ok := <-e.saves:
+			case r, ok := <-*ch:
 				if !ok {
-					break drain
+					*ch = nil
+					return batch
 				}
 				batch = append(batch, r)
 			default:
-				break drain
+				return batch
 			}
+		}
+		return batch
+	}
+	for saves != nil || behind != nil {
+		var batch []saveReq
+		select {
+		case r, ok := <-saves:
+			if !ok {
+				saves = nil
+				continue
+			}
+			batch = append(batch, r)
+		case r, ok := <-behind:
+			if !ok {
+				behind = nil
+				continue
+			}
+			batch = append(batch, r)
+		}
+		batch = take(&saves, batch, most)
+		waited := 0
+		for _, r := range batch {
+			if r.done != nil {
+				waited++
+			}
+		}
+		if waited == 0 || len(e.behind) >= pileUp {
+			batch = take(&behind, batch, 2*most)
 		}
 		items := make([]ledger.SaveItem, len(batch))
 		for i, r := range batch {
@@ -1278,7 +1324,7 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 	e.mu.Lock()
 	e.txids[ent.ReplayTxID] = true
 	e.mu.Unlock()
-	var res []client.PushResult
+	var res client.PushResult
 	var err error
 	// Safe to retry: the id is derived, so a push that did land answers
 	// "duplicate" the second time.
@@ -1288,26 +1334,26 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 				break
 			}
 		}
-		res, err = e.b.Push(ctx, []client.PushItem{{Queue: queue, Partition: partition, Payload: payload, TransactionID: ent.ReplayTxID}})
+		res, err = e.pushes.push(client.PushItem{Queue: queue, Partition: partition, Payload: payload, TransactionID: ent.ReplayTxID})
 		if err == nil || errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) {
 			break
 		}
 	}
-	if err == nil && res[0].Buffered() {
+	if err == nil && res.Buffered() {
 		// Not in the broker's database yet: the dead letter stays, and
 		// the derived id makes a later attempt safe either way.
 		e.stop("the broker buffered a push (its database is down); re-run when its /health says the database is connected")
 		err = fmt.Errorf("the broker buffered the push instead of storing it (its database is down); the dead letter is kept")
 	}
-	if err == nil && !res[0].Accepted() {
-		err = fmt.Errorf("push refused: status %q %s", res[0].Status, res[0].Error)
+	if err == nil && !res.Accepted() {
+		err = fmt.Errorf("push refused: status %q %s", res.Status, res.Error)
 	}
 	if err != nil {
 		// Stays retryable: the derived id makes the next attempt safe.
 		return e.fail(ctx, ent, "failed: ", err)
 	}
-	dup := res[0].Status == "duplicate"
-	ent.ReplayPartitionID = res[0].PartitionID
+	dup := res.Status == "duplicate"
+	ent.ReplayPartitionID = res.PartitionID
 	ent.State = ledger.Published
 	ent.Outcome = "replayed"
 	if dup {
