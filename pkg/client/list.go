@@ -86,53 +86,123 @@ var ErrOffsetIgnored = errors.New("the broker ignores offset")
 // larger than asked for (the broker ignored limit, so that page was
 // everything). A full page of rows already read means the broker ignores
 // offset: that is an error, not a silent end, since the DLQ goes on.
+//
+// The pages are read and decoded by a goroutine a little ahead of the
+// caller (a few chunks of rows, the next page's request while the caller
+// is still on this one's last rows): reading and using the rows overlap.
 func (c *Client) Rows(ctx context.Context, q ListQuery) iter.Seq2[Row, error] {
 	return func(yield func(Row, error) bool) {
-		size := q.Limit
-		if size <= 0 {
-			size = 500
-		}
-		prev := map[Key]struct{}{}
-		offset := q.Offset
-		for {
-			cur := make(map[Key]struct{}, min(size, 1024))
-			n, fresh, stopped := 0, 0, false
-			pq := q
-			pq.Limit, pq.Offset = size, offset
-			_, err := c.listStream(ctx, pq, func(r Row) bool {
-				n++
-				k := RowKey(r)
-				if _, seen := prev[k]; seen {
+		ctx, cancel := context.WithCancel(ctx)
+		chunks := make(chan rowChunk, 4)
+		go func() {
+			defer close(chunks)
+			send := func(ch rowChunk) bool {
+				select {
+				case chunks <- ch:
 					return true
-				}
-				// Keys are kept only as far as a page should go: a larger
-				// page is the broker's whole answer and ends the paging.
-				if n <= size {
-					cur[k] = struct{}{}
-				}
-				fresh++
-				if !yield(r, nil) {
-					stopped = true
+				case <-ctx.Done():
 					return false
 				}
-				return true
+			}
+			buf := make([]Row, 0, chunkRows)
+			err := c.pages(ctx, q, func(r Row) bool {
+				buf = append(buf, r)
+				if len(buf) < chunkRows {
+					return true
+				}
+				ok := send(rowChunk{rows: buf})
+				buf = make([]Row, 0, chunkRows)
+				return ok
+			}, func() bool {
+				// A page is done: hand its last rows over before asking
+				// for the next.
+				if len(buf) == 0 {
+					return true
+				}
+				ok := send(rowChunk{rows: buf})
+				buf = make([]Row, 0, chunkRows)
+				return ok
 			})
-			switch {
-			case stopped:
-				return
-			case err != nil:
-				yield(Row{}, err)
-				return
-			case n != size:
-				return
-			case fresh == 0:
-				yield(Row{}, &HTTPError{Method: http.MethodGet, URL: c.shown + "/api/v1/dlq", Status: 200, Kind: ErrOffsetIgnored,
-					Err: fmt.Errorf("%w: offset %d answered only rows already read at offset %d, so the DLQ cannot be read past its first %d rows", ErrOffsetIgnored, offset, offset-size, offset)})
+			if ctx.Err() == nil && (len(buf) > 0 || err != nil) {
+				send(rowChunk{rows: buf, err: err})
+			}
+		}()
+		defer func() {
+			cancel()
+			for range chunks { // wait for the reader to end
+			}
+		}()
+		for ch := range chunks {
+			for _, r := range ch.rows {
+				if !yield(r, nil) {
+					return
+				}
+			}
+			if ch.err != nil {
+				yield(Row{}, ch.err)
 				return
 			}
-			prev = cur
-			offset += n
 		}
+	}
+}
+
+// chunkRows is how many rows the page reader hands over at a time.
+const chunkRows = 64
+
+type rowChunk struct {
+	rows []Row
+	err  error
+}
+
+// pages reads the DLQ page after page, calling visit with each fresh row
+// and pageEnd after each page, until a short, empty or oversized page,
+// an error, or visit or pageEnd says to stop.
+func (c *Client) pages(ctx context.Context, q ListQuery, visit func(Row) bool, pageEnd func() bool) error {
+	size := q.Limit
+	if size <= 0 {
+		size = 500
+	}
+	prev := map[Key]struct{}{}
+	offset := q.Offset
+	for {
+		cur := make(map[Key]struct{}, min(size, 1024))
+		n, fresh, stopped := 0, 0, false
+		pq := q
+		pq.Limit, pq.Offset = size, offset
+		_, err := c.listStream(ctx, pq, func(r Row) bool {
+			n++
+			k := RowKey(r)
+			if _, seen := prev[k]; seen {
+				return true
+			}
+			// Keys are kept only as far as a page should go: a larger
+			// page is the broker's whole answer and ends the paging.
+			if n <= size {
+				cur[k] = struct{}{}
+			}
+			fresh++
+			if !visit(r) {
+				stopped = true
+				return false
+			}
+			return true
+		})
+		switch {
+		case stopped:
+			return nil
+		case err != nil:
+			return err
+		case n != size:
+			return nil
+		case fresh == 0:
+			return &HTTPError{Method: http.MethodGet, URL: c.shown + "/api/v1/dlq", Status: 200, Kind: ErrOffsetIgnored,
+				Err: fmt.Errorf("%w: offset %d answered only rows already read at offset %d, so the DLQ cannot be read past its first %d rows", ErrOffsetIgnored, offset, offset-size, offset)}
+		}
+		if !pageEnd() {
+			return nil
+		}
+		prev = cur
+		offset += n
 	}
 }
 

@@ -22,6 +22,9 @@ type Decisions struct {
 	ld     *ledger.Store // nil: m is all there is
 	broker string
 	err    error
+	// queues are the queues with a decision, read at the first lookup:
+	// rows of other queues are not looked up (nil: not read yet).
+	queues map[string]bool
 }
 
 // NewDecisions looks decisions up in ld as rows pass Through.
@@ -97,9 +100,27 @@ func (d *Decisions) lookup(ctx context.Context, rows []client.Row) {
 	if len(rows) == 0 || d.Err() != nil {
 		return
 	}
-	addrs := make([]client.Address, len(rows))
-	for i, r := range rows {
-		addrs[i] = r.Address()
+	d.mu.RLock()
+	queues := d.queues
+	d.mu.RUnlock()
+	if queues == nil {
+		q, err := d.ld.QueuesWithDecisions(ctx, d.broker)
+		d.mu.Lock()
+		d.queues, d.err = q, err
+		d.mu.Unlock()
+		if err != nil {
+			return
+		}
+		queues = q
+	}
+	addrs := make([]client.Address, 0, len(rows))
+	for _, r := range rows {
+		if queues[r.Queue] {
+			addrs = append(addrs, r.Address())
+		}
+	}
+	if len(addrs) == 0 {
+		return
 	}
 	found, err := d.ld.LatestDecisionsFor(ctx, d.broker, addrs)
 	d.mu.Lock()

@@ -30,7 +30,7 @@ type Group struct {
 	OldestQueue string `json:"-"`
 	OldestGroup string `json:"-"`
 	queueSet    map[string]struct{}
-	addrs       map[uint64]struct{} // hashes: counting messages costs 8 bytes each
+	addrs       *distinct // the addresses' hashes: counting messages costs 8 bytes each
 }
 
 // GroupBys are the groupings of `ls --group-by`.
@@ -71,14 +71,14 @@ func (gr *Grouper) Add(r client.Row) string {
 	g := gr.groups[key]
 	if g == nil {
 		g = &Group{Key: key, Oldest: r.FailedAt, Newest: r.FailedAt, Example: r.Address().String(),
-			OldestQueue: r.Queue, OldestGroup: r.ConsumerGroup, queueSet: map[string]struct{}{}, addrs: map[uint64]struct{}{}}
+			OldestQueue: r.Queue, OldestGroup: r.ConsumerGroup, queueSet: map[string]struct{}{}, addrs: &distinct{}}
 		if gr.by == "error" {
 			g.Class, g.Pattern = key, replay.NormalizeError(r.ErrorMessage)
 		}
 		gr.groups[key] = g
 	}
 	g.Count++
-	g.addrs[maphash.String(gr.seed, r.PartitionID+"/"+r.TransactionID)] = struct{}{}
+	g.addrs.add(addrHash(gr.seed, r))
 	if r.FailedAt.Before(g.Oldest) {
 		g.Oldest, g.OldestQueue, g.OldestGroup = r.FailedAt, r.Queue, r.ConsumerGroup
 	}
@@ -100,6 +100,16 @@ func (gr *Grouper) Add(r client.Row) string {
 	return key
 }
 
+// addrHash hashes a row's address without building its string.
+func addrHash(seed maphash.Seed, r client.Row) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	h.WriteString(r.PartitionID)
+	h.WriteByte('/')
+	h.WriteString(r.TransactionID)
+	return h.Sum64()
+}
+
 // Lookup returns a copy of one group, as Groups does.
 func (gr *Grouper) Lookup(key string) (Group, bool) {
 	g, ok := gr.groups[key]
@@ -116,7 +126,7 @@ func (g *Group) snapshot() Group {
 	sort.Strings(c.Queues)
 	c.HeldBy = slices.Clone(g.HeldBy)
 	sort.Strings(c.HeldBy)
-	c.Messages = len(g.addrs)
+	c.Messages = g.addrs.count()
 	c.queueSet, c.addrs = nil, nil
 	return c
 }

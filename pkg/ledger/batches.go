@@ -425,6 +425,28 @@ func (s *Store) DecidedQueues(ctx context.Context, broker string, now time.Time)
 	return holds, decided, s.wrap("reading decisions", rows.Err())
 }
 
+// QueuesWithDecisions names the queues any batch not cancelled covers
+// (holds past their end included): a reader need not look up the
+// decisions of a row in any other queue. It reads batch_queues, a few rows
+// a batch.
+func (s *Store) QueuesWithDecisions(ctx context.Context, broker string) (map[string]bool, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT DISTINCT bq.queue FROM batch_queues bq JOIN batches b ON b.id = bq.batch_id
+		WHERE b.broker = ? AND b.status <> 'cancelled'`), broker)
+	if err != nil {
+		return nil, s.wrap("reading decisions", err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var q string
+		if err := rows.Scan(&q); err != nil {
+			return nil, s.wrap("reading decisions", err)
+		}
+		out[q] = true
+	}
+	return out, s.wrap("reading decisions", rows.Err())
+}
+
 // LatestDecisionsFor is LatestDecisions for the given addresses only,
 // looked up a few hundred a statement through the batch items' address
 // index: what reading part of the DLQ costs grows with that part, not
@@ -449,9 +471,30 @@ func (s *Store) LatestDecisionsFor(ctx context.Context, broker string, addrs []c
 				JOIN batches b ON b.id = bi.batch_id WHERE b.status <> 'cancelled'`
 			args = []any{pids, txids, broker}
 		} else {
-			q, args = inAddrs(cols+` FROM batch_items bi JOIN batches b ON b.id = bi.batch_id WHERE bi.broker = ? AND b.status <> 'cancelled' AND (bi.partition_id, bi.transaction_id) IN `, part, broker)
+			// Padded to a whole chunk with its last address, so that every
+			// statement has one text and is prepared once: parsing 400
+			// pairs was most of a lookup's cost.
+			padded := part
+			if len(part) < chunk {
+				padded = make([]client.Address, chunk)
+				copy(padded, part)
+				for i := len(part); i < chunk; i++ {
+					padded[i] = part[len(part)-1]
+				}
+			}
+			q, args = inAddrs(cols+` FROM batch_items bi JOIN batches b ON b.id = bi.batch_id WHERE bi.broker = ? AND b.status <> 'cancelled' AND (bi.partition_id, bi.transaction_id) IN `, padded, broker)
 		}
-		rows, err := s.db.QueryContext(ctx, s.rebind(q+` ORDER BY b.at, b.id`), args...)
+		q += ` ORDER BY b.at, b.id`
+		var rows *sql.Rows
+		var err error
+		if s.engine == SQLite {
+			var st *sql.Stmt
+			if st, err = s.prepared(ctx, q); err == nil {
+				rows, err = st.QueryContext(ctx, args...)
+			}
+		} else {
+			rows, err = s.db.QueryContext(ctx, s.rebind(q), args...)
+		}
 		if err != nil {
 			return nil, s.wrap("reading decisions", err)
 		}

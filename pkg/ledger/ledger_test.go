@@ -627,6 +627,12 @@ func TestMigrationRecordsBatchQueues(t *testing.T) {
 			if !holds["orders"] || holds["payments"] || !decided["payments"] || decided["audit"] || holds["audit"] {
 				t.Fatalf("holds %v decided %v", holds, decided)
 			}
+			// A reader looks up rows of every queue a decision covers, a
+			// hold past its end included (ls shows it as ended).
+			with, err := s.QueuesWithDecisions(ctx, broker)
+			if err != nil || len(with) != 3 || !with["orders"] || !with["payments"] || !with["audit"] {
+				t.Fatalf("queues with decisions: %v %v", with, err)
+			}
 			all, _ := s.LatestDecisions(ctx, broker)
 			some, err := s.LatestDecisionsFor(ctx, broker, []client.Address{addr(0), addr(1), addr(7)})
 			if err != nil || len(some) != 2 || some[addr(0)] != all[addr(0)] || some[addr(1)] != all[addr(1)] {
