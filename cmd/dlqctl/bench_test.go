@@ -9,11 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
@@ -253,4 +256,97 @@ func BenchmarkLedgerHistory(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkTriageMemory opens the real binary's triage screen on a
+// terminal (a pty) over 100k, 200k and 1M paged dead letters, waits for
+// every row to load, quits, and reports the peak RSS (goals: under 100 MB
+// at 200k, under 300 MB at 1M) and how soon the first classes were drawn
+// (goal: under 100 ms).
+func BenchmarkTriageMemory(b *testing.B) {
+	bin := binary(b)
+	for _, n := range []int{100_000, 200_000, 1_000_000} {
+		sb := sandbox.New(nil)
+		sb.Fill(n, 4)
+		srv := httptest.NewServer(sb.Handler())
+		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
+			var peak int64
+			var first, load time.Duration
+			for i := 0; i < b.N; i++ {
+				f, l, kb := runTriage(b, bin, srv.URL, n)
+				peak, first, load = max(peak, kb), first+f, load+l
+			}
+			b.ReportMetric(float64(peak)/1024, "maxrss-MB")
+			b.ReportMetric(float64(first.Milliseconds())/float64(b.N), "ms-to-first-classes")
+			b.ReportMetric(float64(n*b.N)/load.Seconds(), "rows/s")
+		})
+		srv.Close()
+	}
+}
+
+// runTriage runs `dlqctl triage` on a pty until the load has ended (the
+// title counts the rows as they come, so the screen is still once they
+// are all in: the renderer writes only what changed, so the title's text
+// cannot be waited for), then presses q. It returns when the first
+// classes were drawn, when the load ended, and the peak RSS in kB.
+func runTriage(b *testing.B, bin, server string, n int) (first, loaded time.Duration, peak int64) {
+	cmd := exec.Command(bin, "triage")
+	cmd.Env = append(os.Environ(), "DLQCTL_SERVER="+server, "DLQCTL_LEDGER=sqlite://"+filepath.Join(b.TempDir(), "l.db"),
+		"DLQCTL_CONFIG="+filepath.Join(b.TempDir(), "c.yaml"), "TERM=xterm-256color")
+	start := time.Now()
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 140})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tty.Close()
+	classes := regexp.MustCompile(`[1-9][0-9,]* class`)
+	var mu sync.Mutex
+	var last time.Time // the screen's last change
+	firstAt := make(chan time.Duration, 1)
+	go func() {
+		var screen []byte // what was drawn until the first classes
+		found := false
+		buf := make([]byte, 64<<10)
+		for {
+			k, err := tty.Read(buf)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			last = time.Now()
+			mu.Unlock()
+			if !found {
+				if screen = append(screen, buf[:k]...); classes.Match(screen) {
+					found, screen = true, nil
+					firstAt <- time.Since(start)
+				}
+			}
+		}
+	}()
+	status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
+	deadline := time.After(5 * time.Minute)
+	for loaded == 0 {
+		select {
+		case f := <-firstAt:
+			first = f
+		case <-deadline:
+			cmd.Process.Kill()
+			b.Fatalf("triage was still drawing after 5 minutes (%d rows)", n)
+		case <-time.After(5 * time.Millisecond):
+			peak = max(peak, vmHWM(status))
+			mu.Lock()
+			idle := !last.IsZero() && time.Since(last) > 1500*time.Millisecond
+			at := last
+			mu.Unlock()
+			if idle && first > 0 {
+				loaded = at.Sub(start)
+			}
+		}
+	}
+	peak = max(peak, vmHWM(status))
+	tty.Write([]byte("q"))
+	if err := cmd.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	return first, loaded, peak
 }

@@ -2,6 +2,7 @@ package triage
 
 import (
 	"context"
+	"github.com/dlqctl/dlqctl/pkg/client"
 	"strconv"
 	"strings"
 
@@ -51,10 +52,21 @@ func (m *model) decided(msg decidedMsg) tea.Cmd {
 	line := "Held " + plural(msg.n, "message", "messages") + " until " + render.Timestamp(b.Until) + " (batch " + b.ID + ")"
 	m.setStatus(line)
 	m.log = append(m.log, line)
-	// The decisions and the scopes' verdicts change; the rows do not. An
-	// open message shows its decisions: it is read again.
+	// The decisions of what was held and the scopes' verdicts change; the
+	// rows do not. An open message shows its decisions: it is read again.
 	m.decGen++
-	cmds := []tea.Cmd{m.loadDecisions(m.decGen), m.loadScopes(m.decGen)}
+	var addrs []client.Address
+	if hm.t.group != "" {
+		for _, i := range m.members[hm.t.group] {
+			addrs = append(addrs, m.rows.At(i).Address())
+		}
+	}
+	for _, s := range hm.t.addrs {
+		if a, err := client.ParseAddress(s); err == nil {
+			addrs = append(addrs, a)
+		}
+	}
+	cmds := []tea.Cmd{m.lookupDecisions(m.decGen, addrs), m.loadScopes(m.decGen)}
 	if m.screen == screenMessage && m.msg != nil {
 		cmds = append(cmds, m.openMessage(m.msg.addr))
 	}

@@ -26,8 +26,8 @@ func BenchmarkTriage100k(b *testing.B) {
 			first += time.Since(start)
 			w.settle()
 			total += time.Since(start)
-			if len(w.m.rows) != n {
-				b.Fatalf("loaded %d rows", len(w.m.rows))
+			if w.m.rows.Len() != n {
+				b.Fatalf("loaded %d rows", w.m.rows.Len())
 			}
 		}
 		b.ReportMetric(float64(first.Milliseconds())/float64(b.N), "ms-to-first-classes")

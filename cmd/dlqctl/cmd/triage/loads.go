@@ -7,6 +7,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
@@ -19,10 +20,11 @@ func (m *model) reload() tea.Cmd {
 	m.decGen++
 	ctx, cancel := context.WithCancel(m.ctx)
 	m.cancelLoad = cancel
-	m.rows, m.members, m.grouper, m.groups = nil, map[string][]int{}, inspect.NewGrouper(m.by), nil
+	m.rows, m.members, m.grouper, m.groups = newRowStore(), map[string][]int{}, inspect.NewGrouper(m.by), nil
+	m.dec, m.counts = map[client.Address]ledger.Decision{}, nil
 	m.loading, m.loadErr = true, nil
 	m.refilter()
-	return tea.Batch(m.streamRows(ctx, m.gen), m.loadDecisions(m.decGen), m.loadScopes(m.decGen))
+	return tea.Batch(m.streamRows(ctx, m.gen), m.loadScopes(m.decGen))
 }
 
 func (m *model) streamRows(ctx context.Context, gen int) tea.Cmd {
@@ -37,20 +39,36 @@ func (m *model) streamRows(ctx context.Context, gen int) tea.Cmd {
 				return false
 			}
 		}
+		// Each row's decision is looked up as it passes, and handed over
+		// with it.
+		decs := m.wf.Decisions()
+		msgFor := func(rows []client.Row) rowsMsg {
+			msg := rowsMsg{gen: gen, rows: rows, dec: map[client.Address]ledger.Decision{}, decErr: decs.Err()}
+			for _, r := range rows {
+				if d, ok := decs.Get(r.Address()); ok {
+					msg.dec[r.Address()] = d
+				}
+			}
+			return msg
+		}
 		batch := make([]client.Row, 0, chunk)
-		for r, err := range m.wf.Rows(ctx, m.cfg.sel) {
+		for r, err := range decs.Through(ctx, m.wf.Rows(ctx, m.cfg.sel)) {
 			if err != nil {
-				send(rowsMsg{gen: gen, rows: batch, done: true, err: err})
+				msg := msgFor(batch)
+				msg.done, msg.err = true, err
+				send(msg)
 				return
 			}
 			if batch = append(batch, r); len(batch) == chunk {
-				if !send(rowsMsg{gen: gen, rows: batch}) {
+				if !send(msgFor(batch)) {
 					return
 				}
 				batch = make([]client.Row, 0, chunk)
 			}
 		}
-		send(rowsMsg{gen: gen, rows: batch, done: true})
+		msg := msgFor(batch)
+		msg.done = true
+		send(msg)
 	}()
 	var next tea.Cmd
 	next = func() tea.Msg {
@@ -64,9 +82,11 @@ func (m *model) streamRows(ctx context.Context, gen int) tea.Cmd {
 	return next
 }
 
-func (m *model) loadDecisions(gen int) tea.Cmd {
+// lookupDecisions reads the decisions of some addresses again (after a
+// decision on them); the answer is merged into what the screen has.
+func (m *model) lookupDecisions(gen int, addrs []client.Address) tea.Cmd {
 	return func() tea.Msg {
-		dec, err := m.wf.Decisions(m.ctx)
+		dec, err := m.wf.DecisionsFor(m.ctx, addrs)
 		return decisionsMsg{gen: gen, dec: dec, err: err}
 	}
 }
@@ -85,12 +105,11 @@ func (m *model) loadScopes(gen int) tea.Cmd {
 // addRows counts arriving rows into their groups.
 func (m *model) addRows(rows []client.Row) {
 	for _, r := range rows {
-		i := len(m.rows)
-		m.rows = append(m.rows, r)
+		i := m.rows.Add(r)
 		k := m.grouper.Add(r)
 		m.members[k] = append(m.members[k], i)
 	}
-	m.groups, m.undecCache = m.grouper.Groups(), nil
+	m.groups, m.counts = m.grouper.Groups(), nil
 	m.refilter()
 }
 
@@ -98,11 +117,11 @@ func (m *model) addRows(rows []client.Row) {
 func (m *model) regroup(by string) {
 	m.by = by
 	m.grouper, m.members = inspect.NewGrouper(by), map[string][]int{}
-	for i, r := range m.rows {
-		k := m.grouper.Add(r)
+	for i := range m.rows.Len() {
+		k := m.grouper.Add(m.rows.At(i))
 		m.members[k] = append(m.members[k], i)
 	}
-	m.groups, m.undecCache = m.grouper.Groups(), nil
+	m.groups, m.counts = m.grouper.Groups(), nil
 	m.classCur = cursor{}
 	m.refilter()
 }
@@ -169,7 +188,7 @@ func (m *model) refilter() {
 		match = m.whereMatch(expr)
 	}
 	for _, i := range m.members[m.classKey] {
-		r := m.rows[i]
+		r := m.rows.At(i)
 		if match(r) {
 			m.rowView = append(m.rowView, i)
 			m.rowWidths[0] = max(m.rowWidths[0], len(r.Queue))

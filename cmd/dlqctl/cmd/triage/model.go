@@ -63,12 +63,12 @@ type model struct {
 	cancelLoad context.CancelFunc
 	loading    bool
 	loadErr    error
-	rows       []client.Row
+	rows       *rowStore
 	grouper    *inspect.Grouper
 	members    map[string][]int
 	groups     []inspect.Group
 	dec        map[client.Address]ledger.Decision
-	undecCache map[string]int // per group, dropped when rows or decisions change
+	counts     map[string]*groupCounts // per group, dropped when rows or decisions change
 	scopes     *gate.Result
 	scopesErr  error
 
@@ -107,6 +107,7 @@ type message struct {
 
 // target is what an action acts on: a group, or one message.
 type target struct {
+	group string   // the group's key, when it is one
 	words string   // for people: "class 1a2b3c4d (42 rows)"
 	args  []string // the selection, as the command line's flags and addresses
 	// sel and addrs are the selection the action is built from.
@@ -173,11 +174,13 @@ type running struct {
 // Messages from the loads and actions.
 type (
 	rowsMsg struct {
-		gen  int
-		rows []client.Row
-		done bool
-		err  error
-		next tea.Cmd
+		gen    int
+		rows   []client.Row
+		dec    map[client.Address]ledger.Decision // the rows' decisions
+		decErr error                              // a lookup failed: rows after it lack theirs
+		done   bool
+		err    error
+		next   tea.Cmd
 	}
 	decisionsMsg struct {
 		gen int
@@ -209,7 +212,7 @@ type (
 
 func newModel(ctx context.Context, wf *session, cfg config) *model {
 	m := &model{ctx: ctx, wf: wf, cfg: cfg, keys: newKeys(), pal: render.NewPalette(cfg.color), st: newStyles(),
-		by: cfg.by, members: map[string][]int{}, grouper: inspect.NewGrouper(cfg.by)}
+		by: cfg.by, rows: newRowStore(), dec: map[client.Address]ledger.Decision{}, members: map[string][]int{}, grouper: inspect.NewGrouper(cfg.by)}
 	m.help = help.New()
 	if !cfg.color {
 		m.help.Styles = help.Styles{}
@@ -232,7 +235,13 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.gen != m.gen {
 			return m, nil
 		}
+		for a, d := range msg.dec {
+			m.dec[a] = d
+		}
 		m.addRows(msg.rows)
+		if msg.decErr != nil {
+			m.setError(msg.decErr)
+		}
 		if msg.err != nil {
 			m.loadErr = msg.err
 			m.setError(msg.err)
@@ -247,7 +256,10 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			if msg.err != nil {
 				m.setError(msg.err)
 			}
-			m.dec, m.undecCache = msg.dec, nil
+			for a, d := range msg.dec {
+				m.dec[a] = d
+			}
+			m.counts = nil
 		}
 		return m, nil
 	case scopesMsg:
@@ -324,7 +336,7 @@ func (m *model) currentGroup() (inspect.Group, bool) {
 // currentRow is the row under the cursor on the rows screen.
 func (m *model) currentRow() (client.Row, bool) {
 	if m.rowCur.pos < len(m.rowView) {
-		return m.rows[m.rowView[m.rowCur.pos]], true
+		return m.rows.At(m.rowView[m.rowCur.pos]), true
 	}
 	return client.Row{}, false
 }
@@ -348,7 +360,7 @@ func (m *model) target() (target, bool) {
 	if !ok {
 		return target{}, false
 	}
-	first := m.rows[m.members[g.Key][0]]
+	first := m.rows.At(m.members[g.Key][0])
 	s := m.cfg.base
 	// --limit bounds what the screen loads; an action takes the whole group.
 	s.Limit = 0
@@ -364,7 +376,7 @@ func (m *model) target() (target, bool) {
 		s.Queue, s.Partition, words = first.Queue, first.Partition, "queue "+first.Queue+", partition "+first.Partition
 	}
 	words += " (" + plural(g.Count, "row", "rows") + ")"
-	return target{words: render.Clean(words), args: selectionArgs(s), sel: s}, true
+	return target{group: g.Key, words: render.Clean(words), args: selectionArgs(s), sel: s}, true
 }
 
 // selectionArgs writes selection flags back as a command line.

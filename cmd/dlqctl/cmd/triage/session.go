@@ -75,9 +75,16 @@ func (s *session) env() batch.Env {
 	return batch.Env{Client: s.cl, Ledger: s.ld, Now: s.f.Now, User: s.f.User(), Policies: s.policies}
 }
 
-// Decisions are the latest decision of each address.
-func (s *session) Decisions(ctx context.Context) (map[client.Address]ledger.Decision, error) {
-	return s.ld.LatestDecisions(ctx, s.cl.Broker())
+// Decisions looks up the latest decisions of rows as they are read
+// (inspect.Decisions): what the screen holds grows with its rows, not
+// with the ledger's history.
+func (s *session) Decisions() *inspect.Decisions {
+	return inspect.NewDecisions(s.ld, s.cl.Broker())
+}
+
+// DecisionsFor are the latest decisions of some addresses.
+func (s *session) DecisionsFor(ctx context.Context, addrs []client.Address) (map[client.Address]ledger.Decision, error) {
+	return s.ld.LatestDecisionsFor(ctx, s.cl.Broker(), addrs)
 }
 
 // Check evaluates the scopes of queues (all when empty) as dlq check does

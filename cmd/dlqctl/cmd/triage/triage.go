@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -84,6 +85,11 @@ func triageRun(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 		return err
 	}
 	m := newModel(ctx, wf, config{base: o.Selection, sel: sel, by: o.GroupBy, now: f.Now, color: f.IO.ColorEnabled()})
+	// The screen keeps every row it loads, and little else is allocated
+	// once they are in: collecting at half the default growth keeps the
+	// heap near what it holds (at the default it grew to twice that)
+	// for a little more collecting during the load.
+	defer debug.SetGCPercent(debug.SetGCPercent(50))
 	opts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithInput(f.IO.In), tea.WithOutput(f.IO.Out)}
 	if !f.IO.ColorEnabled() {
 		// NO_COLOR and --no-color: no colour from any component either.

@@ -472,8 +472,8 @@ func TestFilterAndGrouping(t *testing.T) {
 	for _, g := range w.m.groups {
 		rows += g.Count
 	}
-	if rows != len(w.m.rows) {
-		t.Fatalf("regrouped %d rows of %d", rows, len(w.m.rows))
+	if rows != w.m.rows.Len() {
+		t.Fatalf("regrouped %d rows of %d", rows, w.m.rows.Len())
 	}
 }
 
@@ -481,8 +481,8 @@ func TestFilterAndGrouping(t *testing.T) {
 // carries it.
 func TestSelectionIsCarried(t *testing.T) {
 	w := newWorld(t, false, "--queue", "orders")
-	for _, r := range w.m.rows {
-		if r.Queue != "orders" {
+	for i := range w.m.rows.Len() {
+		if r := w.m.rows.At(i); r.Queue != "orders" {
 			t.Fatalf("loaded a row of %s", r.Queue)
 		}
 	}
@@ -599,15 +599,15 @@ func TestJqRowFilter(t *testing.T) {
 	if all < 2 {
 		t.Fatalf("the first class has %d rows", all)
 	}
-	first := w.m.rows[w.m.rowView[0]]
+	first := w.m.rows.At(w.m.rowView[0])
 	w.keys("/")
 	w.typ(`?.transactionId == "` + first.TransactionID + `"`)
 	if len(w.m.rowView) == 0 || len(w.m.rowView) >= all {
 		t.Fatalf("?.transactionId kept %d of %d rows", len(w.m.rowView), all)
 	}
 	for _, i := range w.m.rowView {
-		if w.m.rows[i].TransactionID != first.TransactionID {
-			t.Fatalf("kept %s", w.m.rows[i].TransactionID)
+		if w.m.rows.At(i).TransactionID != first.TransactionID {
+			t.Fatalf("kept %s", w.m.rows.At(i).TransactionID)
 		}
 	}
 	w.keys("esc", "/")

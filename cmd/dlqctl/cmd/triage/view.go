@@ -58,7 +58,7 @@ func (m *model) render() string {
 // title is the bar on top; the server goes last, where a narrow
 // terminal cuts it first.
 func (m *model) title() string {
-	n := len(m.rows)
+	n := m.rows.Len()
 	count := plural(n, "dead letter", "dead letters")
 	if m.loading {
 		count = "loading… " + commas(n) + " rows"

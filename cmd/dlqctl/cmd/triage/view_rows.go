@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
@@ -12,35 +13,68 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/render"
 )
 
-// undecided counts a group's rows no active decision covers; counted
-// when first drawn after the rows or the decisions changed.
+// groupCounts are a group's figures that take a pass over its rows:
+// counted when first drawn after the rows or the decisions changed, and
+// again once a second old (a hold ends, a decision passes its SLO).
+type groupCounts struct {
+	at              time.Time
+	undecided, held int
+	heldBy          []string
+	haveUndecided   bool
+	haveHeld        bool
+}
+
+func (m *model) countsOf(key string) *groupCounts {
+	if m.counts == nil {
+		m.counts = map[string]*groupCounts{}
+	}
+	now := m.cfg.now()
+	c := m.counts[key]
+	if c == nil || now.Sub(c.at) > time.Second || now.Before(c.at) {
+		c = &groupCounts{at: now}
+		m.counts[key] = c
+	}
+	return c
+}
+
+// undecided counts a group's rows no active decision covers.
 func (m *model) undecided(key string) int {
-	if n, ok := m.undecCache[key]; ok {
-		return n
+	c := m.countsOf(key)
+	if c.haveUndecided {
+		return c.undecided
 	}
 	now := m.cfg.now()
 	n := 0
 	for _, i := range m.members[key] {
-		r := m.rows[i]
+		r := m.rows.At(i)
 		if d, ok := m.dec[r.Address()]; inspect.Undecided(d, ok, r, now, m.wf.TriageSLO(r.Queue, r.ConsumerGroup)) {
 			n++
 		}
 	}
-	if m.undecCache == nil {
-		m.undecCache = map[string]int{}
-	}
-	m.undecCache[key] = n
+	c.undecided, c.haveUndecided = n, true
 	return n
 }
 
 // held says how many of a group's rows are under an active hold, and
 // who the holds are with (owners, else who recorded them).
 func (m *model) held(key string) (int, []string) {
+	c := m.countsOf(key)
+	if !c.haveHeld {
+		c.held, c.heldBy = m.countHeld(key)
+		c.haveHeld = true
+	}
+	return c.held, c.heldBy
+}
+
+func (m *model) countHeld(key string) (int, []string) {
+	if len(m.dec) == 0 {
+		return 0, nil
+	}
 	now := m.cfg.now()
 	n := 0
 	var who []string
 	for _, i := range m.members[key] {
-		r := m.rows[i]
+		r := m.rows.At(i)
 		d, ok := m.dec[r.Address()]
 		if !ok || d.Action != ledger.ActionHold || !d.Covers(r.FailedAt, now) {
 			continue
@@ -79,7 +113,7 @@ func (m *model) rowsBody(w, h int) []string {
 		{"GROUP", min(max(m.rowWidths[1], 5), max(w/5, 10)), false}, {"ERROR", 0, false}, {"DECISION", 14, false}}
 	now := m.cfg.now()
 	cellOf := func(i, c int) string {
-		r := m.rows[m.rowView[i]]
+		r := m.rows.At(m.rowView[i])
 		switch c {
 		case 0:
 			return render.AgeSince(now, r.FailedAt)
@@ -103,7 +137,7 @@ func (m *model) rowsBody(w, h int) []string {
 		if c != 0 {
 			return s
 		}
-		r := m.rows[m.rowView[i]]
+		r := m.rows.At(m.rowView[i])
 		return m.pal.Age(s, now.Sub(r.FailedAt), m.wf.MaxAge(r.Queue, r.ConsumerGroup))
 	}
 	lh := m.listHeight()
