@@ -9,6 +9,7 @@ package batch
 import (
 	"context"
 	"encoding/json"
+	"iter"
 	"slices"
 	"time"
 
@@ -133,16 +134,28 @@ func Prepare(ctx context.Context, env Env, req Request) (*Pending, error) {
 }
 
 // PrepareWhere readies a selection's --where for a batch: the
-// decisions it sees are the ledger's latest.
+// decisions it sees are the ledger's latest, looked up for the rows as
+// they are read (Selection.WhereRows), not loaded from the whole history.
+// A lookup that fails fails the read: a batch is not chosen by a
+// predicate that saw some rows without their decisions.
 func PrepareWhere(ctx context.Context, env Env, sel *replay.Selection) (*inspect.WhereStats, error) {
 	if sel.Where == "" {
 		return inspect.PrepareWhere(ctx, env.Client, sel, nil, env.Policies, env.Now())
 	}
-	dec, err := env.Ledger.LatestDecisions(ctx, env.Client.Broker())
-	if err != nil {
-		return nil, err
+	dec := inspect.NewDecisions(env.Ledger, env.Client.Broker())
+	sel.WhereRows = func(ctx context.Context, rows iter.Seq2[client.Row, error]) iter.Seq2[client.Row, error] {
+		return func(yield func(client.Row, error) bool) {
+			for r, err := range dec.Through(ctx, rows) {
+				if err == nil && dec.Err() != nil {
+					err = dec.Err()
+				}
+				if !yield(r, err) || err != nil {
+					return
+				}
+			}
+		}
 	}
-	return inspect.PrepareWhere(ctx, env.Client, sel, inspect.KnownDecisions(dec).Lookup(), env.Policies, env.Now())
+	return inspect.PrepareWhere(ctx, env.Client, sel, dec.Lookup(), env.Policies, env.Now())
 }
 
 // MakePlan settles what the list could not say (undecryptable

@@ -42,6 +42,10 @@ type Selection struct {
 	// WhereValue with no decision, at WhereNow.
 	WhereInput func(r client.Row, v map[string]any)
 	WhereNow   time.Time
+	// WhereRows, when set, is what the rows a snapshot matches pass
+	// through first: WhereInput's decisions are looked up there, a chunk
+	// of rows at a time, rather than loaded whole beforehand.
+	WhereRows func(context.Context, iter.Seq2[client.Row, error]) iter.Seq2[client.Row, error]
 	// Decrypt, when set, fetches an envelope row's decrypted payload
 	// before --where sees it (one GET); it is asked only for rows every
 	// other criterion selects.
@@ -371,7 +375,11 @@ func (s *Selection) RowLevel() bool {
 func Snapshot(ctx context.Context, l Lister, sel *Selection, pageSize int) ([]Item, error) {
 	var items []Item
 	idx := map[client.Address]int{}
-	for r, err := range l.Rows(ctx, sel.Query(pageSize)) {
+	rows := l.Rows(ctx, sel.Query(pageSize))
+	if sel.WhereRows != nil {
+		rows = sel.WhereRows(ctx, rows)
+	}
+	for r, err := range rows {
 		if err != nil {
 			return nil, err
 		}

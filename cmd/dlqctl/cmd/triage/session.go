@@ -61,7 +61,11 @@ func (s *session) Rows(ctx context.Context, sel *replay.Selection) iter.Seq2[cli
 			}
 		}
 		var limited bool
-		for r, err := range inspect.Select(s.cl.Rows(ctx, q), sel, &limited) {
+		src := s.cl.Rows(ctx, q)
+		if sel.WhereRows != nil {
+			src = sel.WhereRows(ctx, src)
+		}
+		for r, err := range inspect.Select(src, sel, &limited) {
 			r.Data = nil
 			if !yield(r, err) || err != nil {
 				return
