@@ -48,6 +48,16 @@ func (d *Decisions) Get(a client.Address) (ledger.Decision, bool) {
 	return x, ok
 }
 
+// Take is Get for a reader that keeps the decision itself: it is
+// forgotten here, so that it is not held twice.
+func (d *Decisions) Take(a client.Address) (ledger.Decision, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	x, ok := d.m[a]
+	delete(d.m, a)
+	return x, ok
+}
+
 // Lookup is Get as a DecisionLookup.
 func (d *Decisions) Lookup() DecisionLookup { return d.Get }
 

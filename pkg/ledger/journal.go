@@ -59,7 +59,7 @@ type Entry struct {
 }
 
 type attribution struct {
-	known      bool
+	known      bool // false: not read from the journal (a full save)
 	batchID    string
 	action     string
 	generation int
@@ -67,26 +67,6 @@ type attribution struct {
 
 func (e *Entry) attribution() attribution {
 	return attribution{known: true, batchID: e.BatchID, action: e.Action, generation: e.Generation}
-}
-
-// Enroll makes sure every address has a journal entry, inserting pending
-// ones for addresses the journal has never seen. Existing entries keep
-// their state: that is what makes a second run of the same selection
-// publish nothing again.
-func (s *Store) Enroll(ctx context.Context, broker, batchID, action string, addrs []client.Address, gens []int, now time.Time) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return s.wrap("enrolling addresses", err)
-	}
-	defer tx.Rollback()
-	err = s.insertRows(ctx, tx, `INSERT INTO journal (broker, partition_id, transaction_id, state, batch_id, action, generation, updated_at) VALUES `,
-		` ON CONFLICT (broker, partition_id, transaction_id) DO NOTHING`, 8, len(addrs), func(i int) []any {
-			return []any{broker, addrs[i].PartitionID, addrs[i].TransactionID, Pending, batchID, action, gens[i], fmtTime(now)}
-		})
-	if err != nil {
-		return s.wrap("enrolling addresses", err)
-	}
-	return s.wrap("enrolling addresses", tx.Commit())
 }
 
 const entryCols = `broker, partition_id, transaction_id, state, batch_id, action, generation, replay_txid, via, outcome, attempts, last_error, updated_at, claim_owner, replay_partition_id, replay_queue`
@@ -326,7 +306,7 @@ func (s *Store) Acquire(ctx context.Context, broker, batchID, action string, add
 			rest = append(rest, a)
 			continue
 		}
-		e := &Entry{Broker: broker, Address: a, State: Pending, BatchID: batchID, Action: action, Generation: gens[i], UpdatedAt: parseTime(sql.NullString{String: fmtTime(now), Valid: true}), ClaimOwner: owner}
+		e := &Entry{Broker: broker, Address: a, State: Pending, BatchID: batchID, Action: action, Generation: gens[i], UpdatedAt: now.UTC().Truncate(time.Millisecond), ClaimOwner: owner}
 		e.stored = e.attribution()
 		out[a] = e
 	}

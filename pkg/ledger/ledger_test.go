@@ -198,10 +198,22 @@ func enroll(t *testing.T, s *ledger.Store, n int) []client.Address {
 	for i := range addrs {
 		addrs[i], gens[i] = addr(i), 1
 	}
-	if err := s.Enroll(context.Background(), "http://b", "batch", "replay", addrs, gens, t0); err != nil {
+	enrollPending(t, s, "http://b", "batch", addrs, gens)
+	return addrs
+}
+
+// enrollPending gives addresses a pending, unclaimed journal entry, as a
+// run that reached them and was let go would have left them.
+func enrollPending(t *testing.T, s *ledger.Store, broker, batchID string, addrs []client.Address, gens []int) {
+	t.Helper()
+	ctx := context.Background()
+	const owner = "otherhost:0:enroller"
+	if _, err := s.Acquire(ctx, broker, batchID, "replay", addrs, gens, owner, t0, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	return addrs
+	if err := s.Release(ctx, broker, addrs, owner); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestClaims(t *testing.T) {
@@ -255,9 +267,7 @@ func TestAcquire(t *testing.T) {
 		}
 		gens[5] = 3
 		// 0 was replayed by an earlier batch; 1 is held by a live run elsewhere.
-		if err := s.Enroll(ctx, "http://b", "old", "replay", addrs[:2], gens[:2], t0); err != nil {
-			t.Fatal(err)
-		}
+		enrollPending(t, s, "http://b", "old", addrs[:2], gens[:2])
 		done, err := s.Claim(ctx, "http://b", addrs[0], "otherhost:1:x", t0, time.Minute)
 		if err != nil {
 			t.Fatal(err)
@@ -363,9 +373,7 @@ func TestConcurrentClaims(t *testing.T) {
 			for i := range addrs {
 				addrs[i], gens[i] = addr(i), 1
 			}
-			if err := s.Enroll(ctx, broker, "b", "replay", addrs, gens, t0); err != nil {
-				t.Fatal(err)
-			}
+			enrollPending(t, s, broker, "b", addrs, gens)
 			var mu sync.Mutex
 			finished := map[client.Address]string{}
 			var wg sync.WaitGroup

@@ -20,27 +20,10 @@ import (
 )
 
 // fixture is a sandbox of n plain dead letters (no envelopes) and a fresh
-// SQLite ledger.
+// SQLite ledger, closed when the benchmark ends.
 func fixture(b *testing.B, n int) (*sandbox.Broker, *client.Client, *ledger.Store, []replay.Item) {
-	sb := sandbox.New(nil)
-	now := time.Now()
-	dls := make([]sandbox.DeadLetter, n)
-	for i := range dls {
-		dls[i] = sandbox.DeadLetter{Queue: "orders", Partition: fmt.Sprint(i % 16), TransactionID: fmt.Sprintf("order:%d", i),
-			ConsumerGroup: "billing", Error: "boom", RetryCount: 3, FailedAt: now.Add(-time.Duration(i) * time.Second),
-			Data: json.RawMessage(fmt.Sprintf(`{"orderId":%d}`, i))}
-	}
-	sb.AddDeadLetters(dls...)
-	srv := httptest.NewServer(sb.Handler())
-	b.Cleanup(srv.Close)
-	c := testkit.Client(b, srv.URL)
-	st := testkit.OpenLedger(b, "sqlite://"+filepath.Join(b.TempDir(), "l.db"))
-	sel := &replay.Selection{All: true}
-	sel.Compile()
-	items, err := replay.Snapshot(context.Background(), c, sel, 500)
-	if err != nil {
-		b.Fatal(err)
-	}
+	sb, c, st, items, done := freshFixture(b, n)
+	b.Cleanup(done)
 	return sb, c, st, items
 }
 
@@ -152,8 +135,10 @@ func BenchmarkUnlimited(b *testing.B) {
 	b.ReportMetric(med[2]/med[0], "manual/bare")
 }
 
-// freshFixture is fixture with its broker and ledger closed by done
-// rather than at the benchmark's end, so that iterations do not pile up.
+// freshFixture is a sandbox of n plain dead letters (no envelopes), a
+// fresh SQLite ledger and the snapshot of the whole DLQ; done closes the
+// broker and the ledger, so that a benchmark's iterations need not pile
+// them up until it ends.
 func freshFixture(b *testing.B, n int) (*sandbox.Broker, *client.Client, *ledger.Store, []replay.Item, func()) {
 	sb := sandbox.New(nil)
 	now := time.Now()

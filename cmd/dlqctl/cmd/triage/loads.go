@@ -40,12 +40,12 @@ func (m *model) streamRows(ctx context.Context, gen int) tea.Cmd {
 			}
 		}
 		// Each row's decision is looked up as it passes, and handed over
-		// with it.
+		// with it (the screen keeps it; the lookup forgets it).
 		decs := m.wf.Decisions()
 		msgFor := func(rows []client.Row) rowsMsg {
 			msg := rowsMsg{gen: gen, rows: rows, dec: map[client.Address]ledger.Decision{}, decErr: decs.Err()}
 			for _, r := range rows {
-				if d, ok := decs.Get(r.Address()); ok {
+				if d, ok := decs.Take(r.Address()); ok {
 					msg.dec[r.Address()] = d
 				}
 			}
