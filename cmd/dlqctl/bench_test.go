@@ -262,9 +262,24 @@ func BenchmarkLedgerHistory(b *testing.B) {
 // terminal (a pty) over 100k, 200k and 1M paged dead letters, waits for
 // every row to load, quits, and reports the peak RSS (goals: under 100 MB
 // at 200k, under 300 MB at 1M) and how soon the first classes were drawn
-// (goal: under 100 ms).
+// (goal: under 100 ms). DLQCTL_BENCH_TRIAGE_SERVER=URL measures against
+// that broker instead (a real server, by hand).
 func BenchmarkTriageMemory(b *testing.B) {
 	bin := binary(b)
+	if url := os.Getenv("DLQCTL_BENCH_TRIAGE_SERVER"); url != "" {
+		b.Run("server", func(b *testing.B) {
+			var peak int64
+			var first, load time.Duration
+			for i := 0; i < b.N; i++ {
+				f, l, kb := runTriage(b, bin, url, 0)
+				peak, first, load = max(peak, kb), first+f, load+l
+			}
+			b.ReportMetric(float64(peak)/1024, "maxrss-MB")
+			b.ReportMetric(float64(first.Milliseconds())/float64(b.N), "ms-to-first-classes")
+			b.ReportMetric(load.Seconds()/float64(b.N), "s-to-loaded")
+		})
+		return
+	}
 	for _, n := range []int{100_000, 200_000, 1_000_000} {
 		sb := sandbox.New(nil)
 		sb.Fill(n, 4)
