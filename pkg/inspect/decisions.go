@@ -74,35 +74,66 @@ const decisionChunk = 500
 
 // Through passes rows on unchanged, each after its decision (if any)
 // was looked up: a chunk of rows is held while the ledger is asked about
-// their addresses in one statement.
+// their addresses in one statement. A goroutine reads and looks up the
+// next chunk while the caller is on this one, so that the lookups cost
+// little more than the rows.
 func (d *Decisions) Through(ctx context.Context, rows iter.Seq2[client.Row, error]) iter.Seq2[client.Row, error] {
 	if d.ld == nil {
 		return rows
 	}
+	type chunk struct {
+		rows []client.Row
+		err  error
+	}
 	return func(yield func(client.Row, error) bool) {
-		buf := make([]client.Row, 0, decisionChunk)
-		flush := func() bool {
-			d.lookup(ctx, buf)
-			for _, r := range buf {
-				if !yield(r, nil) {
+		// Lookups run under ctx itself: a caller that stops early is not
+		// a failed lookup.
+		stopped, stop := context.WithCancel(ctx)
+		out := make(chan chunk, 1)
+		go func() {
+			defer close(out)
+			send := func(c chunk) bool {
+				select {
+				case out <- c:
+					return true
+				case <-stopped.Done():
 					return false
 				}
 			}
-			buf = buf[:0]
-			return true
-		}
-		for r, err := range rows {
-			if err != nil {
-				if flush() {
-					yield(r, err)
+			buf := make([]client.Row, 0, decisionChunk)
+			for r, err := range rows {
+				if err != nil {
+					d.lookup(ctx, buf)
+					send(chunk{rows: buf, err: err})
+					return
 				}
-				return
+				if buf = append(buf, r); len(buf) == decisionChunk {
+					d.lookup(ctx, buf)
+					if !send(chunk{rows: buf}) {
+						return
+					}
+					buf = make([]client.Row, 0, decisionChunk)
+				}
 			}
-			if buf = append(buf, r); len(buf) == decisionChunk && !flush() {
+			d.lookup(ctx, buf)
+			send(chunk{rows: buf})
+		}()
+		defer func() {
+			stop()
+			for range out { // wait for the reader to end
+			}
+		}()
+		for c := range out {
+			for _, r := range c.rows {
+				if !yield(r, nil) {
+					return
+				}
+			}
+			if c.err != nil {
+				yield(client.Row{}, c.err)
 				return
 			}
 		}
-		flush()
 	}
 }
 
