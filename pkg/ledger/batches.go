@@ -376,7 +376,9 @@ func (d Decision) Active(now time.Time) bool {
 
 // LatestDecisions returns, for every address of a broker that any batch
 // covers, its latest decision. It reads the whole decision history of the
-// broker once (one query), so callers join in memory.
+// broker (one query): no command reads a DLQ through it any more, since
+// that cost grows with the history (LatestDecisionsFor is what they use);
+// it is the whole answer tests hold the lookups to.
 func (s *Store) LatestDecisions(ctx context.Context, broker string) (map[client.Address]Decision, error) {
 	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT bi.partition_id, bi.transaction_id, bi.queue, bi.failed_at, b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status, b.owner
 		FROM batch_items bi JOIN batches b ON b.id = bi.batch_id WHERE bi.broker = ? AND b.status <> 'cancelled' ORDER BY b.at, b.id`), broker)
