@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dlqctl/dlqctl/pkg/stream"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -91,68 +92,24 @@ var ErrOffsetIgnored = errors.New("the broker ignores offset")
 // caller (a few chunks of rows, the next page's request while the caller
 // is still on this one's last rows): reading and using the rows overlap.
 func (c *Client) Rows(ctx context.Context, q ListQuery) iter.Seq2[Row, error] {
-	return func(yield func(Row, error) bool) {
-		ctx, cancel := context.WithCancel(ctx)
-		chunks := make(chan rowChunk, 4)
-		go func() {
-			defer close(chunks)
-			send := func(ch rowChunk) bool {
-				select {
-				case chunks <- ch:
-					return true
-				case <-ctx.Done():
-					return false
-				}
-			}
-			buf := make([]Row, 0, chunkRows)
-			err := c.pages(ctx, q, func(r Row) bool {
-				buf = append(buf, r)
-				if len(buf) < chunkRows {
-					return true
-				}
-				ok := send(rowChunk{rows: buf})
-				buf = make([]Row, 0, chunkRows)
-				return ok
-			}, func() bool {
-				// A page is done: hand its last rows over before asking
-				// for the next.
-				if len(buf) == 0 {
-					return true
-				}
-				ok := send(rowChunk{rows: buf})
-				buf = make([]Row, 0, chunkRows)
-				return ok
-			})
-			if ctx.Err() == nil && (len(buf) > 0 || err != nil) {
-				send(rowChunk{rows: buf, err: err})
-			}
-		}()
-		defer func() {
-			cancel()
-			for range chunks { // wait for the reader to end
-			}
-		}()
-		for ch := range chunks {
-			for _, r := range ch.rows {
-				if !yield(r, nil) {
-					return
-				}
-			}
-			if ch.err != nil {
-				yield(Row{}, ch.err)
-				return
-			}
+	return stream.Ahead(ctx, 4, func(ctx context.Context, emit func([]Row) bool) error {
+		buf := make([]Row, 0, chunkRows)
+		flush := func() bool {
+			ok := emit(buf)
+			buf = make([]Row, 0, chunkRows)
+			return ok
 		}
-	}
+		err := c.pages(ctx, q, func(r Row) bool {
+			buf = append(buf, r)
+			return len(buf) < chunkRows || flush()
+		}, flush) // a page is done: its last rows go before the next is asked for
+		flush()
+		return err
+	})
 }
 
 // chunkRows is how many rows the page reader hands over at a time.
 const chunkRows = 64
-
-type rowChunk struct {
-	rows []Row
-	err  error
-}
 
 // pages reads the DLQ page after page, calling visit with each fresh row
 // and pageEnd after each page, until a short, empty or oversized page,

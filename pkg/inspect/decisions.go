@@ -7,6 +7,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/stream"
 )
 
 // DecisionLookup is where a reader finds an address's latest decision.
@@ -81,60 +82,28 @@ func (d *Decisions) Through(ctx context.Context, rows iter.Seq2[client.Row, erro
 	if d.ld == nil {
 		return rows
 	}
-	type chunk struct {
-		rows []client.Row
-		err  error
-	}
-	return func(yield func(client.Row, error) bool) {
-		// Lookups run under ctx itself: a caller that stops early is not
-		// a failed lookup.
-		stopped, stop := context.WithCancel(ctx)
-		out := make(chan chunk, 1)
-		go func() {
-			defer close(out)
-			send := func(c chunk) bool {
-				select {
-				case out <- c:
-					return true
-				case <-stopped.Done():
-					return false
-				}
+	// Lookups run under ctx itself, not the one a caller that stops early
+	// cancels: that is not a failed lookup.
+	return stream.Ahead(ctx, 1, func(_ context.Context, emit func([]client.Row) bool) error {
+		buf := make([]client.Row, 0, decisionChunk)
+		for r, err := range rows {
+			if err != nil {
+				d.lookup(ctx, buf)
+				emit(buf)
+				return err
 			}
-			buf := make([]client.Row, 0, decisionChunk)
-			for r, err := range rows {
-				if err != nil {
-					d.lookup(ctx, buf)
-					send(chunk{rows: buf, err: err})
-					return
+			if buf = append(buf, r); len(buf) == decisionChunk {
+				d.lookup(ctx, buf)
+				if !emit(buf) {
+					return nil
 				}
-				if buf = append(buf, r); len(buf) == decisionChunk {
-					d.lookup(ctx, buf)
-					if !send(chunk{rows: buf}) {
-						return
-					}
-					buf = make([]client.Row, 0, decisionChunk)
-				}
-			}
-			d.lookup(ctx, buf)
-			send(chunk{rows: buf})
-		}()
-		defer func() {
-			stop()
-			for range out { // wait for the reader to end
-			}
-		}()
-		for c := range out {
-			for _, r := range c.rows {
-				if !yield(r, nil) {
-					return
-				}
-			}
-			if c.err != nil {
-				yield(client.Row{}, c.err)
-				return
+				buf = make([]client.Row, 0, decisionChunk)
 			}
 		}
-	}
+		d.lookup(ctx, buf)
+		emit(buf)
+		return nil
+	})
 }
 
 func (d *Decisions) lookup(ctx context.Context, rows []client.Row) {
