@@ -365,3 +365,48 @@ func runTriage(b *testing.B, bin, server string, n int) (first, loaded time.Dura
 	}
 	return first, loaded, peak
 }
+
+// BenchmarkBatchMemory runs the real binary's `dlq replay --all
+// --dry-run` and a real `dlq replay --all --rate 0` over 200k paged dead
+// letters (four consumer groups, so about 185k messages; --order none, so
+// only the few envelopes the broker cannot decrypt stay) and reports the
+// peak RSS of each and the bytes it held a row (goal: under 128 MB at 1M
+// rows; DLQCTL_BENCH_BATCH_ROWS sets the size). A fresh broker and
+// ledger each time: the replay empties its DLQ.
+func BenchmarkBatchMemory(b *testing.B) {
+	bin := binary(b)
+	n := 200_000
+	if v, err := strconv.Atoi(os.Getenv("DLQCTL_BENCH_BATCH_ROWS")); err == nil && v > 0 {
+		n = v
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"dry-run", []string{"dlq", "replay", "--all", "--dry-run"}},
+		{"replay", []string{"dlq", "replay", "--all", "--why", "bench", "--yes", "--rate", "0", "--order", "none"}},
+	} {
+		b.Run(fmt.Sprintf("%s/rows=%d", c.name, n), func(b *testing.B) {
+			var peak int64
+			var t time.Duration
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				sb := sandbox.New(nil)
+				sb.Fill(n, 4)
+				srv := httptest.NewServer(sb.Handler())
+				b.StartTimer()
+				d, kb := runDlq(b, bin, srv.URL, "sqlite://"+filepath.Join(b.TempDir(), "l.db"), c.args...)
+				b.StopTimer()
+				if left := sb.Depth(); c.name == "replay" && left > n/10 {
+					b.Fatalf("%d of %d dead-letter rows left after the replay", left, n)
+				}
+				srv.Close()
+				peak, t = max(peak, kb), t+d
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(peak)/1024, "maxrss-MB")
+			b.ReportMetric(float64(peak)*1024/float64(n), "peak-bytes/row")
+			b.ReportMetric(float64(n*b.N)/t.Seconds(), "rows/s")
+		})
+	}
+}

@@ -27,7 +27,8 @@ type input struct {
 
 // gather snapshots the selection, or loads a recorded batch's manifest and
 // checks which of its addresses are still dead-lettered.
-func gather(ctx context.Context, cl *client.Client, ld *ledger.Store, sel *replay.Selection, batchID, action string, now time.Time) (*input, error) {
+func gather(ctx context.Context, cl *client.Client, ld *ledger.Store, req Request, now time.Time) (*input, error) {
+	sel, batchID, action := req.Selection, req.BatchID, req.Action
 	in := &input{planAt: now}
 	if batchID != "" {
 		b, err := ld.Batch(ctx, batchID)
@@ -83,7 +84,11 @@ func gather(ctx context.Context, cl *client.Client, ld *ledger.Store, sel *repla
 	if sel.OnlyAddresses() {
 		items, in.missing, err = snapshotAddresses(ctx, cl, sel.Addresses)
 	} else {
-		items, err = replay.Snapshot(ctx, cl, sel, inspect.PageSize)
+		snapshot := replay.Snapshot
+		if req.PlanOnly {
+			snapshot = replay.SnapshotForPlan
+		}
+		items, err = snapshot(ctx, cl, sel, inspect.PageSize)
 	}
 	if err != nil {
 		return nil, err
@@ -276,25 +281,30 @@ func ManifestItems(man []ledger.ManifestItem) []replay.Item {
 func ToManifest(items []replay.Item) []ledger.ManifestItem {
 	out := make([]ledger.ManifestItem, len(items))
 	for i, it := range items {
-		r := it.Newest()
-		mi := ledger.ManifestItem{Address: it.Address, MessageID: r.ID, Queue: it.Queue, Partition: it.Partition, Groups: it.Groups(),
-			Error: r.ErrorMessage, RetryCount: r.RetryCount, Payload: it.Data(), Undecryptable: it.Undecryptable(), Checked: it.Checked}
-		for _, x := range it.Rows {
-			mi.Rows = append(mi.Rows, ledger.ManifestRow{ConsumerGroup: x.ConsumerGroup, Error: x.ErrorMessage, RetryCount: x.RetryCount, FailedAt: x.FailedAt, Selected: true})
-		}
-		for _, x := range it.Others {
-			mi.Rows = append(mi.Rows, ledger.ManifestRow{ConsumerGroup: x.ConsumerGroup, Error: x.ErrorMessage, RetryCount: x.RetryCount, FailedAt: x.FailedAt})
-		}
-		// The newest failure the batch saw: a row that fails later is a
-		// new dead letter the decision does not cover.
-		for _, x := range mi.Rows {
-			if x.FailedAt.After(mi.FailedAt) {
-				mi.FailedAt = x.FailedAt
-			}
-		}
-		out[i] = mi
+		out[i] = ManifestItemOf(it)
 	}
 	return out
+}
+
+// ManifestItemOf freezes one item as its manifest records it.
+func ManifestItemOf(it replay.Item) ledger.ManifestItem {
+	r := it.Newest()
+	mi := ledger.ManifestItem{Address: it.Address, MessageID: r.ID, Queue: it.Queue, Partition: it.Partition, Groups: it.Groups(),
+		Error: r.ErrorMessage, RetryCount: r.RetryCount, Payload: it.Data(), Undecryptable: it.Undecryptable(), Checked: it.Checked}
+	for _, x := range it.Rows {
+		mi.Rows = append(mi.Rows, ledger.ManifestRow{ConsumerGroup: x.ConsumerGroup, Error: x.ErrorMessage, RetryCount: x.RetryCount, FailedAt: x.FailedAt, Selected: true})
+	}
+	for _, x := range it.Others {
+		mi.Rows = append(mi.Rows, ledger.ManifestRow{ConsumerGroup: x.ConsumerGroup, Error: x.ErrorMessage, RetryCount: x.RetryCount, FailedAt: x.FailedAt})
+	}
+	// The newest failure the batch saw: a row that fails later is a
+	// new dead letter the decision does not cover.
+	for _, x := range mi.Rows {
+		if x.FailedAt.After(mi.FailedAt) {
+			mi.FailedAt = x.FailedAt
+		}
+	}
+	return mi
 }
 
 // newSince counts dead letters matching a fresh selection that arrived

@@ -47,6 +47,9 @@ type Request struct {
 	Why, By string
 	// SkipHeld leaves messages under an active hold out of the batch.
 	SkipHeld bool
+	// PlanOnly: the batch is planned and never run (a dry run), so the
+	// snapshot keeps no payload but the envelopes the plan counts.
+	PlanOnly bool
 	// Engine sets the engine options the settings in force ask for (the
 	// action's own: replay's path, order, transform, canary, …).
 	Engine func(*replay.Options, Settings) error
@@ -92,7 +95,7 @@ func Prepare(ctx context.Context, env Env, req Request) (*Pending, error) {
 		}
 		p.where = ws
 	}
-	in, err := gather(ctx, env.Client, env.Ledger, req.Selection, req.BatchID, req.Action, env.Now())
+	in, err := gather(ctx, env.Client, env.Ledger, req, env.Now())
 	if err != nil {
 		return nil, err
 	}

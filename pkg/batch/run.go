@@ -88,7 +88,8 @@ func (p *Pending) record(ctx context.Context, by string) (*ledger.Batch, error) 
 	}
 	b := &ledger.Batch{ID: p.BatchID(), Broker: p.env.Client.Broker(), Action: map[string]string{replay.Replay: ledger.ActionReplay, replay.Discard: ledger.ActionDiscard}[p.req.Action],
 		By: by, At: p.now, Why: p.why, Selection: p.req.Selection.String(), Destination: p.settings.ToQueue, Status: ledger.StatusRunning, Settings: settings}
-	return b, p.env.Ledger.CreateBatch(ctx, b, ToManifest(p.in.items))
+	items := p.in.items
+	return b, p.env.Ledger.CreateBatchOf(ctx, b, len(items), func(i int) ledger.ManifestItem { return ManifestItemOf(items[i]) })
 }
 
 // settle records what the run did: the batch's outcome from its journal

@@ -97,13 +97,20 @@ func NewBatchID(now time.Time) string {
 // CreateBatch records a batch and its frozen manifest in one transaction:
 // an interrupted write leaves no half-recorded batch.
 func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []ManifestItem) error {
+	return s.CreateBatchOf(ctx, b, len(items), func(i int) ManifestItem { return items[i] })
+}
+
+// CreateBatchOf is CreateBatch with the manifest's n items made as they
+// are written (item is called once for each index, in order), so that a
+// large batch's manifest is never held whole beside its items.
+func (s *Store) CreateBatchOf(ctx context.Context, b *Batch, n int, item func(i int) ManifestItem) error {
 	if b.ID == "" {
 		b.ID = NewBatchID(b.At)
 	}
 	if b.Status == "" {
 		b.Status = StatusRecorded
 	}
-	b.Size = len(items)
+	b.Size = n
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return s.wrap("recording the batch", err)
@@ -118,9 +125,15 @@ func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []ManifestItem)
 		b.ID, b.Broker, b.Action, b.By, fmtTime(b.At), b.Why, b.Owner, nullTime(b.Until), b.Selection, b.Size, b.Destination, b.Status, settings); err != nil {
 		return s.wrap("recording the batch", err)
 	}
+	var queues []string
+	seenQ := map[string]bool{}
 	err = s.insertRows(ctx, tx, `INSERT INTO batch_items (batch_id, seq, broker, partition_id, transaction_id, queue, partition_name, groups, error, retry_count, failed_at, payload, undecryptable, row_list, checked, message_id) VALUES `,
-		"", 16, len(items), func(i int) []any {
-			it := items[i]
+		"", 16, n, func(i int) []any {
+			it := item(i)
+			if !seenQ[it.Queue] {
+				seenQ[it.Queue] = true
+				queues = append(queues, it.Queue)
+			}
 			groups, _ := json.Marshal(it.Groups)
 			var payload any
 			if len(it.Payload) > 0 {
@@ -136,14 +149,6 @@ func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []ManifestItem)
 		})
 	if err != nil {
 		return s.wrap("recording the manifest", err)
-	}
-	var queues []string
-	seenQ := map[string]bool{}
-	for _, it := range items {
-		if !seenQ[it.Queue] {
-			seenQ[it.Queue] = true
-			queues = append(queues, it.Queue)
-		}
 	}
 	if err := s.insertRows(ctx, tx, `INSERT INTO batch_queues (batch_id, queue) VALUES `, "", 2, len(queues), func(i int) []any {
 		return []any{b.ID, queues[i]}
@@ -454,7 +459,7 @@ func (s *Store) QueuesWithDecisions(ctx context.Context, broker string) (map[str
 // index: what reading part of the DLQ costs grows with that part, not
 // with the ledger's history.
 func (s *Store) LatestDecisionsFor(ctx context.Context, broker string, addrs []client.Address) (map[client.Address]Decision, error) {
-	out := make(map[client.Address]Decision, len(addrs))
+	out := map[client.Address]Decision{} // sized by what is found: most addresses have no decision
 	const chunk = 400
 	for start := 0; start < len(addrs); start += chunk {
 		part := addrs[start:min(start+chunk, len(addrs))]

@@ -373,6 +373,17 @@ func (s *Selection) RowLevel() bool {
 // cannot skip rows that a later delete shifts. Limit counts addresses.
 // Each item also gets the address's rows the selection left out (Widen).
 func Snapshot(ctx context.Context, l Lister, sel *Selection, pageSize int) ([]Item, error) {
+	return snapshot(ctx, l, sel, pageSize, false)
+}
+
+// SnapshotForPlan is Snapshot for a plan that is never run (a dry run):
+// it keeps no payload but the encryption envelopes the plan counts, so
+// what it holds does not grow with the payloads' size.
+func SnapshotForPlan(ctx context.Context, l Lister, sel *Selection, pageSize int) ([]Item, error) {
+	return snapshot(ctx, l, sel, pageSize, true)
+}
+
+func snapshot(ctx context.Context, l Lister, sel *Selection, pageSize int, planOnly bool) ([]Item, error) {
 	var items []Item
 	idx := map[client.Address]int{}
 	rows := l.Rows(ctx, sel.Query(pageSize))
@@ -385,6 +396,9 @@ func Snapshot(ctx context.Context, l Lister, sel *Selection, pageSize int) ([]It
 		}
 		if !sel.Match(r) {
 			continue
+		}
+		if planOnly && !r.Undecryptable() {
+			r.Data = nil
 		}
 		a := r.Address()
 		if i, ok := idx[a]; ok {

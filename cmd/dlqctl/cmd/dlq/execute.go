@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -78,7 +79,7 @@ type execSpec struct {
 // from the flags, or the recorded batch; --batch takes no selection.
 func (sp execSpec) request(f *cmdutil.Factory) (batch.Request, error) {
 	req := sp.req
-	req.BatchID, req.Why, req.By, req.SkipHeld = sp.ef.BatchID, sp.ef.Why, sp.ef.By, sp.ef.SkipHeld
+	req.BatchID, req.Why, req.By, req.SkipHeld, req.PlanOnly = sp.ef.BatchID, sp.ef.Why, sp.ef.By, sp.ef.SkipHeld, sp.ef.DryRun
 	if sp.ef.BatchID != "" {
 		if sp.sel.Any(sp.args) {
 			return req, cmdutil.FlagErrorf("--batch executes a recorded batch; it takes no selection")
@@ -123,6 +124,11 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	if err != nil {
 		return err
 	}
+	// The batch's items are most of the heap from the snapshot to the
+	// end, and a run allocates little beside them: collecting at half the
+	// default growth keeps the heap near what it holds (at the default it
+	// grew to about twice that) for a little more collecting.
+	defer debug.SetGCPercent(debug.SetGCPercent(50))
 	p, err := batch.Prepare(ctx, e, req)
 	if err != nil {
 		return err
