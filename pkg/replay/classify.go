@@ -20,7 +20,7 @@ func ClassID(errorMessage string) string {
 	h := sha256.Sum256([]byte(NormalizeError(errorMessage)))
 	id = hex.EncodeToString(h[:4])
 	classMu.Lock()
-	if len(classMemo) >= 1<<14 {
+	if len(classMemo) >= 1<<12 {
 		clear(classMemo) // bounded: distinct texts (ids in them) must not grow it forever
 	}
 	// A copy: the text may be a slice of a larger string (a row's).

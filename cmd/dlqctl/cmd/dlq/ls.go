@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -143,6 +144,11 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	if o.GroupBy != "" {
 		// Groups need no payload, unless --where looks at it.
 		q.NoData = sel.Where == ""
+		// What the groups hold (8 bytes a message) is most of the live
+		// heap and every row read is garbage at once: collecting at half
+		// the default growth holds the peak near what is held (1M rows:
+		// 53 -> 47 MB) for 5-15% more CPU.
+		defer debug.SetGCPercent(debug.SetGCPercent(50))
 		return lsGroups(f, fm, o.GroupBy, inspect.Select(src(ctx, q), sel, &limited), sel, now, inspect.HeldBy(dec, now))
 	}
 	rows := inspect.Select(src(ctx, q), sel, &limited)
