@@ -16,9 +16,14 @@ type distinct struct {
 	runs [][]uint64
 	tail []uint64
 	held int // hashes in the runs
+	// counted is the last count, while nothing was added since (a
+	// screen asks again at every frame).
+	counted int
+	fresh   bool
 }
 
 func (d *distinct) add(h uint64) {
+	d.fresh = false
 	if d.tail == nil {
 		d.tail = make([]uint64, 0, 1024)
 	}
@@ -43,6 +48,14 @@ func (d *distinct) flush() {
 }
 
 func (d *distinct) count() int {
+	if !d.fresh {
+		d.counted, d.fresh = d.merged(), true
+	}
+	return d.counted
+}
+
+// merged counts the distinct hashes of the runs and the tail.
+func (d *distinct) merged() int {
 	d.flush()
 	switch len(d.runs) {
 	case 0:

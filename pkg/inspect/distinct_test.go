@@ -56,3 +56,22 @@ func TestDistinctHoldsEachHashOnce(t *testing.T) {
 		t.Fatalf("allocated %.1f bytes a hash", per)
 	}
 }
+
+// Asking again with nothing added is free (a screen asks at every frame
+// for the class it shows); an add makes the next count a fresh one.
+func TestDistinctCountAgainIsFree(t *testing.T) {
+	var d distinct
+	for i := range 100_000 {
+		d.add(uint64(i % 60_000))
+	}
+	if d.count() != 60_000 {
+		t.Fatalf("%d distinct", d.count())
+	}
+	if a := testing.AllocsPerRun(10, func() { d.count() }); a != 0 {
+		t.Fatalf("a count with nothing added allocated %.0f times", a)
+	}
+	d.add(1 << 40)
+	if d.count() != 60_001 {
+		t.Fatalf("%d distinct after one more", d.count())
+	}
+}
