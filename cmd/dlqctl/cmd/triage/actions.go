@@ -2,7 +2,6 @@ package triage
 
 import (
 	"context"
-	"github.com/dlqctl/dlqctl/pkg/client"
 	"strconv"
 	"strings"
 
@@ -11,6 +10,7 @@ import (
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
+	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/render"
 )
 

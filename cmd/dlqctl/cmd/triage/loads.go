@@ -3,6 +3,7 @@ package triage
 import (
 	"context"
 	"strings"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/dlqctl/dlqctl/pkg/client"
@@ -20,7 +21,7 @@ func (m *model) reload() tea.Cmd {
 	m.decGen++
 	ctx, cancel := context.WithCancel(m.ctx)
 	m.cancelLoad = cancel
-	m.rows, m.members, m.grouper, m.groups = newRowStore(), map[string][]int{}, inspect.NewGrouper(m.by), nil
+	m.rows, m.members, m.withDecision, m.grouper, m.groups, m.grouped = newRowStore(), map[string][]int{}, map[string][]int{}, inspect.NewGrouper(m.by), nil, 0
 	m.dec, m.counts = map[client.Address]ledger.Decision{}, nil
 	m.loading, m.loadErr = true, nil
 	m.refilter()
@@ -51,7 +52,7 @@ func (m *model) streamRows(ctx context.Context, gen int) tea.Cmd {
 			}
 			return msg
 		}
-		batch := make([]client.Row, 0, chunk)
+		batch, size := make([]client.Row, 0, firstChunk), firstChunk
 		for r, err := range decs.Through(ctx, m.wf.Rows(ctx, m.cfg.sel)) {
 			if err != nil {
 				msg := msgFor(batch)
@@ -59,7 +60,8 @@ func (m *model) streamRows(ctx context.Context, gen int) tea.Cmd {
 				send(msg)
 				return
 			}
-			if batch = append(batch, r); len(batch) == chunk {
+			if batch = append(batch, r); len(batch) == size {
+				size = chunk
 				if !send(msgFor(batch)) {
 					return
 				}
@@ -102,28 +104,57 @@ func (m *model) loadScopes(gen int) tea.Cmd {
 	}
 }
 
-// addRows counts arriving rows into their groups.
-func (m *model) addRows(rows []client.Row) {
+// addRows counts arriving rows into their groups; the groups' figures
+// are made again when enough has come (see grouped) or the load is done.
+func (m *model) addRows(rows []client.Row, done bool) {
 	for _, r := range rows {
 		i := m.rows.Add(r)
-		k := m.grouper.Add(r)
-		m.members[k] = append(m.members[k], i)
+		m.member(m.grouper.Add(r), i, r.Address())
 	}
+	n := m.rows.Len()
+	if done || m.groups == nil || n-m.grouped >= max(chunk, m.grouped/8) || time.Since(m.groupedAt) >= time.Second {
+		m.makeGroups()
+	}
+}
+
+// member files row i of group k.
+func (m *model) member(k string, i int, a client.Address) {
+	m.members[k] = append(m.members[k], i)
+	if _, ok := m.dec[a]; ok {
+		m.withDecision[k] = append(m.withDecision[k], i)
+	}
+}
+
+// makeGroups makes the groups' figures from what is loaded.
+func (m *model) makeGroups() {
 	m.groups, m.counts = m.grouper.Groups(), nil
+	m.grouped, m.groupedAt, m.made = m.rows.Len(), time.Now(), m.made+1
 	m.refilter()
+}
+
+// fileDecisions files again which members have a decision, after
+// decisions were read again.
+func (m *model) fileDecisions() {
+	m.withDecision = map[string][]int{}
+	for k, idx := range m.members {
+		for _, i := range idx {
+			if _, ok := m.dec[m.rows.At(i).Address()]; ok {
+				m.withDecision[k] = append(m.withDecision[k], i)
+			}
+		}
+	}
 }
 
 // regroup groups the loaded rows another way.
 func (m *model) regroup(by string) {
 	m.by = by
-	m.grouper, m.members = inspect.NewGrouper(by), map[string][]int{}
+	m.grouper, m.members, m.withDecision = inspect.NewGrouper(by), map[string][]int{}, map[string][]int{}
 	for i := range m.rows.Len() {
-		k := m.grouper.Add(m.rows.At(i))
-		m.members[k] = append(m.members[k], i)
+		r := m.rows.At(i)
+		m.member(m.grouper.Add(r), i, r.Address())
 	}
-	m.groups, m.counts = m.grouper.Groups(), nil
 	m.classCur = cursor{}
-	m.refilter()
+	m.makeGroups()
 }
 
 // whereMatch is the row filter "?EXPR": a jq predicate over each row as

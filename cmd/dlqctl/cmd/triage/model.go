@@ -39,8 +39,9 @@ type config struct {
 }
 
 // chunk is how many rows a load hands the screen at a time: the groups
-// are counted and drawn as the rows arrive.
-const chunk = 2000
+// are counted and drawn as the rows arrive. The first hand-over is
+// smaller, so that the first classes are drawn from the first page.
+const chunk, firstChunk = 2000, 200
 
 // model is the screen's state. It is a pointer: the loads and the run
 // report back through messages, never by touching it from elsewhere.
@@ -66,11 +67,22 @@ type model struct {
 	rows       *rowStore
 	grouper    *inspect.Grouper
 	members    map[string][]int
-	groups     []inspect.Group
-	dec        map[client.Address]ledger.Decision
-	counts     map[string]*groupCounts // per group, dropped when rows or decisions change
-	scopes     *gate.Result
-	scopesErr  error
+	// withDecision are the members whose address has a decision: the only
+	// ones whose undecided or held state needs a look (every other row
+	// is undecided).
+	withDecision map[string][]int
+	groups       []inspect.Group
+	// grouped is how many rows the groups counted when last made: a load
+	// makes them again once an eighth more (at least a chunk) has come,
+	// or a second has passed, so a large load costs a few passes over
+	// its rows, not one a chunk.
+	grouped   int
+	groupedAt time.Time
+	made      int // how many times the groups were made (tests count them)
+	dec       map[client.Address]ledger.Decision
+	counts    map[string]*groupCounts // per group, dropped when rows or decisions change
+	scopes    *gate.Result
+	scopesErr error
 
 	screen      screen
 	by          string
@@ -238,7 +250,7 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		for a, d := range msg.dec {
 			m.dec[a] = d
 		}
-		m.addRows(msg.rows)
+		m.addRows(msg.rows, msg.done)
 		if msg.decErr != nil {
 			m.setError(msg.decErr)
 		}
@@ -260,6 +272,7 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 				m.dec[a] = d
 			}
 			m.counts = nil
+			m.fileDecisions()
 		}
 		return m, nil
 	case scopesMsg:

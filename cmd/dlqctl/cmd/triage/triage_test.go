@@ -616,3 +616,66 @@ func TestJqRowFilter(t *testing.T) {
 		t.Fatalf("a broken expression: %d of %d rows, %q", len(w.m.rowView), all, w.m.whereErr)
 	}
 }
+
+// A large load makes the groups' figures a few times, not once a chunk
+// (each time is a pass over what is loaded), and what the screen counts
+// once it is in is what a pass over every row says: undecided and held,
+// with decisions that came with the rows (a hold, then a refresh) and
+// decisions read again after one.
+func TestLargeLoadCountsTrue(t *testing.T) {
+	n := 120_000
+	if testutil.Race {
+		n = 20_000
+	}
+	b := sandbox.New(func() time.Time { return testutil.Now })
+	b.Fill(n, 2)
+	w := openWorld(t, b, false)
+	w.settle()
+	if w.m.rows.Len() != n {
+		t.Fatalf("%d rows loaded", w.m.rows.Len())
+	}
+	// Once a chunk would be 60 times (at 120k rows; the race detector's
+	// smaller load makes them once a chunk, as it should).
+	t.Logf("groups made %d times over %d rows", w.m.made, n)
+	if !testutil.Race && w.m.made > 35 {
+		t.Fatalf("the groups were made %d times over %d rows", w.m.made, n)
+	}
+	check := func(when string) {
+		t.Helper()
+		now := w.m.cfg.now()
+		for _, g := range w.m.groups {
+			undecided, held := 0, 0
+			for _, i := range w.m.members[g.Key] {
+				r := w.m.rows.At(i)
+				d, ok := w.m.dec[r.Address()]
+				if inspect.Undecided(d, ok, r, now, w.wf.TriageSLO(r.Queue, r.ConsumerGroup)) {
+					undecided++
+				}
+				if ok && d.Action == ledger.ActionHold && d.Covers(r.FailedAt, now) {
+					held++
+				}
+			}
+			if got := w.m.undecided(g.Key); got != undecided {
+				t.Fatalf("%s: class %s shows %d undecided, its rows say %d", when, g.Key, got, undecided)
+			}
+			if got, _ := w.m.held(g.Key); got != held {
+				t.Fatalf("%s: class %s shows %d held, its rows say %d", when, g.Key, got, held)
+			}
+		}
+	}
+	check("loaded")
+	g := w.m.groups[len(w.m.groups)-1]
+	w.moveTo(g.Key)
+	w.keys("h", "enter")
+	w.typ("a hold on the smallest class")
+	w.keys("enter")
+	if w.m.modal != nil {
+		t.Fatalf("hold not recorded: %+v", w.m.modal)
+	}
+	if got, _ := w.m.held(g.Key); got == 0 {
+		t.Fatalf("class %s shows nothing held after its hold", g.Key)
+	}
+	check("after the hold")
+	w.keys("R")
+	check("after a refresh")
+}

@@ -44,8 +44,9 @@ func (m *model) undecided(key string) int {
 		return c.undecided
 	}
 	now := m.cfg.now()
-	n := 0
-	for _, i := range m.members[key] {
+	// Rows without a decision are undecided; the others are looked at.
+	n := len(m.members[key]) - len(m.withDecision[key])
+	for _, i := range m.withDecision[key] {
 		r := m.rows.At(i)
 		if d, ok := m.dec[r.Address()]; inspect.Undecided(d, ok, r, now, m.wf.TriageSLO(r.Queue, r.ConsumerGroup)) {
 			n++
@@ -73,7 +74,7 @@ func (m *model) countHeld(key string) (int, []string) {
 	now := m.cfg.now()
 	n := 0
 	var who []string
-	for _, i := range m.members[key] {
+	for _, i := range m.withDecision[key] {
 		r := m.rows.At(i)
 		d, ok := m.dec[r.Address()]
 		if !ok || d.Action != ledger.ActionHold || !d.Covers(r.FailedAt, now) {
