@@ -37,7 +37,11 @@ func binary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "dlqctl")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		// As releases are built (.goreleaser.yaml): CGO off, one static
+		// binary; what the benchmarks measure is what users run.
+		build := exec.Command("go", "build", "-o", binPath, ".")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := build.CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
