@@ -232,7 +232,7 @@ func BenchmarkLedgerHistory(b *testing.B) {
 			dsn  func(n int) string
 		}{"postgres", func(int) string { return testkit.PostgresDSN(b) }})
 	}
-	commands := [][]string{{"dlq", "ls", "--limit", "100"}, {"dlq", "ls", "-o", "ndjson"}, {"dlq", "check"}}
+	commands := [][]string{{"dlq", "ls", "--limit", "100"}, {"dlq", "ls", "-o", "ndjson"}, {"dlq", "check"}, {"dlq", "stats"}}
 	for _, e := range engines {
 		base := map[string][2]float64{}
 		for _, n := range []int{0, 100_000, 1_000_000} {

@@ -641,9 +641,16 @@ func isNoRows(err error) bool { return errors.Is(err, errNoRows) }
 // DecisionLatencies returns, for every address first decided since
 // `since`, the time from its failure to that first decision.
 func (s *Store) DecisionLatencies(ctx context.Context, broker string, since time.Time) ([]time.Duration, error) {
+	// Only addresses decided since then can have been first decided since
+	// then: they are found from the batches recorded since (by the
+	// broker's batches index), and only theirs are looked up in the whole
+	// history for their first decisions. A year of history is not read.
 	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT bi.partition_id, bi.transaction_id, bi.failed_at, MIN(b.at)
-		FROM batch_items bi JOIN batches b ON b.id = bi.batch_id WHERE bi.broker = ?
-		GROUP BY bi.partition_id, bi.transaction_id, bi.failed_at`), broker)
+		FROM batch_items bi JOIN batches b ON b.id = bi.batch_id
+		WHERE bi.broker = ? AND (bi.partition_id, bi.transaction_id) IN (
+			SELECT r.partition_id, r.transaction_id FROM batches rb JOIN batch_items r ON r.batch_id = rb.id
+			WHERE rb.broker = ? AND rb.at >= ?)
+		GROUP BY bi.partition_id, bi.transaction_id, bi.failed_at`), broker, broker, fmtTime(since))
 	if err != nil {
 		return nil, s.wrap("reading decision times", err)
 	}
