@@ -330,8 +330,9 @@ func newSince(ctx context.Context, cl *client.Client, sel *replay.Selection, pla
 }
 
 // queueGroups lists consumer groups per queue from the broker's queue and
-// consumer-group lists and from the rows in hand.
-func queueGroups(ctx context.Context, cl *client.Client, items []replay.Item) map[string][]string {
+// consumer-group lists and from the rows in hand (in, which adds each
+// queue and group it has).
+func queueGroups(ctx context.Context, cl *client.Client, in func(add func(q, g string))) map[string][]string {
 	out := map[string][]string{}
 	add := func(q, g string) {
 		if !slices.Contains(out[q], g) {
@@ -350,11 +351,7 @@ func queueGroups(ctx context.Context, cl *client.Client, items []replay.Item) ma
 			add(g.Queue, g.Name)
 		}
 	}
-	for _, it := range items {
-		for _, g := range it.Groups() {
-			add(it.Queue, g)
-		}
-	}
+	in(add)
 	return out
 }
 

@@ -13,9 +13,9 @@ import (
 // paceBy reads the destination's consumer-group lag for the plan and
 // sets the gates the settings ask for: --max-lag (refused on a broker
 // that reports no lag: a pace it cannot keep is not a pace) and --window.
-func (p *Pending) paceBy(ctx context.Context) error {
+func (p *Pending) paceBy(ctx context.Context, queues []string) error {
 	s := p.settings
-	dests := destinations(p.in.items, s.ToQueue)
+	dests := destinations(queues, s.ToQueue)
 	lag, known := destinationLag(ctx, p.env.Client, dests)
 	p.po.Lag = lag
 	p.opts.Gates = nil
@@ -46,18 +46,25 @@ func (p *Pending) paceBy(ctx context.Context) error {
 	return nil
 }
 
-// destinations are the queues a replay of items publishes to.
-func destinations(items []replay.Item, toQueue string) []string {
+// destinations are the queues a replay of a batch in these queues
+// publishes to.
+func destinations(queues []string, toQueue string) []string {
 	if toQueue != "" {
 		return []string{toQueue}
 	}
+	out := slices.Clone(queues)
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// itemQueues are the queues of items, each once.
+func itemQueues(items []replay.Item) []string {
 	var out []string
 	for _, it := range items {
 		if !slices.Contains(out, it.Queue) {
 			out = append(out, it.Queue)
 		}
 	}
-	sort.Strings(out)
 	return out
 }
 

@@ -9,6 +9,7 @@ package batch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"iter"
 	"slices"
 	"time"
@@ -75,6 +76,9 @@ type Pending struct {
 
 	// where is what --where cost and saw while the selection was read.
 	where *inspect.WhereStats
+	// sp, for a dry run planned from the rows as they streamed (see
+	// streamable), stands for the items: in.items is empty.
+	sp *streamed
 
 	// Paused, when set, is told why the run waits (consumer lag, outside
 	// the window) as each pause starts or changes, and "" as it ends.
@@ -95,9 +99,12 @@ func Prepare(ctx context.Context, env Env, req Request) (*Pending, error) {
 		}
 		p.where = ws
 	}
-	in, err := gather(ctx, env.Client, env.Ledger, req, env.Now())
-	if err != nil {
-		return nil, err
+	in := &input{fresh: true, planAt: env.Now()}
+	var err error
+	if !streamable(req) {
+		if in, err = gather(ctx, env.Client, env.Ledger, req, env.Now()); err != nil {
+			return nil, err
+		}
 	}
 	p.in, p.settings = in, req.Settings
 	if in.batch != nil {
@@ -111,11 +118,21 @@ func Prepare(ctx context.Context, env Env, req Request) (*Pending, error) {
 			return nil, err
 		}
 	}
+	if streamable(req) {
+		switch err := p.stream(ctx); {
+		case errors.Is(err, errTooMany):
+			// Planned from the items, as any other batch.
+			req.PlanOnly = false
+			return Prepare(ctx, env, req)
+		case err != nil:
+			return nil, err
+		}
+	}
 	// A fresh batch is put in replay order before it is recorded, so its
 	// manifest keeps that order for every resume; a recorded batch whose
 	// settings say no order (decided by an older dlqctl) is arranged by
 	// failure time, the same way every time.
-	if req.Action == replay.Replay {
+	if req.Action == replay.Replay && p.sp == nil {
 		recordedOrder := ""
 		if in.batch != nil {
 			var rec Settings
@@ -165,6 +182,9 @@ func PrepareWhere(ctx context.Context, env Env, sel *replay.Selection) (*inspect
 // envelopes), finds the holds (leaving held messages out with SkipHeld),
 // settles the path (replays) and makes the plan.
 func (p *Pending) MakePlan(ctx context.Context) error {
+	if p.sp != nil {
+		return p.makeStreamedPlan(ctx)
+	}
 	if err := checkEnvelopes(ctx, p.env.Client, p.in.items); err != nil {
 		return err
 	}
@@ -203,17 +223,74 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 			return err
 		}
 		if s.ToQueue == "" {
-			p.po.QueueGroups = queueGroups(ctx, p.env.Client, p.in.items)
+			p.po.QueueGroups = queueGroups(ctx, p.env.Client, func(add func(q, g string)) {
+				for _, it := range p.in.items {
+					for _, g := range it.Groups() {
+						add(it.Queue, g)
+					}
+				}
+			})
 		}
 		if p.po.Pinned, err = p.pinned(ctx); err != nil {
 			return err
 		}
-		if err := p.paceBy(ctx); err != nil {
+		if err := p.paceBy(ctx, itemQueues(p.in.items)); err != nil {
 			return err
 		}
 	}
 	p.po.NoCall = func(it replay.Item) bool { return p.in.absent[it.Address] }
 	p.plan = replay.MakePlan(p.in.items, p.po)
+	p.plan.SkippedHeld = p.skippedHeld
+	p.plan.Where = p.where.Notes()
+	return nil
+}
+
+// makeStreamedPlan is MakePlan for a plan made from the rows (see
+// stream): the holds and journal entries were looked up as they passed.
+func (p *Pending) makeStreamedPlan(ctx context.Context) error {
+	sp := p.sp
+	if err := sp.checkEnvelopes(ctx, p.env.Client); err != nil {
+		return err
+	}
+	p.now = p.env.Now()
+	s := p.settings
+	p.po.Action, p.po.Rate, p.po.ToQueue, p.po.MaxGeneration = p.req.Action, s.Rate, s.ToQueue, s.MaxGeneration
+	p.skippedHeld = sp.skipped
+	if p.req.Action == replay.Replay {
+		var err error
+		if p.po.Via, err = p.resolvePath(ctx); err != nil {
+			return err
+		}
+		if s.ToQueue == "" {
+			p.po.QueueGroups = queueGroups(ctx, p.env.Client, func(add func(q, g string)) {
+				masks := make([]uint64, len(sp.queues))
+				sp.each(func(st seen) { masks[st.queue] |= st.groups })
+				for q, m := range masks {
+					for _, g := range sp.groupsOf(uint16(q), m) {
+						add(sp.queues[q], g)
+					}
+				}
+			})
+		}
+		p.po.Pinned = 0
+		sp.each(func(st seen) {
+			if st.flags&seenPinned != 0 {
+				p.po.Pinned++
+			}
+		})
+		var queues []string
+		present := make([]bool, len(sp.queues))
+		sp.each(func(st seen) { present[st.queue] = true })
+		for q, ok := range present {
+			if ok {
+				queues = append(queues, sp.queues[q])
+			}
+		}
+		if err := p.paceBy(ctx, queues); err != nil {
+			return err
+		}
+	}
+	p.plan = sp.plan(p.po)
 	p.plan.SkippedHeld = p.skippedHeld
 	p.plan.Where = p.where.Notes()
 	return nil
@@ -297,7 +374,12 @@ func (p *Pending) BatchID() string {
 func (p *Pending) Plan() replay.Plan { return p.plan }
 
 // Messages is how many messages the batch holds (0: nothing matches).
-func (p *Pending) Messages() int { return len(p.in.items) }
+func (p *Pending) Messages() int {
+	if p.sp != nil {
+		return p.sp.messages - p.skippedHeld
+	}
+	return len(p.in.items)
+}
 
 // Held is how many of them are under an active hold.
 func (p *Pending) Held() int { return p.plan.Held }

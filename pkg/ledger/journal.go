@@ -97,7 +97,7 @@ func (s *Store) Entry(ctx context.Context, broker string, a client.Address) (*En
 // Entries returns the journal of each address that has one, looked up a
 // few hundred addresses a statement.
 func (s *Store) Entries(ctx context.Context, broker string, addrs []client.Address) (map[client.Address]*Entry, error) {
-	out := make(map[client.Address]*Entry, len(addrs))
+	out := map[client.Address]*Entry{} // sized by what is found: most addresses of a fresh batch have no entry
 	const chunk = 400
 	for start := 0; start < len(addrs); start += chunk {
 		part := addrs[start:min(start+chunk, len(addrs))]

@@ -43,6 +43,10 @@ func ChainOf(it Item, toQueue string) Chain {
 	return Chain{Queue: q, Partition: it.Partition}
 }
 
+// IsUUIDv7 reports whether a message id is a UUIDv7, whose ids sort in
+// enqueue order (see uuidV7).
+func IsUUIDv7(id string) bool { return uuidV7(id) }
+
 // uuidV7 reports whether a message id is a UUIDv7: its first 48 bits are
 // the enqueue time, so ids sort in enqueue order (the broker mints them).
 func uuidV7(id string) bool {
@@ -158,6 +162,7 @@ func Arrange(items []Item, mode, toQueue string) ([]Item, OrderInfo) {
 		idx[next[k]] = int32(i)
 		next[k]++
 	}
+	counts := make([]ChainCount, len(runs))
 	for k := range runs {
 		r := &runs[k]
 		g := idx[r.start : r.start+r.n]
@@ -181,16 +186,9 @@ func Arrange(items []Item, mode, toQueue string) ([]Item, OrderInfo) {
 			}
 			return a.Address.String() < b.Address.String()
 		})
-		if !ids {
-			info.ByFailure += r.n
-		}
-		if r.n > 1 {
-			info.Partitions++
-		}
-		if r.n > info.LongestChain {
-			info.LongestChain, info.Chain = r.n, chains[k]
-		}
+		counts[k] = ChainCount{Chain: chains[k], N: r.n, ByID: ids}
 	}
+	info = OrderInfoOf(mode, counts)
 	// Partitions by their oldest message, so the oldest failures go first.
 	head := func(r run) *Item { return &items[idx[r.start]] }
 	sort.SliceStable(runs, func(i, j int) bool {
@@ -208,6 +206,32 @@ func Arrange(items []Item, mode, toQueue string) ([]Item, OrderInfo) {
 	}
 	permute(items, from)
 	return items, info
+}
+
+// ChainCount is a destination partition's share of a batch: how many
+// messages, and whether every one's id is a UUIDv7 (enqueue order).
+type ChainCount struct {
+	Chain Chain
+	N     int
+	ByID  bool
+}
+
+// OrderInfoOf is what a plan says about order, from the batch's chains in
+// the order they first appear in it.
+func OrderInfoOf(mode string, chains []ChainCount) OrderInfo {
+	info := OrderInfo{Mode: mode}
+	for _, c := range chains {
+		if !c.ByID {
+			info.ByFailure += c.N
+		}
+		if c.N > 1 {
+			info.Partitions++
+		}
+		if c.N > info.LongestChain {
+			info.LongestChain, info.Chain = c.N, c.Chain
+		}
+	}
+	return info
 }
 
 // permute moves items in place so that place k holds what was at

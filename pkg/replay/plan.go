@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -176,48 +177,142 @@ type PlanOptions struct {
 
 // MakePlan summarises items.
 func MakePlan(items []Item, o PlanOptions) Plan {
-	p := Plan{Action: o.Action, Addresses: len(items), ByQueue: map[string]int{}, Rate: o.Rate, Via: o.Via, Pinned: o.Pinned, Lag: o.Lag, Window: o.Window}
-	classes := map[string]*ClassCount{}
-	also := map[[2]string]*AlsoRemoved{}
-	holds := map[string]*HoldShare{}
+	pl := NewPlanner(o)
 	for _, it := range items {
-		p.Rows += len(it.Rows)
-		p.ByQueue[it.Queue]++
-		r := it.Newest()
-		id := ClassID(r.ErrorMessage)
-		if classes[id] == nil {
-			classes[id] = &ClassCount{Class: id, Pattern: NormalizeError(r.ErrorMessage)}
-		}
-		classes[id].Count++
-		if o.NoCall != nil && o.NoCall(it) {
-			p.NoCall++
-		}
-		if it.Undecryptable() {
-			p.Undecryptable++
-		}
-		if o.Action == Replay && o.MaxGeneration > 0 && Generation(it.Address.TransactionID) > o.MaxGeneration {
-			p.OverGenCap++
-		}
-		for _, x := range it.Others {
-			p.OtherGroups++
-			k := [2]string{x.ConsumerGroup, ClassID(x.ErrorMessage)}
-			if also[k] == nil {
-				also[k] = &AlsoRemoved{ConsumerGroup: k[0], Class: k[1], Pattern: NormalizeError(x.ErrorMessage)}
-			}
-			also[k].Rows++
-		}
-		if o.Hold != nil {
-			if h, ok := o.Hold(it); ok {
-				p.Held++
-				if holds[h.BatchID] == nil {
-					h := h
-					holds[h.BatchID] = &h
-				}
-				holds[h.BatchID].Messages++
-			}
+		pl.Add(it)
+	}
+	return pl.Plan()
+}
+
+// PlanEntry is what a plan takes of one item. A plan made from the rows
+// as they stream (a dry run that holds no items) gives its entries
+// directly; MakePlan makes them from items.
+type PlanEntry struct {
+	Queue string
+	// Rows is how many of the address's rows are selected.
+	Rows int
+	// Class is the newest selected row's class id, Pattern its pattern.
+	Class, Pattern string
+	NoCall         bool
+	Undecryptable  bool
+	OverGenCap     bool
+	// Hold is the active hold that covers the item, if any.
+	Hold *HoldShare
+	// Groups are the consumer groups that dead-lettered the message (every
+	// row of the address); Others the rows the selection left out.
+	Groups []string
+	Others []client.Row
+}
+
+// Planner makes a plan from items or entries given one at a time.
+type Planner struct {
+	o       PlanOptions
+	p       Plan
+	n       int
+	classes map[string]*ClassCount
+	also    map[[2]string]*AlsoRemoved
+	holds   map[string]*HoldShare
+	fan     map[string]*FanOut
+	reached map[string]map[string]bool
+}
+
+// NewPlanner starts a plan. Its options' QueueGroups must be complete
+// before the first item: fan-out is judged item by item.
+func NewPlanner(o PlanOptions) *Planner {
+	return &Planner{o: o, p: Plan{Action: o.Action, ByQueue: map[string]int{}, Rate: o.Rate, Via: o.Via, Pinned: o.Pinned, Lag: o.Lag, Window: o.Window},
+		classes: map[string]*ClassCount{}, also: map[[2]string]*AlsoRemoved{}, holds: map[string]*HoldShare{}, fan: map[string]*FanOut{}, reached: map[string]map[string]bool{}}
+}
+
+// Add counts an item.
+func (pl *Planner) Add(it Item) {
+	o := pl.o
+	r := it.Newest()
+	e := PlanEntry{Queue: it.Queue, Rows: len(it.Rows), Class: ClassID(r.ErrorMessage), Undecryptable: it.Undecryptable(),
+		OverGenCap: o.Action == Replay && o.MaxGeneration > 0 && Generation(it.Address.TransactionID) > o.MaxGeneration,
+		Groups:     it.Groups(), Others: it.Others}
+	if _, ok := pl.classes[e.Class]; !ok {
+		e.Pattern = NormalizeError(r.ErrorMessage)
+	}
+	e.NoCall = o.NoCall != nil && o.NoCall(it)
+	if o.Hold != nil {
+		if h, ok := o.Hold(it); ok {
+			e.Hold = &h
 		}
 	}
-	for _, c := range classes {
+	pl.AddEntry(e)
+}
+
+// AddEntry counts an item by its entry. Pattern may be left empty for a
+// class already counted.
+func (pl *Planner) AddEntry(e PlanEntry) {
+	p, o := &pl.p, pl.o
+	pl.n++
+	p.Rows += e.Rows
+	p.ByQueue[e.Queue]++
+	if pl.classes[e.Class] == nil {
+		pl.classes[e.Class] = &ClassCount{Class: e.Class, Pattern: e.Pattern}
+	}
+	pl.classes[e.Class].Count++
+	if e.NoCall {
+		p.NoCall++
+	}
+	if e.Undecryptable {
+		p.Undecryptable++
+	}
+	if e.OverGenCap {
+		p.OverGenCap++
+	}
+	for _, x := range e.Others {
+		p.OtherGroups++
+		k := [2]string{x.ConsumerGroup, ClassID(x.ErrorMessage)}
+		if pl.also[k] == nil {
+			pl.also[k] = &AlsoRemoved{ConsumerGroup: k[0], Class: k[1], Pattern: NormalizeError(x.ErrorMessage)}
+		}
+		pl.also[k].Rows++
+	}
+	if h := e.Hold; h != nil {
+		p.Held++
+		if pl.holds[h.BatchID] == nil {
+			h := *h
+			pl.holds[h.BatchID] = &h
+		}
+		pl.holds[h.BatchID].Messages++
+	}
+	if o.Action == Replay && o.ToQueue == "" {
+		pl.fanOut(e.Queue, e.Groups)
+	}
+}
+
+// fanOut counts a message whose re-push reaches groups of its queue that
+// did not fail it.
+func (pl *Planner) fanOut(queue string, groups []string) {
+	var others []string
+	for _, g := range pl.o.QueueGroups[queue] {
+		if !slices.Contains(groups, g) {
+			others = append(others, g)
+		}
+	}
+	if len(others) == 0 {
+		return
+	}
+	if pl.fan[queue] == nil {
+		pl.fan[queue] = &FanOut{Queue: queue}
+		pl.reached[queue] = map[string]bool{}
+	}
+	pl.fan[queue].Messages++
+	for _, g := range others {
+		if !pl.reached[queue][g] {
+			pl.reached[queue][g] = true
+			pl.fan[queue].AlsoReaches = append(pl.fan[queue].AlsoReaches, g)
+		}
+	}
+}
+
+// Plan is the plan of what was added.
+func (pl *Planner) Plan() Plan {
+	p, o := pl.p, pl.o
+	p.Addresses = pl.n
+	for _, c := range pl.classes {
 		p.ByClass = append(p.ByClass, *c)
 	}
 	sort.Slice(p.ByClass, func(i, j int) bool {
@@ -226,7 +321,7 @@ func MakePlan(items []Item, o PlanOptions) Plan {
 		}
 		return p.ByClass[i].Class < p.ByClass[j].Class
 	})
-	for _, a := range also {
+	for _, a := range pl.also {
 		p.AlsoRemoves = append(p.AlsoRemoves, *a)
 	}
 	sort.Slice(p.AlsoRemoves, func(i, j int) bool {
@@ -236,7 +331,7 @@ func MakePlan(items []Item, o PlanOptions) Plan {
 		}
 		return a.ConsumerGroup+a.Class < b.ConsumerGroup+b.Class
 	})
-	for _, h := range holds {
+	for _, h := range pl.holds {
 		p.Holds = append(p.Holds, *h)
 	}
 	sort.Slice(p.Holds, func(i, j int) bool { return p.Holds[i].BatchID < p.Holds[j].BatchID })
@@ -248,56 +343,18 @@ func MakePlan(items []Item, o PlanOptions) Plan {
 	default:
 		p.Destination = "original queue and partition of each message"
 	}
-	if o.Action == Replay && o.ToQueue == "" {
-		p.FanOut = fanOut(items, o.QueueGroups)
+	for _, f := range pl.fan {
+		sort.Strings(f.AlsoReaches)
+		p.FanOut = append(p.FanOut, *f)
 	}
+	sort.Slice(p.FanOut, func(i, j int) bool { return p.FanOut[i].Queue < p.FanOut[j].Queue })
 	if o.Action == Replay && o.Order.Mode != "" {
 		info := o.Order
 		p.Order = &info
 	}
 	if o.Rate > 0 {
-		p.Estimated = time.Duration(float64(len(items)-p.NoCall) / o.Rate * float64(time.Second))
+		p.Estimated = time.Duration(float64(pl.n-p.NoCall) / o.Rate * float64(time.Second))
 		p.EstimatedSecs = p.Estimated.Seconds()
 	}
 	return p
-}
-
-// fanOut finds, per queue, the messages a re-push delivers again to groups
-// that did not fail them.
-func fanOut(items []Item, queueGroups map[string][]string) []FanOut {
-	fan := map[string]*FanOut{}
-	reached := map[string]map[string]bool{}
-	for _, it := range items {
-		failed := map[string]bool{}
-		for _, g := range it.Groups() {
-			failed[g] = true
-		}
-		var others []string
-		for _, g := range queueGroups[it.Queue] {
-			if !failed[g] {
-				others = append(others, g)
-			}
-		}
-		if len(others) == 0 {
-			continue
-		}
-		if fan[it.Queue] == nil {
-			fan[it.Queue] = &FanOut{Queue: it.Queue}
-			reached[it.Queue] = map[string]bool{}
-		}
-		fan[it.Queue].Messages++
-		for _, g := range others {
-			if !reached[it.Queue][g] {
-				reached[it.Queue][g] = true
-				fan[it.Queue].AlsoReaches = append(fan[it.Queue].AlsoReaches, g)
-			}
-		}
-	}
-	var out []FanOut
-	for _, f := range fan {
-		sort.Strings(f.AlsoReaches)
-		out = append(out, *f)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Queue < out[j].Queue })
-	return out
 }
