@@ -211,32 +211,43 @@ func snapshotAddresses(ctx context.Context, cl *client.Client, addrs []client.Ad
 // so only the detail route tells an encrypted payload (it decrypts) from
 // an undecryptable one. The answer is what the batch publishes.
 func checkEnvelopes(ctx context.Context, cl *client.Client, items []replay.Item) error {
+	var ask []*replay.Item
+	for i := range items {
+		if it := &items[i]; !it.Checked && it.Envelope() && it.Address.PathSafe() {
+			ask = append(ask, it)
+		}
+	}
+	return askDetails(ctx, cl, len(ask), func(i int) client.Address { return ask[i].Address }, func(i int, m *client.Message) {
+		ask[i].Payload, ask[i].Checked = m.Payload, true
+	})
+}
+
+// askDetails asks the detail route about n addresses, 8 at a time, and
+// gives each answer to got (called one at a time). An address gone from
+// the DLQ, or a broker without the route, leaves it unanswered (a run
+// settles it); any other error is returned.
+func askDetails(ctx context.Context, cl *client.Client, n int, addr func(i int) client.Address, got func(i int, m *client.Message)) error {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	var mu sync.Mutex
 	var first error
-	for i := range items {
-		it := &items[i]
-		if it.Checked || !it.Envelope() || !it.Address.PathSafe() {
-			continue
-		}
+	for i := range n {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			m, err := cl.Get(ctx, it.Address)
+			m, err := cl.Get(ctx, addr(i))
+			mu.Lock()
+			defer mu.Unlock()
 			switch {
 			case err == nil:
-				it.Payload, it.Checked = m.Payload, true
+				got(i, m)
 			case errors.Is(err, client.ErrNoDeadLetterRow), errors.Is(err, client.ErrRouteMissing):
-				// Left unchecked: the run settles it (gone, or asked again).
 			default:
-				mu.Lock()
 				if first == nil {
 					first = err
 				}
-				mu.Unlock()
 			}
 		}()
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -146,12 +145,7 @@ func (p *Pending) stream(ctx context.Context) error {
 		if !sel.Match(r) {
 			continue
 		}
-		var h maphash.Hash
-		h.SetSeed(sp.seed)
-		h.WriteString(r.PartitionID)
-		h.WriteByte('/')
-		h.WriteString(r.TransactionID)
-		key := h.Sum64()
+		key := sp.key(r.Address())
 		i, ok := sp.by[key]
 		if !ok {
 			if sel.Limit > 0 && sp.messages >= sel.Limit {
@@ -262,42 +256,24 @@ func (sp *streamed) group(q uint16, g string) (uint64, error) {
 // checkEnvelopes does for items: what it returns is what the plan counts
 // as undecryptable.
 func (sp *streamed) checkEnvelopes(ctx context.Context, cl *client.Client) error {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	var mu sync.Mutex
-	var first error
-	for _, a := range sp.envelopes {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			m, err := cl.Get(ctx, a)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				var h maphash.Hash
-				h.SetSeed(sp.seed)
-				h.WriteString(a.PartitionID)
-				h.WriteByte('/')
-				h.WriteString(a.TransactionID)
-				st := sp.at(sp.by[h.Sum64()])
-				if client.IsEnvelope(m.Payload) {
-					st.flags |= seenUndecryptable
-				} else {
-					st.flags &^= seenUndecryptable
-				}
-			case errors.Is(err, client.ErrNoDeadLetterRow), errors.Is(err, client.ErrRouteMissing):
-			default:
-				if first == nil {
-					first = err
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return first
+	return askDetails(ctx, cl, len(sp.envelopes), func(i int) client.Address { return sp.envelopes[i] }, func(i int, m *client.Message) {
+		st := sp.at(sp.by[sp.key(sp.envelopes[i])])
+		if client.IsEnvelope(m.Payload) {
+			st.flags |= seenUndecryptable
+		} else {
+			st.flags &^= seenUndecryptable
+		}
+	})
+}
+
+// key is an address's hash.
+func (sp *streamed) key(a client.Address) uint64 {
+	var h maphash.Hash
+	h.SetSeed(sp.seed)
+	h.WriteString(a.PartitionID)
+	h.WriteByte('/')
+	h.WriteString(a.TransactionID)
+	return h.Sum64()
 }
 
 // each calls f for every address the plan keeps (not left out by
