@@ -101,7 +101,8 @@ func Prepare(ctx context.Context, env Env, req Request) (*Pending, error) {
 	}
 	in := &input{fresh: true, planAt: env.Now()}
 	var err error
-	if !streamable(req) {
+	streamed := streamable(req)
+	if !streamed {
 		if in, err = gather(ctx, env.Client, env.Ledger, req, env.Now()); err != nil {
 			return nil, err
 		}
@@ -118,7 +119,7 @@ func Prepare(ctx context.Context, env Env, req Request) (*Pending, error) {
 			return nil, err
 		}
 	}
-	if streamable(req) {
+	if streamed {
 		switch err := p.stream(ctx); {
 		case errors.Is(err, errTooMany):
 			// Planned from the items, as any other batch.
@@ -197,9 +198,7 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.now = p.env.Now()
-	s := p.settings
-	p.po.Action, p.po.Rate, p.po.ToQueue, p.po.MaxGeneration = p.req.Action, s.Rate, s.ToQueue, s.MaxGeneration
+	p.startPlan()
 	p.po.Hold = func(it replay.Item) (replay.HoldShare, bool) {
 		d, ok := dec[it.Address]
 		if !ok || d.Action != ledger.ActionHold || !d.Covers(it.Newest().FailedAt, p.now) || p.in.batch != nil && d.BatchID == p.in.batch.ID {
@@ -219,22 +218,14 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 		p.in.items = kept
 	}
 	if p.req.Action == replay.Replay {
-		if p.po.Via, err = p.resolvePath(ctx); err != nil {
-			return err
-		}
-		if s.ToQueue == "" {
-			p.po.QueueGroups = queueGroups(ctx, p.env.Client, func(add func(q, g string)) {
-				for _, it := range p.in.items {
-					for _, g := range it.Groups() {
-						add(it.Queue, g)
-					}
+		groups := func(add func(q, g string)) {
+			for _, it := range p.in.items {
+				for _, g := range it.Groups() {
+					add(it.Queue, g)
 				}
-			})
+			}
 		}
-		if p.po.Pinned, err = p.pinned(ctx); err != nil {
-			return err
-		}
-		if err := p.paceBy(ctx, itemQueues(p.in.items)); err != nil {
+		if err := p.planReplay(ctx, groups, itemQueues(p.in.items), p.pinned); err != nil {
 			return err
 		}
 	}
@@ -252,41 +243,32 @@ func (p *Pending) makeStreamedPlan(ctx context.Context) error {
 	if err := sp.checkEnvelopes(ctx, p.env.Client); err != nil {
 		return err
 	}
-	p.now = p.env.Now()
-	s := p.settings
-	p.po.Action, p.po.Rate, p.po.ToQueue, p.po.MaxGeneration = p.req.Action, s.Rate, s.ToQueue, s.MaxGeneration
+	p.startPlan()
 	p.skippedHeld = sp.skipped
 	if p.req.Action == replay.Replay {
-		var err error
-		if p.po.Via, err = p.resolvePath(ctx); err != nil {
-			return err
-		}
-		if s.ToQueue == "" {
-			p.po.QueueGroups = queueGroups(ctx, p.env.Client, func(add func(q, g string)) {
-				masks := make([]uint64, len(sp.queues))
-				sp.each(func(st seen) { masks[st.queue] |= st.groups })
-				for q, m := range masks {
-					for _, g := range sp.groupsOf(uint16(q), m) {
-						add(sp.queues[q], g)
-					}
-				}
-			})
-		}
-		p.po.Pinned = 0
+		// Each queue's groups, from every address the plan keeps.
+		masks := make([]uint64, len(sp.queues))
+		pinned := 0
 		sp.each(func(st seen) {
+			masks[st.queue] |= st.groups
 			if st.flags&seenPinned != 0 {
-				p.po.Pinned++
+				pinned++
 			}
 		})
 		var queues []string
-		present := make([]bool, len(sp.queues))
-		sp.each(func(st seen) { present[st.queue] = true })
-		for q, ok := range present {
-			if ok {
+		for q, m := range masks {
+			if m != 0 { // every address has a row, so a group
 				queues = append(queues, sp.queues[q])
 			}
 		}
-		if err := p.paceBy(ctx, queues); err != nil {
+		groups := func(add func(q, g string)) {
+			for q, m := range masks {
+				for _, g := range sp.groupsOf(uint16(q), m) {
+					add(sp.queues[q], g)
+				}
+			}
+		}
+		if err := p.planReplay(ctx, groups, queues, func(context.Context) (int, error) { return pinned, nil }); err != nil {
 			return err
 		}
 	}
@@ -294,6 +276,31 @@ func (p *Pending) makeStreamedPlan(ctx context.Context) error {
 	p.plan.SkippedHeld = p.skippedHeld
 	p.plan.Where = p.where.Notes()
 	return nil
+}
+
+// startPlan sets the plan's moment and the options the settings give.
+func (p *Pending) startPlan() {
+	p.now = p.env.Now()
+	s := p.settings
+	p.po.Action, p.po.Rate, p.po.ToQueue, p.po.MaxGeneration = p.req.Action, s.Rate, s.ToQueue, s.MaxGeneration
+}
+
+// planReplay settles what a replay's plan says beyond its items' own
+// figures: the path, the groups a re-push reaches (groups adds each
+// queue and group of the batch's rows), the addresses pinned to the
+// manual path, and the pace (queues: the batch's queues).
+func (p *Pending) planReplay(ctx context.Context, groups func(add func(q, g string)), queues []string, pinned func(context.Context) (int, error)) error {
+	var err error
+	if p.po.Via, err = p.resolvePath(ctx); err != nil {
+		return err
+	}
+	if p.settings.ToQueue == "" {
+		p.po.QueueGroups = queueGroups(ctx, p.env.Client, groups)
+	}
+	if p.po.Pinned, err = pinned(ctx); err != nil {
+		return err
+	}
+	return p.paceBy(ctx, queues)
 }
 
 // resolvePath settles which path this broker gets: --via auto asks once,

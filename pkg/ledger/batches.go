@@ -437,21 +437,27 @@ func (s *Store) DecidedQueues(ctx context.Context, broker string, now time.Time)
 // decisions of a row in any other queue. It reads batch_queues, a few rows
 // a batch.
 func (s *Store) QueuesWithDecisions(ctx context.Context, broker string) (map[string]bool, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT DISTINCT bq.queue FROM batch_queues bq JOIN batches b ON b.id = bq.batch_id
-		WHERE b.broker = ? AND b.status <> 'cancelled'`), broker)
+	return s.textSet(ctx, "reading decisions", `SELECT DISTINCT bq.queue FROM batch_queues bq JOIN batches b ON b.id = bq.batch_id
+		WHERE b.broker = ? AND b.status <> 'cancelled'`, broker)
+}
+
+// textSet runs a query of one text column and gives its values as a set;
+// what says what was being read, for its errors.
+func (s *Store) textSet(ctx context.Context, what, q string, args ...any) (map[string]bool, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
 	if err != nil {
-		return nil, s.wrap("reading decisions", err)
+		return nil, s.wrap(what, err)
 	}
 	defer rows.Close()
 	out := map[string]bool{}
 	for rows.Next() {
-		var q string
-		if err := rows.Scan(&q); err != nil {
-			return nil, s.wrap("reading decisions", err)
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, s.wrap(what, err)
 		}
-		out[q] = true
+		out[v] = true
 	}
-	return out, s.wrap("reading decisions", rows.Err())
+	return out, s.wrap(what, rows.Err())
 }
 
 // LatestDecisionsFor is LatestDecisions for the given addresses only,

@@ -203,20 +203,7 @@ func (s *Store) BatchOutcome(ctx context.Context, batchID string) (map[string]in
 // ReplayTxIDs are the transaction ids a batch's replays were published
 // as: a dead letter with one of them is a replay that failed again.
 func (s *Store) ReplayTxIDs(ctx context.Context, batchID string) (map[string]bool, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT replay_txid FROM journal WHERE batch_id = ? AND replay_txid <> ''`), batchID)
-	if err != nil {
-		return nil, s.wrap("reading the journal", err)
-	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var t string
-		if err := rows.Scan(&t); err != nil {
-			return nil, s.wrap("reading the journal", err)
-		}
-		out[t] = true
-	}
-	return out, s.wrap("reading the journal", rows.Err())
+	return s.textSet(ctx, "reading the journal", `SELECT replay_txid FROM journal WHERE batch_id = ? AND replay_txid <> ''`, batchID)
 }
 
 // ClaimMany claims addresses in one statement where it can (the common
