@@ -38,27 +38,61 @@ func (r Row) Address() Address {
 func (r Row) Undecryptable() bool { return IsEnvelope(r.Data) }
 
 // IsEnvelope reports whether a payload is an encryption envelope: an object
-// whose keys are exactly encrypted, iv and authTag.
+// whose keys are exactly encrypted, iv and authTag. It allocates nothing
+// (a released server's list shows every encrypted row so, and listings
+// ask about each row).
 func IsEnvelope(data json.RawMessage) bool {
 	d := bytes.TrimSpace(data)
 	if len(d) == 0 || d[0] != '{' {
 		return false
 	}
+	escaped := bytes.IndexByte(d, '\\') >= 0
 	// Most payloads are not envelopes: without the key's name (and no
 	// escape that could spell it), there is nothing to decode.
-	if !bytes.Contains(d, []byte(`"authTag"`)) && bytes.IndexByte(d, '\\') < 0 {
+	if !escaped && !bytes.Contains(d, []byte(`"authTag"`)) {
 		return false
 	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(d, &m) != nil || len(m) != 3 {
-		return false
-	}
-	for _, k := range []string{"encrypted", "iv", "authTag"} {
-		if _, ok := m[k]; !ok {
+	if escaped {
+		// A key may be spelled with escapes: decode it as it is.
+		var m map[string]json.RawMessage
+		if json.Unmarshal(d, &m) != nil || len(m) != 3 {
 			return false
 		}
+		for _, k := range []string{"encrypted", "iv", "authTag"} {
+			if _, ok := m[k]; !ok {
+				return false
+			}
+		}
+		return true
 	}
-	return true
+	if !json.Valid(d) {
+		return false
+	}
+	// The object's names, one after another: each is one of the three
+	// (a name given twice is one key, as decoding keeps the last), and all
+	// three are there.
+	var seen uint8
+	i := skipSpace(d, 1)
+	for i < len(d) && d[i] == '"' {
+		end := stringEnd(d, i)
+		switch string(d[i+1 : end-1]) {
+		case "encrypted":
+			seen |= 1
+		case "iv":
+			seen |= 2
+		case "authTag":
+			seen |= 4
+		default:
+			return false
+		}
+		i = skipSpace(d, end)
+		i = skipSpace(d, i+1) // the colon
+		i = skipSpace(d, valueEnd(d, i))
+		if i < len(d) && d[i] == ',' {
+			i = skipSpace(d, i+1)
+		}
+	}
+	return seen == 7
 }
 
 // Address is PARTITION_ID/TRANSACTION_ID, the key of a dead-lettered message.
