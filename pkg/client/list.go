@@ -92,11 +92,11 @@ var ErrOffsetIgnored = errors.New("the broker ignores offset")
 // caller (a few chunks of rows, the next page's request while the caller
 // is still on this one's last rows): reading and using the rows overlap.
 func (c *Client) Rows(ctx context.Context, q ListQuery) iter.Seq2[Row, error] {
-	return stream.Ahead(ctx, 4, func(ctx context.Context, emit func([]Row) bool) error {
+	return stream.Ahead(ctx, 4, func(ctx context.Context, emit func([]Row) ([]Row, bool)) error {
 		buf := make([]Row, 0, chunkRows)
 		flush := func() bool {
-			ok := emit(buf)
-			buf = make([]Row, 0, chunkRows)
+			var ok bool
+			buf, ok = emit(buf)
 			return ok
 		}
 		err := c.pages(ctx, q, func(r Row) bool {
@@ -119,10 +119,11 @@ func (c *Client) pages(ctx context.Context, q ListQuery, visit func(Row) bool, p
 	if size <= 0 {
 		size = 500
 	}
-	prev := map[Key]struct{}{}
+	// Two sets of keys, this page's and the last one's, reused page after
+	// page.
+	prev, cur := map[Key]struct{}{}, make(map[Key]struct{}, min(size, 1024))
 	offset := q.Offset
 	for {
-		cur := make(map[Key]struct{}, min(size, 1024))
 		n, fresh, stopped := 0, 0, false
 		pq := q
 		pq.Limit, pq.Offset = size, offset
@@ -158,7 +159,8 @@ func (c *Client) pages(ctx context.Context, q ListQuery, visit func(Row) bool, p
 		if !pageEnd() {
 			return nil
 		}
-		prev = cur
+		prev, cur = cur, prev
+		clear(cur)
 		offset += n
 	}
 }

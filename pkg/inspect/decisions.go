@@ -84,7 +84,7 @@ func (d *Decisions) Through(ctx context.Context, rows iter.Seq2[client.Row, erro
 	}
 	// Lookups run under ctx itself, not the one a caller that stops early
 	// cancels: that is not a failed lookup.
-	return stream.Ahead(ctx, 1, func(_ context.Context, emit func([]client.Row) bool) error {
+	return stream.Ahead(ctx, 1, func(_ context.Context, emit func([]client.Row) ([]client.Row, bool)) error {
 		buf := make([]client.Row, 0, decisionChunk)
 		for r, err := range rows {
 			if err != nil {
@@ -94,10 +94,10 @@ func (d *Decisions) Through(ctx context.Context, rows iter.Seq2[client.Row, erro
 			}
 			if buf = append(buf, r); len(buf) == decisionChunk {
 				d.lookup(ctx, buf)
-				if !emit(buf) {
+				var ok bool
+				if buf, ok = emit(buf); !ok {
 					return nil
 				}
-				buf = make([]client.Row, 0, decisionChunk)
 			}
 		}
 		d.lookup(ctx, buf)
@@ -123,7 +123,10 @@ func (d *Decisions) lookup(ctx context.Context, rows []client.Row) {
 		}
 		queues = q
 	}
-	addrs := make([]client.Address, 0, len(rows))
+	if len(queues) == 0 {
+		return
+	}
+	var addrs []client.Address
 	for _, r := range rows {
 		if queues[r.Queue] {
 			addrs = append(addrs, r.Address())

@@ -13,7 +13,13 @@ import (
 // returns comes after every value it emitted before it. A caller that
 // stops early cancels the context produce is given (emit then reports
 // false), and Ahead returns only once produce has.
-func Ahead[T any](ctx context.Context, depth int, produce func(ctx context.Context, emit func([]T) bool) error) iter.Seq2[T, error] {
+//
+// emit takes a chunk and gives back an empty slice to fill next: one
+// whose values the caller has already taken (cleared, so it holds on to
+// nothing), or a new one of the same capacity when none is back yet. A
+// long stream so allocates a few chunks, not one per chunk; a producer
+// must not touch a chunk after emitting it.
+func Ahead[T any](ctx context.Context, depth int, produce func(ctx context.Context, emit func([]T) ([]T, bool)) error) iter.Seq2[T, error] {
 	type chunk struct {
 		vals []T
 		err  error
@@ -21,6 +27,9 @@ func Ahead[T any](ctx context.Context, depth int, produce func(ctx context.Conte
 	return func(yield func(T, error) bool) {
 		stopped, stop := context.WithCancel(ctx)
 		out := make(chan chunk, depth)
+		// Room for every chunk that can be in flight: the channel's, the
+		// one being yielded and the one being filled.
+		free := make(chan []T, depth+2)
 		go func() {
 			defer close(out)
 			send := func(c chunk) bool {
@@ -31,7 +40,21 @@ func Ahead[T any](ctx context.Context, depth int, produce func(ctx context.Conte
 					return false
 				}
 			}
-			err := produce(stopped, func(vals []T) bool { return len(vals) == 0 || send(chunk{vals: vals}) })
+			emit := func(vals []T) ([]T, bool) {
+				if len(vals) == 0 {
+					return vals, true
+				}
+				if !send(chunk{vals: vals}) {
+					return nil, false
+				}
+				select {
+				case b := <-free:
+					return b, true
+				default:
+					return make([]T, 0, cap(vals)), true
+				}
+			}
+			err := produce(stopped, emit)
 			if err != nil && stopped.Err() == nil {
 				send(chunk{err: err})
 			}
@@ -51,6 +74,11 @@ func Ahead[T any](ctx context.Context, depth int, produce func(ctx context.Conte
 				var zero T
 				yield(zero, c.err)
 				return
+			}
+			clear(c.vals)
+			select {
+			case free <- c.vals[:0]:
+			default:
 			}
 		}
 	}

@@ -10,13 +10,13 @@ import (
 // stops the producer.
 func TestAhead(t *testing.T) {
 	boom := errors.New("boom")
-	produce := func(ctx context.Context, emit func([]int) bool) error {
+	produce := func(ctx context.Context, emit func([]int) ([]int, bool)) error {
 		for i := 0; i < 100; i += 10 {
 			chunk := make([]int, 10)
 			for k := range chunk {
 				chunk[k] = i + k
 			}
-			if !emit(chunk) {
+			if _, ok := emit(chunk); !ok {
 				return ctx.Err()
 			}
 		}
@@ -35,9 +35,9 @@ func TestAhead(t *testing.T) {
 		t.Fatalf("got %d values (last %v), error %v: want 0..99 then boom", len(got), got[len(got)-1], gotErr)
 	}
 	ended := make(chan error, 1)
-	early := func(ctx context.Context, emit func([]int) bool) error {
+	early := func(ctx context.Context, emit func([]int) ([]int, bool)) error {
 		for i := 0; ; i++ {
-			if !emit([]int{i}) {
+			if _, ok := emit([]int{i}); !ok {
 				ended <- ctx.Err()
 				return ctx.Err()
 			}
@@ -51,5 +51,46 @@ func TestAhead(t *testing.T) {
 	}
 	if err := <-ended; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the producer ended with %v, want it stopped by the caller", err)
+	}
+}
+
+// A producer that fills the slices emit gives back allocates a few
+// chunks for a long stream, and no value is overwritten before the
+// caller has taken it.
+func TestAheadRecyclesChunks(t *testing.T) {
+	const chunks, size = 2000, 16
+	arrays := map[*int]bool{}
+	produce := func(ctx context.Context, emit func([]int) ([]int, bool)) error {
+		buf := make([]int, 0, size)
+		for i := 0; i < chunks*size; i++ {
+			buf = append(buf, i)
+			if len(buf) == size {
+				arrays[&buf[0]] = true
+				var ok bool
+				if buf, ok = emit(buf); !ok {
+					return ctx.Err()
+				}
+				if len(buf) != 0 || cap(buf) != size {
+					return errors.New("emit gave back a slice that is not empty or not of the chunk's capacity")
+				}
+			}
+		}
+		return nil
+	}
+	want := 0
+	for v, err := range Ahead(context.Background(), 3, produce) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v != want {
+			t.Fatalf("value %d came as %d: a chunk was reused before it was read", want, v)
+		}
+		want++
+	}
+	if want != chunks*size {
+		t.Fatalf("got %d values, want %d", want, chunks*size)
+	}
+	if len(arrays) > 3+2+1 {
+		t.Fatalf("%d chunks allocated for %d emitted: want them recycled (at most depth+3)", len(arrays), chunks)
 	}
 }

@@ -157,20 +157,20 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		if f.IO.IsStdoutTTY() {
 			st.FlushEach()
 		}
+		// One record and one decision, reused row after row: a row's
+		// output is written before the next is read.
+		rec, d := inspect.Record{Now: now}, ledger.Decision{}
 		for r, err := range rows {
 			if err != nil {
 				st.Close()
 				return err
 			}
-			var d *ledger.Decision
+			rec.R, rec.D, rec.SLO = r, nil, 0
 			if x, ok := dec(r.Address()); ok {
-				d = &x
-			}
-			rec := inspect.Record{R: r, Now: now, D: d}
-			if d != nil {
+				d, rec.D = x, &d
 				rec.SLO = inspect.TriageSLO(cfg.PolicySet(), r.Queue, r.ConsumerGroup)
 			}
-			if err := st.Write(rec); err != nil {
+			if err := st.Write(&rec); err != nil {
 				return err
 			}
 		}
