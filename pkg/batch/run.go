@@ -49,7 +49,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	if err := archiveItems(jctx, ld, cl.Broker(), now, in); err != nil {
 		return nil, err
 	}
-	if err := ld.SetBatchStatus(jctx, batch.ID, ledger.StatusRunning, now, batch.Outcome); err != nil {
+	if err := ld.SetBatchStatus(jctx, batch.ID, ledger.StatusRunning, now, now, batch.Outcome); err != nil {
 		return nil, err
 	}
 	_ = ld.Audit(jctx, ledger.AuditEntry{At: now, Broker: cl.Broker(), BatchID: batch.ID, Kind: "execution-started", By: by,
@@ -110,7 +110,7 @@ func (p *Pending) settle(ctx context.Context, id, by string, rep *replay.Report)
 		status = ledger.StatusFailed
 	}
 	end := p.env.Now()
-	if err := ld.SetBatchStatus(ctx, id, status, p.now, outcome); err != nil {
+	if err := ld.SetBatchStatus(ctx, id, status, p.now, end, outcome); err != nil {
 		return err
 	}
 	_ = ld.Audit(ctx, ledger.AuditEntry{At: end, Broker: broker, BatchID: id, Kind: "execution-" + status, By: by, Detail: render.Counts(rep.Outcome())})

@@ -379,7 +379,7 @@ func TestBatchProgress(t *testing.T) {
 		if value(t, m, "dlqctl_batch_refailed", id...) != 1 {
 			t.Fatalf("refailed %v, want 1", value(t, m, "dlqctl_batch_refailed", id...))
 		}
-		if err := ld.SetBatchStatus(ctx, bt.ID, ledger.StatusFailed, testkit.Now, nil); err != nil {
+		if err := ld.SetBatchStatus(ctx, bt.ID, ledger.StatusFailed, testkit.Now, testkit.Now, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := e.Pass(ctx); err != nil {

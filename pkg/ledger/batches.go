@@ -120,9 +120,9 @@ func (s *Store) CreateBatchOf(ctx context.Context, b *Batch, n int, item func(i 
 	if len(b.Settings) > 0 {
 		settings = string(b.Settings)
 	}
-	if _, err := s.exec(ctx, tx, `INSERT INTO batches (id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, status, settings)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		b.ID, b.Broker, b.Action, b.By, fmtTime(b.At), b.Why, b.Owner, nullTime(b.Until), b.Selection, b.Size, b.Destination, b.Status, settings); err != nil {
+	if _, err := s.exec(ctx, tx, `INSERT INTO batches (id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, status, settings, active_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		b.ID, b.Broker, b.Action, b.By, fmtTime(b.At), b.Why, b.Owner, nullTime(b.Until), b.Selection, b.Size, b.Destination, b.Status, settings, fmtTime(b.At)); err != nil {
 		return s.wrap("recording the batch", err)
 	}
 	var queues []string
@@ -312,11 +312,16 @@ func (s *Store) SetBatchSettings(ctx context.Context, id string, settings json.R
 	return s.wrap("recording the batch settings", err)
 }
 
-// SetBatchStatus records an execution's progress and outcome counts.
-func (s *Store) SetBatchStatus(ctx context.Context, id, status string, executedAt time.Time, outcome map[string]int) error {
+// SetBatchStatus records an execution's progress and outcome counts: at
+// its start (status running; executedAt, the first run's start, is kept
+// from the first) and at its end. now dates the batch's latest activity:
+// every journal entry a run writes is dated between its start and its
+// end, so a window's outcomes are those of the batches active in it or
+// still running (OutcomeCounts).
+func (s *Store) SetBatchStatus(ctx context.Context, id, status string, executedAt, now time.Time, outcome map[string]int) error {
 	out, _ := json.Marshal(outcome)
-	_, err := s.exec(ctx, s.db, `UPDATE batches SET status = ?, executed_at = COALESCE(executed_at, ?), outcome = ? WHERE id = ?`,
-		status, nullTime(executedAt), string(out), id)
+	_, err := s.exec(ctx, s.db, `UPDATE batches SET status = ?, executed_at = COALESCE(executed_at, ?), active_at = ?, outcome = ? WHERE id = ?`,
+		status, nullTime(executedAt), fmtTime(now), string(out), id)
 	return s.wrap("recording the batch outcome", err)
 }
 
@@ -678,9 +683,20 @@ func (s *Store) DecisionLatencies(ctx context.Context, broker string, since time
 }
 
 // OutcomeCounts counts journal outcomes (replayed, duplicate, gone,
-// discarded) of entries updated since `since`.
+// discarded) of entries the runs since `since` wrote: entries updated
+// since then, of the batches active since then or still running (a run
+// dates its batch at its start and its end). It reads those batches'
+// entries, not the broker's whole journal. An entry a run only found
+// done (another batch's) keeps that batch's id and is not counted.
 func (s *Store) OutcomeCounts(ctx context.Context, broker string, since time.Time) (map[string]int, []string, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT outcome, state, replay_txid FROM journal WHERE broker = ? AND updated_at >= ?`), broker, fmtTime(since))
+	at := fmtTime(since)
+	// The batches first, then each one's entries by journal_batch: SQLite
+	// keeps a CROSS JOIN's order (left to itself it read the broker's whole
+	// journal by journal_txid and looked each entry's batch up). A batch
+	// is one broker's, and so are its entries.
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT j.outcome, j.state, j.replay_txid
+		FROM (SELECT id FROM batches WHERE broker = ? AND active_at >= ? UNION SELECT id FROM batches WHERE broker = ? AND status = 'running') b
+		CROSS JOIN journal j WHERE j.batch_id = b.id AND j.updated_at >= ?`), broker, at, broker, at)
 	if err != nil {
 		return nil, nil, s.wrap("reading outcomes", err)
 	}

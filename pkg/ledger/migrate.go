@@ -144,6 +144,14 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 	INSERT INTO batch_queues (batch_id, queue) SELECT DISTINCT batch_id, queue FROM batch_items;
 	CREATE INDEX archive_vanished ON archive (broker) WHERE vanished = 1;
 	CREATE INDEX archive_failed ON archive (broker, failed_at);`},
+	// 8: when each batch last ran (a run's start and end), so a window's
+	// replay outcomes are read from the journal entries of the batches
+	// that ran in it, not from every entry ever written. A batch's runs so
+	// far are dated by the journal entries they wrote.
+	{sql: `ALTER TABLE batches ADD COLUMN active_at TEXT;
+	UPDATE batches SET active_at = COALESCE((SELECT max(j.updated_at) FROM journal j WHERE j.batch_id = batches.id), executed_at, at);
+	CREATE INDEX batches_active ON batches (broker, active_at);
+	CREATE INDEX batches_running ON batches (broker) WHERE status = 'running'`},
 }
 
 // SchemaVersion is the schema this binary writes.
