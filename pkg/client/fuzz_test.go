@@ -49,20 +49,6 @@ func FuzzDecodePage(f *testing.F) {
 	})
 }
 
-// envelopeByDecoding is IsEnvelope's definition, by decoding the object.
-func envelopeByDecoding(b []byte) bool {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(b, &m) != nil || len(m) != 3 {
-		return false
-	}
-	for _, k := range []string{"encrypted", "iv", "authTag"} {
-		if _, ok := m[k]; !ok {
-			return false
-		}
-	}
-	return true
-}
-
 // IsEnvelope scans instead of decoding: it says what decoding says.
 func FuzzIsEnvelope(f *testing.F) {
 	for _, s := range []string{

@@ -514,16 +514,7 @@ func migrateSpellings(t *testing.T, dsn string) {
 		t.Fatal(err)
 	}
 	ip, name := "http://127.0.0.1:6632", "http://LOCALHOST:6632/"
-	exec := func(q string, args ...any) {
-		if strings.HasPrefix(dsn, "postgres") {
-			for i := 1; strings.Contains(q, "?"); i++ {
-				q = strings.Replace(q, "?", fmt.Sprintf("$%d", i), 1)
-			}
-		}
-		if _, err := old.DB().Exec(q, args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	exec := rawExec(t, old, dsn)
 	// Two holds, one under each spelling, as the schema of version 2 has
 	// them; addr(0) was replayed under one spelling and is pending under
 	// the other.
@@ -597,16 +588,7 @@ func TestMigrationRecordsBatchQueues(t *testing.T) {
 			gone := &ledger.Batch{Broker: broker, Action: ledger.ActionHold, By: "cy", At: testkit.Now, Why: "w", Until: testkit.Now.Add(-time.Hour)}
 			// The old schema has no batch_queues: write the batches as an
 			// older dlqctl did, by hand.
-			exec := func(q string, args ...any) {
-				if strings.HasPrefix(l.DSN, "postgres") {
-					for i := 1; strings.Contains(q, "?"); i++ {
-						q = strings.Replace(q, "?", fmt.Sprintf("$%d", i), 1)
-					}
-				}
-				if _, err := old.DB().Exec(q, args...); err != nil {
-					t.Fatal(err)
-				}
-			}
+			exec := rawExec(t, old, l.DSN)
 			for i, b := range []struct {
 				b     *ledger.Batch
 				queue string
@@ -647,5 +629,22 @@ func TestMigrationRecordsBatchQueues(t *testing.T) {
 				t.Fatalf("for: %v (%v); all %v", some, err, all)
 			}
 		})
+	}
+}
+
+// rawExec runs a statement written with ? placeholders on an old
+// schema's database, as an older dlqctl wrote its rows (PostgreSQL gets
+// $1, $2, …).
+func rawExec(t *testing.T, old *ledger.Store, dsn string) func(q string, args ...any) {
+	return func(q string, args ...any) {
+		t.Helper()
+		if strings.HasPrefix(dsn, "postgres") {
+			for i := 1; strings.Contains(q, "?"); i++ {
+				q = strings.Replace(q, "?", fmt.Sprintf("$%d", i), 1)
+			}
+		}
+		if _, err := old.DB().Exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -142,16 +141,7 @@ func TestMigrationDatesBatchActivity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			exec := func(q string, args ...any) {
-				if strings.HasPrefix(l.DSN, "postgres") {
-					for i := 1; strings.Contains(q, "?"); i++ {
-						q = strings.Replace(q, "?", fmt.Sprintf("$%d", i), 1)
-					}
-				}
-				if _, err := old.DB().Exec(q, args...); err != nil {
-					t.Fatal(err)
-				}
-			}
+			exec := rawExec(t, old, l.DSN)
 			const broker = "http://localhost:6632"
 			// b-0 first ran in October and was resumed yesterday; b-1 ran in
 			// October only; b-2 was recorded and never ran.
