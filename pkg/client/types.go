@@ -38,25 +38,21 @@ func (r Row) Address() Address {
 func (r Row) Undecryptable() bool { return IsEnvelope(r.Data) }
 
 // IsEnvelope reports whether a payload is an encryption envelope: an object
-// whose keys are exactly encrypted, iv and authTag. It allocates nothing
-// (a released server's list shows every encrypted row so, and listings
-// ask about each row).
+// whose keys are exactly encrypted, iv and authTag. Unless the payload has
+// escapes it allocates nothing (a released server's list shows every
+// encrypted row so, and listings ask about each row).
 func IsEnvelope(data json.RawMessage) bool {
 	d := bytes.TrimSpace(data)
 	if len(d) == 0 || d[0] != '{' {
 		return false
 	}
-	escaped := bytes.IndexByte(d, '\\') >= 0
-	// Most payloads are not envelopes: without the key's name (and no
-	// escape that could spell it), there is nothing to decode.
-	if !escaped && !bytes.Contains(d, []byte(`"authTag"`)) {
-		return false
-	}
-	if escaped {
+	if bytes.IndexByte(d, '\\') >= 0 {
 		// A key may be spelled with escapes: decode it as it is.
 		return envelopeByDecoding(d)
 	}
-	if !json.Valid(d) {
+	// Most payloads are not envelopes: without the key's name there is
+	// nothing to look at.
+	if !bytes.Contains(d, []byte(`"authTag"`)) || !json.Valid(d) {
 		return false
 	}
 	// The object's names, one after another: each is one of the three

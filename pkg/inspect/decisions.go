@@ -126,7 +126,7 @@ func (d *Decisions) lookup(ctx context.Context, rows []client.Row) {
 	if len(queues) == 0 {
 		return
 	}
-	var addrs []client.Address
+	addrs := make([]client.Address, 0, len(rows))
 	for _, r := range rows {
 		if queues[r.Queue] {
 			addrs = append(addrs, r.Address())
