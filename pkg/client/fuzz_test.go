@@ -77,13 +77,20 @@ func FuzzIsEnvelope(f *testing.F) {
 // Listing a released server's encrypted rows asks about each: an
 // envelope (or a payload that is not one) costs no allocation.
 func TestIsEnvelopeAllocatesNothing(t *testing.T) {
+	// json.Valid takes its scanner from a sync.Pool, which the race
+	// detector empties at random: there, a scanner made again now and then
+	// is allowed (decoding into a map made several allocations a call).
+	most := 0.0
+	if raceOn {
+		most = 2
+	}
 	env := []byte(`{"encrypted":"9f8e7d6c5b4a","iv":"00112233","authTag":"aabbccdd"}`)
 	plain := []byte(`{"orderId":8812,"note":"authTag"}`)
 	if n := testing.AllocsPerRun(100, func() {
 		if !IsEnvelope(env) || IsEnvelope(plain) {
 			t.Fatal("wrong answer")
 		}
-	}); n != 0 {
-		t.Fatalf("%v allocations a call, want 0", n)
+	}); n > most {
+		t.Fatalf("%v allocations a call, want at most %v", n, most)
 	}
 }
