@@ -176,3 +176,44 @@ func TestMigrationDatesBatchActivity(t *testing.T) {
 		})
 	}
 }
+
+// An address one batch replayed last month and a run of another batch
+// today only found done (the entry keeps the first batch's id, its
+// update dated today) is last month's replay, not today's.
+func TestOutcomeCountsLeaveFoundDoneToItsBatch(t *testing.T) {
+	testkit.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
+		ctx := context.Background()
+		const broker = "http://a:6632"
+		month, today := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+		x := client.Address{PartitionID: "p", TransactionID: "t"}
+		run := func(id string, at time.Time, state, outcome string) {
+			if err := s.CreateBatch(ctx, &ledger.Batch{ID: id, Broker: broker, Action: ledger.ActionReplay, By: "x", At: at, Why: "w"},
+				[]ledger.ManifestItem{{Address: x, Queue: "q", FailedAt: at.Add(-time.Hour)}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetBatchStatus(ctx, id, ledger.StatusRunning, at, at, nil); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Acquire(ctx, broker, id, ledger.ActionReplay, []client.Address{x}, []int{1}, "o-"+id, at, time.Hour)
+			if err != nil || got[x] == nil {
+				t.Fatalf("acquire: %v %v", got, err)
+			}
+			e := got[x]
+			e.State, e.Outcome = state, outcome // the batch id stays the entry's
+			if errs := s.SaveMany(ctx, []ledger.SaveItem{{Entry: e, Release: true}}, "o-"+id, at.Add(time.Minute)); errs[0] != nil {
+				t.Fatal(errs[0])
+			}
+			if err := s.SetBatchStatus(ctx, id, ledger.StatusDone, at, at.Add(time.Hour), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run("b-month", month, ledger.Removed, "replayed")
+		run("b-today", today, ledger.Removed, "replayed")
+		for since, want := range map[time.Time]map[string]int{today.Add(-time.Hour): {}, month.Add(-time.Hour): {"replayed": 1}} {
+			got, _, err := s.OutcomeCounts(ctx, broker, since)
+			if err != nil || !maps.Equal(got, want) {
+				t.Fatalf("since %s: %v (%v), want %v", since, got, err, want)
+			}
+		}
+	})
+}
