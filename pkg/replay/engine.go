@@ -365,13 +365,21 @@ type job struct {
 	ent *ledger.Entry
 }
 
-// claimChunk is how many addresses are claimed per ledger statement: at
-// most a few seconds of work at the rate, so claims are not held long.
-func (e *Engine) claimChunk() int {
-	if e.o.Rate <= 0 {
+// claimChunk is how many addresses the next claim takes, after one of
+// last (0: the first). At a rate, at most a second of work (and 32), so
+// claims are not held long. Unlimited, 32 and then twice the last, up to
+// 256: each claim is a journal write its worker waits for, queued behind
+// the other workers' saves, and claiming 32 at a time held an unlimited
+// run to about 0.78 of a bare push-and-delete loop (BenchmarkUnlimited;
+// 0.84–0.91 with this), while a short partition still claims little.
+func (e *Engine) claimChunk(last int) int {
+	if e.o.Rate > 0 {
+		return min(max(int(e.o.Rate), 1), 32)
+	}
+	if last == 0 {
 		return 32
 	}
-	return min(max(int(e.o.Rate), 1), 32)
+	return min(2*last, 256)
 }
 
 // acquire claims a chunk of items, enrolling the addresses the journal
@@ -603,11 +611,12 @@ func (e *Engine) runChain(ctx context.Context, chain []Item) error {
 		e.holdBack(c, nil, "", false, chain)
 		return nil
 	}
-	chunk := e.claimChunk()
+	chunk := 0
 	for i := 0; i < len(chain); i += chunk {
 		if ctx.Err() != nil || e.stopped() {
 			return nil
 		}
+		chunk = e.claimChunk(chunk)
 		part := chain[i:min(i+chunk, len(chain))]
 		claimed, err := e.acquire(jctx, part)
 		if err != nil {
@@ -735,9 +744,10 @@ func (e *Engine) runItems(ctx context.Context, items []Item, workers int) error 
 	}
 	jctx := context.WithoutCancel(ctx)
 	lastCheck := e.o.Now()
-	chunk := e.claimChunk()
+	chunk := 0
 feeding:
 	for i := 0; i < len(items); i += chunk {
+		chunk = e.claimChunk(chunk)
 		part := items[i:min(i+chunk, len(items))]
 		if ctx.Err() != nil || e.stopped() {
 			break

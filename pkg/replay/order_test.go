@@ -376,3 +376,73 @@ func TestArrangeCopiesOnlyIndices(t *testing.T) {
 		t.Fatalf("Arrange allocated %.0f bytes an item (an item is %d bytes)", per, unsafe.Sizeof(replay.Item{}))
 	}
 }
+
+// claimSizes is a journal that records how many addresses each claim
+// asks for.
+type claimSizes struct {
+	*ledger.Store
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (j *claimSizes) Acquire(ctx context.Context, broker, batchID, action string, addrs []client.Address, gens []int, owner string, now time.Time, lease time.Duration) (map[client.Address]*ledger.Entry, error) {
+	j.mu.Lock()
+	j.sizes = append(j.sizes, len(addrs))
+	j.mu.Unlock()
+	return j.Store.Acquire(ctx, broker, batchID, action, addrs, gens, owner, now, lease)
+}
+
+// An unlimited run claims a long partition in growing chunks (32, then
+// twice the last up to 256): 32 at a time, every claim is a journal write
+// the partition's worker waits for, and an unlimited 10,000-address run
+// went at 0.77 of the bare loop (BenchmarkUnlimited). At a rate, a chunk
+// stays a few seconds of work.
+func TestUnlimitedClaimsGrow(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		o     replay.Options
+		sizes []int
+	}{
+		{"unlimited/partition", replay.Options{Order: replay.OrderPartition}, []int{32, 64, 128, 256, 256, 256, 8}},
+		{"unlimited/none", replay.Options{Order: replay.OrderNone}, []int{32, 64, 128, 256, 256, 256, 8}},
+		{"rate", replay.Options{Order: replay.OrderPartition, Rate: 1e6, Burst: 1}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, url := testkit.Sandbox(t)
+			fillChains(b, 1, 1000, rand.New(rand.NewPCG(7, 8)))
+			cl := testkit.Client(t, url)
+			items, _ := orderedItems(t, cl, replay.OrderPartition)
+			j := &claimSizes{Store: testkit.OpenLedger(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db"))}
+			o := c.o
+			o.Action, o.Broker, o.BatchID, o.Owner, o.Concurrency, o.Via = replay.Replay, cl.Server(), "b", "otherhost:1:x", 4, replay.ViaEndpoint
+			rep, err := replay.NewEngine(cl, j, o).Run(context.Background(), items)
+			if err != nil || rep.Replayed != 1000 {
+				t.Fatalf("%v %+v", err, rep)
+			}
+			if c.sizes == nil {
+				for _, n := range j.sizes {
+					if n > 32 {
+						t.Fatalf("claims at a rate: %v, want at most 32 each", j.sizes)
+					}
+				}
+				return
+			}
+			if !slices.Equal(j.sizes, c.sizes) {
+				t.Fatalf("claims %v, want %v", j.sizes, c.sizes)
+			}
+			if o.Order == replay.OrderPartition {
+				assertOrdered(t, b, 1, 1000, true)
+				return
+			}
+			seen := map[place]int{}
+			for _, m := range b.LiveMessages() {
+				seen[placeOf(m.Payload)]++
+			}
+			for i := 0; i < 1000; i++ {
+				if n := seen[place{0, i}]; n != 1 {
+					t.Fatalf("message %d published %d times", i, n)
+				}
+			}
+		})
+	}
+}
