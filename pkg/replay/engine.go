@@ -365,13 +365,14 @@ type job struct {
 	ent *ledger.Entry
 }
 
-// claimChunk is how many addresses the next claim takes, after one of
-// last (0: the first). At a rate, at most a second of work (and 32), so
-// claims are not held long. Unlimited, 32 and then twice the last, up to
-// 256: each claim is a journal write its worker waits for, queued behind
-// the other workers' saves, and claiming 32 at a time held an unlimited
-// run to about 0.78 of a bare push-and-delete loop (BenchmarkUnlimited;
-// 0.84–0.91 with this), while a short partition still claims little.
+// claimChunk is how many addresses the next claim of a partition takes,
+// after one of last (0: the first). At a rate, at most a second of work
+// (and 32), so claims are not held long. Unlimited, 32 and then twice
+// the last, up to 256: each claim is a journal write the partition's
+// worker waits for, queued behind the other workers' saves, and claiming
+// 32 at a time held an unlimited run to about 0.78 of a bare
+// push-and-delete loop (BenchmarkUnlimited; 0.84–0.90 with this), while
+// a short partition still claims little.
 func (e *Engine) claimChunk(last int) int {
 	if e.o.Rate > 0 {
 		return min(max(int(e.o.Rate), 1), 32)
@@ -744,10 +745,12 @@ func (e *Engine) runItems(ctx context.Context, items []Item, workers int) error 
 	}
 	jctx := context.WithoutCancel(ctx)
 	lastCheck := e.o.Now()
-	chunk := 0
+	// The feeder claims for every worker, which all wait while it does:
+	// chunks stay at their first size (growing them made the stalls
+	// rarer and as much longer).
+	chunk := e.claimChunk(0)
 feeding:
 	for i := 0; i < len(items); i += chunk {
-		chunk = e.claimChunk(chunk)
 		part := items[i:min(i+chunk, len(items))]
 		if ctx.Err() != nil || e.stopped() {
 			break
