@@ -319,23 +319,41 @@ func ManifestItemOf(it replay.Item) ledger.ManifestItem {
 }
 
 // newSince counts dead letters matching a fresh selection that arrived
-// after the plan (not in the batch, not this run's own re-failures): they
-// are not silently added to a frozen batch.
-func newSince(ctx context.Context, cl *client.Client, sel *replay.Selection, planAt time.Time, items []replay.Item, own map[string]bool) int {
-	inBatch := make(map[client.Address]bool, len(items))
-	for _, it := range items {
-		inBatch[it.Address] = true
-	}
+// after the plan (not in the batch, not the run's own copies failed
+// again: own): they are not silently added to a frozen batch. The
+// candidates are looked up in the batch's manifest a chunk at a time, so
+// nothing of the batch is held; a ledger that cannot be read ends the
+// count.
+func newSince(ctx context.Context, cl *client.Client, ld *ledger.Store, batchID string, sel *replay.Selection, planAt time.Time, own func(txid string) bool) int {
 	n := 0
+	var chunk []client.Address
+	count := func() bool {
+		in, err := ld.InBatch(ctx, cl.Broker(), batchID, chunk)
+		if err != nil {
+			return false
+		}
+		for _, a := range chunk {
+			if !in[a] {
+				n++
+			}
+		}
+		chunk = chunk[:0]
+		return true
+	}
 	q := sel.Query(inspect.PageSize)
 	q.NoData = true
 	for r, err := range cl.Rows(ctx, q) {
 		if err != nil || r.FailedAt.Before(planAt) {
 			break // newest first: nothing older can be new
 		}
-		if sel.Match(r) && !own[r.TransactionID] && !inBatch[r.Address()] {
-			n++
+		if sel.Match(r) && !own(r.TransactionID) {
+			if chunk = append(chunk, r.Address()); len(chunk) == 400 && !count() {
+				return n
+			}
 		}
+	}
+	if len(chunk) > 0 {
+		count()
 	}
 	return n
 }

@@ -69,11 +69,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 		return res, err
 	}
 	if sel := p.req.Selection; in.fresh && !rep.Interrupted && sel != nil && len(sel.Addresses) == 0 {
-		own := map[string]bool{}
-		for _, t := range rep.ReplayTxIDs {
-			own[t] = true
-		}
-		res.NewSince = newSince(ctx, cl, sel, in.planAt, in.items, own)
+		res.NewSince = newSince(ctx, cl, ld, batch.ID, sel, in.planAt, rep.Published)
 	}
 	return res, nil
 }

@@ -141,6 +141,40 @@ func TestCreateBatchIsAtomic(t *testing.T) {
 	})
 }
 
+// InBatch finds which addresses a batch's manifest holds, a chunk at a
+// time, on the broker the batch belongs to.
+func TestInBatch(t *testing.T) {
+	testkit.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
+		ctx := context.Background()
+		mine := &ledger.Batch{Broker: "http://b", Action: ledger.ActionReplay, By: "x", At: t0, Why: "w"}
+		if err := s.CreateBatch(ctx, mine, items(500)); err != nil {
+			t.Fatal(err)
+		}
+		other := &ledger.Batch{Broker: "http://b", Action: ledger.ActionReplay, By: "x", At: t0, Why: "w"}
+		if err := s.CreateBatch(ctx, other, items(600)[500:]); err != nil {
+			t.Fatal(err)
+		}
+		var ask []client.Address
+		for i := 0; i < 1100; i += 3 {
+			ask = append(ask, addr(i))
+		}
+		got, err := s.InBatch(ctx, "http://b", mine.ID, ask)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range ask {
+			var i int
+			fmt.Sscanf(a.TransactionID, "order:%d", &i)
+			if got[a] != (i < 500) {
+				t.Fatalf("%s: in the batch %v, want %v", a, got[a], i < 500)
+			}
+		}
+		if got, err := s.InBatch(ctx, "http://other", mine.ID, ask); err != nil || len(got) != 0 {
+			t.Fatalf("another broker's addresses: %v %v", got, err)
+		}
+	})
+}
+
 func TestSyncMarksVanished(t *testing.T) {
 	testkit.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
 		ctx := context.Background()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"iter"
 	"sort"
 	"sync"
@@ -128,13 +129,51 @@ type Report struct {
 	Listed      []AddrResult  `json:"addresses,omitempty"` // failed, unknown, skipped
 	// LedgerError is why the run stopped when the journal could not be
 	// written: nothing more was published after it.
-	LedgerError string   `json:"ledgerError,omitempty"`
-	ReplayTxIDs []string `json:"-"`
+	LedgerError string `json:"ledgerError,omitempty"`
+	// copies are the transaction ids this run published copies as.
+	copies *copySet
 	// AuthRefused: the broker refused the token mid-run (exit 4).
 	AuthRefused bool `json:"-"`
 	// BrokerDown: the run stopped because calls in a row got no answer
 	// at all (refused, timed out): the broker is down (exit 3).
 	BrokerDown bool `json:"-"`
+}
+
+// Published reports whether txid is one this run published a copy as (a
+// dead letter with it is one of the run's replays that failed again).
+func (r *Report) Published(txid string) bool { return r.copies.has(txid) }
+
+// copySet holds transaction ids as 64-bit hashes, 8 bytes an id however
+// long it is: a batch of a million addresses keeps no million strings.
+// An id whose hash collides with one of the set's counts as in it.
+type copySet struct {
+	mu   sync.Mutex
+	seed maphash.Seed
+	set  map[uint64]struct{}
+}
+
+func newCopySet() *copySet { return &copySet{seed: maphash.MakeSeed(), set: map[uint64]struct{}{}} }
+
+func (c *copySet) add(txid string) {
+	c.mu.Lock()
+	c.set[maphash.String(c.seed, txid)] = struct{}{}
+	c.mu.Unlock()
+}
+
+func (c *copySet) has(txid string) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.set[maphash.String(c.seed, txid)]
+	return ok
+}
+
+func (c *copySet) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.set)
 }
 
 // Accounted is the number of addresses the report puts in a bucket:
@@ -199,8 +238,8 @@ type Engine struct {
 	mu      sync.Mutex
 	blocked map[Chain]bool // partitions held back by a gap, across the canary and the rest
 	rep     Report
-	rows    map[client.Address]int // rows each address has in the DLQ (0 when absent)
-	txids   map[string]bool
+	rows    map[client.Address]int // rows each address being worked on has in the DLQ (0 when absent)
+	copies  *copySet
 	failed  int
 	done    int
 	// silent counts calls in a row that got no answer at all; at
@@ -258,7 +297,7 @@ func NewEngine(b Broker, j Journal, o Options) *Engine {
 	if o.Rate > 0 {
 		lim = rate.NewLimiter(rate.Limit(o.Rate), o.Burst)
 	}
-	return &Engine{b: b, j: j, o: o, lim: lim, txids: map[string]bool{}, blocked: map[Chain]bool{}}
+	return &Engine{b: b, j: j, o: o, lim: lim, rows: map[client.Address]int{}, copies: newCopySet(), blocked: map[Chain]bool{}}
 }
 
 // errNotStarted: a job was stopped before its first broker call (an
@@ -273,13 +312,7 @@ var errNotStarted = errors.New("not started")
 func (e *Engine) Run(ctx context.Context, items []Item) (*Report, error) {
 	start := e.o.Now()
 	e.start = start.Add(-time.Second) // the broker's clock may lag ours a little
-	e.rep = Report{BatchID: e.o.BatchID, Action: e.o.Action, Total: len(items)}
-	e.rows = make(map[client.Address]int, len(items))
-	for _, it := range items {
-		if !e.o.Absent[it.Address] {
-			e.rows[it.Address] = len(it.Rows) + len(it.Others)
-		}
-	}
+	e.rep = Report{BatchID: e.o.BatchID, Action: e.o.Action, Total: len(items), copies: e.copies}
 	// Journal writes must land even after SIGINT: they record what happened.
 	jctx := context.WithoutCancel(ctx)
 	e.saves, e.behind = make(chan saveReq, 256), make(chan saveReq, 1024)
@@ -313,10 +346,6 @@ func (e *Engine) Run(ctx context.Context, items []Item) (*Report, error) {
 		e.rep.Elapsed = e.o.Now().Sub(start)
 		e.rep.ElapsedSecs = e.rep.Elapsed.Seconds()
 		sort.Slice(e.rep.Listed, func(i, j int) bool { return e.rep.Listed[i].Address.String() < e.rep.Listed[j].Address.String() })
-		for t := range e.txids {
-			e.rep.ReplayTxIDs = append(e.rep.ReplayTxIDs, t)
-		}
-		sort.Strings(e.rep.ReplayTxIDs)
 		return &e.rep, err
 	}
 	rest := items
@@ -825,13 +854,7 @@ func (e *Engine) claimedItem(a client.Address) {
 // refailures counts dead letters whose transaction id is one this run
 // replayed as: the replay failed again.
 func (e *Engine) refailures(ctx context.Context) (int, error) {
-	e.mu.Lock()
-	ids := make(map[string]bool, len(e.txids))
-	for t := range e.txids {
-		ids[t] = true
-	}
-	e.mu.Unlock()
-	if len(ids) == 0 {
+	if e.copies.len() == 0 {
 		return 0, nil
 	}
 	n := 0
@@ -842,7 +865,7 @@ func (e *Engine) refailures(ctx context.Context) (int, error) {
 		if r.FailedAt.Before(e.start) {
 			break // newest first: a re-failure of this run is newer than its start
 		}
-		if ids[r.TransactionID] {
+		if e.copies.has(r.TransactionID) {
 			n++
 		}
 	}
@@ -868,6 +891,20 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 	cctx := context.WithoutCancel(ctx)
 	a := it.Address
 	absent := e.o.Absent[a]
+	// The rows a removal takes with it, held while the address is worked
+	// on (settle counts them), not for the whole batch.
+	e.mu.Lock()
+	if absent {
+		e.rows[a] = 0
+	} else {
+		e.rows[a] = len(it.Rows) + len(it.Others)
+	}
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.rows, a)
+		e.mu.Unlock()
+	}()
 	if ent.State == ledger.Removed {
 		if absent {
 			return e.settle(cctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) { r.AlreadyDone++ })
@@ -1231,9 +1268,7 @@ func (e *Engine) endpoint(ctx context.Context, ent *ledger.Entry) (bool, error) 
 	case err == nil:
 		if res.ReplayedAs != nil {
 			ent.ReplayTxID = res.ReplayedAs.TransactionID
-			e.mu.Lock()
-			e.txids[ent.ReplayTxID] = true
-			e.mu.Unlock()
+			e.copies.add(ent.ReplayTxID)
 		}
 		ent.Outcome = "replayed"
 		if !res.DLQRowRemoved {
@@ -1334,9 +1369,7 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 	if err := e.save(ctx, ent, false); err != nil {
 		return err
 	}
-	e.mu.Lock()
-	e.txids[ent.ReplayTxID] = true
-	e.mu.Unlock()
+	e.copies.add(ent.ReplayTxID)
 	var res client.PushResult
 	var err error
 	// Safe to retry: the id is derived, so a push that did land answers

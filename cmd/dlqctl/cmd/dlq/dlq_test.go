@@ -658,26 +658,46 @@ func TestTLSAndTimeout(t *testing.T) {
 }
 
 // The plan is frozen: a dead letter that arrives during the replay is not
-// added, and the end of the run says it arrived.
+// added, and the end of the run says it arrived; a copy the run published
+// that failed again is not counted as new.
 func TestNewArrivalsAreReportedNotAdded(t *testing.T) {
 	b := sandbox.New(func() time.Time { return testutil.Now })
 	b.Load(dlqctl.SandboxSeed)
-	var once sync.Once
+	before := map[string]bool{}
+	for _, m := range b.LiveMessages() {
+		before[m.TransactionID] = true
+	}
+	var late, again sync.Once
+	refailed := ""
 	h := b.Handler()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
-			once.Do(func() {
+			late.Do(func() {
 				b.AddDeadLetters(sandbox.DeadLetter{Queue: "orders", Partition: "9", TransactionID: "order:late", ConsumerGroup: "billing",
 					Error: "order 1 not found", FailedAt: testutil.Now.Add(time.Second), Data: []byte(`{"late":true}`)})
 			})
 		}
 		h.ServeHTTP(w, r)
+		if r.Method == http.MethodPost {
+			for _, m := range b.LiveMessages() {
+				if !before[m.TransactionID] {
+					again.Do(func() {
+						if b.FailAgain(m.Queue, m.TransactionID, "billing", "still broken") {
+							refailed = m.TransactionID
+						}
+					})
+				}
+			}
+		}
 	}))
 	defer srv.Close()
 	cli := testutil.NewCLI(t, srv.URL, root.Run)
 	_, stderr, code := cli.Exec("dlq", "replay", "--queue", "orders", "--why", "x", "--yes", "--rate", "0")
 	if code != 0 || !strings.Contains(stderr, "1 new dead letter matching the selection arrived since the plan") {
 		t.Fatalf("%d %s", code, stderr)
+	}
+	if refailed == "" {
+		t.Fatal("no copy of the run failed again: the test tests nothing of its own re-failures")
 	}
 	rows := b.DeadLetterRows()
 	if len(rows) == 0 || rows[0].TransactionID != "order:late" {
