@@ -277,28 +277,15 @@ func (s *Store) Batches(ctx context.Context, f BatchFilter) ([]Batch, error) {
 // few hundred addresses a statement by the manifest's address index.
 func (s *Store) InBatch(ctx context.Context, broker, batchID string, addrs []client.Address) (map[client.Address]bool, error) {
 	out := map[client.Address]bool{}
-	const chunk = 400
-	for start := 0; start < len(addrs); start += chunk {
-		q, args := inAddrs(`SELECT partition_id, transaction_id FROM batch_items WHERE broker = ? AND batch_id = ? AND (partition_id, transaction_id) IN `,
-			addrs[start:min(start+chunk, len(addrs))], broker, batchID)
-		rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
-		if err != nil {
-			return nil, s.wrap("reading the manifest", err)
+	err := s.byAddrs(ctx, "reading the manifest", `SELECT partition_id, transaction_id FROM batch_items WHERE broker = ? AND batch_id = ? AND (partition_id, transaction_id) IN `, addrs, func(rows *sql.Rows) error {
+		var a client.Address
+		if err := rows.Scan(&a.PartitionID, &a.TransactionID); err != nil {
+			return err
 		}
-		for rows.Next() {
-			var a client.Address
-			if err := rows.Scan(&a.PartitionID, &a.TransactionID); err != nil {
-				rows.Close()
-				return nil, s.wrap("reading the manifest", err)
-			}
-			out[a] = true
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, s.wrap("reading the manifest", err)
-		}
-	}
-	return out, nil
+		out[a] = true
+		return nil
+	}, broker, batchID)
+	return out, err
 }
 
 // Manifest returns a batch's frozen addresses in their recorded order.

@@ -98,28 +98,39 @@ func (s *Store) Entry(ctx context.Context, broker string, a client.Address) (*En
 // few hundred addresses a statement.
 func (s *Store) Entries(ctx context.Context, broker string, addrs []client.Address) (map[client.Address]*Entry, error) {
 	out := map[client.Address]*Entry{} // sized by what is found: most addresses of a fresh batch have no entry
+	err := s.byAddrs(ctx, "reading the journal", `SELECT `+entryCols+` FROM journal WHERE broker = ? AND (partition_id, transaction_id) IN `, addrs, func(rows *sql.Rows) error {
+		e, err := scanEntry(rows)
+		if err == nil {
+			out[e.Address] = e
+		}
+		return err
+	}, broker)
+	return out, err
+}
+
+// byAddrs runs q (ending in IN) over addrs, a few hundred addresses a
+// statement after args, and calls scan for every row; what names the
+// work in an error.
+func (s *Store) byAddrs(ctx context.Context, what, q string, addrs []client.Address, scan func(*sql.Rows) error, args ...any) error {
 	const chunk = 400
 	for start := 0; start < len(addrs); start += chunk {
-		part := addrs[start:min(start+chunk, len(addrs))]
-		q, args := inAddrs(`SELECT `+entryCols+` FROM journal WHERE broker = ? AND (partition_id, transaction_id) IN `, part, broker)
-		rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
+		text, all := inAddrs(q, addrs[start:min(start+chunk, len(addrs))], args...)
+		rows, err := s.db.QueryContext(ctx, s.rebind(text), all...)
 		if err != nil {
-			return nil, s.wrap("reading the journal", err)
+			return s.wrap(what, err)
 		}
 		for rows.Next() {
-			e, err := scanEntry(rows)
-			if err != nil {
+			if err := scan(rows); err != nil {
 				rows.Close()
-				return nil, s.wrap("reading the journal", err)
+				return s.wrap(what, err)
 			}
-			out[e.Address] = e
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return nil, s.wrap("reading the journal", err)
+			return s.wrap(what, err)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // BatchEntries returns the journal entries currently attributed to a batch.
