@@ -253,7 +253,7 @@ func Next(steps []batch.Step, verb, batchID string, again func(args ...string) s
 				Plural(s.N, "partition waits", "partitions wait"), again("dlq", verb, "--batch", batchID, "--order", replay.OrderSkipGaps, "--yes")))
 		case batch.Discard:
 			args := []string{"dlq", "rm"}
-			what := "they"
+			what := map[bool]string{true: "it", false: "them"}[s.N == 1]
 			if len(s.Addresses) > 0 {
 				for _, a := range s.Addresses {
 					args = append(args, a.String())
