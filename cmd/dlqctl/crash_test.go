@@ -222,9 +222,10 @@ func TestKillAndResume(t *testing.T) {
 	}
 	variants := []variant{
 		{"manual", sandbox.Faults{}, "manual"},
-		{"auto (endpoint)", sandbox.Faults{}, "auto"},
+		{"auto (manual, intents journaled with the claims)", sandbox.Faults{}, "auto"},
+		{"endpoint", sandbox.Faults{}, "endpoint"},
 		{"manual with 503s and cut connections", sandbox.Faults{Fail503Every: 5, CutEvery: 7}, "manual"},
-		{"endpoint with dlqRowRemoved false", sandbox.Faults{RowKeptEvery: 3}, "auto"},
+		{"endpoint with dlqRowRemoved false", sandbox.Faults{RowKeptEvery: 3}, "endpoint"},
 		{"older server", sandbox.Faults{OldServer: true, CutEvery: 6}, "auto"},
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
@@ -294,7 +295,7 @@ func TestTwoProcessesOneBatchOnPostgres(t *testing.T) {
 			t.Fatalf("decide: %v", err)
 		}
 		id := strings.TrimSpace(string(out))
-		via := []string{"manual", "auto"}[round%2]
+		via := []string{"manual", "endpoint"}[round%2]
 		var wg sync.WaitGroup
 		for p := 0; p < 2; p++ {
 			wg.Add(1)
@@ -328,7 +329,7 @@ func TestOrderedKillAndResume(t *testing.T) {
 		via    string
 	}{
 		{"manual with 503s and cut connections", sandbox.Faults{Fail503Every: 5, CutEvery: 7}, "manual"},
-		{"endpoint with dlqRowRemoved false", sandbox.Faults{RowKeptEvery: 3}, "auto"},
+		{"endpoint with dlqRowRemoved false", sandbox.Faults{RowKeptEvery: 3}, "endpoint"},
 		{"released server with cuts", sandbox.Faults{OldServer: true, CutEvery: 6}, "auto"},
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))

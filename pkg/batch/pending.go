@@ -19,7 +19,6 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/policy"
-	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
@@ -303,33 +302,24 @@ func (p *Pending) planReplay(ctx context.Context, groups func(add func(q, g stri
 	return p.paceBy(ctx, queues)
 }
 
-// resolvePath settles which path this broker gets: --via auto asks once,
-// with an address that cannot exist, whether the broker has /retry (in
-// any doubt the manual path, always safe to repeat); --via endpoint
-// stops here when it has none. It returns the path in words.
+// resolvePath settles which path this broker gets: the manual path
+// (push with a derived id, then delete) unless --via endpoint, which asks
+// once, with an address that cannot exist, whether the broker has /retry
+// and stops here when it has none. It returns the path in words.
 func (p *Pending) resolvePath(ctx context.Context) (string, error) {
 	s := p.settings
-	if s.Transform != "" || s.ToQueue != "" || p.opts.Via == replay.ViaManual {
+	if p.opts.Via != replay.ViaEndpoint || s.Transform != "" || s.ToQueue != "" {
 		p.opts.Via = replay.ViaManual
 		return viaWords(s, replay.ViaManual), nil
 	}
 	ok, err := p.env.Client.HasRetryRoute(ctx)
 	switch {
-	case ok && p.opts.Via == replay.ViaEndpoint:
-		return viaWords(s, replay.ViaEndpoint), nil
 	case ok:
-		p.opts.Via = replay.ViaEndpoint
-		return "endpoint (/retry): this broker has it", nil
-	case p.opts.Via == replay.ViaEndpoint && err != nil:
-		return "", err
-	case p.opts.Via == replay.ViaEndpoint:
-		return "", errs.Usagef("--via endpoint: the broker has no /retry route (use --via auto or manual)")
+		return viaWords(s, replay.ViaEndpoint), nil
 	case err != nil:
-		p.opts.Via = replay.ViaManual
-		return "manual (get, push, delete): the /retry probe got no clear answer (" + render.Truncate(err.Error(), 80) + "), and the manual path is always safe to repeat", nil
+		return "", err
 	}
-	p.opts.Via = replay.ViaManual
-	return "manual (get, push, delete): this broker has no /retry route", nil
+	return "", errs.Usagef("--via endpoint: the broker has no /retry route (use --via auto or manual)")
 }
 
 // pinned counts the addresses whose journal keeps them on the manual

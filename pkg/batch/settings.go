@@ -112,16 +112,14 @@ func destName(q string) string {
 // viaWords says which path a replay takes, for the plan and the audit.
 func viaWords(s Settings, resolved string) string {
 	switch {
-	case s.Transform != "":
-		return "manual (get, push, delete: --transform needs it)"
-	case s.ToQueue != "":
-		return "manual (get, push, delete: --to-queue needs it)"
 	case resolved == replay.ViaEndpoint:
-		return "endpoint (/retry)"
-	case resolved == replay.ViaManual:
-		return "manual (get, push, delete)"
+		return "endpoint (/retry; a lost answer leaves the address unknown)"
+	case s.Transform != "":
+		return "manual (--transform, push with a derived id, delete)"
+	case s.ToQueue != "":
+		return "manual (push to --to-queue with a derived id, delete)"
 	}
-	return "auto: the /retry endpoint where the broker has one, else get, push, delete"
+	return "manual (push with a derived id, then delete)"
 }
 
 func rateWords(r float64) string {

@@ -52,21 +52,53 @@ type Entry struct {
 	UpdatedAt   time.Time `json:"updatedAt"`
 	ClaimOwner  string    `json:"-"`
 
-	// stored is the attribution (batch, action, generation) as the
-	// journal holds it: a save that leaves it as it is writes a narrower
-	// row update, one that touches no index.
-	stored attribution
+	// stored is what the journal holds of the entry, as last read or
+	// written: a save that leaves the attribution (batch, action,
+	// generation) as it is writes a narrower row update, one that touches
+	// no index; an intent the journal already holds is not written again
+	// (Holds).
+	stored held
+	// ahead: this claim enrolled the address with a manual replay's
+	// intent (Enrolment.ReplayTxID), before anything was pushed; Release
+	// takes the intent back while no attempt has been made.
+	ahead bool
+}
+
+type held struct {
+	known bool // false: not read from the journal (a full save)
+	attribution
+	intent
 }
 
 type attribution struct {
-	known      bool // false: not read from the journal (a full save)
 	batchID    string
 	action     string
 	generation int
 }
 
+// intent is where an address stands and what a replay of it may have
+// published: the fields a push must find durable before it is sent.
+type intent struct {
+	state, via, replayTxID, replayQueue string
+}
+
 func (e *Entry) attribution() attribution {
-	return attribution{known: true, batchID: e.BatchID, action: e.Action, generation: e.Generation}
+	return attribution{batchID: e.BatchID, action: e.Action, generation: e.Generation}
+}
+
+func (e *Entry) intent() intent {
+	return intent{state: e.State, via: e.Via, replayTxID: e.ReplayTxID, replayQueue: e.ReplayQueue}
+}
+
+func (e *Entry) markStored() {
+	e.stored = held{known: true, attribution: e.attribution(), intent: e.intent()}
+}
+
+// Holds reports whether the journal already holds the entry's state,
+// path, replay id, destination and attribution as they are now: saving
+// it would record nothing a crash could need (attempts aside).
+func (e *Entry) Holds() bool {
+	return e.stored.known && e.stored.attribution == e.attribution() && e.stored.intent == e.intent()
 }
 
 const entryCols = `broker, partition_id, transaction_id, state, batch_id, action, generation, replay_txid, via, outcome, attempts, last_error, updated_at, claim_owner, replay_partition_id, replay_queue`
@@ -80,7 +112,7 @@ func scanEntry(sc interface{ Scan(...any) error }) (*Entry, error) {
 	}
 	e.UpdatedAt = parseTime(updated)
 	e.ClaimOwner = owner.String
-	e.stored = e.attribution()
+	e.markStored()
 	return &e, nil
 }
 
@@ -278,23 +310,46 @@ func (s *Store) ClaimMany(ctx context.Context, broker string, addrs []client.Add
 	return out, nil
 }
 
+// Enrolment is what Acquire writes for an address the journal has never
+// seen.
+type Enrolment struct {
+	Generation int
+	// ReplayTxID and ReplayQueue, when set, enrol the address with a
+	// manual replay's intent (inflight, via manual, that derived id and
+	// destination) in the claim's own statement, so that the run need not
+	// write it again before the push. Only the manual path may be
+	// journaled ahead: its derived id makes a push repeated after a crash
+	// a duplicate, so an intent recorded for an address that was then
+	// never pushed costs nothing but that repeat.
+	ReplayTxID, ReplayQueue string
+}
+
+// Generations are plain enrolments (pending) of the given generations.
+func Generations(gens ...int) []Enrolment {
+	out := make([]Enrolment, len(gens))
+	for i, g := range gens {
+		out[i].Generation = g
+	}
+	return out
+}
+
 // Acquire claims addresses for owner as ClaimMany does, enrolling on the
 // way those the journal has never seen: a fresh address is inserted
-// pending and already claimed, one row write where enrolling and then
-// claiming took two. An address is so enrolled when a run reaches it, not
-// before. Addresses with a journal keep their state; those another live
-// run holds are absent from the result. gens are the addresses'
-// generations, for the ones it enrolls.
-func (s *Store) Acquire(ctx context.Context, broker, batchID, action string, addrs []client.Address, gens []int, owner string, now time.Time, lease time.Duration) (map[client.Address]*Entry, error) {
+// already claimed (pending, or with the intent its enrolment carries),
+// one row write where enrolling and then claiming took two. An address
+// is so enrolled when a run reaches it, not before. Addresses with a
+// journal keep their state; those another live run holds are absent from
+// the result. enrol says how each address is enrolled if it is fresh.
+func (s *Store) Acquire(ctx context.Context, broker, batchID, action string, addrs []client.Address, enrol []Enrolment, owner string, now time.Time, lease time.Duration) (map[client.Address]*Entry, error) {
 	out := make(map[client.Address]*Entry, len(addrs))
 	if len(addrs) == 0 {
 		return out, nil
 	}
 	fresh := make(map[client.Address]bool, len(addrs))
-	const chunk = 400 // 400 × 10 parameters stays far below PostgreSQL's 65,535
+	const chunk = 400 // 400 × 13 parameters stays far below PostgreSQL's 65,535
 	for start := 0; start < len(addrs); start += chunk {
 		end := min(start+chunk, len(addrs))
-		if err := s.enrollClaimed(ctx, broker, batchID, action, addrs[start:end], gens[start:end], owner, now, lease, fresh); err != nil {
+		if err := s.enrollClaimed(ctx, broker, batchID, action, addrs[start:end], enrol[start:end], owner, now, lease, fresh); err != nil {
 			return nil, s.wrap("claiming addresses", err)
 		}
 	}
@@ -304,8 +359,12 @@ func (s *Store) Acquire(ctx context.Context, broker, batchID, action string, add
 			rest = append(rest, a)
 			continue
 		}
-		e := &Entry{Broker: broker, Address: a, State: Pending, BatchID: batchID, Action: action, Generation: gens[i], UpdatedAt: now.UTC().Truncate(time.Millisecond), ClaimOwner: owner}
-		e.stored = e.attribution()
+		n := enrol[i]
+		e := &Entry{Broker: broker, Address: a, State: Pending, BatchID: batchID, Action: action, Generation: n.Generation, UpdatedAt: now.UTC().Truncate(time.Millisecond), ClaimOwner: owner}
+		if n.ReplayTxID != "" {
+			e.State, e.Via, e.ReplayTxID, e.ReplayQueue, e.ahead = Inflight, viaManual, n.ReplayTxID, n.ReplayQueue, true
+		}
+		e.markStored()
 		out[a] = e
 	}
 	if len(rest) == 0 {
@@ -321,14 +380,17 @@ func (s *Store) Acquire(ctx context.Context, broker, batchID, action string, add
 	return out, nil
 }
 
-const enrollClaimedSQL = `INSERT INTO journal (broker, partition_id, transaction_id, state, batch_id, action, generation, updated_at, claim_owner, claim_until) VALUES `
+// viaManual is the journal's name of the manual replay path (replay.ViaManual).
+const viaManual = "manual"
+
+const enrollClaimedSQL = `INSERT INTO journal (broker, partition_id, transaction_id, state, batch_id, action, generation, updated_at, claim_owner, claim_until, via, replay_txid, replay_queue) VALUES `
 
 // enrollClaimed inserts the addresses the journal lacks, claimed by
 // owner, and marks in fresh those it inserted. Rows go in address order, the
 // order every multi-row writer locks in: on PostgreSQL a run inserting
 // the same chunk at the same moment waits for this one and then finds
 // every row taken.
-func (s *Store) enrollClaimed(ctx context.Context, broker, batchID, action string, addrs []client.Address, gens []int, owner string, now time.Time, lease time.Duration, fresh map[client.Address]bool) error {
+func (s *Store) enrollClaimed(ctx context.Context, broker, batchID, action string, addrs []client.Address, enrol []Enrolment, owner string, now time.Time, lease time.Duration, fresh map[client.Address]bool) error {
 	order := make([]int, len(addrs))
 	for i := range order {
 		order[i] = i
@@ -339,13 +401,19 @@ func (s *Store) enrollClaimed(ctx context.Context, broker, batchID, action strin
 	})
 	at, until := fmtTime(now), fmtTime(now.Add(lease))
 	row := func(i int) []any {
-		return []any{broker, addrs[i].PartitionID, addrs[i].TransactionID, Pending, batchID, action, gens[i], at, owner, until}
+		n := enrol[i]
+		state, via := Pending, ""
+		if n.ReplayTxID != "" {
+			state, via = Inflight, viaManual
+		}
+		return []any{broker, addrs[i].PartitionID, addrs[i].TransactionID, state, batchID, action, n.Generation, at, owner, until, via, n.ReplayTxID, n.ReplayQueue}
 	}
+	const place = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	const conflict = ` ON CONFLICT (broker, partition_id, transaction_id) DO NOTHING`
 	if s.engine == SQLite {
 		// In-process: one prepared single-row statement a row, and
 		// RowsAffected says whether it went in.
-		stmt, err := s.prepared(ctx, enrollClaimedSQL+`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`+conflict)
+		stmt, err := s.prepared(ctx, enrollClaimedSQL+place+conflict)
 		if err != nil {
 			return err
 		}
@@ -369,12 +437,12 @@ func (s *Store) enrollClaimed(ctx context.Context, broker, batchID, action strin
 	}
 	var b strings.Builder
 	b.WriteString(enrollClaimedSQL)
-	args := make([]any, 0, len(addrs)*10)
+	args := make([]any, 0, len(addrs)*13)
 	for k, i := range order {
 		if k > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		b.WriteString(place)
 		args = append(args, row(i)...)
 	}
 	b.WriteString(conflict + ` RETURNING partition_id, transaction_id`)
@@ -393,15 +461,36 @@ func (s *Store) enrollClaimed(ctx context.Context, broker, batchID, action strin
 	return rows.Err()
 }
 
-// Release drops owner's claims on addresses it will not work on after all.
-func (s *Store) Release(ctx context.Context, broker string, addrs []client.Address, owner string) error {
-	if len(addrs) == 0 {
-		return nil
+// Release drops owner's claims on entries it will not work on after
+// all. An intent this claim enrolled ahead (Enrolment.ReplayTxID) is taken
+// back with it, the entry pending again: nothing was pushed for it, since
+// every attempt is made by the process that holds the claim and releases
+// it only when it has not attempted the address.
+func (s *Store) Release(ctx context.Context, broker string, ents []*Entry, owner string) error {
+	var plain, ahead []client.Address
+	for _, e := range ents {
+		if e.ahead && e.Attempts == 0 {
+			ahead = append(ahead, e.Address)
+		} else {
+			plain = append(plain, e.Address)
+		}
 	}
-	q, args := inAddrs(`UPDATE journal SET claim_owner = NULL, claim_until = NULL WHERE broker = ? AND claim_owner = ? AND (partition_id, transaction_id) IN `,
-		addrs, broker, owner)
-	_, err := s.exec(ctx, s.db, q, args...)
-	return s.wrap("releasing claims", err)
+	for _, r := range []struct {
+		addrs []client.Address
+		set   string
+	}{
+		{plain, `claim_owner = NULL, claim_until = NULL`},
+		{ahead, `claim_owner = NULL, claim_until = NULL, state = 'pending', via = '', replay_txid = '', replay_queue = ''`},
+	} {
+		for start := 0; start < len(r.addrs); start += 400 {
+			q, args := inAddrs(`UPDATE journal SET `+r.set+` WHERE broker = ? AND claim_owner = ? AND (partition_id, transaction_id) IN `,
+				r.addrs[start:min(start+400, len(r.addrs))], broker, owner)
+			if _, err := s.exec(ctx, s.db, q, args...); err != nil {
+				return s.wrap("releasing claims", err)
+			}
+		}
+	}
+	return nil
 }
 
 // inAddrs appends "((?, ?), (?, ?), …)" for addrs to q, after args.
@@ -489,7 +578,7 @@ func (s *Store) SaveMany(ctx context.Context, items []SaveItem, owner string, no
 			claim = nil
 		}
 		var res sql.Result
-		if e.stored == e.attribution() {
+		if e.stored.known && e.stored.attribution == e.attribution() {
 			res, err = slimTx.ExecContext(ctx, e.State, e.ReplayTxID, e.ReplayPartitionID, e.ReplayQueue, e.Via, e.Outcome, e.Attempts, truncate(e.LastError, 500),
 				fmtTime(now), claim, boolInt(it.Release), e.Broker, e.Address.PartitionID, e.Address.TransactionID, owner)
 		} else {
@@ -509,7 +598,7 @@ func (s *Store) SaveMany(ctx context.Context, items []SaveItem, owner string, no
 	for i, it := range items {
 		if errs[i] == nil {
 			it.Entry.UpdatedAt = now
-			it.Entry.stored = it.Entry.attribution()
+			it.Entry.markStored()
 		}
 	}
 	return errs

@@ -242,10 +242,15 @@ func enrollPending(t *testing.T, s *ledger.Store, broker, batchID string, addrs 
 	t.Helper()
 	ctx := context.Background()
 	const owner = "otherhost:0:enroller"
-	if _, err := s.Acquire(ctx, broker, batchID, "replay", addrs, gens, owner, t0, time.Minute); err != nil {
+	got, err := s.Acquire(ctx, broker, batchID, "replay", addrs, ledger.Generations(gens...), owner, t0, time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Release(ctx, broker, addrs, owner); err != nil {
+	ents := make([]*ledger.Entry, 0, len(got))
+	for _, e := range got {
+		ents = append(ents, e)
+	}
+	if err := s.Release(ctx, broker, ents, owner); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -314,7 +319,7 @@ func TestAcquire(t *testing.T) {
 			t.Fatal(err)
 		}
 		me := "otherhost:3:me"
-		got, err := s.Acquire(ctx, "http://b", "new", "replay", addrs, gens, me, t0.Add(time.Second), time.Minute)
+		got, err := s.Acquire(ctx, "http://b", "new", "replay", addrs, ledger.Generations(gens...), me, t0.Add(time.Second), time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -367,7 +372,7 @@ func TestAcquire(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				got, err := st.Acquire(ctx, "http://b", "race", "replay", fresh, fgens, owner, time.Now(), time.Minute)
+				got, err := st.Acquire(ctx, "http://b", "race", "replay", fresh, ledger.Generations(fgens...), owner, time.Now(), time.Minute)
 				if err != nil {
 					t.Error(err)
 					return
@@ -385,6 +390,68 @@ func TestAcquire(t *testing.T) {
 		wg.Wait()
 		if len(holder) != len(fresh) {
 			t.Fatalf("%d of %d addresses acquired", len(holder), len(fresh))
+		}
+	})
+}
+
+// A manual replay's intent can be enrolled with the claim (inflight, via
+// manual, the derived id and destination): what the journal holds is
+// then what the run would write before its push (Holds). Released
+// unattempted, such an address is pending again; an intent this claim
+// did not write (a dead run's, taken over) is kept whatever happens.
+func TestAcquireWithIntent(t *testing.T) {
+	testkit.ForEachLedger(t, func(t *testing.T, s *ledger.Store, dsn string) {
+		ctx := context.Background()
+		// 0: a run whose lease has since run out enrolled it with its
+		// intent and may have pushed it; 1 and 2 are fresh.
+		dead := "deadhost:1:x"
+		if _, err := s.Acquire(ctx, "http://b", "old", "replay", []client.Address{addr(0)},
+			[]ledger.Enrolment{{Generation: 1, ReplayTxID: "dlqr-1-aaa", ReplayQueue: "orders"}}, dead, t0, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		me := "otherhost:3:me"
+		addrs := []client.Address{addr(0), addr(1), addr(2)}
+		enrol := []ledger.Enrolment{
+			{Generation: 1, ReplayTxID: "dlqr-1-aaa", ReplayQueue: "orders"},
+			{Generation: 2, ReplayTxID: "dlqr-2-bbb", ReplayQueue: "orders"},
+			{Generation: 1}, // not one to push: pending
+		}
+		got, err := s.Acquire(ctx, "http://b", "old", "replay", addrs, enrol, me, t0.Add(2*time.Minute), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, a := range addrs[:2] {
+			e := got[a]
+			if e == nil || e.State != ledger.Inflight || e.Via != "manual" || e.ReplayTxID != enrol[i].ReplayTxID || e.ReplayQueue != "orders" || !e.Holds() {
+				t.Fatalf("address %d: %+v, want the intent, held by the journal", i, e)
+			}
+			if stored, _ := s.Entry(ctx, "http://b", a); stored == nil || stored.State != ledger.Inflight || stored.ReplayTxID != enrol[i].ReplayTxID {
+				t.Fatalf("address %d as stored: %+v", i, stored)
+			}
+		}
+		if e := got[addrs[2]]; e == nil || e.State != ledger.Pending || e.ReplayTxID != "" {
+			t.Fatalf("a plain enrolment: %+v", e)
+		}
+		// The run would write the same intent: nothing to wait for. A
+		// changed destination is not held.
+		e := got[addrs[1]]
+		e.Attempts++
+		if !e.Holds() {
+			t.Fatal("an unchanged intent with one more attempt is not held")
+		}
+		e.ReplayQueue = "recovery"
+		if e.Holds() {
+			t.Fatal("a changed destination is held")
+		}
+		e.ReplayQueue, e.Attempts = "orders", 0
+		if err := s.Release(ctx, "http://b", []*ledger.Entry{got[addrs[0]], got[addrs[1]], got[addrs[2]]}, me); err != nil {
+			t.Fatal(err)
+		}
+		if e, _ := s.Entry(ctx, "http://b", addrs[0]); e.State != ledger.Inflight || e.ReplayTxID != "dlqr-1-aaa" || e.ClaimOwner != "" {
+			t.Fatalf("a dead run's intent after release: %+v, want it kept", e)
+		}
+		if e, _ := s.Entry(ctx, "http://b", addrs[1]); e.State != ledger.Pending || e.ReplayTxID != "" || e.Via != "" || e.ReplayQueue != "" || e.ClaimOwner != "" {
+			t.Fatalf("an intent enrolled ahead, released unattempted: %+v, want pending", e)
 		}
 	})
 }

@@ -9,7 +9,6 @@ import (
 	"iter"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
@@ -29,9 +28,9 @@ type Broker interface {
 // Journal is what the engine needs of the ledger; *ledger.Store is one.
 type Journal interface {
 	// Acquire claims addresses, enrolling those the journal has never
-	// seen (pending) on the way.
-	Acquire(ctx context.Context, broker, batchID, action string, addrs []client.Address, gens []int, owner string, now time.Time, lease time.Duration) (map[client.Address]*ledger.Entry, error)
-	Release(ctx context.Context, broker string, addrs []client.Address, owner string) error
+	// seen on the way, as enrol says.
+	Acquire(ctx context.Context, broker, batchID, action string, addrs []client.Address, enrol []ledger.Enrolment, owner string, now time.Time, lease time.Duration) (map[client.Address]*ledger.Entry, error)
+	Release(ctx context.Context, broker string, ents []*ledger.Entry, owner string) error
 	SaveMany(ctx context.Context, items []ledger.SaveItem, owner string, now time.Time) []error
 }
 
@@ -223,11 +222,10 @@ func (r *Report) Clean() bool {
 
 // Engine executes one batch.
 type Engine struct {
-	b       Broker
-	j       Journal
-	o       Options
-	lim     *rate.Limiter
-	noRetry atomic.Bool // the broker has no /retry route
+	b   Broker
+	j   Journal
+	o   Options
+	lim *rate.Limiter
 
 	pushes    *pusher
 	saves     chan saveReq // waited for
@@ -394,13 +392,13 @@ type job struct {
 	ent *ledger.Entry
 }
 
-// claimChunk is how many addresses the next claim of a partition takes,
-// after one of last (0: the first). At a rate, at most a second of work
-// (and 32), so claims are not held long. Unlimited, 32 and then twice
-// the last, up to 256: each claim is a journal write the partition's
-// worker waits for, queued behind the other workers' saves, and claiming
-// 32 at a time held an unlimited run to about 0.78 of a bare
-// push-and-delete loop (BenchmarkUnlimited; 0.84–0.90 with this), while
+// claimChunk is how many addresses the next claim of a partition (or,
+// unordered, of the feeder) takes, after one of last (0: the first). At a
+// rate, at most a second of work (and 32), so claims are not held long.
+// Unlimited, 32 and then twice the last, up to 256: each claim is a
+// journal write a partition's worker waits for, queued behind the other
+// workers' saves, and claiming 32 at a time held an unlimited run to
+// about 0.78 of a bare push-and-delete loop (BenchmarkUnlimited), while
 // a short partition still claims little.
 func (e *Engine) claimChunk(last int) int {
 	if e.o.Rate > 0 {
@@ -413,16 +411,37 @@ func (e *Engine) claimChunk(last int) int {
 }
 
 // acquire claims a chunk of items, enrolling the addresses the journal
-// has never seen: an address is enrolled when its run reaches it.
+// has never seen: an address is enrolled when its run reaches it. On the
+// manual path an address that will be pushed is enrolled with its
+// intent (derived id, destination), so its push waits for no journal
+// write of its own.
 func (e *Engine) acquire(ctx context.Context, part []Item) (map[client.Address]*ledger.Entry, error) {
 	addrs := make([]client.Address, len(part))
-	gens := make([]int, len(part))
+	enrol := make([]ledger.Enrolment, len(part))
 	for k, it := range part {
 		addrs[k] = it.Address
-		gens[k] = Generation(it.Address.TransactionID)
+		gen := Generation(it.Address.TransactionID)
+		enrol[k].Generation = gen
+		if e.intentAhead(it, gen) {
+			enrol[k].ReplayTxID, enrol[k].ReplayQueue = ReplayTxID(it.Address, gen), e.destQueue(it)
+		}
 	}
-	return e.j.Acquire(ctx, e.o.Broker, e.o.BatchID, e.o.Action, addrs, gens, e.o.Owner, e.o.Now(), e.o.Lease)
+	return e.j.Acquire(ctx, e.o.Broker, e.o.BatchID, e.o.Action, addrs, enrol, e.o.Owner, e.o.Now(), e.o.Lease)
 }
+
+// intentAhead reports whether an item's manual replay intent may be
+// journaled with its claim: a replay on the manual path, of an address
+// in the DLQ with a payload to push and under the generation cap. Any
+// other item is enrolled pending and journals its intent (if any) when
+// it gets there.
+func (e *Engine) intentAhead(it Item, gen int) bool {
+	return e.o.Action == Replay && e.manualPath() && !e.o.Absent[it.Address] && it.Address.Unreachable() == "" &&
+		(e.o.MaxGeneration <= 0 || gen <= e.o.MaxGeneration) && len(it.Data()) > 0 && !it.Undecryptable()
+}
+
+// manualPath reports whether this run replays by get, push and delete:
+// every run but one told --via endpoint.
+func (e *Engine) manualPath() bool { return e.o.Via != ViaEndpoint }
 
 func (e *Engine) markDone() {
 	e.mu.Lock()
@@ -653,10 +672,10 @@ func (e *Engine) runChain(ctx context.Context, chain []Item) error {
 			return err
 		}
 		release := func(from int) error {
-			var rest []client.Address
+			var rest []*ledger.Entry
 			for _, it := range part[from:] {
-				if claimed[it.Address] != nil {
-					rest = append(rest, it.Address)
+				if ent := claimed[it.Address]; ent != nil {
+					rest = append(rest, ent)
 				}
 			}
 			return e.j.Release(jctx, e.o.Broker, rest, e.o.Owner)
@@ -742,11 +761,11 @@ func (e *Engine) runItems(ctx context.Context, items []Item, workers int) error 
 		fatalOnce.Do(func() { fatal = err })
 		e.stop("ledger error: " + err.Error())
 	}
-	var unworked []client.Address // claimed, then not worked on: released at the end
+	var unworked []*ledger.Entry // claimed, then not worked on: released at the end
 	var unworkedMu sync.Mutex
-	release := func(a ...client.Address) {
+	release := func(ent *ledger.Entry) {
 		unworkedMu.Lock()
-		unworked = append(unworked, a...)
+		unworked = append(unworked, ent)
 		unworkedMu.Unlock()
 	}
 	for w := 0; w < workers; w++ {
@@ -756,12 +775,12 @@ func (e *Engine) runItems(ctx context.Context, items []Item, workers int) error 
 			for j := range feed {
 				// A job handed over just before a stop is not started.
 				if ctx.Err() != nil || e.stopped() {
-					release(j.it.Address)
+					release(j.ent)
 					continue
 				}
 				err := e.one(ctx, j.it, j.ent)
 				if errors.Is(err, errNotStarted) {
-					release(j.it.Address)
+					release(j.ent)
 					continue
 				}
 				e.markDone()
@@ -774,21 +793,42 @@ func (e *Engine) runItems(ctx context.Context, items []Item, workers int) error 
 	}
 	jctx := context.WithoutCancel(ctx)
 	lastCheck := e.o.Now()
-	// The feeder claims for every worker, which all wait while it does:
-	// chunks stay at their first size (growing them made the stalls
-	// rarer and as much longer).
-	chunk := e.claimChunk(0)
+	// The next chunk is claimed while the workers take this one: a claim
+	// is a journal write, and made in line it stalled every worker (an
+	// unlimited run went at 0.8 of the ordered one). Claimed ahead and
+	// never fed, a chunk is released.
+	type claim struct {
+		part    []Item
+		claimed map[client.Address]*ledger.Entry
+	}
+	claims, quit := make(chan claim, 1), make(chan struct{})
+	go func() {
+		defer close(claims)
+		chunk := 0
+		for i := 0; i < len(items); i += chunk {
+			chunk = e.claimChunk(chunk)
+			part := items[i:min(i+chunk, len(items))]
+			if ctx.Err() != nil || e.stopped() {
+				return
+			}
+			claimed, err := e.acquire(jctx, part)
+			if err != nil {
+				setFatal(err)
+				return
+			}
+			select {
+			case claims <- claim{part, claimed}:
+			case <-quit:
+				for _, ent := range claimed {
+					release(ent)
+				}
+				return
+			}
+		}
+	}()
 feeding:
-	for i := 0; i < len(items); i += chunk {
-		part := items[i:min(i+chunk, len(items))]
-		if ctx.Err() != nil || e.stopped() {
-			break
-		}
-		claimed, err := e.acquire(jctx, part)
-		if err != nil {
-			setFatal(err)
-			break
-		}
+	for c := range claims {
+		part, claimed := c.part, c.claimed
 		for k, it := range part {
 			ent := claimed[it.Address]
 			if ent == nil {
@@ -797,8 +837,8 @@ feeding:
 			}
 			rest := func() {
 				for _, x := range part[k:] {
-					if claimed[x.Address] != nil {
-						release(x.Address)
+					if ent := claimed[x.Address]; ent != nil {
+						release(ent)
 					}
 				}
 			}
@@ -823,6 +863,12 @@ feeding:
 				rest()
 				break feeding
 			}
+		}
+	}
+	close(quit)
+	for c := range claims {
+		for _, ent := range c.claimed {
+			release(ent)
 		}
 	}
 	close(feed)
@@ -1017,6 +1063,8 @@ func (e *Engine) save(ctx context.Context, ent *ledger.Entry, release bool) erro
 func (e *Engine) committer(ctx context.Context) {
 	const most, pileUp = 256, 512
 	saves, behind := e.saves, e.behind
+	linger := time.NewTimer(0)
+	defer linger.Stop()
 	take := func(ch *chan saveReq, batch []saveReq, n int) []saveReq {
 		for len(batch) < n && *ch != nil {
 			select {
@@ -1047,6 +1095,7 @@ func (e *Engine) committer(ctx context.Context) {
 				continue
 			}
 			batch = append(batch, r)
+			batch = e.gatherBehind(&saves, &behind, batch, linger)
 		}
 		batch = take(&saves, batch, most)
 		waited := 0
@@ -1074,6 +1123,44 @@ func (e *Engine) committer(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// behindLinger and behindFew: a written-behind save waits up to
+// behindLinger for behindFew others before it is committed. Nobody waits
+// for it, and a transaction costs as much as dozens of its statements:
+// committed as they came, one or two at a time, the saves of an
+// unlimited manual replay took a third of its time.
+const (
+	behindLinger = 20 * time.Millisecond
+	behindFew    = 128
+)
+
+// gatherBehind adds written-behind saves to batch until there are
+// behindFew, a save someone waits for arrives (it goes in too, and the
+// batch is committed at once), behindLinger passes, or the queues close.
+func (e *Engine) gatherBehind(saves, behind *chan saveReq, batch []saveReq, linger *time.Timer) []saveReq {
+	linger.Reset(behindLinger)
+	defer linger.Stop()
+	for len(batch) < behindFew && *behind != nil {
+		select {
+		case r, ok := <-*behind:
+			if !ok {
+				*behind = nil
+				return batch
+			}
+			batch = append(batch, r)
+		case r, ok := <-*saves:
+			if !ok {
+				*saves = nil
+			} else {
+				batch = append(batch, r)
+			}
+			return batch
+		case <-linger.C:
+			return batch
+		}
+	}
+	return batch
 }
 
 // settle records a final state, releases the claim and counts the outcome
@@ -1243,24 +1330,19 @@ func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) e
 	}
 	// An address attempted on the manual path stays on it: its derived id
 	// makes a repeat a duplicate, where /retry would mint a second copy.
-	useEndpoint := !Pinned(ent) && (e.o.Via == ViaEndpoint || (e.o.Via == ViaAuto && e.o.Transform == nil && e.o.ToQueue == "" && !e.noRetry.Load()))
-	if useEndpoint {
-		done, err := e.endpoint(ctx, ent)
-		if done || err != nil {
-			return err
-		}
+	if e.o.Via == ViaEndpoint && e.o.Transform == nil && e.o.ToQueue == "" && !Pinned(ent) {
+		return e.endpoint(ctx, ent)
 	}
 	return e.manual(ctx, it, ent, payload)
 }
 
-// endpoint replays through /retry. It reports done=false when the broker
-// has no such route and the manual path should be taken instead.
-func (e *Engine) endpoint(ctx context.Context, ent *ledger.Entry) (bool, error) {
+// endpoint replays through /retry (--via endpoint).
+func (e *Engine) endpoint(ctx context.Context, ent *ledger.Entry) error {
 	a := ent.Address
 	ent.State, ent.Via = ledger.Inflight, ViaEndpoint
 	ent.Attempts++
 	if err := e.save(ctx, ent, false); err != nil {
-		return true, err
+		return err
 	}
 	res, err := e.b.Retry(ctx, a)
 	var he *client.HTTPError
@@ -1277,32 +1359,27 @@ func (e *Engine) endpoint(ctx context.Context, ent *ledger.Entry) (bool, error) 
 			// then resumes with the delete, not with an unknown.
 			ent.State = ledger.Published
 			if err := e.save(ctx, ent, false); err != nil {
-				return true, err
+				return err
 			}
-			return true, e.finishDelete(ctx, ent, func(r *Report) { r.Replayed++ })
+			return e.finishDelete(ctx, ent, func(r *Report) { r.Replayed++ })
 		}
-		return true, e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+		return e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
 	case errors.Is(err, client.ErrRouteMissing):
-		e.noRetry.Store(true)
-		if e.o.Via == ViaEndpoint {
-			return true, e.settle(ctx, ent, ledger.Failed, "", "the broker has no /retry route; use --via manual or auto", func(r *Report) {
-				r.Failed++
-				r.Listed = append(r.Listed, AddrResult{a, "failed: the broker has no /retry route (use --via auto or manual)"})
-			})
-		}
-		ent.State, ent.Via = ledger.Pending, ""
-		return false, e.save(ctx, ent, false)
+		return e.settle(ctx, ent, ledger.Failed, "", "the broker has no /retry route; use --via manual or auto", func(r *Report) {
+			r.Failed++
+			r.Listed = append(r.Listed, AddrResult{a, "failed: the broker has no /retry route (use --via auto or manual)"})
+		})
 	case errors.Is(err, client.ErrNoDeadLetterRow):
-		return true, e.settle(ctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
+		return e.settle(ctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
 	case errors.As(err, &he) && he.Err == nil && (he.Status == 503 || he.Status == 429 || he.Status == 401 || he.Status == 403):
 		// The broker answered that it did not take the call.
-		return true, e.fail(ctx, ent, "failed: ", err)
+		return e.fail(ctx, ent, "failed: ", err)
 	case errors.Is(err, client.ErrNotSent):
 		// Refused, or never written: the broker has not seen it.
-		return true, e.fail(ctx, ent, "failed: ", err)
+		return e.fail(ctx, ent, "failed: ", err)
 	}
 	// The answer was lost: the push may or may not have happened.
-	return true, e.resolveEndpoint(ctx, ent)
+	return e.resolveEndpoint(ctx, ent)
 }
 
 // resolveEndpoint settles an endpoint call whose answer was lost by
@@ -1363,11 +1440,15 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 	// lost answer, a kill), every later run, on any path and in any
 	// process, finds that a push with this derived id may exist and
 	// repeats it (a duplicate) instead of minting a copy through /retry.
+	// The claim may have journaled it already (intentAhead), or a run
+	// that died after journaling it: then there is nothing to wait for.
 	ent.ReplayTxID = ReplayTxID(a, ent.Generation)
 	ent.State, ent.Via, ent.ReplayQueue = ledger.Inflight, ViaManual, queue
 	ent.Attempts++
-	if err := e.save(ctx, ent, false); err != nil {
-		return err
+	if !ent.Holds() {
+		if err := e.save(ctx, ent, false); err != nil {
+			return err
+		}
 	}
 	e.copies.add(ent.ReplayTxID)
 	var res client.PushResult

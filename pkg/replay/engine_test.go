@@ -392,3 +392,69 @@ func TestMaxFailuresStops(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 }
+
+// savesSeen is a journal that counts the saves a worker waits for (an
+// intent before a call, a published whose delete failed) apart from the
+// final ones written behind.
+type savesSeen struct {
+	*ledger.Store
+	waited, behind atomic.Int64
+}
+
+func (j *savesSeen) SaveMany(ctx context.Context, items []ledger.SaveItem, owner string, now time.Time) []error {
+	for _, it := range items {
+		if it.Release && it.Entry.State != ledger.Published {
+			j.behind.Add(1)
+		} else {
+			j.waited.Add(1)
+		}
+	}
+	return j.Store.SaveMany(ctx, items, owner, now)
+}
+
+// On the default path (manual) each address's intent is journaled with
+// its claim, a chunk in one statement: no push waits for a journal write
+// of its own, and each address's only other write is its outcome,
+// written behind. A run interrupted midway gives back the intents of the
+// addresses it claimed and never reached: they are pending again.
+func TestManualIntentsRideWithTheClaims(t *testing.T) {
+	for _, order := range []string{replay.OrderPartition, replay.OrderNone} {
+		t.Run(order, func(t *testing.T) {
+			r := newRig(t, 300, "")
+			items, _ := replay.Arrange(r.items(t), order, "")
+			j := &savesSeen{Store: r.store}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			o := replay.Options{Order: order, Action: replay.Replay, Broker: r.c.Server(), BatchID: "b", Owner: ledger.NewOwner("b"),
+				Concurrency: 4, Progress: func(done int) {
+					if done == 120 {
+						cancel()
+					}
+				}}
+			rep, err := replay.NewEngine(r.c, j, o).Run(ctx, items)
+			if err != nil || !rep.Interrupted || rep.Replayed == 0 || rep.NotStarted == 0 {
+				t.Fatalf("err %v, report %+v", err, rep.Outcome())
+			}
+			if j.waited.Load() != 0 || j.behind.Load() == 0 {
+				t.Fatalf("%d saves waited for, %d written behind: want every intent written with its claim", j.waited.Load(), j.behind.Load())
+			}
+			ents, err := r.store.BatchEntries(context.Background(), "b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			states := map[string]int{}
+			for _, e := range ents {
+				states[e.State]++
+				if e.State == ledger.Pending && (e.ReplayTxID != "" || e.Via != "") || e.State == ledger.Inflight || e.ClaimOwner != "" {
+					t.Fatalf("after the interrupt: %+v", e)
+				}
+			}
+			if states[ledger.Removed] != rep.Replayed {
+				t.Fatalf("journal %v, report %+v", states, rep.Outcome())
+			}
+			// Past the undecryptable envelopes, which hold back their partitions.
+			r.resumeUntilClean(t, "b", items, func(o *replay.Options) { o.Order = replay.OrderSkipGaps })
+			r.assertExactlyOnce(t)
+		})
+	}
+}

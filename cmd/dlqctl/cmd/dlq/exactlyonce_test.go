@@ -102,10 +102,11 @@ func TestManualThenAutoPublishesOnce(t *testing.T) {
 	}
 }
 
-// The auto path's probe meets one 503, so that run goes manual; its push
-// is applied and the answer lost. The next run's probe succeeds: the
-// address must stay on the manual path.
-func TestProbe503ThenNormalRunPublishesOnce(t *testing.T) {
+// A run told --via endpoint meets a 503 on its /retry probe: it stops
+// before sending anything (exit 3). The next run, on the default path,
+// has its push applied and the answer lost; the one after it must keep
+// the derived id: one copy.
+func TestProbe503ThenNormalRunsPublishOnce(t *testing.T) {
 	b, cli := seeded(t)
 	addr, payload := oneAddress(t, b)
 	b.SetFaults(sandbox.Faults{Script: func(c sandbox.Call) sandbox.Action {
@@ -117,6 +118,9 @@ func TestProbe503ThenNormalRunPublishesOnce(t *testing.T) {
 		}
 		return sandbox.Serve
 	}})
+	if _, stderr, code := cli.Exec("dlq", "replay", addr, "--why", "fixed", "--yes", "--rate", "0", "--via", "endpoint"); code != 3 || copies(b, payload) != 0 {
+		t.Fatalf("--via endpoint: exit %d, %d copies\n%s", code, copies(b, payload), stderr)
+	}
 	if _, stderr, code := cli.Exec("dlq", "replay", addr, "--why", "fixed", "--yes", "--rate", "0"); code != 1 || copies(b, payload) != 1 {
 		t.Fatalf("first run: exit %d, %d copies\n%s", code, copies(b, payload), stderr)
 	}
@@ -127,14 +131,15 @@ func TestProbe503ThenNormalRunPublishesOnce(t *testing.T) {
 }
 
 // One broker reached as 127.0.0.1 and as localhost has one journal: an
-// address left unknown under one spelling is not published again under
-// the other.
+// address left unknown under one spelling (by the endpoint path, the one
+// that can leave an address unknown) is not published again under the
+// other.
 func TestTwoSpellingsOfOneBrokerShareTheJournal(t *testing.T) {
 	b, cli := seeded(t)
 	addr, payload := oneAddress(t, b)
 	ip := cli.Env["DLQCTL_SERVER"] // http://127.0.0.1:PORT
 	b.SetFaults(sandbox.Faults{RowKeptEvery: 1, CutEvery: 1})
-	_, stderr, code := cli.Exec("dlq", "replay", addr, "--why", "fixed", "--yes", "--rate", "0")
+	_, stderr, code := cli.Exec("dlq", "replay", addr, "--why", "fixed", "--yes", "--rate", "0", "--via", "endpoint")
 	if code != 1 || !strings.Contains(stderr, "1 unknown") {
 		t.Fatalf("first run: exit %d\n%s", code, stderr)
 	}
@@ -189,7 +194,8 @@ func (g *portGate) open() {
 // call being served finishes.
 func (g *portGate) close() { g.ln.Close() }
 
-// The broker's port closes in the middle of a batch: the calls refused
+// The broker's port closes in the middle of a batch replayed through
+// /retry (the path that can leave an address unknown): the calls refused
 // sent nothing, so they are plain failures (retried by the resume), not
 // unknowns, and the batch stops instead of walking every address.
 func TestRefusedConnectionsAreRetriedNotUnknown(t *testing.T) {
@@ -211,7 +217,7 @@ func TestRefusedConnectionsAreRetriedNotUnknown(t *testing.T) {
 	// after it is refused before anything is written (with several in
 	// flight, one accepted by the kernel but not yet by the server would be
 	// reset after it was written: that one may have been seen).
-	out, stderr, code := cli.Exec("dlq", "replay", "--all", "--why", "outage", "--yes", "--rate", "0", "--timeout", "2s", "--concurrency", "1", "--order", "none", "-o", "json")
+	out, stderr, code := cli.Exec("dlq", "replay", "--all", "--why", "outage", "--yes", "--rate", "0", "--timeout", "2s", "--concurrency", "1", "--order", "none", "--via", "endpoint", "-o", "json")
 	var rep replay.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v: %s%s", err, out, stderr)
@@ -268,7 +274,7 @@ func TestSilentBrokerEndsTheRunInBoundedTime(t *testing.T) {
 	b, cli := seeded(t)
 	var silentFrom atomic.Int64
 	b.SetFaults(sandbox.Faults{Script: func(c sandbox.Call) sandbox.Action {
-		if strings.HasSuffix(c.Route, "/retry") && c.N == 10 {
+		if c.Route == "POST /api/v1/push" && c.N == 10 {
 			silentFrom.CompareAndSwap(0, int64(c.All))
 		}
 		if from := silentFrom.Load(); from > 0 && int64(c.All) >= from {
@@ -407,5 +413,46 @@ func TestReadsAgainstASilentBrokerAreBounded(t *testing.T) {
 		if n := calls.Load(); n > 6 {
 			t.Fatalf("%v: %d calls sent to a silent broker\n%s", args, n, stderr)
 		}
+	}
+}
+
+// A message whose replays keep failing is refused past --max-generation
+// (3 by default) on the default path, on a broker that has /retry too:
+// the generation travels in the transaction id of each copy, so the id
+// must be one dlqctl derives (dlqr-<gen>-…), never one the broker mints.
+func TestDefaultReplayStopsAtTheGenerationCap(t *testing.T) {
+	b, cli := seeded(t) // the contract's broker: it has /retry
+	addr, payload := oneAddress(t, b)
+	seen := map[string]bool{}
+	for _, m := range b.LiveMessages() {
+		seen[m.TransactionID] = true
+	}
+	for gen := 1; gen <= 3; gen++ {
+		if _, stderr, code := cli.Exec("dlq", "replay", addr, "--why", "fixed, again", "--yes", "--rate", "0"); code != 0 {
+			t.Fatalf("replay of generation %d: exit %d: %s", gen, code, stderr)
+		}
+		var cp *sandbox.Live
+		for _, m := range b.LiveMessages() {
+			if !seen[m.TransactionID] && compact(m.Payload) == payload {
+				cp = &m
+			}
+			seen[m.TransactionID] = true
+		}
+		if cp == nil {
+			t.Fatalf("replay of generation %d published no copy", gen)
+		}
+		if got := replay.Generation(cp.TransactionID); got != gen+1 {
+			t.Fatalf("the copy of generation %d is %s: its id says generation %d, want %d", gen, cp.TransactionID, got, gen+1)
+		}
+		// The consumer fails the copy too.
+		if !b.FailAgain(cp.Queue, cp.TransactionID, "billing", "still broken") {
+			t.Fatal("could not fail the copy again")
+		}
+		addr = cp.PartitionID + "/" + cp.TransactionID
+	}
+	before := copies(b, payload)
+	_, stderr, code := cli.Exec("dlq", "replay", addr, "--why", "fixed, again", "--yes", "--rate", "0")
+	if code != 1 || !strings.Contains(stderr, "--max-generation 3") || copies(b, payload) != before || !dead(b, addr) {
+		t.Fatalf("a fourth generation: exit %d, %d copies (was %d), still dead-lettered %v:\n%s", code, copies(b, payload), before, dead(b, addr), stderr)
 	}
 }

@@ -292,8 +292,9 @@ func TestHostileUnauthorizedMidBatch(t *testing.T) {
 }
 
 // A broker with no /retry that hangs on it instead of answering 404: the
-// probe's timeout sends --via auto down the manual path; nothing is left
-// unknown.
+// default path never calls it (every message replayed, none unknown);
+// --via endpoint asks it once, with an address that cannot exist, and
+// stops at the timeout before anything is sent.
 func TestHostileHungRetryRoute(t *testing.T) {
 	b, cli := hostile(t, func(w http.ResponseWriter, r *http.Request) bool {
 		if strings.HasSuffix(r.URL.Path, "/retry") {
@@ -306,6 +307,11 @@ func TestHostileHungRetryRoute(t *testing.T) {
 	_, stderr, code := cli.Exec("--timeout", "1s", "dlq", "replay", "--queue", "orders", "--why", "x", "--yes", "--rate", "0")
 	if code != 0 || regexp.MustCompile(`\d+ unknown`).MatchString(stderr) || !regexp.MustCompile(`: 75 replayed, 0 failed in`).MatchString(stderr) {
 		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	depth := b.Depth()
+	_, stderr, code = cli.Exec("--timeout", "1s", "dlq", "replay", "--queue", "payments", "--via", "endpoint", "--why", "x", "--yes", "--rate", "0")
+	if code != 3 || !strings.Contains(stderr, "no answer within 1s") || b.Depth() != depth {
+		t.Fatalf("--via endpoint: exit %d, %d rows gone:\n%s", code, depth-b.Depth(), stderr)
 	}
 }
 

@@ -72,7 +72,7 @@ calls in flight finish and prints how to resume.`,
 	fl.IntVar(&o.Concurrency, "concurrency", def.Concurrency, "at most this many calls in flight")
 	fl.StringVar(&o.ToQueue, "to-queue", "", "publish to this (recovery) queue instead of the original")
 	fl.StringVar(&o.Transform, "transform", "", "jq expression applied to each payload before publishing (manual path)")
-	fl.StringVar(&o.Via, "via", def.Via, "path: auto, endpoint (/retry) or manual (get, push, delete)")
+	fl.StringVar(&o.Via, "via", def.Via, "path: auto or manual (push with an id derived from the address, then delete: a repeat is a duplicate), or endpoint (/retry: the broker mints the copy's id; a lost answer leaves it unknown)")
 	fl.IntVar(&o.MaxFailures, "max-failures", 0, "stop scheduling after this many failed addresses (0 = never)")
 	fl.IntVar(&o.MaxGeneration, "max-generation", def.MaxGeneration, "refuse to replay a message that has already been replayed this many times")
 	fl.BoolVar(&o.RetryUnknown, "retry-unknown", false, "re-attempt addresses left unknown (check the live queue first)")
