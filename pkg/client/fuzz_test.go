@@ -1,8 +1,13 @@
 package client
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
 	"testing"
+	"testing/iotest"
 )
 
 func FuzzParseAddress(f *testing.F) {
@@ -93,4 +98,64 @@ func TestIsEnvelopeAllocatesNothing(t *testing.T) {
 	}); n > most {
 		t.Fatalf("%v allocations a call, want at most %v", n, most)
 	}
+}
+
+// The list scanner reads what the jsontext decoder it replaced read: the
+// same rows, in the same order, up to the same place, and refuses what
+// it refused, however the answer arrives (a byte at a time, in a buffer
+// smaller than a row).
+func FuzzScannerIsTheDecoder(f *testing.F) {
+	for _, s := range []string{
+		`{"messages":[{"id":"1","transactionId":"t","partitionId":"p","failedAt":"2026-07-30T09:41:02.517Z","data":{"a":[1,2.5e-3,true,null,"x\"y"]}}],"total":1}`,
+		`{"messages":[{"id":7,"transactionId":"t\u00e9","partitionId":"p","createdAt":"2026-07-30T09:41:02.517Z","errorMessage":null,"retryCount":3,"isEncrypted":true},{"transactionId":"u","partitionId":"p"}]}`,
+		` { "pagination" : {"limit":100} , "messages" : [ ] } `,
+		`{"success":true,"value":null}`, `{"messages":null}`, `{"error":"Message not found"}`, `{"error":{"a":1}}`,
+		`{"messages":[{"transactionId":"t","partitionId":"p","createdAt":"bad"}]}`, `[`, `<html>`, `[1,2,3]`, `"x"`, ``, `{`, `{"messages":[1]}`,
+		`{"messages":[{"transactionId":"t","partitionId":"p","retryCount":1e3}]}`, `{"messages":[{"transactionId":"t","partitionId":"p"},]}`,
+		`{"messages":[{"transactionId":"t","partitionId":"p","data":"\ud800"}],"x":-0.5E+2}`, `{"a":01}`, `{"a":tru}`, `{"a":"\x01"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		type result struct {
+			rows  []Row
+			info  pageInfo
+			n     int
+			err   error
+			total int
+		}
+		collect := func(decode func(visit func(Row) bool) (pageInfo, int, error)) result {
+			var r result
+			r.info, r.n, r.err = decode(func(row Row) bool {
+				r.rows = append(r.rows, row)
+				return true
+			})
+			if r.info.total != nil {
+				r.total = *r.info.total
+			}
+			return r
+		}
+		want := collect(func(visit func(Row) bool) (pageInfo, int, error) {
+			return refDecodeList(&refLimiter{r: bytes.NewReader(body), max: MaxRow}, false, visit)
+		})
+		for _, r := range []io.Reader{bytes.NewReader(body), iotest.OneByteReader(bytes.NewReader(body)), iotest.HalfReader(bytes.NewReader(body))} {
+			got := collect(func(visit func(Row) bool) (pageInfo, int, error) {
+				return decodeList(&listReader{r: r, max: MaxRow, buf: make([]byte, 8)}, false, visit)
+			})
+			if (got.err == nil) != (want.err == nil) {
+				t.Fatalf("%q: scanner error %v, decoder error %v", body, got.err, want.err)
+			}
+			var gh, wh *HTTPError
+			if errors.As(want.err, &wh) != errors.As(got.err, &gh) || wh != nil && (wh.Kind != gh.Kind || string(wh.bodyBytes) != string(gh.bodyBytes)) {
+				t.Fatalf("%q: scanner error %v, decoder error %v", body, got.err, want.err)
+			}
+			// What the answer said besides its rows counts only when it was read whole.
+			if got.n != want.n || want.err == nil && (got.total != want.total || (got.info.total == nil) != (want.info.total == nil) || got.info.hadMessages != want.info.hadMessages) {
+				t.Fatalf("%q: scanner %d rows, total %v, messages %v; decoder %d, %v, %v", body, got.n, got.info.total, got.info.hadMessages, want.n, want.info.total, want.info.hadMessages)
+			}
+			if !reflect.DeepEqual(got.rows, want.rows) {
+				t.Fatalf("%q: scanner rows %+v, decoder rows %+v", body, got.rows, want.rows)
+			}
+		}
+	})
 }

@@ -77,9 +77,10 @@ const decisionChunk = 500
 // was looked up: a chunk of rows is held while the ledger is asked about
 // their addresses in one statement. A goroutine reads and looks up the
 // next chunk while the caller is on this one, so that the lookups cost
-// little more than the rows.
+// little more than the rows. When no queue has a decision (or they cannot
+// be read: Err says so), the rows pass as they come.
 func (d *Decisions) Through(ctx context.Context, rows iter.Seq2[client.Row, error]) iter.Seq2[client.Row, error] {
-	if d.ld == nil {
+	if d.ld == nil || len(d.decidedQueues(ctx)) == 0 {
 		return rows
 	}
 	// Lookups run under ctx itself, not the one a caller that stops early
@@ -106,23 +107,34 @@ func (d *Decisions) Through(ctx context.Context, rows iter.Seq2[client.Row, erro
 	})
 }
 
+// decidedQueues are the queues with a decision, read from the ledger
+// once; none when they cannot be read (Err).
+func (d *Decisions) decidedQueues(ctx context.Context) map[string]bool {
+	d.mu.RLock()
+	queues, err := d.queues, d.err
+	d.mu.RUnlock()
+	if queues != nil || err != nil {
+		return queues
+	}
+	q, err := d.ld.QueuesWithDecisions(ctx, d.broker)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil {
+		d.err = err
+		return nil
+	}
+	if q == nil {
+		q = map[string]bool{}
+	}
+	d.queues = q
+	return q
+}
+
 func (d *Decisions) lookup(ctx context.Context, rows []client.Row) {
 	if len(rows) == 0 || d.Err() != nil {
 		return
 	}
-	d.mu.RLock()
-	queues := d.queues
-	d.mu.RUnlock()
-	if queues == nil {
-		q, err := d.ld.QueuesWithDecisions(ctx, d.broker)
-		d.mu.Lock()
-		d.queues, d.err = q, err
-		d.mu.Unlock()
-		if err != nil {
-			return
-		}
-		queues = q
-	}
+	queues := d.decidedQueues(ctx)
 	if len(queues) == 0 {
 		return
 	}
