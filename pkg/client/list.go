@@ -380,15 +380,6 @@ func rowFieldOf(name []byte) rowField {
 	return fOther
 }
 
-// unquoteName returns a name's text; names without escapes (all of the
-// broker's) are returned without copying.
-func unquoteName(v jsontext.Value) []byte {
-	if len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 {
-		return v[1 : len(v)-1]
-	}
-	return unquote(v)
-}
-
 func unquote(v jsontext.Value) []byte {
 	if len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 {
 		return v[1 : len(v)-1]
@@ -398,18 +389,6 @@ func unquote(v jsontext.Value) []byte {
 		return v
 	}
 	return b
-}
-
-// scalar is a string value's text, a number's digits, or "" for null and
-// anything else.
-func scalar(v jsontext.Value) string {
-	switch v.Kind() {
-	case '"':
-		return string(unquote(v))
-	case '0':
-		return string(v)
-	}
-	return ""
 }
 
 // parseTimestamp reads the broker's timestamps: millisecond UTC

@@ -261,3 +261,12 @@ func refScanRow(raw []byte, r *Row, noData bool) error {
 	}
 	return nil
 }
+
+// unquoteName returns a name's text; names without escapes (all of the
+// broker's) are returned without copying.
+func unquoteName(v jsontext.Value) []byte {
+	if len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 {
+		return v[1 : len(v)-1]
+	}
+	return unquote(v)
+}
