@@ -121,7 +121,8 @@ func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 		}
 	}
 	if p.OverGenCap > 0 {
-		fmt.Fprintf(w, "  %s %s past --max-generation will be skipped (they keep failing after replays).\n", warn, Plural(p.OverGenCap, "message is", "messages are"))
+		fmt.Fprintf(w, "  %s %s past --max-generation and will be skipped (%s failing after replays).\n", warn, Plural(p.OverGenCap, "message is", "messages are"),
+			map[bool]string{true: "it keeps", false: "they keep"}[p.OverGenCap == 1])
 	}
 	if p.SkippedHeld > 0 {
 		fmt.Fprintf(w, "  %s under an active hold left out of the batch (--skip-held)\n", Plural(p.SkippedHeld, "message", "messages"))

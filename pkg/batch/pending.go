@@ -198,6 +198,13 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 		return err
 	}
 	p.startPlan()
+	if p.req.Action == replay.Replay {
+		gens, err := copyGenerations(ctx, p.env.Ledger, p.env.Client.Broker(), addrs)
+		if err != nil {
+			return err
+		}
+		p.po.Generations, p.opts.Generations = gens, gens
+	}
 	p.po.Hold = func(it replay.Item) (replay.HoldShare, bool) {
 		d, ok := dec[it.Address]
 		if !ok || d.Action != ledger.ActionHold || !d.Covers(it.Newest().FailedAt, p.now) || p.in.batch != nil && d.BatchID == p.in.batch.ID {
@@ -275,6 +282,20 @@ func (p *Pending) makeStreamedPlan(ctx context.Context) error {
 	p.plan.SkippedHeld = p.skippedHeld
 	p.plan.Where = p.where.Notes()
 	return nil
+}
+
+// copyGenerations are the generations of the addresses that are copies
+// the /retry endpoint published (their ids, minted by the broker, say
+// none): the ledger's journal knows which replay made each.
+func copyGenerations(ctx context.Context, ld *ledger.Store, broker string, addrs []client.Address) (replay.Generations, error) {
+	var minted []client.Address
+	for _, a := range addrs {
+		if !replay.IsReplayID(a.TransactionID) {
+			minted = append(minted, a)
+		}
+	}
+	gens, err := ld.CopyGenerations(ctx, broker, minted)
+	return replay.Generations(gens), err
 }
 
 // startPlan sets the plan's moment and the options the settings give.

@@ -102,9 +102,15 @@ func (p *Pending) stream(ctx context.Context) error {
 			return err
 		}
 		var ents map[client.Address]*ledger.Entry
+		var gens replay.Generations
 		if p.req.Action == replay.Replay {
 			if ents, err = ld.Entries(ctx, cl.Broker(), addrs); err != nil {
 				return err
+			}
+			if s.MaxGeneration > 0 {
+				if gens, err = copyGenerations(ctx, ld, cl.Broker(), addrs); err != nil {
+					return err
+				}
 			}
 		}
 		now := p.env.Now()
@@ -129,6 +135,9 @@ func (p *Pending) stream(ctx context.Context) error {
 			}
 			if e, ok := ents[n.addr]; ok && replay.Pinned(e) {
 				st.flags |= seenPinned
+			}
+			if g, ok := gens[n.addr]; ok && g > s.MaxGeneration {
+				st.flags |= seenOverGenCap
 			}
 		}
 		chunk = chunk[:0]

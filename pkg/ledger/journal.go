@@ -220,6 +220,35 @@ func (s *Store) Claim(ctx context.Context, broker string, a client.Address, owne
 	return e, s.wrap("claiming an address", err)
 }
 
+// CopyGenerations finds, among addrs, copies the /retry endpoint
+// published and returns the generation of each: one more than that of
+// the replay that made it. The broker minted their transaction ids, so
+// unlike a derived id (dlqr-<gen>-…) they do not say it; a copy goes to
+// its original's partition, so its address is that partition and the id
+// the journal recorded. Only the addresses given are read, 400 a
+// statement, and nothing at all when the broker has no endpoint replay.
+func (s *Store) CopyGenerations(ctx context.Context, broker string, addrs []client.Address) (map[client.Address]int, error) {
+	out := map[client.Address]int{}
+	if len(addrs) == 0 {
+		return out, nil
+	}
+	var any int
+	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT COUNT(*) FROM (SELECT 1 FROM journal WHERE broker = ? AND via = 'endpoint' LIMIT 1) x`), broker).Scan(&any)
+	if err != nil || any == 0 {
+		return out, s.wrap("reading the journal", err)
+	}
+	err = s.byAddrs(ctx, "reading the journal", `SELECT partition_id, replay_txid, generation FROM journal WHERE broker = ? AND via = 'endpoint' AND (partition_id, replay_txid) IN `, addrs, func(rows *sql.Rows) error {
+		var a client.Address
+		var gen int
+		if err := rows.Scan(&a.PartitionID, &a.TransactionID, &gen); err != nil {
+			return err
+		}
+		out[a] = gen + 1
+		return nil
+	}, broker)
+	return out, err
+}
+
 // BatchOutcome counts the journal of a batch's addresses: settled ones by
 // outcome (replayed, duplicate, discarded, gone), the rest by state
 // (failed, unknown, skipped, pending, inflight, published). Across resumed

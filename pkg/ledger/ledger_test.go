@@ -749,3 +749,52 @@ func rawExec(t *testing.T, old *ledger.Store, dsn string) func(q string, args ..
 		}
 	}
 }
+
+// The copies the /retry endpoint published are found by their address
+// (the original's partition, the id the broker minted) with the
+// generation they are: one more than the replay's. A manual replay's
+// copy is not one (its derived id says its generation), nor is another
+// broker's.
+func TestCopyGenerations(t *testing.T) {
+	testkit.ForEachLedger(t, func(t *testing.T, s *ledger.Store, dsn string) {
+		ctx := context.Background()
+		const me = "otherhost:1:me"
+		if got, err := s.CopyGenerations(ctx, "http://b", []client.Address{addr(0)}); err != nil || len(got) != 0 {
+			t.Fatalf("no endpoint replay yet: %v %v", got, err)
+		}
+		addrs := []client.Address{addr(0), addr(1), addr(2)}
+		got, err := s.Acquire(ctx, "http://b", "b1", "replay", addrs, ledger.Generations(1, 2, 1), me, t0, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, via := range []string{"endpoint", "endpoint", "manual"} {
+			e := got[addrs[i]]
+			e.State, e.Via, e.Outcome, e.ReplayTxID = ledger.Removed, via, "replayed", fmt.Sprintf("0199-copy-%d", i)
+			if err := s.Save(ctx, e, me, t0, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		other, err := s.Acquire(ctx, "http://other", "b2", "replay", []client.Address{addr(3)}, ledger.Generations(1), me, t0, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := other[addr(3)]
+		e.State, e.Via, e.ReplayTxID = ledger.Removed, "endpoint", "0199-copy-3"
+		if err := s.Save(ctx, e, me, t0, true); err != nil {
+			t.Fatal(err)
+		}
+		copyOf := func(a client.Address, i int) client.Address {
+			return client.Address{PartitionID: a.PartitionID, TransactionID: fmt.Sprintf("0199-copy-%d", i)}
+		}
+		asked := []client.Address{copyOf(addrs[0], 0), copyOf(addrs[1], 1), copyOf(addrs[2], 2), copyOf(addr(3), 3),
+			{PartitionID: "6f1c0000-0000-5000-8000-000000000002", TransactionID: "0199-copy-1"}} // a minted id, in another partition
+		gens, err := s.CopyGenerations(ctx, "http://b", asked)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[client.Address]int{copyOf(addrs[0], 0): 2, copyOf(addrs[1], 1): 3}
+		if len(gens) != len(want) || gens[copyOf(addrs[0], 0)] != 2 || gens[copyOf(addrs[1], 1)] != 3 {
+			t.Fatalf("copy generations %v, want %v", gens, want)
+		}
+	})
+}

@@ -152,6 +152,10 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 	UPDATE batches SET active_at = COALESCE((SELECT max(j.updated_at) FROM journal j WHERE j.batch_id = batches.id), executed_at, at);
 	CREATE INDEX batches_active ON batches (broker, active_at);
 	CREATE INDEX batches_running ON batches (broker) WHERE status = 'running'`},
+	// 9: the copies the /retry endpoint published, by their address: the
+	// broker minted their ids, which carry no generation, so a copy that
+	// is dead-lettered again learns its generation from the journal.
+	{sql: `CREATE INDEX journal_copies ON journal (broker, partition_id, replay_txid) WHERE via = 'endpoint'`},
 }
 
 // SchemaVersion is the schema this binary writes.

@@ -53,7 +53,9 @@ type Options struct {
 	Transform     func(json.RawMessage) (json.RawMessage, error)
 	MaxFailures   int // stop scheduling after this many failures; 0 = never
 	MaxGeneration int // refuse replays past this generation; 0 = no cap
-	RetryUnknown  bool
+	// Generations are the endpoint's copies' generations (see Generations).
+	Generations  Generations
+	RetryUnknown bool
 
 	Canary        int
 	CanaryWait    time.Duration
@@ -420,7 +422,7 @@ func (e *Engine) acquire(ctx context.Context, part []Item) (map[client.Address]*
 	enrol := make([]ledger.Enrolment, len(part))
 	for k, it := range part {
 		addrs[k] = it.Address
-		gen := Generation(it.Address.TransactionID)
+		gen := e.o.Generations.Of(it.Address)
 		enrol[k].Generation = gen
 		if e.intentAhead(it, gen) {
 			enrol[k].ReplayTxID, enrol[k].ReplayQueue = ReplayTxID(it.Address, gen), e.destQueue(it)

@@ -40,6 +40,20 @@ func Generation(txid string) int {
 	return 1
 }
 
+// Generations are the generations of dead letters whose transaction ids
+// do not say them: copies the /retry endpoint published under ids the
+// broker minted (ledger.CopyGenerations).
+type Generations map[client.Address]int
+
+// Of is an address's generation: the one recorded for it, else the one
+// its transaction id carries.
+func (g Generations) Of(a client.Address) int {
+	if n, ok := g[a]; ok {
+		return n
+	}
+	return Generation(a.TransactionID)
+}
+
 // IsReplayID reports whether a transaction id was minted by dlqctl's
 // manual replay path (a dead letter with one is a replay that failed again).
 func IsReplayID(txid string) bool { return reReplayID.MatchString(txid) }
@@ -158,6 +172,8 @@ type PlanOptions struct {
 	Via           string // the path as it will be taken, in words
 	ToQueue       string
 	MaxGeneration int
+	// Generations are the endpoint's copies' generations (see Generations).
+	Generations Generations
 	// QueueGroups lists every consumer group known per queue (from the
 	// broker's queue and consumer-group lists and the DLQ), for the
 	// fan-out warning.
@@ -228,7 +244,7 @@ func (pl *Planner) Add(it Item) {
 	o := pl.o
 	r := it.Newest()
 	e := PlanEntry{Queue: it.Queue, Rows: len(it.Rows), Class: ClassID(r.ErrorMessage), Undecryptable: it.Undecryptable(),
-		OverGenCap: o.Action == Replay && o.MaxGeneration > 0 && Generation(it.Address.TransactionID) > o.MaxGeneration,
+		OverGenCap: o.Action == Replay && o.MaxGeneration > 0 && o.Generations.Of(it.Address) > o.MaxGeneration,
 		Groups:     it.Groups(), Others: it.Others}
 	if _, ok := pl.classes[e.Class]; !ok {
 		e.Pattern = NormalizeError(r.ErrorMessage)

@@ -417,42 +417,55 @@ func TestReadsAgainstASilentBrokerAreBounded(t *testing.T) {
 }
 
 // A message whose replays keep failing is refused past --max-generation
-// (3 by default) on the default path, on a broker that has /retry too:
-// the generation travels in the transaction id of each copy, so the id
-// must be one dlqctl derives (dlqr-<gen>-…), never one the broker mints.
-func TestDefaultReplayStopsAtTheGenerationCap(t *testing.T) {
-	b, cli := seeded(t) // the contract's broker: it has /retry
-	addr, payload := oneAddress(t, b)
-	seen := map[string]bool{}
-	for _, m := range b.LiveMessages() {
-		seen[m.TransactionID] = true
-	}
-	for gen := 1; gen <= 3; gen++ {
-		if _, stderr, code := cli.Exec("dlq", "replay", addr, "--why", "fixed, again", "--yes", "--rate", "0"); code != 0 {
-			t.Fatalf("replay of generation %d: exit %d: %s", gen, code, stderr)
-		}
-		var cp *sandbox.Live
-		for _, m := range b.LiveMessages() {
-			if !seen[m.TransactionID] && compact(m.Payload) == payload {
-				cp = &m
+// (3 by default), on a broker that has /retry too, on either path: the
+// default path's copies carry their generation in the id dlqctl derives
+// (dlqr-<gen>-…); --via endpoint's carry one the broker mints, and the
+// journal says which replay made each of them.
+func TestReplayStopsAtTheGenerationCap(t *testing.T) {
+	for _, via := range []string{"auto", "endpoint"} {
+		t.Run(via, func(t *testing.T) {
+			b, cli := seeded(t) // the contract's broker: it has /retry
+			addr, payload := oneAddress(t, b)
+			seen := map[string]bool{}
+			for _, m := range b.LiveMessages() {
+				seen[m.TransactionID] = true
 			}
-			seen[m.TransactionID] = true
-		}
-		if cp == nil {
-			t.Fatalf("replay of generation %d published no copy", gen)
-		}
-		if got := replay.Generation(cp.TransactionID); got != gen+1 {
-			t.Fatalf("the copy of generation %d is %s: its id says generation %d, want %d", gen, cp.TransactionID, got, gen+1)
-		}
-		// The consumer fails the copy too.
-		if !b.FailAgain(cp.Queue, cp.TransactionID, "billing", "still broken") {
-			t.Fatal("could not fail the copy again")
-		}
-		addr = cp.PartitionID + "/" + cp.TransactionID
-	}
-	before := copies(b, payload)
-	_, stderr, code := cli.Exec("dlq", "replay", addr, "--why", "fixed, again", "--yes", "--rate", "0")
-	if code != 1 || !strings.Contains(stderr, "--max-generation 3") || copies(b, payload) != before || !dead(b, addr) {
-		t.Fatalf("a fourth generation: exit %d, %d copies (was %d), still dead-lettered %v:\n%s", code, copies(b, payload), before, dead(b, addr), stderr)
+			for gen := 1; gen <= 3; gen++ {
+				if _, stderr, code := cli.Exec("dlq", "replay", addr, "--why", "fixed, again", "--yes", "--rate", "0", "--via", via); code != 0 {
+					t.Fatalf("replay of generation %d: exit %d: %s", gen, code, stderr)
+				}
+				var cp *sandbox.Live
+				for _, m := range b.LiveMessages() {
+					if !seen[m.TransactionID] && compact(m.Payload) == payload {
+						cp = &m
+					}
+					seen[m.TransactionID] = true
+				}
+				if cp == nil {
+					t.Fatalf("replay of generation %d published no copy", gen)
+				}
+				if got := replay.Generation(cp.TransactionID); via == "auto" && got != gen+1 {
+					t.Fatalf("the copy of generation %d is %s: its id says generation %d, want %d", gen, cp.TransactionID, got, gen+1)
+				}
+				// The consumer fails the copy too.
+				if !b.FailAgain(cp.Queue, cp.TransactionID, "billing", "still broken") {
+					t.Fatal("could not fail the copy again")
+				}
+				addr = cp.PartitionID + "/" + cp.TransactionID
+			}
+			// The plan says so, made from the items (an address) or from
+			// the rows as they stream (a selection's dry run).
+			for _, sel := range [][]string{{addr}, {"--queue", "orders"}} {
+				out, _, _ := cli.Exec(append(append([]string{"dlq", "replay"}, sel...), "--dry-run", "--via", via)...)
+				if !strings.Contains(out, "1 message is past --max-generation and will be skipped (it keeps failing after replays)") {
+					t.Fatalf("the plan of a fourth generation (%v):\n%s", sel, out)
+				}
+			}
+			before := copies(b, payload)
+			_, stderr, code := cli.Exec("dlq", "replay", addr, "--why", "fixed, again", "--yes", "--rate", "0", "--via", via)
+			if code != 1 || !strings.Contains(stderr, "--max-generation 3") || copies(b, payload) != before || !dead(b, addr) {
+				t.Fatalf("a fourth generation: exit %d, %d copies (was %d), still dead-lettered %v:\n%s", code, copies(b, payload), before, dead(b, addr), stderr)
+			}
+		})
 	}
 }
