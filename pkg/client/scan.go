@@ -614,51 +614,8 @@ func decodeList(l *listReader, noData bool, visit func(Row) bool) (pageInfo, int
 		}
 		switch string(name) {
 		case "messages":
-			if l.buf[l.pos] == 'n' {
-				if _, err := l.value(1); err != nil {
-					return info, n, err
-				}
-				break
-			}
-			if c := l.buf[l.pos]; c != '[' {
-				if k := kindAt(c); k != "" {
-					return info, n, fmt.Errorf("want a JSON array, got a %s", k)
-				}
-				_, err := l.value(1)
+			if more, err := l.rows(&info, &n, noData, visit); err != nil || !more {
 				return info, n, err
-			}
-			info.hadMessages = true
-			l.pos++
-			c, err := l.peek()
-			if err != nil {
-				return info, n, err
-			}
-			if c == ']' {
-				l.pos++
-				break
-			}
-			for end := false; !end; {
-				if c := l.buf[l.pos]; c != '{' {
-					if kindAt(c) == "" {
-						_, err := l.value(2)
-						return info, n, fmt.Errorf("row %d: %w", n, err)
-					}
-					return info, n, fmt.Errorf("row %d: want a JSON object, got a %s", n, kindAt(c))
-				}
-				var r Row
-				if err := l.scan(func(b []byte, i int) (int, error) {
-					r = Row{}
-					return scanRow(b, i, 3, &r, noData)
-				}); err != nil {
-					return info, n, fmt.Errorf("row %d: %w", n, err)
-				}
-				n++
-				if !visit(r) {
-					return info, n, nil
-				}
-				if end, err = l.sep(']'); err != nil {
-					return info, n, err
-				}
 			}
 		case "total":
 			v, err := l.value(1)
@@ -688,4 +645,53 @@ func decodeList(l *listReader, noData bool, visit func(Row) bool) (pageInfo, int
 		}
 	}
 	return info, n, nil
+}
+
+// rows reads the answer's messages (an array, or null) at pos, handing
+// each row to visit and counting it in n; it reports false when visit
+// stopped the read.
+func (l *listReader) rows(info *pageInfo, n *int, noData bool, visit func(Row) bool) (bool, error) {
+	switch c := l.buf[l.pos]; {
+	case c == 'n':
+		_, err := l.value(1)
+		return true, err
+	case c != '[' && kindAt(c) != "":
+		return false, fmt.Errorf("want a JSON array, got a %s", kindAt(c))
+	case c != '[':
+		_, err := l.value(1)
+		return false, err
+	}
+	info.hadMessages = true
+	l.pos++
+	c, err := l.peek()
+	if err != nil {
+		return false, err
+	}
+	if c == ']' {
+		l.pos++
+		return true, nil
+	}
+	for {
+		if c := l.buf[l.pos]; c != '{' {
+			err := fmt.Errorf("want a JSON object, got a %s", kindAt(c))
+			if kindAt(c) == "" {
+				_, err = l.value(2)
+			}
+			return false, fmt.Errorf("row %d: %w", *n, err)
+		}
+		var r Row
+		if err := l.scan(func(b []byte, i int) (int, error) {
+			r = Row{}
+			return scanRow(b, i, 3, &r, noData)
+		}); err != nil {
+			return false, fmt.Errorf("row %d: %w", *n, err)
+		}
+		*n++
+		if !visit(r) {
+			return false, nil
+		}
+		if end, err := l.sep(']'); err != nil || end {
+			return err == nil, err
+		}
+	}
 }
