@@ -96,7 +96,7 @@ func pinJournal(t *testing.T, env batch.Env) {
 		a = r.Address()
 		break
 	}
-	ents, err := env.Ledger.Acquire(ctx, env.Client.Broker(), "earlier", ledger.ActionReplay, []client.Address{a}, ledger.Generations(1), "o", now, time.Minute)
+	ents, err := env.Ledger.Acquire(ctx, env.Client.Broker(), "earlier", ledger.ActionReplay, []client.Address{a}, ledger.PlainEnrolments(1), "o", now, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

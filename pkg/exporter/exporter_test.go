@@ -344,7 +344,7 @@ func TestBatchProgress(t *testing.T) {
 		if err := ld.CreateBatch(ctx, bt, items); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ld.Acquire(ctx, broker, bt.ID, ledger.ActionReplay, addrs, ledger.Generations(1, 1, 1, 1, 1), "run", testkit.Now, time.Minute); err != nil {
+		if _, err := ld.Acquire(ctx, broker, bt.ID, ledger.ActionReplay, addrs, ledger.PlainEnrolments(1, 1, 1, 1, 1), "run", testkit.Now, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		settle := func(a client.Address, state, replayTxID string) {

@@ -232,9 +232,9 @@ func (s *Store) CopyGenerations(ctx context.Context, broker string, addrs []clie
 	if len(addrs) == 0 {
 		return out, nil
 	}
-	var any int
-	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT COUNT(*) FROM (SELECT 1 FROM journal WHERE broker = ? AND via = 'endpoint' LIMIT 1) x`), broker).Scan(&any)
-	if err != nil || any == 0 {
+	var some int
+	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT COUNT(*) FROM (SELECT 1 FROM journal WHERE broker = ? AND via = 'endpoint' LIMIT 1) x`), broker).Scan(&some)
+	if err != nil || some == 0 {
 		return out, s.wrap("reading the journal", err)
 	}
 	err = s.byAddrs(ctx, "reading the journal", `SELECT partition_id, replay_txid, generation FROM journal WHERE broker = ? AND via = 'endpoint' AND (partition_id, replay_txid) IN `, addrs, func(rows *sql.Rows) error {
@@ -353,8 +353,8 @@ type Enrolment struct {
 	ReplayTxID, ReplayQueue string
 }
 
-// Generations are plain enrolments (pending) of the given generations.
-func Generations(gens ...int) []Enrolment {
+// PlainEnrolments enrol addresses pending, of the given generations.
+func PlainEnrolments(gens ...int) []Enrolment {
 	out := make([]Enrolment, len(gens))
 	for i, g := range gens {
 		out[i].Generation = g

@@ -242,7 +242,7 @@ func enrollPending(t *testing.T, s *ledger.Store, broker, batchID string, addrs 
 	t.Helper()
 	ctx := context.Background()
 	const owner = "otherhost:0:enroller"
-	got, err := s.Acquire(ctx, broker, batchID, "replay", addrs, ledger.Generations(gens...), owner, t0, time.Minute)
+	got, err := s.Acquire(ctx, broker, batchID, "replay", addrs, ledger.PlainEnrolments(gens...), owner, t0, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestAcquire(t *testing.T) {
 			t.Fatal(err)
 		}
 		me := "otherhost:3:me"
-		got, err := s.Acquire(ctx, "http://b", "new", "replay", addrs, ledger.Generations(gens...), me, t0.Add(time.Second), time.Minute)
+		got, err := s.Acquire(ctx, "http://b", "new", "replay", addrs, ledger.PlainEnrolments(gens...), me, t0.Add(time.Second), time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -372,7 +372,7 @@ func TestAcquire(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				got, err := st.Acquire(ctx, "http://b", "race", "replay", fresh, ledger.Generations(fgens...), owner, time.Now(), time.Minute)
+				got, err := st.Acquire(ctx, "http://b", "race", "replay", fresh, ledger.PlainEnrolments(fgens...), owner, time.Now(), time.Minute)
 				if err != nil {
 					t.Error(err)
 					return
@@ -763,7 +763,7 @@ func TestCopyGenerations(t *testing.T) {
 			t.Fatalf("no endpoint replay yet: %v %v", got, err)
 		}
 		addrs := []client.Address{addr(0), addr(1), addr(2)}
-		got, err := s.Acquire(ctx, "http://b", "b1", "replay", addrs, ledger.Generations(1, 2, 1), me, t0, time.Minute)
+		got, err := s.Acquire(ctx, "http://b", "b1", "replay", addrs, ledger.PlainEnrolments(1, 2, 1), me, t0, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -774,7 +774,7 @@ func TestCopyGenerations(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		other, err := s.Acquire(ctx, "http://other", "b2", "replay", []client.Address{addr(3)}, ledger.Generations(1), me, t0, time.Minute)
+		other, err := s.Acquire(ctx, "http://other", "b2", "replay", []client.Address{addr(3)}, ledger.PlainEnrolments(1), me, t0, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -73,7 +73,7 @@ func TestOutcomeCountsAreTheWindowsRuns(t *testing.T) {
 						continue
 					}
 					when := run.start.Add(time.Duration(rng.Int64N(int64(run.end.Sub(run.start)))))
-					got, err := s.Acquire(ctx, broker, id, ledger.ActionReplay, []client.Address{x}, ledger.Generations(1), owner, when, time.Hour)
+					got, err := s.Acquire(ctx, broker, id, ledger.ActionReplay, []client.Address{x}, ledger.PlainEnrolments(1), owner, when, time.Hour)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -194,7 +194,7 @@ func TestOutcomeCountsLeaveFoundDoneToItsBatch(t *testing.T) {
 			if err := s.SetBatchStatus(ctx, id, ledger.StatusRunning, at, at, nil); err != nil {
 				t.Fatal(err)
 			}
-			got, err := s.Acquire(ctx, broker, id, ledger.ActionReplay, []client.Address{x}, ledger.Generations(1), "o-"+id, at, time.Hour)
+			got, err := s.Acquire(ctx, broker, id, ledger.ActionReplay, []client.Address{x}, ledger.PlainEnrolments(1), "o-"+id, at, time.Hour)
 			if err != nil || got[x] == nil {
 				t.Fatalf("acquire: %v %v", got, err)
 			}

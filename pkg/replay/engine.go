@@ -442,8 +442,11 @@ func (e *Engine) intentAhead(it Item, gen int) bool {
 }
 
 // manualPath reports whether this run replays by get, push and delete:
-// every run but one told --via endpoint.
-func (e *Engine) manualPath() bool { return e.o.Via != ViaEndpoint }
+// every run but one told --via endpoint (which cannot transform a payload
+// or change its queue).
+func (e *Engine) manualPath() bool {
+	return e.o.Via != ViaEndpoint || e.o.Transform != nil || e.o.ToQueue != ""
+}
 
 func (e *Engine) markDone() {
 	e.mu.Lock()
@@ -1332,7 +1335,7 @@ func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) e
 	}
 	// An address attempted on the manual path stays on it: its derived id
 	// makes a repeat a duplicate, where /retry would mint a second copy.
-	if e.o.Via == ViaEndpoint && e.o.Transform == nil && e.o.ToQueue == "" && !Pinned(ent) {
+	if !e.manualPath() && !Pinned(ent) {
 		return e.endpoint(ctx, ent)
 	}
 	return e.manual(ctx, it, ent, payload)
