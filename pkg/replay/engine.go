@@ -1446,8 +1446,12 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 	// process, finds that a push with this derived id may exist and
 	// repeats it (a duplicate) instead of minting a copy through /retry.
 	// The claim may have journaled it already (intentAhead), or a run
-	// that died after journaling it: then there is nothing to wait for.
-	ent.ReplayTxID = ReplayTxID(a, ent.Generation)
+	// that died after journaling it: then there is nothing to wait for,
+	// and its id is this one (a generation changes only in one, which
+	// clears the id with it), not derived a second time.
+	if ent.Via != ViaManual || ent.ReplayTxID == "" {
+		ent.ReplayTxID = ReplayTxID(a, ent.Generation)
+	}
 	ent.State, ent.Via, ent.ReplayQueue = ledger.Inflight, ViaManual, queue
 	ent.Attempts++
 	if !ent.Holds() {
