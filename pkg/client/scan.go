@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/dlqctl/dlqctl/internal/wordscan"
 )
 
 // A list answer is read by a scanner of its own rather than a general
@@ -47,16 +49,6 @@ func bad(i int, format string, args ...any) error {
 // maxDepth is how deeply values may nest, as jsontext allows.
 const maxDepth = 10000
 
-// plainInString are the bytes a JSON string holds as they are: all but
-// the quote, the backslash and control characters (bytes past ASCII
-// included: invalid UTF-8 is allowed, as the decoder it replaces did).
-var plainInString = func() (t [256]bool) {
-	for c := 0x20; c < 256; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
@@ -76,9 +68,7 @@ func scanString(b []byte, i int) (int, bool, error) {
 	esc := false
 	j := i + 1
 	for {
-		for j < len(b) && plainInString[b[j]] {
-			j++
-		}
+		j = wordscan.StringEnd(b, j)
 		if j >= len(b) {
 			return 0, esc, errShort
 		}
@@ -329,6 +319,7 @@ func scanRow(b []byte, i, depth int, r *Row, noData bool) (int, error) {
 	var text [512]byte
 	buf := text[:0]
 	var created time.Time
+	var createdText []byte // createdAt as sent: failedAt is usually the same text
 	if depth > maxDepth {
 		return 0, bad(i, "values nest more than %d deep", maxDepth)
 	}
@@ -399,6 +390,10 @@ func scanRow(b []byte, i, depth int, r *Row, noData bool) (int, error) {
 					if vesc {
 						text = unquote(v)
 					}
+					if field == fFailedAt && createdText != nil && bytes.Equal(text, createdText) {
+						r.FailedAt = created
+						break
+					}
 					t, err := parseTimestamp(text)
 					if err != nil {
 						return 0, fmt.Errorf("%s: %v", name, err)
@@ -406,7 +401,7 @@ func scanRow(b []byte, i, depth int, r *Row, noData bool) (int, error) {
 					if field == fFailedAt {
 						r.FailedAt = t
 					} else {
-						created = t
+						created, createdText = t, text
 					}
 				}
 			}

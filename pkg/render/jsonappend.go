@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"time"
 	"unicode/utf8"
+
+	"github.com/dlqctl/dlqctl/internal/wordscan"
 )
 
 // JSONAppender is a record that writes its own JSON (exactly what
@@ -15,14 +17,6 @@ type JSONAppender interface {
 }
 
 const hexDigits = "0123456789abcdef"
-
-// jsonSafe marks the ASCII bytes encoding/json writes as they are.
-var jsonSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
 
 // AppendJSONStringContent is AppendJSONString without the quotes, for a
 // string written in parts.
@@ -41,11 +35,10 @@ func AppendJSONString(b []byte, s string) []byte {
 func appendStringContent(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
+		if i = wordscan.SafeEnd(s, i); i == len(s) {
+			break
+		}
 		if c := s[i]; c < utf8.RuneSelf {
-			if jsonSafe[c] {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '\\', '"':
@@ -91,15 +84,7 @@ func appendStringContent(b []byte, s string) []byte {
 // json.RawMessage: compacted, HTML characters escaped. Values that need
 // neither (most) are copied as they are.
 func AppendJSONRaw(b []byte, raw []byte) []byte {
-	plain := true
-	for _, c := range raw {
-		// 0xE2 starts U+2028 and U+2029, which are escaped too.
-		if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '<' || c == '>' || c == '&' || c == 0xE2 {
-			plain = false
-			break
-		}
-	}
-	if plain {
+	if wordscan.RawEnd(raw, 0) == len(raw) {
 		return append(b, raw...)
 	}
 	var c, h bytes.Buffer
