@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -73,10 +74,64 @@ func TestRowsPagesEverythingOnceOnBothServers(t *testing.T) {
 			if old && calls > 2 {
 				t.Fatalf("old server: %d list calls, want at most 2 (one page holds everything)", calls)
 			}
-			if !old && calls != 13 {
-				t.Fatalf("%d list calls, want 13 for 1234 rows by 100", calls)
+			// The 14th, if any, is the call sent ahead as the short 13th
+			// page was read, and dropped.
+			if !old && (calls < 13 || calls > 14) {
+				t.Fatalf("%d list calls, want 13 for 1234 rows by 100 (and at most one sent ahead)", calls)
 			}
 		})
+	}
+}
+
+// From the second page on, the next page is asked for while this one is
+// read, so the broker prepares it meanwhile: the third page's call
+// arrives before the second page's answer is complete.
+func TestRowsAsksForTheNextPageWhileReadingThisOne(t *testing.T) {
+	const size = 100
+	third := make(chan struct{})
+	var once sync.Once
+	var gaveUp atomic.Bool
+	row := func(i int) string {
+		return fmt.Sprintf(`{"id":"%d","transactionId":"t%d","partitionId":"p","queue":"q","consumerGroup":"g","failedAt":"2026-07-30T09:41:02.517Z"}`, i, i)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+		n := size
+		if off >= 2*size {
+			once.Do(func() { close(third) })
+			n = size / 2
+		}
+		io.WriteString(w, `{"messages":[`)
+		for i := range n {
+			if i == size/2 && off == size {
+				// Half of the second page is out; the rest waits for the
+				// third page's call (or gives up after a while).
+				w.(http.Flusher).Flush()
+				select {
+				case <-third:
+				case <-time.After(3 * time.Second):
+					gaveUp.Store(true)
+				}
+			}
+			if i > 0 {
+				io.WriteString(w, ",")
+			}
+			io.WriteString(w, row(off+i))
+		}
+		io.WriteString(w, `]}`)
+	}))
+	defer srv.Close()
+	rows := collect(t, newClient(t, srv.URL), client.ListQuery{Limit: size})
+	if len(rows) != 2*size+size/2 {
+		t.Fatalf("got %d rows, want %d", len(rows), 2*size+size/2)
+	}
+	if gaveUp.Load() {
+		t.Fatal("the third page was asked for only once the second was read")
+	}
+	for i, r := range rows {
+		if r.TransactionID != fmt.Sprintf("t%d", i) {
+			t.Fatalf("row %d is %s: pages out of order", i, r.TransactionID)
+		}
 	}
 }
 
@@ -102,8 +157,8 @@ func TestRowsStopsOnRepeatedPages(t *testing.T) {
 		}
 		rows = append(rows, r)
 	}
-	if len(rows) != 2 || calls.Load() != 2 || !errors.Is(err, client.ErrOffsetIgnored) || !strings.Contains(err.Error(), "ignores offset") {
-		t.Fatalf("%d rows in %d calls, err %v; want 2 rows in 2 calls, then an offset error", len(rows), calls.Load(), err)
+	if n := calls.Load(); len(rows) != 2 || n < 2 || n > 3 || !errors.Is(err, client.ErrOffsetIgnored) || !strings.Contains(err.Error(), "ignores offset") {
+		t.Fatalf("%d rows in %d calls, err %v; want 2 rows in 2 calls (and at most one sent ahead), then an offset error", len(rows), n, err)
 	}
 	if rows[1].FailedAt.IsZero() {
 		t.Fatal("createdAt must stand in for a missing failedAt")

@@ -88,33 +88,82 @@ var ErrOffsetIgnored = errors.New("the broker ignores offset")
 // everything). A full page of rows already read means the broker ignores
 // offset: that is an error, not a silent end, since the DLQ goes on.
 //
-// The pages are read and decoded by a goroutine a little ahead of the
-// caller (a few chunks of rows, the next page's request while the caller
-// is still on this one's last rows): reading and using the rows overlap.
+// Each page is read and decoded by a goroutine of its own, a few chunks
+// of rows ahead of the caller; from the second page on, the next page's
+// call is sent and decoded while this one's rows are used, so the
+// broker's work, decoding and the caller's use of the rows overlap. At
+// most one call is wasted: the one sent as the last page (a short one)
+// is read, or as the caller stops.
 func (c *Client) Rows(ctx context.Context, q ListQuery) iter.Seq2[Row, error] {
 	return stream.Ahead(ctx, 4, func(ctx context.Context, emit func([]Row) ([]Row, bool)) error {
-		buf := make([]Row, 0, chunkRows)
-		flush := func() bool {
-			var ok bool
-			buf, ok = emit(buf)
-			return ok
-		}
-		err := c.pages(ctx, q, func(r Row) bool {
-			buf = append(buf, r)
-			return len(buf) < chunkRows || flush()
-		}, flush) // a page is done: its last rows go before the next is asked for
-		flush()
-		return err
+		return c.pages(ctx, q, emit)
 	})
 }
 
-// chunkRows is how many rows the page reader hands over at a time.
-const chunkRows = 64
+// chunkRows is how many rows a page's reader hands over at a time, and
+// pageAhead how many chunks it decodes ahead of the caller.
+const (
+	chunkRows = 64
+	pageAhead = 4
+)
 
-// pages reads the DLQ page after page, calling visit with each fresh row
-// and pageEnd after each page, until a short, empty or oversized page,
-// an error, or visit or pageEnd says to stop.
-func (c *Client) pages(ctx context.Context, q ListQuery, visit func(Row) bool, pageEnd func() bool) error {
+// pageRead is one list call whose rows a goroutine decodes ahead.
+type pageRead struct {
+	chunks chan []Row // closed once the answer is read, err then set
+	err    error
+	cancel context.CancelFunc
+}
+
+// readPage sends the list call q and decodes its answer in a goroutine,
+// filling chunks taken from free (or new ones).
+func (c *Client) readPage(ctx context.Context, q ListQuery, free chan []Row) *pageRead {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &pageRead{chunks: make(chan []Row, pageAhead), cancel: cancel}
+	take := func() []Row {
+		select {
+		case b := <-free:
+			return b
+		default:
+			return make([]Row, 0, chunkRows)
+		}
+	}
+	go func() {
+		defer close(p.chunks)
+		buf := take()
+		send := func() bool {
+			select {
+			case p.chunks <- buf:
+				buf = take()
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		_, p.err = c.listStream(ctx, q, func(r Row) bool {
+			buf = append(buf, r)
+			return len(buf) < chunkRows || send()
+		})
+		if len(buf) > 0 {
+			send()
+		}
+	}()
+	return p
+}
+
+// abandon stops a page's reader whose rows are not wanted (nil: none).
+func (p *pageRead) abandon() {
+	if p == nil {
+		return
+	}
+	p.cancel()
+	for range p.chunks {
+	}
+}
+
+// pages reads the DLQ page after page, emitting each page's fresh rows in
+// chunks, until a short, empty or oversized page, an error, or emit says
+// to stop.
+func (c *Client) pages(ctx context.Context, q ListQuery, emit func([]Row) ([]Row, bool)) error {
 	size := q.Limit
 	if size <= 0 {
 		size = 500
@@ -122,32 +171,57 @@ func (c *Client) pages(ctx context.Context, q ListQuery, visit func(Row) bool, p
 	// Two sets of keys, this page's and the last one's, reused page after
 	// page.
 	prev, cur := map[Key]struct{}{}, make(map[Key]struct{}, min(size, 1024))
-	offset := q.Offset
-	for {
-		n, fresh, stopped := 0, 0, false
+	// Chunks the caller is done with, for the readers to fill again.
+	free := make(chan []Row, 2*pageAhead+8)
+	at := func(offset int) ListQuery {
 		pq := q
 		pq.Limit, pq.Offset = size, offset
-		_, err := c.listStream(ctx, pq, func(r Row) bool {
-			n++
-			k := RowKey(r)
-			if _, seen := prev[k]; seen {
-				return true
+		return pq
+	}
+	offset := q.Offset
+	var this, next *pageRead
+	defer func() {
+		this.abandon()
+		next.abandon()
+	}()
+	this = c.readPage(ctx, at(offset), free)
+	for page := 0; ; page++ {
+		if page > 0 {
+			// More than a page deep, the DLQ likely goes on: the next page
+			// is asked for now (and dropped if this one is its last).
+			next = c.readPage(ctx, at(offset+size), free)
+		}
+		n, fresh := 0, 0
+		for chunk := range this.chunks {
+			kept := chunk[:0]
+			for _, r := range chunk {
+				n++
+				k := RowKey(r)
+				if _, seen := prev[k]; seen {
+					continue
+				}
+				// Keys are kept only as far as a page should go: a larger
+				// page is the broker's whole answer and ends the paging.
+				if n <= size {
+					cur[k] = struct{}{}
+				}
+				fresh++
+				kept = append(kept, r)
 			}
-			// Keys are kept only as far as a page should go: a larger
-			// page is the broker's whole answer and ends the paging.
-			if n <= size {
-				cur[k] = struct{}{}
+			clear(chunk[len(kept):])
+			if len(kept) == 0 {
+				putChunk(free, kept)
+				continue
 			}
-			fresh++
-			if !visit(r) {
-				stopped = true
-				return false
+			back, ok := emit(kept)
+			if !ok {
+				return nil
 			}
-			return true
-		})
+			putChunk(free, back)
+		}
+		err := this.err
+		this = nil
 		switch {
-		case stopped:
-			return nil
 		case err != nil:
 			return err
 		case n != size:
@@ -156,12 +230,24 @@ func (c *Client) pages(ctx context.Context, q ListQuery, visit func(Row) bool, p
 			return &HTTPError{Method: http.MethodGet, URL: c.shown + "/api/v1/dlq", Status: 200, Kind: ErrOffsetIgnored,
 				Err: fmt.Errorf("%w: offset %d answered only rows already read at offset %d, so the DLQ cannot be read past its first %d rows", ErrOffsetIgnored, offset, offset-size, offset)}
 		}
-		if !pageEnd() {
-			return nil
-		}
 		prev, cur = cur, prev
 		clear(cur)
 		offset += n
+		if next == nil {
+			next = c.readPage(ctx, at(offset), free)
+		}
+		this, next = next, nil
+	}
+}
+
+// putChunk gives an emptied chunk back for the page readers to fill.
+func putChunk(free chan []Row, b []Row) {
+	if cap(b) == 0 {
+		return
+	}
+	select {
+	case free <- b[:0]:
+	default:
 	}
 }
 
