@@ -219,3 +219,27 @@ func BenchmarkOrdered(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkClassID classifies 100,000 error texts as a listing meets
+// them: a quarter repeat one text (memoised), the rest carry ids, as
+// real errors do (an order number, a card, a charge id), so most are
+// normalised and hashed.
+func BenchmarkClassID(b *testing.B) {
+	texts := make([]string, 100_000)
+	for i := range texts {
+		switch i % 4 {
+		case 0:
+			texts[i] = fmt.Sprintf("order %d not found", 1000+i%9000)
+		case 1:
+			texts[i] = fmt.Sprintf("card %08x declined: insufficient funds", uint32(i*2654435761))
+		case 2:
+			texts[i] = fmt.Sprintf("duplicate charge id %q", fmt.Sprintf("ch_%06d", i*7919%1000000))
+		default:
+			texts[i] = "timeout calling inventory-service after 5000ms"
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		replay.ClassID(texts[i%len(texts)])
+	}
+}

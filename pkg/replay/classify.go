@@ -17,7 +17,9 @@ func ClassID(errorMessage string) string {
 	if ok {
 		return id
 	}
-	h := sha256.Sum256([]byte(NormalizeError(errorMessage)))
+	n := normalizers.Get().(*normalizer)
+	h := sha256.Sum256(n.normalize(errorMessage))
+	normalizers.Put(n)
 	id = hex.EncodeToString(h[:4])
 	classMu.Lock()
 	if len(classMemo) >= 1<<12 {

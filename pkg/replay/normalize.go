@@ -1,6 +1,11 @@
 package replay
 
-import "strings"
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"unsafe"
+)
 
 // NormalizeError turns an error text into its failure class's pattern:
 // UUIDs, quoted values, hex ids and numbers become placeholders, so
@@ -12,25 +17,65 @@ import "strings"
 // with a digit in it), then numbers (with an optional fraction), then
 // runs of whitespace.
 func NormalizeError(s string) string {
+	n := normalizers.Get().(*normalizer)
+	defer normalizers.Put(n)
+	return string(n.normalize(s))
+}
+
+// normalizer runs the passes through two buffers it keeps, one pass
+// writing into the buffer the previous one did not; a pass that changes
+// nothing hands its input on as it is. Classifying a listing's rows so
+// allocates nothing but the memo's entries.
+type normalizer struct{ bufs [2][]byte }
+
+var normalizers = sync.Pool{New: func() any { return new(normalizer) }}
+
+// normalize returns NormalizeError(s), valid until n's next use.
+func (n *normalizer) normalize(s string) []byte {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return "(no error message)"
+		return []byte("(no error message)")
 	}
-	s = replaceUUIDs(s)
-	s = replaceQuoted(s)
-	s = replaceHexWords(s)
-	s = replaceNumbers(s)
-	return squeezeSpace(s)
+	// The passes only read their input, so the text is read in place.
+	cur, next := unsafe.Slice(unsafe.StringData(s), len(s)), 0
+	for _, pass := range [...]func(dst, s []byte) ([]byte, bool){replaceUUIDs, replaceQuoted, replaceHexWords, replaceNumbers, squeezeSpace} {
+		if out, changed := pass(n.bufs[next][:0], cur); changed {
+			n.bufs[next], cur, next = out, out, 1-next
+		}
+	}
+	return cur
 }
 
-func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+// Byte classes, as tables: the loops below test every byte of every
+// error text a listing classifies.
+const (
+	hexByte   = 1 << iota // 0-9 a-f A-F
+	wordByte              // RE2's \w: ASCII letters, digits and underscore
+	spaceByte             // RE2's \s: \t \n \f \r and space
+)
 
-// isWord is RE2's \w: ASCII letters, digits and underscore.
-func isWord(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_'
-}
+var byteClass = func() (t [256]uint8) {
+	for c := 0; c < 256; c++ {
+		if c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' {
+			t[c] |= hexByte
+		}
+		if c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' {
+			t[c] |= wordByte
+		}
+		if c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r' {
+			t[c] |= spaceByte
+		}
+	}
+	return t
+}()
 
-func uuidAt(s string, i int) bool {
+func isHex(c byte) bool { return byteClass[c]&hexByte != 0 }
+
+func isWord(c byte) bool { return byteClass[c]&wordByte != 0 }
+
+func isSpace(c byte) bool { return byteClass[c]&spaceByte != 0 }
+
+func uuidAt(s []byte, i int) bool {
 	if len(s)-i < 36 {
 		return false
 	}
@@ -47,16 +92,18 @@ func uuidAt(s string, i int) bool {
 	return true
 }
 
-func replaceUUIDs(s string) string {
-	if len(s) < 36 || strings.Count(s, "-") < 4 {
-		return s
+// Each pass appends its result to dst and reports whether it changed s
+// (when it did not, dst holds nothing of use).
+
+func replaceUUIDs(dst, s []byte) ([]byte, bool) {
+	if len(s) < 36 || bytes.Count(s, []byte("-")) < 4 {
+		return dst, false
 	}
-	var b strings.Builder
 	last := 0
 	for i := 0; i+36 <= len(s); {
 		if uuidAt(s, i) {
-			b.WriteString(s[last:i])
-			b.WriteString("<uuid>")
+			dst = append(dst, s[last:i]...)
+			dst = append(dst, "<uuid>"...)
 			i += 36
 			last = i
 			continue
@@ -64,43 +111,36 @@ func replaceUUIDs(s string) string {
 		i++
 	}
 	if last == 0 {
-		return s
+		return dst, false
 	}
-	b.WriteString(s[last:])
-	return b.String()
+	return append(dst, s[last:]...), true
 }
 
-func replaceQuoted(s string) string {
-	if !strings.ContainsAny(s, "\"'`") {
-		return s
-	}
-	var b strings.Builder
+func replaceQuoted(dst, s []byte) ([]byte, bool) {
 	last := 0
 	for i := 0; i < len(s); i++ {
 		q := s[i]
 		if q != '"' && q != '\'' && q != '`' {
 			continue
 		}
-		j := strings.IndexByte(s[i+1:], q)
+		j := bytes.IndexByte(s[i+1:], q)
 		if j < 0 {
 			continue
 		}
-		b.WriteString(s[last:i])
-		b.WriteString("<str>")
+		dst = append(dst, s[last:i]...)
+		dst = append(dst, "<str>"...)
 		i += j + 1
 		last = i + 1
 	}
 	if last == 0 {
-		return s
+		return dst, false
 	}
-	b.WriteString(s[last:])
-	return b.String()
+	return append(dst, s[last:]...), true
 }
 
 // replaceHexWords replaces each ASCII word that is (0x)? followed by hex
 // digits, and has a digit in it, with <n>.
-func replaceHexWords(s string) string {
-	var b strings.Builder
+func replaceHexWords(dst, s []byte) ([]byte, bool) {
 	last := 0
 	for i := 0; i < len(s); {
 		if !isWord(s[i]) {
@@ -111,35 +151,30 @@ func replaceHexWords(s string) string {
 		for j < len(s) && isWord(s[j]) {
 			j++
 		}
-		w := s[i:j]
-		h := w
-		if len(h) > 2 && h[0] == '0' && h[1] == 'x' {
-			h = h[2:]
+		h := i
+		if j-i > 2 && s[i] == '0' && s[i+1] == 'x' {
+			h += 2 // "0x" has a digit: so does the word
 		}
-		hex := true
-		for k := 0; k < len(h); k++ {
-			if !isHex(h[k]) {
-				hex = false
-				break
-			}
+		hex, digit := true, h > i
+		for k := h; k < j && hex; k++ {
+			hex = isHex(s[k])
+			digit = digit || s[k] <= '9'
 		}
-		if hex && strings.ContainsAny(w, "0123456789") {
-			b.WriteString(s[last:i])
-			b.WriteString("<n>")
+		if hex && digit {
+			dst = append(dst, s[last:i]...)
+			dst = append(dst, "<n>"...)
 			last = j
 		}
 		i = j
 	}
 	if last == 0 {
-		return s
+		return dst, false
 	}
-	b.WriteString(s[last:])
-	return b.String()
+	return append(dst, s[last:]...), true
 }
 
-func replaceNumbers(s string) string {
-	var b strings.Builder
-	last := 0
+func replaceNumbers(dst, s []byte) ([]byte, bool) {
+	last, changed := 0, false
 	for i := 0; i < len(s); {
 		if s[i] < '0' || s[i] > '9' {
 			i++
@@ -155,20 +190,18 @@ func replaceNumbers(s string) string {
 				j++
 			}
 		}
-		b.WriteString(s[last:i])
-		b.WriteString("<n>")
-		last, i = j, j
+		dst = append(dst, s[last:i]...)
+		dst = append(dst, "<n>"...)
+		last, i, changed = j, j, true
 	}
-	if last == 0 {
-		return s
+	if !changed {
+		return dst, false
 	}
-	b.WriteString(s[last:])
-	return b.String()
+	return append(dst, s[last:]...), true
 }
 
 // squeezeSpace turns each run of RE2's \s ([\t\n\f\r ]) into one space.
-func squeezeSpace(s string) string {
-	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r' }
+func squeezeSpace(dst, s []byte) ([]byte, bool) {
 	need := false
 	for i := 0; i < len(s); i++ {
 		if isSpace(s[i]) && (s[i] != ' ' || i+1 < len(s) && isSpace(s[i+1])) {
@@ -177,18 +210,17 @@ func squeezeSpace(s string) string {
 		}
 	}
 	if !need {
-		return s
+		return dst, false
 	}
-	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		if isSpace(s[i]) {
-			b.WriteByte(' ')
+			dst = append(dst, ' ')
 			for i+1 < len(s) && isSpace(s[i+1]) {
 				i++
 			}
 			continue
 		}
-		b.WriteByte(s[i])
+		dst = append(dst, s[i])
 	}
-	return b.String()
+	return dst, true
 }

@@ -36,7 +36,8 @@ func normalizeByRegexp(s string) string {
 func FuzzNormalizeMatchesItsDefinition(f *testing.F) {
 	for _, s := range []string{"order 8812 not found", `field "email" invalid`, "card 4f2a1b3c declined", "6f1c0a4e-1111-4222-8333-444455556666 gone",
 		"", "timeout after 30000ms", "x'y'z", "0xdeadbeef 0x 0xg deadbeef ab_12 é12 1.2.3 3.x", "a\t\n\f\r  b\v c", "\"unclosed 'x' `y`", "0X12 _1 1_",
-		"aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaaa-bbbb", "connection refused: payments-db:5432", "\u00a0 12\u00a0", "12abc 1e5 0x1F"} {
+		"aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaaa-bbbb", "connection refused: payments-db:5432", "\u00a0 12\u00a0", "12abc 1e5 0x1F",
+		"v1.2x", "v1.2", "x1.5q", "v1.2z.3y v1.2.3y", "12.5x", "v1.0x1f", "a1 .2b", "1.2.3.4", "q9.9_ r7.x s8.", "\t lead  and\ttrail \n"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
