@@ -153,6 +153,25 @@ func FuzzScannerIsTheDecoder(f *testing.F) {
 			if got.n != want.n || want.err == nil && (got.total != want.total || (got.info.total == nil) != (want.info.total == nil) || got.info.hadMessages != want.info.hadMessages) {
 				t.Fatalf("%q: scanner %d rows, total %v, messages %v; decoder %d, %v, %v", body, got.n, got.info.total, got.info.hadMessages, want.n, want.info.total, want.info.hadMessages)
 			}
+			// PlainText is the scanner's own: never true when encoding/json
+			// would escape a byte of the row's strings, and true whenever
+			// they are ASCII it writes as they are (past ASCII it may say
+			// false: those bytes are looked at when written).
+			for i := range got.rows {
+				r := &got.rows[i]
+				plain, ascii := true, true
+				for _, s := range []string{r.ID, r.TransactionID, r.PartitionID, r.Queue, r.Partition, r.ConsumerGroup, r.ErrorMessage} {
+					j, _ := json.Marshal(s)
+					plain = plain && string(j) == `"`+s+`"`
+					for k := 0; k < len(s); k++ {
+						ascii = ascii && s[k] < 0x80
+					}
+				}
+				if r.PlainText() && !plain || plain && ascii && !r.PlainText() {
+					t.Fatalf("%q: row %d says PlainText %v; its strings are plain: %v, ASCII: %v", body, i, r.PlainText(), plain, ascii)
+				}
+				r.plain = false
+			}
 			if !reflect.DeepEqual(got.rows, want.rows) {
 				t.Fatalf("%q: scanner rows %+v, decoder rows %+v", body, got.rows, want.rows)
 			}

@@ -413,6 +413,7 @@ func scanRow(b []byte, i, depth int, r *Row, noData bool) (int, error) {
 			}
 		}
 	}
+	r.plain = wordscan.SafeEnd(buf, 0) == len(buf)
 	all := string(buf)
 	for _, sp := range spans[:ns] {
 		v := all[sp.start:sp.end]

@@ -26,7 +26,15 @@ type Row struct {
 	Data          json.RawMessage `json:"data,omitempty"`
 	IsEncrypted   bool            `json:"isEncrypted,omitempty"`
 	FailedAt      time.Time       `json:"failedAt"`
+
+	plain bool // see PlainText
 }
+
+// PlainText reports that encoding/json writes each of the row's strings
+// (ID to ErrorMessage) as it is, with no byte escaped: a writer may copy
+// them. Only the list scanner, which looked at every byte anyway, says
+// so; a Row built or changed elsewhere reports false.
+func (r Row) PlainText() bool { return r.plain }
 
 // Address names the message a row belongs to.
 func (r Row) Address() Address {

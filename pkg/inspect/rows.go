@@ -57,7 +57,7 @@ type Row struct {
 // equal): `ls -o ndjson` writes one per dead letter, and reflection was
 // the larger part of its cost.
 func (r Row) AppendJSON(b []byte) []byte {
-	str := func(name, v string) {
+	str := func(name, v string) { // one of the row's strings
 		b = append(b, name...)
 		b = render.AppendJSONString(b, v)
 	}
@@ -105,14 +105,26 @@ type Record struct {
 
 func (x Record) AppendJSON(b []byte) []byte {
 	r := x.R
-	str := func(name, v string) {
+	// The list scanner tells when no string of the row needs escaping:
+	// they are copied then.
+	plain := r.PlainText()
+	content := func(v string) {
+		if plain {
+			b = append(b, v...)
+		} else {
+			b = render.AppendJSONStringContent(b, v)
+		}
+	}
+	str := func(name, v string) { // one of the row's strings
 		b = append(b, name...)
-		b = render.AppendJSONString(b, v)
+		b = append(b, '"')
+		content(v)
+		b = append(b, '"')
 	}
 	b = append(b, `{"address":"`...)
-	b = render.AppendJSONStringContent(b, r.PartitionID)
+	content(r.PartitionID)
 	b = append(b, '/')
-	b = render.AppendJSONStringContent(b, r.TransactionID)
+	content(r.TransactionID)
 	b = append(b, '"')
 	str(`,"partitionId":`, r.PartitionID)
 	str(`,"transactionId":`, r.TransactionID)
@@ -121,7 +133,9 @@ func (x Record) AppendJSON(b []byte) []byte {
 	str(`,"partition":`, r.Partition)
 	str(`,"consumerGroup":`, r.ConsumerGroup)
 	str(`,"errorMessage":`, r.ErrorMessage)
-	str(`,"errorClass":`, replay.ClassID(r.ErrorMessage))
+	b = append(b, `,"errorClass":"`...)
+	b = append(b, replay.ClassID(r.ErrorMessage)...) // hex digits
+	b = append(b, '"')
 	b = append(b, `,"retryCount":`...)
 	b = strconv.AppendInt(b, int64(r.RetryCount), 10)
 	b = append(b, `,"failedAt":"`...)
@@ -134,11 +148,14 @@ func (x Record) AppendJSON(b []byte) []byte {
 	b = append(b, `,"envelope":`...)
 	b = strconv.AppendBool(b, env)
 	if x.D != nil {
+		// Not the row's strings: written as encoding/json writes them.
 		if l := DecisionLabel(*x.D, r, x.Now, x.SLO); l != "" {
-			str(`,"decision":`, l)
+			b = append(b, `,"decision":`...)
+			b = render.AppendJSONString(b, l)
 		}
 		if x.D.BatchID != "" {
-			str(`,"decisionBatch":`, x.D.BatchID)
+			b = append(b, `,"decisionBatch":`...)
+			b = render.AppendJSONString(b, x.D.BatchID)
 		}
 	}
 	if len(r.Data) > 0 {

@@ -6,6 +6,7 @@ package dlq_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -295,6 +296,43 @@ func TestLsRecordIsToRow(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Rows as the list scanner reads them, some of whose strings copy as they
+// are (PlainText) and some not, write what toRow's Row encodes to.
+func TestLsRecordIsToRowForListedRows(t *testing.T) {
+	b := sandbox.New(func() time.Time { return testutil.Now })
+	b.AddQueue("orders", false, 3, "billing", "billing<&>")
+	texts := []string{"order 8812 not found", `field "email" invalid`, "<b>&amp;</b>", "tab\there", "line\u2028sep", "bad \xff utf8",
+		"é ü 💥", "ctl \x01\x1f", `back\slash`, "plain again"}
+	var dls []sandbox.DeadLetter
+	for i, text := range texts {
+		for _, g := range []string{"billing", "billing<&>"} {
+			dls = append(dls, sandbox.DeadLetter{Queue: "orders", Partition: []string{"p1", "p\"2\""}[i%2], TransactionID: fmt.Sprintf("t-%d%s", i, g[min(len(g), 7):]),
+				ConsumerGroup: g, Error: text, RetryCount: i, FailedAt: testutil.Now.Add(-time.Duration(i) * time.Minute), Data: json.RawMessage(`{"n":1}`)})
+		}
+	}
+	b.AddDeadLetters(dls...)
+	srv := httptest.NewServer(b.Handler())
+	defer srv.Close()
+	plain, escaped := 0, 0
+	for r, err := range testkit.Client(t, srv.URL).Rows(context.Background(), client.ListQuery{Limit: 7}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.PlainText() {
+			plain++
+		} else {
+			escaped++
+		}
+		want, _ := json.Marshal(inspect.ToRow(r, testutil.Now, nil, 0))
+		if got := (inspect.Record{R: r, Now: testutil.Now}).AppendJSON(nil); string(got) != string(want) {
+			t.Fatalf("row %s (PlainText %v):\n%s\nwant\n%s", r.Address(), r.PlainText(), got, want)
+		}
+	}
+	if plain == 0 || escaped == 0 {
+		t.Fatalf("%d plain rows and %d with strings to escape: want both", plain, escaped)
 	}
 }
 
