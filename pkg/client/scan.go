@@ -303,6 +303,37 @@ func kindAt(c byte) string {
 	return ""
 }
 
+// rowNames are the names a row's members have, by first letter, each
+// with its closing quote: knownName matches them without scanning them
+// as strings.
+var rowNames = func() (t [256][]knownField) {
+	for _, n := range []string{"id", "transactionId", "partitionId", "queue", "partition", "consumerGroup", "errorMessage",
+		"retryCount", "data", "isEncrypted", "failedAt", "createdAt", "producerSub"} {
+		t[n[0]] = append(t[n[0]], knownField{n + `"`, rowFieldOf([]byte(n))})
+	}
+	return t
+}()
+
+type knownField struct {
+	quoted string // the name and its closing quote
+	field  rowField
+}
+
+// knownName matches the name at b[i] against rowNames: its field and the
+// index after its closing quote, or -1 when it is another name (or one
+// spelled with an escape), which the caller scans.
+func knownName(b []byte, i int) (rowField, int) {
+	if i+1 >= len(b) || b[i] != '"' {
+		return fOther, -1
+	}
+	for _, k := range rowNames[b[i+1]] {
+		if end := i + 1 + len(k.quoted); end <= len(b) && string(b[i+1:end]) == k.quoted {
+			return k.field, end
+		}
+	}
+	return fOther, -1
+}
+
 // scanRow validates the row (an object) at b[i], nested depth deep, and
 // picks out its fields. Its strings share one allocation: the row's text
 // fields are gathered in a buffer and made into one string, which each
@@ -331,18 +362,25 @@ func scanRow(b []byte, i, depth int, r *Row, noData bool) (int, error) {
 		i++
 	} else {
 		for {
-			nend, nesc, err := nameEnd(b, i)
-			if err != nil {
-				return 0, err
+			field, nend := knownName(b, i)
+			var name []byte
+			if nend < 0 {
+				var nesc bool
+				var err error
+				if nend, nesc, err = nameEnd(b, i); err != nil {
+					return 0, err
+				}
+				if name = b[i+1 : nend-1]; nesc {
+					name = unquote(b[i:nend])
+				}
+				field = rowFieldOf(name)
+			} else {
+				name = b[i+1 : nend-1]
 			}
-			name := b[i+1 : nend-1]
-			if nesc {
-				name = unquote(b[i:nend])
-			}
+			var err error
 			if i, err = colon(b, nend); err != nil {
 				return 0, err
 			}
-			field := rowFieldOf(name)
 			start, vesc := i, false
 			if b[i] == '"' {
 				i, vesc, err = scanString(b, i)
