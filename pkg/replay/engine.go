@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"iter"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -145,19 +146,24 @@ type Report struct {
 func (r *Report) Published(txid string) bool { return r.copies.has(txid) }
 
 // copySet holds transaction ids as 64-bit hashes, 8 bytes an id however
-// long it is: a batch of a million addresses keeps no million strings.
-// An id whose hash collides with one of the set's counts as in it.
+// long it is and with nothing besides (a map took about 40 bytes an id):
+// a batch of a million addresses keeps no million strings. The hashes are
+// appended as copies are published and sorted when asked about (after
+// the canary, after the run). An id whose hash collides with one of the
+// set's counts as in it.
 type copySet struct {
-	mu   sync.Mutex
-	seed maphash.Seed
-	set  map[uint64]struct{}
+	mu     sync.Mutex
+	seed   maphash.Seed
+	ids    []uint64
+	sorted int // ids[:sorted] are in order
 }
 
-func newCopySet() *copySet { return &copySet{seed: maphash.MakeSeed(), set: map[uint64]struct{}{}} }
+func newCopySet() *copySet { return &copySet{seed: maphash.MakeSeed()} }
 
 func (c *copySet) add(txid string) {
+	h := maphash.String(c.seed, txid)
 	c.mu.Lock()
-	c.set[maphash.String(c.seed, txid)] = struct{}{}
+	c.ids = append(c.ids, h)
 	c.mu.Unlock()
 }
 
@@ -165,16 +171,22 @@ func (c *copySet) has(txid string) bool {
 	if c == nil {
 		return false
 	}
+	h := maphash.String(c.seed, txid)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.set[maphash.String(c.seed, txid)]
+	if c.sorted < len(c.ids) {
+		slices.Sort(c.ids)
+		c.ids = slices.Compact(c.ids)
+		c.sorted = len(c.ids)
+	}
+	_, ok := slices.BinarySearch(c.ids, h)
 	return ok
 }
 
 func (c *copySet) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.set)
+	return len(c.ids)
 }
 
 // Accounted is the number of addresses the report puts in a bucket:
