@@ -33,7 +33,9 @@ type Row struct {
 // PlainText reports that encoding/json writes each of the row's strings
 // (ID to ErrorMessage) as it is, with no byte escaped: a writer may copy
 // them. Only the list scanner, which looked at every byte anyway, says
-// so; a Row built or changed elsewhere reports false.
+// so (a Row built elsewhere reports false); a listed row whose strings
+// are then changed must not be written on its word (nothing in dlqctl
+// changes them).
 func (r Row) PlainText() bool { return r.plain }
 
 // Address names the message a row belongs to.
