@@ -33,6 +33,28 @@ func rawEndRef(s string, i int) int {
 	return i
 }
 
+// agree checks each word loop against its byte loop on s from from, the
+// text as a string and as bytes.
+func agree(t *testing.T, s string, from int) {
+	t.Helper()
+	b := []byte(s)
+	for _, c := range []struct {
+		name      string
+		got, want int
+	}{
+		{"StringEnd", StringEnd(s, from), stringEndRef(s, from)},
+		{"StringEnd []byte", StringEnd(b, from), stringEndRef(s, from)},
+		{"SafeEnd", SafeEnd(s, from), safeEndRef(s, from)},
+		{"SafeEnd []byte", SafeEnd(b, from), safeEndRef(s, from)},
+		{"RawEnd", RawEnd(s, from), rawEndRef(s, from)},
+		{"RawEnd []byte", RawEnd(b, from), rawEndRef(s, from)},
+	} {
+		if c.got != c.want {
+			t.Fatalf("%s(%q, %d) = %d, want %d", c.name, s, from, c.got, c.want)
+		}
+	}
+}
+
 // Every byte value at every place of a word, after every other byte value
 // (a borrow from the byte below must not hide or invent a stop).
 func TestEveryByteEverywhere(t *testing.T) {
@@ -44,21 +66,8 @@ func TestEveryByteEverywhere(t *testing.T) {
 					b[at-1] = byte(prev)
 				}
 				b[at] = byte(c)
-				s := string(b)
-				for from := 0; from <= at; from += max(at, 1) {
-					if got, want := StringEnd(s, from), stringEndRef(s, from); got != want {
-						t.Fatalf("StringEnd(%q, %d) = %d, want %d", s, from, got, want)
-					}
-					if got, want := StringEnd(b, from), stringEndRef(s, from); got != want {
-						t.Fatalf("StringEnd([]byte %q, %d) = %d, want %d", s, from, got, want)
-					}
-					if got, want := SafeEnd(s, from), safeEndRef(s, from); got != want {
-						t.Fatalf("SafeEnd(%q, %d) = %d, want %d", s, from, got, want)
-					}
-					if got, want := RawEnd(b, from), rawEndRef(s, from); got != want {
-						t.Fatalf("RawEnd(%q, %d) = %d, want %d", s, from, got, want)
-					}
-				}
+				agree(t, string(b), 0)
+				agree(t, string(b), at)
 			}
 		}
 	}
@@ -68,17 +77,8 @@ func FuzzAgreesWithTheByteLoop(f *testing.F) {
 	f.Add("plain text of a failure, then a \"quote\"", 3)
 	f.Add("<html> & \x00 \u2028 é", 0)
 	f.Fuzz(func(t *testing.T, s string, from int) {
-		if from < 0 || from > len(s) {
-			return
-		}
-		if got, want := StringEnd(s, from), stringEndRef(s, from); got != want {
-			t.Fatalf("StringEnd(%q, %d) = %d, want %d", s, from, got, want)
-		}
-		if got, want := SafeEnd(s, from), safeEndRef(s, from); got != want {
-			t.Fatalf("SafeEnd(%q, %d) = %d, want %d", s, from, got, want)
-		}
-		if got, want := RawEnd(s, from), rawEndRef(s, from); got != want {
-			t.Fatalf("RawEnd(%q, %d) = %d, want %d", s, from, got, want)
+		if from >= 0 && from <= len(s) {
+			agree(t, s, from)
 		}
 	})
 }
