@@ -56,6 +56,18 @@ func IsEnvelope(data json.RawMessage) bool {
 	if len(d) == 0 || d[0] != '{' {
 		return false
 	}
+	// Most payloads are not envelopes, and their first name says so.
+	if i := skipSpace(d, 1); i < len(d) && d[i] == '"' {
+		if n := bytes.IndexByte(d[i+1:], '"'); n >= 0 {
+			switch name := d[i+1 : i+1+n]; string(name) {
+			case "encrypted", "iv", "authTag":
+			default:
+				if bytes.IndexByte(name, '\\') < 0 {
+					return false
+				}
+			}
+		}
+	}
 	if bytes.IndexByte(d, '\\') >= 0 {
 		// A key may be spelled with escapes: decode it as it is.
 		return envelopeByDecoding(d)

@@ -100,16 +100,38 @@ func AppendTimestamp(b []byte, t time.Time) []byte {
 	if t.IsZero() {
 		return append(b, '-')
 	}
-	t = t.UTC()
-	y, mo, d := t.Date()
-	if y < 0 || y > 9999 {
-		return t.AppendFormat(b, "2006-01-02T15:04:05.000Z")
+	// The date from the day number (the proleptic Gregorian calendar, in
+	// 400-year eras): one pass, where Date and Clock each take their own.
+	secs := t.Unix()
+	days := secs / 86400
+	if secs%86400 < 0 {
+		days--
 	}
-	h, mi, sec := t.Clock()
+	rem := int(secs - days*86400)
+	h, mi, sec := rem/3600, rem/60%60, rem%60
+	z := days + 719468
+	era := z / 146097
+	if z < 0 && z%146097 != 0 {
+		era--
+	}
+	doe := int(z - era*146097)
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
+	doy := doe - (365*yoe + yoe/4 - yoe/100)
+	mp := (5*doy + 2) / 153
+	d, mo, y := doy-(153*mp+2)/5+1, mp+3, int(era)*400+yoe
+	if mo > 12 {
+		mo -= 12
+	}
+	if mo <= 2 {
+		y++
+	}
+	if y < 0 || y > 9999 {
+		return t.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z")
+	}
 	ms := t.Nanosecond() / int(time.Millisecond)
 	two := func(b []byte, n int) []byte { return append(b, byte('0'+n/10), byte('0'+n%10)) }
 	b = append(b, byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10), '-')
-	b = append(two(b, int(mo)), '-')
+	b = append(two(b, mo), '-')
 	b = append(two(b, d), 'T')
 	b = append(two(b, h), ':')
 	b = append(two(b, mi), ':')

@@ -98,6 +98,18 @@ func FuzzAppendJSONRawIsEncodingJSON(f *testing.F) {
 	})
 }
 
+// The calendar arithmetic holds from year 0 to 9999 and past both ends
+// (where AppendTimestamp formats as Format does), every 37 hours and a
+// few seconds, so every hour, month end and leap day comes round.
+func TestAppendTimestampAcrossTheCalendar(t *testing.T) {
+	end := time.Date(10001, 1, 2, 0, 0, 0, 0, time.UTC)
+	for tm := time.Date(-1, 12, 30, 0, 0, 0, 7e6, time.UTC); tm.Before(end); tm = tm.Add(37*time.Hour + 1234567*time.Microsecond) {
+		if got, want := string(AppendTimestamp(nil, tm)), tm.Format("2006-01-02T15:04:05.000Z"); got != want {
+			t.Fatalf("%v: %s, want %s", tm, got, want)
+		}
+	}
+}
+
 func FuzzAppendTimestampIsFormat(f *testing.F) {
 	for _, ns := range []int64{0, 1, -1, 1764558000123456789, -14200000000000000} {
 		f.Add(ns)
