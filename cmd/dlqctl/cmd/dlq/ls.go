@@ -154,10 +154,10 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	rows := inspect.Select(src(ctx, q), sel, &limited)
 	if !fm.Human() {
 		// Every row read is garbage once written, and little is held
-		// (2-3 MB): collecting at half the default growth keeps a 1M-row
-		// one-body listing under 32 MiB (BenchmarkLsMemory: 32.8 -> 31.2
-		// MiB) for no measurable CPU.
-		defer debug.SetGCPercent(debug.SetGCPercent(50))
+		// (2-3 MB): the default collection keeps a 1M-row one-body
+		// listing at 30.0-30.7 MiB (BenchmarkLsMemory). Collecting at half the
+		// default growth took 1-2 MiB off and cost 11% more CPU, measured
+		// out of process (it was needed when the listing held more).
 		st := render.NewStream(f.IO.Out, fm)
 		if f.IO.IsStdoutTTY() {
 			st.FlushEach()
