@@ -56,7 +56,8 @@ func IsEnvelope(data json.RawMessage) bool {
 	if len(d) == 0 || d[0] != '{' {
 		return false
 	}
-	// Most payloads are not envelopes, and their first name says so.
+	// Most payloads are not envelopes, and their first name says so at
+	// once (one spelled with an escape is decoded below).
 	if i := skipSpace(d, 1); i < len(d) && d[i] == '"' {
 		if n := bytes.IndexByte(d[i+1:], '"'); n >= 0 {
 			switch name := d[i+1 : i+1+n]; string(name) {
@@ -72,8 +73,7 @@ func IsEnvelope(data json.RawMessage) bool {
 		// A key may be spelled with escapes: decode it as it is.
 		return envelopeByDecoding(d)
 	}
-	// Most payloads are not envelopes: without the key's name there is
-	// nothing to look at.
+	// Without the key's name there is nothing to look at.
 	if !bytes.Contains(d, []byte(`"authTag"`)) || !json.Valid(d) {
 		return false
 	}
