@@ -13,7 +13,7 @@ import (
 // bytes each.
 func TestCopySet(t *testing.T) {
 	c := newCopySet()
-	if c.has("x") || c.len() != 0 {
+	if c.has("x") || !c.empty() {
 		t.Fatal("an empty set has something")
 	}
 	var wg sync.WaitGroup

@@ -183,10 +183,11 @@ func (c *copySet) has(txid string) bool {
 	return ok
 }
 
-func (c *copySet) len() int {
+// empty reports whether no copy was published.
+func (c *copySet) empty() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.ids)
+	return len(c.ids) == 0
 }
 
 // Accounted is the number of addresses the report puts in a bucket:
@@ -917,7 +918,7 @@ func (e *Engine) claimedItem(a client.Address) {
 // refailures counts dead letters whose transaction id is one this run
 // replayed as: the replay failed again.
 func (e *Engine) refailures(ctx context.Context) (int, error) {
-	if e.copies.len() == 0 {
+	if e.copies.empty() {
 		return 0, nil
 	}
 	n := 0
