@@ -23,6 +23,9 @@ type input struct {
 	missing []client.Address // explicit addresses that are not dead-lettered
 	absent  map[client.Address]bool
 	planAt  time.Time
+	// released counts the items a fresh batch's run let go once they
+	// were recorded (it reads them from the manifest).
+	released int
 }
 
 // gather snapshots the selection, or loads a recorded batch's manifest and
@@ -427,4 +430,28 @@ func currentRows(ctx context.Context, cl *client.Client, items []replay.Item) (m
 		}
 	}
 	return out, nil
+}
+
+// manifestSource is a recorded batch's manifest as the engine reads it:
+// a claim's items at a time, from the ledger.
+type manifestSource struct {
+	ld *ledger.Store
+	id string
+	n  int
+}
+
+func (m manifestSource) Len() int { return m.n }
+
+func (m manifestSource) Chains(ctx context.Context, from, to int, toQueue string, f func(pos int, c replay.Chain)) error {
+	return m.ld.ManifestChains(ctx, m.id, from, to, func(pos int, queue, partition string) {
+		f(pos, replay.ChainOf(replay.Item{Queue: queue, Partition: partition}, toQueue))
+	})
+}
+
+func (m manifestSource) Load(ctx context.Context, pos []int32) ([]replay.Item, error) {
+	man, err := m.ld.ManifestAt(ctx, m.id, pos)
+	if err != nil {
+		return nil, err
+	}
+	return ManifestItems(man), nil
 }

@@ -396,7 +396,7 @@ func (p *Pending) Messages() int {
 	if p.sp != nil {
 		return p.sp.messages - p.skippedHeld
 	}
-	return len(p.in.items)
+	return len(p.in.items) + p.in.released
 }
 
 // Held is how many of them are under an active hold.

@@ -60,7 +60,16 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 
 	opts.Broker, opts.BatchID, opts.Owner, opts.Absent = cl.Broker(), batch.ID, ledger.NewOwner(nonce()), in.absent
 	opts.Progress = progress
-	rep, runErr := replay.NewEngine(cl, ld, opts).Run(ctx, in.items)
+	var src replay.Source = replay.Items(in.items)
+	if in.batch == nil {
+		// A fresh batch is run from its recorded manifest, a claim at a
+		// time: what the snapshot held is let go. (A recorded batch's
+		// items carry what the broker holds now: the rows another group
+		// added since.)
+		src = manifestSource{ld: ld, id: batch.ID, n: len(in.items)}
+		in.released, in.items = len(in.items), nil
+	}
+	rep, runErr := replay.NewEngine(cl, ld, opts).RunSource(ctx, src)
 	res := &Result{Report: rep, Next: NextSteps(rep)}
 	if runErr != nil {
 		return res, runErr

@@ -104,6 +104,18 @@ func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []ManifestItem)
 // are written (item is called once for each index, in order), so that a
 // large batch's manifest is never held whole beside its items.
 func (s *Store) CreateBatchOf(ctx context.Context, b *Batch, n int, item func(i int) ManifestItem) error {
+	i := 0
+	return s.CreateBatchFrom(ctx, b, n, func() (ManifestItem, error) {
+		it := item(i)
+		i++
+		return it, nil
+	})
+}
+
+// CreateBatchFrom is CreateBatch with the manifest's n items read from
+// next, in order, as they are written (a staged snapshot): an error from
+// next records nothing.
+func (s *Store) CreateBatchFrom(ctx context.Context, b *Batch, n int, next func() (ManifestItem, error)) error {
 	if b.ID == "" {
 		b.ID = NewBatchID(b.At)
 	}
@@ -127,9 +139,19 @@ func (s *Store) CreateBatchOf(ctx context.Context, b *Batch, n int, item func(i 
 	}
 	var queues []string
 	seenQ := map[string]bool{}
+	var failed error
 	err = s.insertRows(ctx, tx, `INSERT INTO batch_items (batch_id, seq, broker, partition_id, transaction_id, queue, partition_name, groups, error, retry_count, failed_at, payload, undecryptable, row_list, checked, message_id) VALUES `,
 		"", 16, n, func(i int) []any {
-			it := item(i)
+			it, err := ManifestItem{}, failed
+			if err == nil {
+				it, err = next()
+			}
+			if err != nil {
+				// A row the manifest's key refuses ends the insert; the
+				// error said is next's.
+				failed = err
+				return []any{b.ID, i, b.Broker, "", "", "", "", "", "", 0, "", nil, 0, "", 0, ""}
+			}
 			if !seenQ[it.Queue] {
 				seenQ[it.Queue] = true
 				queues = append(queues, it.Queue)
@@ -147,6 +169,9 @@ func (s *Store) CreateBatchOf(ctx context.Context, b *Batch, n int, item func(i 
 			return []any{b.ID, i, b.Broker, it.Address.PartitionID, it.Address.TransactionID, it.Queue, it.Partition,
 				string(groups), it.Error, it.RetryCount, fmtTime(it.FailedAt), payload, boolInt(it.Undecryptable), rows, boolInt(it.Checked), it.MessageID}
 		})
+	if failed != nil {
+		return failed
+	}
 	if err != nil {
 		return s.wrap("recording the manifest", err)
 	}
@@ -290,8 +315,64 @@ func (s *Store) InBatch(ctx context.Context, broker, batchID string, addrs []cli
 
 // Manifest returns a batch's frozen addresses in their recorded order.
 func (s *Store) Manifest(ctx context.Context, batchID string) ([]ManifestItem, error) {
+	return s.manifest(ctx, `WHERE batch_id = ? ORDER BY seq`, batchID)
+}
+
+// ManifestAt reads the manifest's items at positions pos (ascending,
+// from 0): a run reads its batch a claim at a time.
+func (s *Store) ManifestAt(ctx context.Context, batchID string, pos []int32) ([]ManifestItem, error) {
+	if len(pos) == 0 {
+		return nil, nil
+	}
+	var out []ManifestItem
+	contiguous := int(pos[len(pos)-1]-pos[0]) == len(pos)-1
+	if contiguous {
+		var err error
+		if out, err = s.manifest(ctx, `WHERE batch_id = ? AND seq BETWEEN ? AND ? ORDER BY seq`, batchID, pos[0], pos[len(pos)-1]); err != nil {
+			return nil, err
+		}
+	}
+	for start := 0; !contiguous && start < len(pos); start += 500 {
+		part := pos[start:min(start+500, len(pos))]
+		args := make([]any, 0, 1+len(part))
+		args = append(args, batchID)
+		for _, p := range part {
+			args = append(args, p)
+		}
+		got, err := s.manifest(ctx, `WHERE batch_id = ? AND seq IN (?`+strings.Repeat(", ?", len(part)-1)+`) ORDER BY seq`, args...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	if len(out) != len(pos) {
+		return nil, fmt.Errorf("reading the manifest of batch %s: %d of %d items found", batchID, len(out), len(pos))
+	}
+	return out, nil
+}
+
+// ManifestChains calls f with the queue and partition of the manifest's
+// items from position from to to-1, in order, reading nothing else.
+func (s *Store) ManifestChains(ctx context.Context, batchID string, from, to int, f func(pos int, queue, partition string)) error {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT seq, queue, partition_name FROM batch_items WHERE batch_id = ? AND seq >= ? AND seq < ? ORDER BY seq`), batchID, from, to)
+	if err != nil {
+		return s.wrap("reading the manifest", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var pos int
+		var queue, partition string
+		if err := rows.Scan(&pos, &queue, &partition); err != nil {
+			return s.wrap("reading the manifest", err)
+		}
+		f(pos, queue, partition)
+	}
+	return s.wrap("reading the manifest", rows.Err())
+}
+
+func (s *Store) manifest(ctx context.Context, where string, args ...any) ([]ManifestItem, error) {
 	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT partition_id, transaction_id, queue, partition_name, groups, error, retry_count, failed_at, payload, undecryptable, row_list, checked, message_id
-		FROM batch_items WHERE batch_id = ? ORDER BY seq`), batchID)
+		FROM batch_items `+where), args...)
 	if err != nil {
 		return nil, s.wrap("reading the manifest", err)
 	}

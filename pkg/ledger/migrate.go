@@ -156,6 +156,9 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 	// broker minted their ids, which carry no generation, so a copy that
 	// is dead-lettered again learns its generation from the journal.
 	{sql: `CREATE INDEX journal_copies ON journal (broker, partition_id, replay_txid) WHERE via = 'endpoint'`},
+	// 10: a manifest read by position, a claim at a time (a run holds
+	// what it works on, not its batch).
+	{sql: `CREATE INDEX batch_items_seq ON batch_items (batch_id, seq)`},
 }
 
 // SchemaVersion is the schema this binary writes.

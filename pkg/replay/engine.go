@@ -242,6 +242,7 @@ type Engine struct {
 	o   Options
 	lim *rate.Limiter
 
+	src       Source
 	pushes    *pusher
 	saves     chan saveReq // waited for
 	behind    chan saveReq // written behind
@@ -317,15 +318,23 @@ func NewEngine(b Broker, j Journal, o Options) *Engine {
 // interrupt while it waited for the rate limiter); it is released.
 var errNotStarted = errors.New("not started")
 
-// Run executes items. ctx stops scheduling (SIGINT): calls already sent
-// finish under their own timeout and are journaled, then Run returns with
-// Interrupted set. The report is returned even with an error (a journal
-// write that failed stops the run at once, and the report says what was
-// done before it).
+// Run executes items held in memory (see RunSource).
 func (e *Engine) Run(ctx context.Context, items []Item) (*Report, error) {
+	return e.RunSource(ctx, Items(items))
+}
+
+// RunSource executes a batch's items, read from src a claim at a time.
+// ctx stops scheduling (SIGINT): calls already sent finish under their
+// own timeout and are journaled, then RunSource returns with Interrupted
+// set. The report is returned even with an error (a journal write that
+// failed, or a source that could not be read, stops the run at once, and
+// the report says what was done before it).
+func (e *Engine) RunSource(ctx context.Context, src Source) (*Report, error) {
 	start := e.o.Now()
 	e.start = start.Add(-time.Second) // the broker's clock may lag ours a little
-	e.rep = Report{BatchID: e.o.BatchID, Action: e.o.Action, Total: len(items), copies: e.copies}
+	total := src.Len()
+	e.src = src
+	e.rep = Report{BatchID: e.o.BatchID, Action: e.o.Action, Total: total, copies: e.copies}
 	// Journal writes must land even after SIGINT: they record what happened.
 	jctx := context.WithoutCancel(ctx)
 	e.saves, e.behind = make(chan saveReq, 256), make(chan saveReq, 1024)
@@ -354,19 +363,19 @@ func (e *Engine) Run(ctx context.Context, items []Item) (*Report, error) {
 		}
 		e.endPause()
 		e.rep.Interrupted = ctx.Err() != nil
-		e.rep.NotStarted = len(items) - e.done
+		e.rep.NotStarted = total - e.done
 		e.rep.Pauses = e.pauseList()
 		e.rep.Elapsed = e.o.Now().Sub(start)
 		e.rep.ElapsedSecs = e.rep.Elapsed.Seconds()
 		sort.Slice(e.rep.Listed, func(i, j int) bool { return e.rep.Listed[i].Address.String() < e.rep.Listed[j].Address.String() })
 		return &e.rep, err
 	}
-	rest := items
-	if e.o.Action == Replay && e.o.Canary > 0 && len(items) > e.o.Canary {
-		if err := e.runSome(ctx, items[:e.o.Canary], 1); err != nil {
+	rest := 0
+	if e.o.Action == Replay && e.o.Canary > 0 && total > e.o.Canary {
+		if err := e.runSome(ctx, 0, e.o.Canary, 1); err != nil {
 			return finish(err)
 		}
-		rest = items[e.o.Canary:]
+		rest = e.o.Canary
 		if ctx.Err() == nil && !e.stopped() {
 			if err := e.o.Sleep(ctx, e.o.CanaryWait); err == nil {
 				n, err := e.refailures(ctx)
@@ -381,7 +390,7 @@ func (e *Engine) Run(ctx context.Context, items []Item) (*Report, error) {
 		}
 	}
 	if ctx.Err() == nil && !e.stopped() {
-		if err := e.runSome(ctx, rest, e.o.Concurrency); err != nil {
+		if err := e.runSome(ctx, rest, total, e.o.Concurrency); err != nil {
 			return finish(err)
 		}
 	}
@@ -580,13 +589,21 @@ func (e *Engine) pauseList() []Pause {
 	return out
 }
 
-// runSome runs items in order (a partition at a time per worker) or
-// not, as Options.Order says.
-func (e *Engine) runSome(ctx context.Context, items []Item, workers int) error {
+// runSome runs the items from position from to to-1 in order (a
+// partition at a time per worker) or not, as Options.Order says.
+func (e *Engine) runSome(ctx context.Context, from, to, workers int) error {
 	if e.o.Action == Replay && Ordered(e.o.Order) {
-		return e.runChains(ctx, items, workers)
+		return e.runChains(ctx, from, to, workers)
 	}
-	return e.runItems(ctx, items, workers)
+	return e.runItems(ctx, from, to, workers)
+}
+
+// chainAt is a destination partition's items: their positions in the
+// source, in replay order (4 bytes an item; the items are read a claim
+// at a time).
+type chainAt struct {
+	c   Chain
+	pos []int32
 }
 
 // runChains replays each destination partition's items one after
@@ -595,20 +612,24 @@ func (e *Engine) runSome(ctx context.Context, items []Item, workers int) error {
 // address: another run holding that address is working the partition,
 // and this one leaves it to it. An address that is not replayed holds
 // back the rest of its partition (OrderSkipGaps goes on past it).
-func (e *Engine) runChains(ctx context.Context, items []Item, workers int) error {
-	var chains [][]Item
+func (e *Engine) runChains(ctx context.Context, from, to, workers int) error {
+	var chains []chainAt
 	idx := map[Chain]int{}
-	for _, it := range items {
-		c := ChainOf(it, e.o.ToQueue)
+	err := e.src.Chains(context.WithoutCancel(ctx), from, to, e.o.ToQueue, func(pos int, c Chain) {
 		i, ok := idx[c]
 		if !ok {
 			i = len(chains)
 			idx[c] = i
-			chains = append(chains, nil)
+			chains = append(chains, chainAt{c: c})
 		}
-		chains[i] = append(chains[i], it)
+		chains[i].pos = append(chains[i].pos, int32(pos))
+	})
+	if err != nil {
+		e.stop("ledger error: " + err.Error())
+		return err
 	}
-	feed := make(chan []Item)
+	clear(idx)
+	feed := make(chan chainAt)
 	var wg sync.WaitGroup
 	var fatal error
 	var fatalOnce sync.Once
@@ -617,7 +638,7 @@ func (e *Engine) runChains(ctx context.Context, items []Item, workers int) error
 		go func() {
 			defer wg.Done()
 			for ch := range feed {
-				if err := e.runChain(ctx, ch); err != nil {
+				if err := e.runChain(ctx, ch.c, ch.pos); err != nil {
 					fatalOnce.Do(func() { fatal = err })
 					e.stop("ledger error: " + err.Error())
 				}
@@ -667,24 +688,27 @@ func (e *Engine) refailedTooOften(ctx context.Context) bool {
 	return false
 }
 
-// runChain replays one partition's items in order.
-func (e *Engine) runChain(ctx context.Context, chain []Item) error {
-	c := ChainOf(chain[0], e.o.ToQueue)
+// runChain replays one partition's items (their positions, in order),
+// reading them a claim at a time.
+func (e *Engine) runChain(ctx context.Context, c Chain, pos []int32) error {
 	jctx := context.WithoutCancel(ctx)
 	e.mu.Lock()
 	held := e.blocked[c]
 	e.mu.Unlock()
 	if held && e.o.Order != OrderSkipGaps {
-		e.holdBack(c, nil, "", false, chain)
+		e.holdBack(c, nil, "", false, len(pos))
 		return nil
 	}
 	chunk := 0
-	for i := 0; i < len(chain); i += chunk {
+	for i := 0; i < len(pos); i += chunk {
 		if ctx.Err() != nil || e.stopped() {
 			return nil
 		}
 		chunk = e.claimChunk(chunk)
-		part := chain[i:min(i+chunk, len(chain))]
+		part, err := e.src.Load(jctx, pos[i:min(i+chunk, len(pos))])
+		if err != nil {
+			return err
+		}
 		claimed, err := e.acquire(jctx, part)
 		if err != nil {
 			return err
@@ -702,7 +726,7 @@ func (e *Engine) runChain(ctx context.Context, chain []Item) error {
 			ent := claimed[it.Address]
 			if ent == nil {
 				// Another run holds it: the partition is that run's from here.
-				e.claimedChain(c, it.Address, chain[i+k:])
+				e.claimedChain(c, it.Address, len(pos)-(i+k))
 				return release(k + 1)
 			}
 			if ctx.Err() != nil || e.stopped() {
@@ -719,7 +743,7 @@ func (e *Engine) runChain(ctx context.Context, chain []Item) error {
 				return err
 			}
 			if !passes(ent) && e.o.Order != OrderSkipGaps {
-				if rest := chain[i+k+1:]; len(rest) > 0 {
+				if rest := len(pos) - (i + k + 1); rest > 0 {
 					reason := ent.State
 					if ent.Outcome != "" {
 						reason += " (" + ent.Outcome + ")"
@@ -736,41 +760,43 @@ func (e *Engine) runChain(ctx context.Context, chain []Item) error {
 	return nil
 }
 
-// claimedChain records the rest of a partition, from a, as another run's.
-func (e *Engine) claimedChain(c Chain, a client.Address, rest []Item) {
+// claimedChain records the rest of a partition, n messages from a, as
+// another run's.
+func (e *Engine) claimedChain(c Chain, a client.Address, n int) {
 	e.record(func(r *Report) {
-		r.Claimed += len(rest)
-		r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("claimed by another run working partition %s/%s; it and the %d after it are that run's (re-run this batch after it ends)", c.Queue, c.Partition, len(rest)-1)})
+		r.Claimed += n
+		r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("claimed by another run working partition %s/%s; it and the %d after it are that run's (re-run this batch after it ends)", c.Queue, c.Partition, n-1)})
 	})
-	for range rest {
+	for range n {
 		e.markDone()
 	}
 }
 
-// holdBack records messages of a partition not replayed behind a gap.
-func (e *Engine) holdBack(c Chain, by *client.Address, reason string, permanent bool, rest []Item) {
+// holdBack records n messages of a partition not replayed behind a gap.
+func (e *Engine) holdBack(c Chain, by *client.Address, reason string, permanent bool, n int) {
 	e.record(func(r *Report) {
-		r.HeldBack += len(rest)
+		r.HeldBack += n
 		for i := range r.BlockedPartitions {
 			if r.BlockedPartitions[i].Chain == c {
-				r.BlockedPartitions[i].Messages += len(rest)
+				r.BlockedPartitions[i].Messages += n
 				return
 			}
 		}
-		b := Blocked{Chain: c, Reason: reason, Messages: len(rest), Permanent: permanent}
+		b := Blocked{Chain: c, Reason: reason, Messages: n, Permanent: permanent}
 		if by != nil {
 			b.Address = *by
 		}
 		r.BlockedPartitions = append(r.BlockedPartitions, b)
 	})
-	for range rest {
+	for range n {
 		e.markDone()
 	}
 }
 
-// runItems claims items a chunk at a time and feeds them to workers until
-// done, stopped or interrupted; claims not worked on are released.
-func (e *Engine) runItems(ctx context.Context, items []Item, workers int) error {
+// runItems claims the items from position from to to-1 a chunk at a
+// time and feeds them to workers until done, stopped or interrupted;
+// claims not worked on are released.
+func (e *Engine) runItems(ctx context.Context, from, to, workers int) error {
 	feed := make(chan job)
 	var wg sync.WaitGroup
 	var fatal error
@@ -823,10 +849,14 @@ func (e *Engine) runItems(ctx context.Context, items []Item, workers int) error 
 	go func() {
 		defer close(claims)
 		chunk := 0
-		for i := 0; i < len(items); i += chunk {
+		for i := from; i < to; i += chunk {
 			chunk = e.claimChunk(chunk)
-			part := items[i:min(i+chunk, len(items))]
 			if ctx.Err() != nil || e.stopped() {
+				return
+			}
+			part, err := e.src.Load(jctx, span(i, min(i+chunk, to)))
+			if err != nil {
+				setFatal(err)
 				return
 			}
 			claimed, err := e.acquire(jctx, part)
