@@ -118,4 +118,3 @@ func TestUnreadableSourceStopsTheRun(t *testing.T) {
 		})
 	}
 }
-
