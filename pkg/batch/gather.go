@@ -387,24 +387,18 @@ func queueGroups(ctx context.Context, cl *client.Client, in func(add func(q, g s
 	return out
 }
 
-// archiveItems archives every row of the batch that is in the DLQ, with
-// the message's payload.
-func archiveItems(ctx context.Context, ld *ledger.Store, broker string, now time.Time, in *input) error {
-	a := ld.NewArchiver(broker, now)
-	for _, it := range in.items {
-		if in.absent[it.Address] {
-			continue
+// archiveItem queues every row of an item for the archive, each with the
+// message's payload (the checked one, when the detail route was asked).
+func archiveItem(ctx context.Context, a *ledger.Archiver, it replay.Item) error {
+	for _, r := range it.AllRows() {
+		if len(r.Data) == 0 || it.Checked {
+			r.Data = it.Data()
 		}
-		for _, r := range it.AllRows() {
-			if len(r.Data) == 0 || it.Checked {
-				r.Data = it.Data()
-			}
-			if err := a.Add(ctx, r); err != nil {
-				return err
-			}
+		if err := a.Add(ctx, r); err != nil {
+			return err
 		}
 	}
-	return a.Flush(ctx)
+	return nil
 }
 
 // currentRows reads, without payloads, the rows each item's address has

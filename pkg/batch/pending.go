@@ -53,6 +53,14 @@ type Request struct {
 	// Engine sets the engine options the settings in force ask for (the
 	// action's own: replay's path, order, transform, canary, …).
 	Engine func(*replay.Options, Settings) error
+	// Stage lets a batch that will run be planned from the rows as they
+	// stream, the rows staged on disk (see stage) rather than held: any
+	// size then runs in bounded memory. The caller closes the Pending.
+	Stage bool
+
+	// items: plan from the items (a streamed plan met more than it can
+	// name).
+	items bool
 }
 
 // Pending is a batch planned and not yet executed: what a command
@@ -75,9 +83,14 @@ type Pending struct {
 
 	// where is what --where cost and saw while the selection was read.
 	where *inspect.WhereStats
-	// sp, for a dry run planned from the rows as they streamed (see
-	// streamable), stands for the items: in.items is empty.
-	sp *streamed
+	// sp, for a batch planned from the rows as they streamed (see
+	// streamable), stands for the items: in.items is empty. A batch that
+	// will run has them in stage.
+	sp    *streamed
+	stage *stage
+	// gens are the streamed addresses' copy generations (see
+	// copyGenerations).
+	gens replay.Generations
 
 	// Paused, when set, is told why the run waits (consumer lag, outside
 	// the window) as each pause starts or changes, and "" as it ends.
@@ -122,9 +135,11 @@ func Prepare(ctx context.Context, env Env, req Request) (*Pending, error) {
 		switch err := p.stream(ctx); {
 		case errors.Is(err, errTooMany):
 			// Planned from the items, as any other batch.
-			req.PlanOnly = false
+			p.Close()
+			req.items = true
 			return Prepare(ctx, env, req)
 		case err != nil:
+			p.Close()
 			return nil, err
 		}
 	}
@@ -246,9 +261,12 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 // stream): the holds and journal entries were looked up as they passed.
 func (p *Pending) makeStreamedPlan(ctx context.Context) error {
 	sp := p.sp
-	if err := sp.checkEnvelopes(ctx, p.env.Client); err != nil {
+	if err := sp.checkEnvelopes(ctx, p.env.Client, p.stage); err != nil {
 		return err
 	}
+	// What each address is called by is no longer asked.
+	sp.by, sp.envelopes = nil, nil
+	p.opts.Generations = p.gens
 	p.startPlan()
 	p.skippedHeld = sp.skipped
 	if p.req.Action == replay.Replay {
@@ -371,7 +389,11 @@ func (p *Pending) SetRate(r float64) error {
 		return err
 	}
 	p.settings.Rate, p.opts.Rate, p.po.Rate = r, r, r
-	p.plan = replay.MakePlan(p.in.items, p.po)
+	if p.sp != nil {
+		p.plan = p.sp.plan(p.po)
+	} else {
+		p.plan = replay.MakePlan(p.in.items, p.po)
+	}
 	p.plan.SkippedHeld = p.skippedHeld
 	p.plan.Where = p.where.Notes()
 	return nil
@@ -407,6 +429,22 @@ func (p *Pending) SkippedHeld() int { return p.skippedHeld }
 
 // Rate is the batch's rate, messages a second (0 = unlimited).
 func (p *Pending) Rate() float64 { return p.settings.Rate }
+
+// Streams reports whether a request is planned from the rows as they
+// stream, holding about 50 bytes an address whatever the batch's size
+// (unless a queue has more than 64 consumer groups: see Streamed).
+func Streams(req Request) bool { return streamable(req) }
+
+// Streamed reports whether the batch was planned from the rows as they
+// streamed (staged, when it will run).
+func (p *Pending) Streamed() bool { return p.sp != nil }
+
+// Close lets go of what the plan holds outside the process (a staged
+// snapshot); a Pending that ran has let go already.
+func (p *Pending) Close() {
+	p.stage.close()
+	p.stage = nil
+}
 
 // Why is the reason the batch is recorded with.
 func (p *Pending) Why() string { return p.why }

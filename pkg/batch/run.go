@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"iter"
 	"strings"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
@@ -46,14 +48,14 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	// Every row the batch's deletes may remove is archived before the
 	// first one: a discard is recoverable, and no row leaves the broker
 	// unrecorded (other groups' rows included).
-	if err := archiveItems(jctx, ld, cl.Broker(), now, in); err != nil {
+	if err := p.archive(jctx); err != nil {
 		return nil, err
 	}
 	if err := ld.SetBatchStatus(jctx, batch.ID, ledger.StatusRunning, now, now, batch.Outcome); err != nil {
 		return nil, err
 	}
 	_ = ld.Audit(jctx, ledger.AuditEntry{At: now, Broker: cl.Broker(), BatchID: batch.ID, Kind: "execution-started", By: by,
-		Detail: fmt.Sprintf("%s of %s at %s, %s", verbOf(p.req.Action), plural(len(in.items), "address", "addresses"), rateWords(settings.Rate), viaWords(settings, opts.Via))})
+		Detail: fmt.Sprintf("%s of %s at %s, %s", verbOf(p.req.Action), plural(p.Messages(), "address", "addresses"), rateWords(settings.Rate), viaWords(settings, opts.Via))})
 	if recorded != nil {
 		recorded(batch.ID, in.batch == nil)
 	}
@@ -63,11 +65,15 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	var src replay.Source = replay.Items(in.items)
 	if in.batch == nil {
 		// A fresh batch is run from its recorded manifest, a claim at a
-		// time: what the snapshot held is let go. (A recorded batch's
-		// items carry what the broker holds now: the rows another group
-		// added since.)
-		src = manifestSource{ld: ld, id: batch.ID, n: len(in.items)}
+		// time: what the snapshot held (or staged) is let go. (A recorded
+		// batch's items carry what the broker holds now: the rows another
+		// group added since.)
+		src = manifestSource{ld: ld, id: batch.ID, n: p.Messages()}
 		in.released, in.items = len(in.items), nil
+		p.Close()
+		if p.sp != nil {
+			p.sp.seens = nil
+		}
 	}
 	rep, runErr := replay.NewEngine(cl, ld, opts).RunSource(ctx, src)
 	res := &Result{Report: rep, Next: NextSteps(rep)}
@@ -93,8 +99,58 @@ func (p *Pending) record(ctx context.Context, by string) (*ledger.Batch, error) 
 	}
 	b := &ledger.Batch{ID: p.BatchID(), Broker: p.env.Client.Broker(), Action: map[string]string{replay.Replay: ledger.ActionReplay, replay.Discard: ledger.ActionDiscard}[p.req.Action],
 		By: by, At: p.now, Why: p.why, Selection: p.req.Selection.String(), Destination: p.settings.ToQueue, Status: ledger.StatusRunning, Settings: settings}
+	if p.stage != nil {
+		return b, p.recordStaged(ctx, b)
+	}
 	items := p.in.items
 	return b, p.env.Ledger.CreateBatchOf(ctx, b, len(items), func(i int) ledger.ManifestItem { return ManifestItemOf(items[i]) })
+}
+
+// recordStaged writes a staged batch's manifest from the stage, in
+// replay order (Arrange's, when the replay keeps an order).
+func (p *Pending) recordStaged(ctx context.Context, b *ledger.Batch) error {
+	ordered := p.req.Action == replay.Replay && replay.Ordered(p.settings.Order)
+	if err := p.stage.arrange(ctx, ordered, p.sp.chains); err != nil {
+		return err
+	}
+	next, stop := iter.Pull2(p.stage.items(ctx, p.sp.kept))
+	defer stop()
+	return p.env.Ledger.CreateBatchFrom(ctx, b, p.Messages(), func() (ledger.ManifestItem, error) {
+		it, err, ok := next()
+		switch {
+		case err != nil:
+			return ledger.ManifestItem{}, err
+		case !ok:
+			return ledger.ManifestItem{}, errors.New("recording the manifest: the staged snapshot ended early")
+		}
+		return ManifestItemOf(it), nil
+	})
+}
+
+// archive writes every row the batch's deletes may remove to the
+// archive, from the items or the stage.
+func (p *Pending) archive(ctx context.Context) error {
+	a := p.env.Ledger.NewArchiver(p.env.Client.Broker(), p.now)
+	if p.stage != nil {
+		for it, err := range p.stage.items(ctx, p.sp.kept) {
+			if err != nil {
+				return err
+			}
+			if err := archiveItem(ctx, a, it); err != nil {
+				return err
+			}
+		}
+		return a.Flush(ctx)
+	}
+	for _, it := range p.in.items {
+		if p.in.absent[it.Address] {
+			continue
+		}
+		if err := archiveItem(ctx, a, it); err != nil {
+			return err
+		}
+	}
+	return a.Flush(ctx)
 }
 
 // settle records what the run did: the batch's outcome from its journal

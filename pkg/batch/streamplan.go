@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"maps"
 	"time"
 	"unsafe"
 
@@ -13,21 +14,23 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
-// A dry run of a selection is planned from the rows as they stream: it
-// holds about 45 bytes an address (its hash, an index and a seen), not
-// the items, so a plan over a million dead letters fits in a small
-// process. The plan is
-// the one the items would make (TestStreamedPlanIsTheItemsPlan); an
+// A selection is planned from the rows as they stream: it holds about 45
+// bytes an address (its hash, an index and a seen), not the items, so a
+// plan over a million dead letters fits in a small process; a batch
+// that will run stages its rows on disk as they pass (see stage). The
+// plan is the one the items would make (TestStreamedPlanIsTheItemsPlan),
+// and so is the staged batch (TestStagedBatchIsTheItemsBatch); an
 // address's hash standing for it, two addresses whose 64-bit hashes
 // collide would count as one.
 
-// streamable reports whether a request can be planned so: a dry run of a
-// fresh selection that is not a list of addresses and cannot pick some
-// rows of an address and not others (its other rows would have to be
-// looked for, as Widen does).
+// streamable reports whether a request can be planned so: a dry run, or
+// a batch its caller lets stage (Request.Stage), of a fresh selection
+// that is not a list of addresses and cannot pick some rows of an
+// address and not others (its other rows would have to be looked for,
+// as Widen does).
 func streamable(req Request) bool {
 	sel := req.Selection
-	return req.PlanOnly && req.BatchID == "" && sel != nil && len(sel.Addresses) == 0 && !sel.RowLevel()
+	return (req.PlanOnly || req.Stage) && !req.items && req.BatchID == "" && sel != nil && len(sel.Addresses) == 0 && !sel.RowLevel()
 }
 
 // errTooMany: a queue has more consumer groups than a seen's mask holds,
@@ -88,6 +91,12 @@ func (p *Pending) stream(ctx context.Context) error {
 	cl, ld, sel, s := p.env.Client, p.env.Ledger, p.req.Selection, p.settings
 	sp := &streamed{seed: maphash.MakeSeed(), by: map[uint64]uint32{}, queueIdx: map[string]uint16{}, classIdx: map[string]uint32{}, chainIdx: map[replay.Chain]uint32{}}
 	holdIdx := map[string]uint8{}
+	if !p.req.PlanOnly {
+		var err error
+		if p.stage, err = openStage(ctx); err != nil {
+			return err
+		}
+	}
 	var chunk []newcomer
 	lookup := func() error {
 		if len(chunk) == 0 {
@@ -107,9 +116,16 @@ func (p *Pending) stream(ctx context.Context) error {
 			if ents, err = ld.Entries(ctx, cl.Broker(), addrs); err != nil {
 				return err
 			}
-			if s.MaxGeneration > 0 {
+			if s.MaxGeneration > 0 || p.stage != nil {
 				if gens, err = copyGenerations(ctx, ld, cl.Broker(), addrs); err != nil {
 					return err
+				}
+				if p.stage != nil && len(gens) > 0 {
+					// The run starts each copy's replay from its generation.
+					if p.gens == nil {
+						p.gens = replay.Generations{}
+					}
+					maps.Copy(p.gens, gens)
 				}
 			}
 		}
@@ -170,6 +186,11 @@ func (p *Pending) stream(ctx context.Context) error {
 			chunk = append(chunk, n)
 		}
 		st := sp.at(i)
+		if p.stage != nil {
+			if err := p.stage.add(ctx, i, st.chain, r, !ok); err != nil {
+				return err
+			}
+		}
 		bit, err := sp.group(st.queue, r.ConsumerGroup)
 		if err != nil {
 			return err
@@ -184,6 +205,11 @@ func (p *Pending) stream(ctx context.Context) error {
 	}
 	if err := lookup(); err != nil {
 		return err
+	}
+	if p.stage != nil {
+		if err := p.stage.seal(ctx); err != nil {
+			return err
+		}
 	}
 	p.sp = sp
 	if p.req.Action == replay.Replay {
@@ -263,17 +289,30 @@ func (sp *streamed) group(q uint16, g string) (uint64, error) {
 
 // checkEnvelopes asks the detail route about each envelope, as
 // checkEnvelopes does for items: what it returns is what the plan counts
-// as undecryptable.
-func (sp *streamed) checkEnvelopes(ctx context.Context, cl *client.Client) error {
-	return askDetails(ctx, cl, len(sp.envelopes), func(i int) client.Address { return sp.envelopes[i] }, func(i int, m *client.Message) {
-		st := sp.at(sp.by[sp.key(sp.envelopes[i])])
+// as undecryptable, and (staged) what the batch publishes.
+func (sp *streamed) checkEnvelopes(ctx context.Context, cl *client.Client, staged *stage) error {
+	var failed error
+	err := askDetails(ctx, cl, len(sp.envelopes), func(i int) client.Address { return sp.envelopes[i] }, func(i int, m *client.Message) {
+		place := sp.by[sp.key(sp.envelopes[i])]
+		st := sp.at(place)
 		if client.IsEnvelope(m.Payload) {
 			st.flags |= seenUndecryptable
 		} else {
 			st.flags &^= seenUndecryptable
 		}
+		if staged != nil && failed == nil {
+			failed = staged.checked(ctx, place, m.Payload)
+		}
 	})
+	if failed != nil {
+		return failed
+	}
+	return err
 }
+
+// kept reports whether the address at a place in the snapshot is in the
+// batch (not left out by --skip-held).
+func (sp *streamed) kept(place uint32) bool { return sp.at(place).flags&seenSkipped == 0 }
 
 // key is an address's hash.
 func (sp *streamed) key(a client.Address) uint64 {

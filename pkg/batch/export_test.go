@@ -1,0 +1,16 @@
+package batch
+
+import "context"
+
+// RecordForTest records a planned batch and archives its rows, as a run
+// does before its first call, without running it: the batch's id.
+func (p *Pending) RecordForTest(ctx context.Context) (string, error) {
+	b, err := p.record(ctx, "tester")
+	if err != nil {
+		return "", err
+	}
+	return b.ID, p.archive(ctx)
+}
+
+// Staged reports whether the batch's rows are staged on disk.
+func (p *Pending) Staged() bool { return p.stage != nil }

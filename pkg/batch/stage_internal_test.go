@@ -1,0 +1,143 @@
+package batch
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+)
+
+// The stage reads its addresses back in the order replay.Arrange puts
+// the same items in, each with its rows as the list gave them: random
+// streams over a few queues and partitions, UUIDv7 ids in most
+// partitions and other ids (or upper-case ones, or equal ones) in some,
+// equal and missing failure times, an address's rows far apart, with and
+// without --to-queue, ordered or not.
+func TestStageArrangesAsArrange(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	for trial := range 40 {
+		// The list: each address's rows, shuffled together.
+		var stream []client.Row
+		n := 1 + rng.IntN(300)
+		for i := range n {
+			q, p := fmt.Sprintf("q%d", rng.IntN(3)), fmt.Sprintf("%d", rng.IntN(10))
+			id := fmt.Sprintf("01a2%04x-%04x-7000-8000-%012x", rng.IntN(1<<16), rng.IntN(1<<16), rng.IntN(1<<8))
+			switch {
+			case p == "7" || p == "3" && rng.IntN(4) == 0:
+				id = fmt.Sprintf("msg-%d", rng.IntN(50))
+			case rng.IntN(5) == 0:
+				id = strings.ToUpper(id)
+			}
+			for g := range 1 + rng.IntN(3) {
+				at := base.Add(time.Duration(rng.IntN(40)) * time.Second)
+				if rng.IntN(40) == 0 {
+					at = time.Time{}
+				}
+				stream = append(stream, client.Row{ID: id, PartitionID: "p-" + q + "-" + p, TransactionID: fmt.Sprintf("t%d", i), Queue: q, Partition: p,
+					ConsumerGroup: fmt.Sprintf("g%d", g), ErrorMessage: "boom", RetryCount: g, FailedAt: at, Data: []byte(fmt.Sprintf(`{"i":%d}`, i))})
+			}
+		}
+		rng.Shuffle(len(stream), func(i, j int) { stream[i], stream[j] = stream[j], stream[i] })
+		for _, to := range []string{"", "recovery"} {
+			for _, mode := range []string{replay.OrderPartition, replay.OrderNone} {
+				// What the snapshot holds: addresses in first-seen order.
+				var items []replay.Item
+				idx := map[client.Address]int{}
+				st, err := openStage(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var chains []replay.ChainCount
+				chainIdx := map[replay.Chain]uint32{}
+				for _, r := range stream {
+					a := r.Address()
+					i, ok := idx[a]
+					if !ok {
+						i = len(items)
+						idx[a] = i
+						items = append(items, replay.Item{Address: a, Queue: r.Queue, Partition: r.Partition})
+						c := replay.ChainOf(items[i], to)
+						if _, ok := chainIdx[c]; !ok {
+							chainIdx[c] = uint32(len(chains))
+							chains = append(chains, replay.ChainCount{Chain: c, ByID: true})
+						}
+						k := chainIdx[c]
+						chains[k].N++
+						chains[k].ByID = chains[k].ByID && replay.IsUUIDv7(r.ID)
+					}
+					if err := st.add(ctx, uint32(i), chainIdx[replay.ChainOf(items[i], to)], r, !ok); err != nil {
+						t.Fatal(err)
+					}
+					items[i].Rows = append(items[i].Rows, r)
+				}
+				if err := st.seal(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.arrange(ctx, replay.Ordered(mode), chains); err != nil {
+					t.Fatal(err)
+				}
+				want, _ := replay.Arrange(items, mode, to)
+				k := 0
+				for it, err := range st.items(ctx, func(uint32) bool { return true }) {
+					if err != nil {
+						t.Fatal(err)
+					}
+					if k >= len(want) {
+						t.Fatalf("trial %d: the stage gave more than %d items", trial, len(want))
+					}
+					w := want[k]
+					for j := range w.Rows {
+						w.Rows[j].Data = w.Rows[0].Data // a message's rows carry its payload
+					}
+					if !reflect.DeepEqual(it, w) {
+						t.Fatalf("trial %d (%s, to %q): place %d is\n%+v\nArrange put\n%+v", trial, mode, to, k, it, w)
+					}
+					k++
+				}
+				if k != len(want) {
+					t.Fatalf("trial %d: the stage gave %d of %d items", trial, k, len(want))
+				}
+				st.close()
+			}
+		}
+	}
+}
+
+// Two addresses filed at one place (their hashes met) are refused when
+// read back, so no manifest names one address with another's rows.
+func TestStageRefusesTwoAddressesInOnePlace(t *testing.T) {
+	ctx := context.Background()
+	st, err := openStage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for i, tx := range []string{"a", "b"} {
+		r := client.Row{ID: "m", PartitionID: "p", TransactionID: tx, Queue: "q", Partition: "0", ConsumerGroup: "g", FailedAt: at}
+		if err := st.add(ctx, 0, 0, r, i == 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.seal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.arrange(ctx, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range st.items(ctx, func(uint32) bool { return true }) {
+		if err == nil || !strings.Contains(err.Error(), "share a hash") {
+			t.Fatalf("err = %v, want the two addresses refused", err)
+		}
+		return
+	}
+	t.Fatal("the stage gave nothing")
+}

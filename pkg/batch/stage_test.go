@@ -1,0 +1,128 @@
+package batch_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+	"time"
+
+	dlqctl "github.com/dlqctl/dlqctl"
+	"github.com/dlqctl/dlqctl/pkg/batch"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/dlqctl/dlqctl/pkg/sandbox"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
+)
+
+// A batch staged on disk as its rows stream records the manifest (its
+// items, their rows and payloads, in replay order) and the archive that
+// the items held in memory record: over the seeded DLQ (envelopes the
+// detail route decrypts, several groups a message), a filled one,
+// ordered partitions whose ids are UUIDv7 and others whose are not, a
+// message whose groups failed hours apart (its rows far apart in the
+// list), holds (counted, or left out by --skip-held), --limit,
+// --to-queue, no order, discards, and on the released server.
+func TestStagedBatchIsTheItemsBatch(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		b := sandbox.New(func() time.Time { return now })
+		if err := b.Load(dlqctl.SandboxSeed); err != nil {
+			t.Fatal(err)
+		}
+		b.Fill(2_000, 3)
+		b.FillChains(6, 40, 9)
+		var far []sandbox.DeadLetter
+		for i := range 30 {
+			for g, ago := range []time.Duration{time.Minute, 3 * time.Hour} {
+				far = append(far, sandbox.DeadLetter{Queue: "wide", Partition: fmt.Sprint(i % 4), TransactionID: fmt.Sprintf("far-%d", i),
+					ConsumerGroup: fmt.Sprintf("g%d", g), Error: "boom " + fmt.Sprint(i), RetryCount: g + 1, FailedAt: now.Add(-ago - time.Duration(i)*time.Second),
+					Data: json.RawMessage(fmt.Sprintf(`{"far":%d}`, i))})
+			}
+		}
+		b.AddDeadLetters(far...)
+		b.SetFaults(sandbox.Faults{OldServer: old})
+		srv := httptest.NewServer(b.Handler())
+		t.Cleanup(srv.Close)
+		cl := testkit.Client(t, srv.URL)
+		ctx := context.Background()
+		holds := testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/h.db")
+		hold := &ledger.Batch{Action: ledger.ActionHold, By: "ann", At: now, Why: "INC", Until: now.Add(time.Hour)}
+		if n, err := batch.Decide(ctx, cl, holds, selection(t, replay.Selection{Class: "f47c6181"}), hold); err != nil || n == 0 {
+			t.Fatalf("hold: %d %v", n, err)
+		}
+		holdItems, err := holds.Manifest(ctx, hold.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			action string
+			sel    replay.Selection
+			set    func(*batch.Request)
+		}{
+			{replay.Replay, replay.Selection{All: true}, nil},
+			{replay.Replay, replay.Selection{All: true}, func(r *batch.Request) { r.SkipHeld = true }},
+			{replay.Replay, replay.Selection{All: true}, func(r *batch.Request) { r.Settings.Order = replay.OrderNone }},
+			{replay.Replay, replay.Selection{All: true, Limit: 700}, func(r *batch.Request) { r.Settings.ToQueue = "recovery" }},
+			{replay.Replay, replay.Selection{Queue: "wide"}, nil},
+			{replay.Discard, replay.Selection{All: true}, nil},
+			{replay.Discard, replay.Selection{Queue: "notifications"}, func(r *batch.Request) { r.SkipHeld = true }},
+		} {
+			name := fmt.Sprintf("old=%v %s %s", old, c.action, c.sel.String())
+			record := func(staged bool) ([]ledger.ManifestItem, []ledger.Archived) {
+				ld := testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/l.db")
+				if err := ld.CreateBatch(ctx, &ledger.Batch{ID: hold.ID, Broker: cl.Broker(), Action: hold.Action, By: hold.By, At: hold.At, Why: hold.Why, Until: hold.Until}, holdItems); err != nil {
+					t.Fatal(err)
+				}
+				env := batch.Env{Client: cl, Ledger: ld, Now: func() time.Time { return now }, User: "tester"}
+				req := request(c.action, selection(t, c.sel))
+				if c.set != nil {
+					c.set(&req)
+				}
+				req.Stage = staged
+				p, err := batch.Prepare(ctx, env, req)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				defer p.Close()
+				if err := p.MakePlan(ctx); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if p.Staged() != staged {
+					t.Fatalf("%s: staged %v, want %v", name, p.Staged(), staged)
+				}
+				id, err := p.RecordForTest(ctx)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				man, err := ld.Manifest(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				arch, err := ld.ArchivedRows(ctx, cl.Broker(), ledger.ArchiveFilter{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return man, arch
+			}
+			wantMan, wantArch := record(false)
+			gotMan, gotArch := record(true)
+			if len(wantMan) < 30 {
+				t.Fatalf("%s: a manifest of %d checks little", name, len(wantMan))
+			}
+			if len(gotMan) != len(wantMan) {
+				t.Fatalf("%s: staged manifest of %d items, the items' %d", name, len(gotMan), len(wantMan))
+			}
+			for i := range wantMan {
+				if !reflect.DeepEqual(gotMan[i], wantMan[i]) {
+					t.Fatalf("%s: manifest item %d:\nstaged %+v\nitems  %+v", name, i, gotMan[i], wantMan[i])
+				}
+			}
+			if !reflect.DeepEqual(gotArch, wantArch) {
+				t.Fatalf("%s: the archives differ (%d rows staged, %d from the items)", name, len(gotArch), len(wantArch))
+			}
+		}
+	}
+}
+
