@@ -31,7 +31,7 @@ func TestStagedBatchIsTheItemsBatch(t *testing.T) {
 		if err := b.Load(dlqctl.SandboxSeed); err != nil {
 			t.Fatal(err)
 		}
-		b.Fill(2_000, 3)
+		b.Fill(500, 3)
 		b.FillChains(6, 40, 9)
 		var far []sandbox.DeadLetter
 		for i := range 30 {
@@ -64,7 +64,7 @@ func TestStagedBatchIsTheItemsBatch(t *testing.T) {
 			{replay.Replay, replay.Selection{All: true}, nil},
 			{replay.Replay, replay.Selection{All: true}, func(r *batch.Request) { r.SkipHeld = true }},
 			{replay.Replay, replay.Selection{All: true}, func(r *batch.Request) { r.Settings.Order = replay.OrderNone }},
-			{replay.Replay, replay.Selection{All: true, Limit: 700}, func(r *batch.Request) { r.Settings.ToQueue = "recovery" }},
+			{replay.Replay, replay.Selection{All: true, Limit: 300}, func(r *batch.Request) { r.Settings.ToQueue = "recovery" }},
 			{replay.Replay, replay.Selection{Queue: "wide"}, nil},
 			{replay.Discard, replay.Selection{All: true}, nil},
 			{replay.Discard, replay.Selection{Queue: "notifications"}, func(r *batch.Request) { r.SkipHeld = true }},
