@@ -125,4 +125,3 @@ func TestStagedBatchIsTheItemsBatch(t *testing.T) {
 		}
 	}
 }
-
