@@ -20,13 +20,24 @@ var now = testkit.Now
 
 func world(t *testing.T, dsn string) (*sandbox.Broker, batch.Env) {
 	t.Helper()
+	b, url := seeded(t, nil)
+	return b, batch.Env{Client: testkit.Client(t, url), Ledger: testkit.OpenLedger(t, dsn), Now: func() time.Time { return now }, User: "tester"}
+}
+
+// seeded serves the sandbox's seed, with what more adds to it: the
+// broker and its URL.
+func seeded(t *testing.T, more func(b *sandbox.Broker)) (*sandbox.Broker, string) {
+	t.Helper()
 	b := sandbox.New(func() time.Time { return now })
 	if err := b.Load(dlqctl.SandboxSeed); err != nil {
 		t.Fatal(err)
 	}
+	if more != nil {
+		more(b)
+	}
 	srv := httptest.NewServer(b.Handler())
 	t.Cleanup(srv.Close)
-	return b, batch.Env{Client: testkit.Client(t, srv.URL), Ledger: testkit.OpenLedger(t, dsn), Now: func() time.Time { return now }, User: "tester"}
+	return b, srv.URL
 }
 
 func selection(t *testing.T, s replay.Selection) *replay.Selection {

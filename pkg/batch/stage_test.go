@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"reflect"
 	"testing"
 	"time"
 
-	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
@@ -27,25 +25,21 @@ import (
 // --to-queue, no order, discards, and on the released server.
 func TestStagedBatchIsTheItemsBatch(t *testing.T) {
 	for _, old := range []bool{false, true} {
-		b := sandbox.New(func() time.Time { return now })
-		if err := b.Load(dlqctl.SandboxSeed); err != nil {
-			t.Fatal(err)
-		}
-		b.Fill(500, 3)
-		b.FillChains(6, 40, 9)
-		var far []sandbox.DeadLetter
-		for i := range 30 {
-			for g, ago := range []time.Duration{time.Minute, 3 * time.Hour} {
-				far = append(far, sandbox.DeadLetter{Queue: "wide", Partition: fmt.Sprint(i % 4), TransactionID: fmt.Sprintf("far-%d", i),
-					ConsumerGroup: fmt.Sprintf("g%d", g), Error: "boom " + fmt.Sprint(i), RetryCount: g + 1, FailedAt: now.Add(-ago - time.Duration(i)*time.Second),
-					Data: json.RawMessage(fmt.Sprintf(`{"far":%d}`, i))})
+		_, url := seeded(t, func(b *sandbox.Broker) {
+			b.Fill(500, 3)
+			b.FillChains(6, 40, 9)
+			var far []sandbox.DeadLetter
+			for i := range 30 {
+				for g, ago := range []time.Duration{time.Minute, 3 * time.Hour} {
+					far = append(far, sandbox.DeadLetter{Queue: "wide", Partition: fmt.Sprint(i % 4), TransactionID: fmt.Sprintf("far-%d", i),
+						ConsumerGroup: fmt.Sprintf("g%d", g), Error: "boom " + fmt.Sprint(i), RetryCount: g + 1, FailedAt: now.Add(-ago - time.Duration(i)*time.Second),
+						Data: json.RawMessage(fmt.Sprintf(`{"far":%d}`, i))})
+				}
 			}
-		}
-		b.AddDeadLetters(far...)
-		b.SetFaults(sandbox.Faults{OldServer: old})
-		srv := httptest.NewServer(b.Handler())
-		t.Cleanup(srv.Close)
-		cl := testkit.Client(t, srv.URL)
+			b.AddDeadLetters(far...)
+			b.SetFaults(sandbox.Faults{OldServer: old})
+		})
+		cl := testkit.Client(t, url)
 		ctx := context.Background()
 		holds := testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/h.db")
 		hold := &ledger.Batch{Action: ledger.ActionHold, By: "ann", At: now, Why: "INC", Until: now.Add(time.Hour)}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
@@ -26,15 +25,11 @@ import (
 // /retry).
 func TestStreamedPlanIsTheItemsPlan(t *testing.T) {
 	for _, old := range []bool{false, true} {
-		b := sandbox.New(func() time.Time { return now })
-		if err := b.Load(dlqctl.SandboxSeed); err != nil {
-			t.Fatal(err)
-		}
-		b.Fill(3_000, 3)
-		b.SetFaults(sandbox.Faults{OldServer: old})
-		srv := httptest.NewServer(b.Handler())
-		t.Cleanup(srv.Close)
-		env := batch.Env{Client: testkit.Client(t, srv.URL), Ledger: testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/l.db"), Now: func() time.Time { return now }, User: "tester"}
+		_, url := seeded(t, func(b *sandbox.Broker) {
+			b.Fill(3_000, 3)
+			b.SetFaults(sandbox.Faults{OldServer: old})
+		})
+		env := batch.Env{Client: testkit.Client(t, url), Ledger: testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/l.db"), Now: func() time.Time { return now }, User: "tester"}
 		ctx := context.Background()
 		hold := &ledger.Batch{Action: ledger.ActionHold, By: "ann", At: now, Why: "INC", Until: now.Add(time.Hour)}
 		if n, err := batch.Decide(ctx, env.Client, env.Ledger, selection(t, replay.Selection{Class: "f47c6181"}), hold); err != nil || n == 0 {
