@@ -44,7 +44,7 @@ const zeroTime = math.MinInt64
 func openStage(ctx context.Context) (st *stage, err error) {
 	f, err := os.CreateTemp("", "dlqctl-stage-*.db")
 	if err != nil {
-		return nil, fmt.Errorf("staging the snapshot: %w", err)
+		return nil, fmt.Errorf("staging the snapshot (in TMPDIR, %s): %w", os.TempDir(), err)
 	}
 	path := f.Name()
 	_ = f.Close()
@@ -81,7 +81,7 @@ func openStage(ctx context.Context) (st *stage, err error) {
 		payload  TEXT                 -- the address's first row's only
 	)`); err != nil {
 		st.close()
-		return nil, fmt.Errorf("staging the snapshot: %w", err)
+		return nil, stageErr(ctx, "staging the snapshot", err)
 	}
 	if os.Remove(path) == nil {
 		st.path = ""
@@ -91,7 +91,7 @@ func openStage(ctx context.Context) (st *stage, err error) {
 	}
 	if err != nil {
 		st.close()
-		return nil, fmt.Errorf("staging the snapshot: %w", err)
+		return nil, stageErr(ctx, "staging the snapshot", err)
 	}
 	return st, nil
 }
@@ -109,7 +109,7 @@ func (st *stage) add(ctx context.Context, item, chain uint32, r client.Row, firs
 	}
 	if _, err := st.ins.ExecContext(ctx, item, chain, r.PartitionID, r.TransactionID, r.ID, r.Queue, r.Partition, r.ConsumerGroup,
 		r.ErrorMessage, r.RetryCount, failed, payload); err != nil {
-		return fmt.Errorf("staging the snapshot: %w", err)
+		return stageErr(ctx, "staging the snapshot", err)
 	}
 	st.rows++
 	return nil
@@ -119,10 +119,10 @@ func (st *stage) add(ctx context.Context, item, chain uint32, r client.Row, firs
 // address's figures for the replay order gathered.
 func (st *stage) seal(ctx context.Context) error {
 	if err := st.ins.Close(); err != nil {
-		return fmt.Errorf("staging the snapshot: %w", err)
+		return stageErr(ctx, "staging the snapshot", err)
 	}
 	if err := st.tx.Commit(); err != nil {
-		return fmt.Errorf("staging the snapshot: %w", err)
+		return stageErr(ctx, "staging the snapshot", err)
 	}
 	st.tx, st.ins = nil, nil
 	for _, q := range []string{
@@ -143,7 +143,7 @@ func (st *stage) seal(ctx context.Context) error {
 			ORDER BY r.item`,
 	} {
 		if _, err := st.db.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("staging the snapshot: %w", err)
+			return stageErr(ctx, "staging the snapshot", err)
 		}
 	}
 	return nil
@@ -155,7 +155,7 @@ func (st *stage) checked(ctx context.Context, item uint32, payload json.RawMessa
 	if st.chk == nil {
 		var err error
 		if st.chk, err = st.db.PrepareContext(ctx, `UPDATE items SET payload = ?, checked = 1 WHERE item = ?`); err != nil {
-			return fmt.Errorf("staging the snapshot: %w", err)
+			return stageErr(ctx, "staging the snapshot", err)
 		}
 	}
 	var p any
@@ -163,7 +163,7 @@ func (st *stage) checked(ctx context.Context, item uint32, payload json.RawMessa
 		p = string(payload)
 	}
 	if _, err := st.chk.ExecContext(ctx, p, item); err != nil {
-		return fmt.Errorf("staging the snapshot: %w", err)
+		return stageErr(ctx, "staging the snapshot", err)
 	}
 	return nil
 }
@@ -174,7 +174,7 @@ func (st *stage) checked(ctx context.Context, item uint32, payload json.RawMessa
 func (st *stage) arrange(ctx context.Context, ordered bool, chains []replay.ChainCount) error {
 	exec := func(q string, args ...any) error {
 		if _, err := st.db.ExecContext(ctx, q, args...); err != nil {
-			return fmt.Errorf("arranging the snapshot: %w", err)
+			return stageErr(ctx, "arranging the snapshot", err)
 		}
 		return nil
 	}
@@ -211,13 +211,13 @@ func (st *stage) arrange(ctx context.Context, ordered bool, chains []replay.Chai
 	heads := make([]head, len(chains))
 	q, err := st.db.PrepareContext(ctx, `SELECT idkey, first FROM items WHERE chain = ? ORDER BY idkey, first, addr LIMIT 1`)
 	if err != nil {
-		return fmt.Errorf("arranging the snapshot: %w", err)
+		return stageErr(ctx, "arranging the snapshot", err)
 	}
 	defer q.Close()
 	for k, c := range chains {
 		heads[k] = head{k: k, byID: c.ByID}
 		if err := q.QueryRowContext(ctx, k).Scan(&heads[k].id, &heads[k].first); err != nil {
-			return fmt.Errorf("arranging the snapshot: %w", err)
+			return stageErr(ctx, "arranging the snapshot", err)
 		}
 	}
 	sort.SliceStable(heads, func(i, j int) bool {
@@ -244,7 +244,7 @@ func (st *stage) items(ctx context.Context, keep func(place uint32) bool) iter.S
 		rows, err := st.db.QueryContext(ctx, `SELECT a.item, r.pid, r.tid, r.mid, r.queue, r.part, r.grp, r.err, r.retries, r.failed, r.payload, i.payload, i.checked
 			FROM arranged a JOIN items i ON i.item = a.item JOIN rows r ON r.item = a.item ORDER BY a.pos, r.k`)
 		if err != nil {
-			yield(replay.Item{}, fmt.Errorf("reading the staged snapshot: %w", err))
+			yield(replay.Item{}, stageErr(ctx, "reading the staged snapshot", err))
 			return
 		}
 		defer rows.Close()
@@ -259,7 +259,7 @@ func (st *stage) items(ctx context.Context, keep func(place uint32) bool) iter.S
 			var checked bool
 			if err := rows.Scan(&item, &r.PartitionID, &r.TransactionID, &r.ID, &r.Queue, &r.Partition, &r.ConsumerGroup, &r.ErrorMessage,
 				&r.RetryCount, &failed, &payload, &checkedPayload, &checked); err != nil {
-				yield(replay.Item{}, fmt.Errorf("reading the staged snapshot: %w", err))
+				yield(replay.Item{}, stageErr(ctx, "reading the staged snapshot", err))
 				return
 			}
 			if failed != zeroTime {
@@ -289,11 +289,20 @@ func (st *stage) items(ctx context.Context, keep func(place uint32) bool) iter.S
 			}
 		}
 		if err := rows.Err(); err != nil {
-			yield(replay.Item{}, fmt.Errorf("reading the staged snapshot: %w", err))
+			yield(replay.Item{}, stageErr(ctx, "reading the staged snapshot", err))
 			return
 		}
 		give()
 	}
+}
+
+// stageErr is err from the stage, said as what was being done; an
+// interrupt (ctx done) is said as such, whatever the stage made of it.
+func stageErr(ctx context.Context, doing string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("%s: %w", doing, err)
 }
 
 // close lets the stage go: its file is removed (if it could not be

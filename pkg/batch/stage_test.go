@@ -3,12 +3,15 @@ package batch_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"iter"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/batch"
+	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
@@ -117,5 +120,46 @@ func TestStagedBatchIsTheItemsBatch(t *testing.T) {
 				t.Fatalf("%s: the archives differ (%d rows staged, %d from the items)", name, len(gotArch), len(wantArch))
 			}
 		}
+	}
+}
+
+// An interrupt while the rows are staged is said as one (the command
+// exits 130, "interrupted"), not as what the stage made of it, and
+// records nothing.
+func TestInterruptWhileStagingIsAnInterrupt(t *testing.T) {
+	_, url := seeded(t, func(b *sandbox.Broker) { b.Fill(3_000, 5) })
+	ld := testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/l.db")
+	env := batch.Env{Client: testkit.Client(t, url), Ledger: ld, Now: func() time.Time { return now }, User: "tester"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sel := selection(t, replay.Selection{All: true})
+	sel.WhereRows = func(ctx context.Context, rows iter.Seq2[client.Row, error]) iter.Seq2[client.Row, error] {
+		return func(yield func(client.Row, error) bool) {
+			n := 0
+			for r, err := range rows {
+				if n++; n == 500 {
+					// SIGINT, half-way through the list; the stage's
+					// transaction is rolled back as the signal lands.
+					cancel()
+					time.Sleep(100 * time.Millisecond)
+				}
+				if !yield(r, err) {
+					return
+				}
+			}
+		}
+	}
+	req := request(replay.Replay, sel)
+	req.Stage = true
+	p, err := batch.Prepare(ctx, env, req)
+	if err == nil {
+		p.Close()
+		t.Fatal("an interrupted snapshot was planned")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want the interrupt", err)
+	}
+	if bs, err := ld.Batches(context.Background(), ledger.BatchFilter{}); err != nil || len(bs) != 0 {
+		t.Fatalf("%d batches recorded (%v)", len(bs), err)
 	}
 }
