@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -144,8 +143,10 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	// harder as it nears it); a batch held in memory is not limited, its
 	// heap being what it holds.
 	req.Stage = true
+	limit := debug.SetMemoryLimit(-1) // GOMEMLIMIT's, if the user set one
 	if batch.Streams(req) {
-		defer debug.SetMemoryLimit(debug.SetMemoryLimit(streamedHeap))
+		debug.SetMemoryLimit(min(limit, streamedHeap))
+		defer debug.SetMemoryLimit(limit)
 	}
 	p, err := batch.Prepare(ctx, e, req)
 	if err != nil {
@@ -153,7 +154,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	}
 	defer p.Close()
 	if !p.Streamed() {
-		debug.SetMemoryLimit(math.MaxInt64)
+		debug.SetMemoryLimit(limit)
 	}
 	if p.Why() == "" && !ef.DryRun {
 		return cmdutil.FlagErrorf("--why is required: say why this batch is %s (it is recorded in the ledger)", map[string]string{"replay": "replayed", "rm": "discarded"}[sp.verb])
