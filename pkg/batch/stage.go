@@ -32,7 +32,6 @@ type stage struct {
 	path string
 	tx   *sql.Tx
 	ins  *sql.Stmt
-	rows int
 	// chk checks envelopes as the detail route answers (one at a time).
 	chk *sql.Stmt
 }
@@ -111,7 +110,6 @@ func (st *stage) add(ctx context.Context, item, chain uint32, r client.Row, firs
 		r.ErrorMessage, r.RetryCount, failed, payload); err != nil {
 		return stageErr(ctx, "staging the snapshot", err)
 	}
-	st.rows++
 	return nil
 }
 
