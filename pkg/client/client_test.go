@@ -497,18 +497,25 @@ func TestRowsAllocateLittleARow(t *testing.T) {
 		return n
 	}
 	read() // warm the connection
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	n := read()
-	runtime.ReadMemStats(&after)
-	if n != page*pages {
-		t.Fatalf("read %d rows, want %d", n, page*pages)
+	// The fewest of three reads: what a collection costs the pools that
+	// it empties (and a busy machine's scheduling) only adds, so the
+	// least is the read's own (one read alone ranged 208-251 under -race
+	// beside the rest of the suite).
+	perRow := math.Inf(1)
+	for range 3 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		n := read()
+		runtime.ReadMemStats(&after)
+		if n != page*pages {
+			t.Fatalf("read %d rows, want %d", n, page*pages)
+		}
+		perRow = min(perRow, float64(after.TotalAlloc-before.TotalAlloc)/float64(n))
 	}
 	// The row's texts are one string (about 110 bytes here) and its
 	// payload a copy (about 16); the server's side of each request and
 	// the decoder come on top.
-	perRow := float64(after.TotalAlloc-before.TotalAlloc) / float64(n)
 	t.Logf("%.0f bytes allocated a row", perRow)
 	if perRow > 250 {
 		t.Fatalf("%.0f bytes allocated a row read, want at most 250", perRow)
