@@ -40,7 +40,9 @@ func BenchmarkLsMemory(b *testing.B) {
 	}{{10_000, false, false}, {100_000, false, false}, {100_000, true, false}, {1_000_000, true, false}, {1_000_000, false, true}} {
 		sb := sandbox.New(nil)
 		sb.Fill(c.n, 4)
-		sb.SetFaults(sandbox.Faults{OldServer: c.old})
+		if c.old {
+			sb.SetLine(sandbox.Queen015)
+		}
 		srv := httptest.NewServer(sb.Handler())
 		mode, args := "paged", []string{"-o", "ndjson"}
 		if c.old {

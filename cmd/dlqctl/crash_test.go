@@ -64,7 +64,13 @@ type world struct {
 }
 
 func newWorld(t *testing.T, n int, seed uint64, ledgerDSN string) *world {
+	return newWorldOn(t, sandbox.Queen15, n, seed, ledgerDSN)
+}
+
+// newWorldOn is newWorld on a sandbox speaking a release line.
+func newWorldOn(t *testing.T, line sandbox.Line, n int, seed uint64, ledgerDSN string) *world {
 	b, url := testkit.Sandbox(t)
+	b.SetLine(line)
 	b.Fill(n, seed)
 	w := &world{t: t, b: b, url: url, dir: t.TempDir(), orig: map[string]client.Address{}, undec: map[string]bool{}}
 	w.ledger = ledgerDSN
@@ -217,16 +223,18 @@ func TestKillAndResume(t *testing.T) {
 	}
 	type variant struct {
 		name   string
+		line   sandbox.Line
 		faults sandbox.Faults
 		via    string
 	}
 	variants := []variant{
-		{"manual", sandbox.Faults{}, "manual"},
-		{"auto (manual, intents journaled with the claims)", sandbox.Faults{}, "auto"},
-		{"endpoint", sandbox.Faults{}, "endpoint"},
-		{"manual with 503s and cut connections", sandbox.Faults{Fail503Every: 5, CutEvery: 7}, "manual"},
-		{"endpoint with dlqRowRemoved false", sandbox.Faults{RowKeptEvery: 3}, "endpoint"},
-		{"older server", sandbox.Faults{OldServer: true, CutEvery: 6}, "auto"},
+		{"manual", sandbox.Queen15, sandbox.Faults{}, "manual"},
+		{"auto (manual, intents journaled with the claims)", sandbox.Queen15, sandbox.Faults{}, "auto"},
+		{"endpoint", sandbox.Queen15, sandbox.Faults{}, "endpoint"},
+		{"manual with 503s and cut connections", sandbox.Queen15, sandbox.Faults{Fail503Every: 5, CutEvery: 7}, "manual"},
+		{"endpoint with dlqRowRemoved false", sandbox.Queen15, sandbox.Faults{RowKeptEvery: 3}, "endpoint"},
+		{"older server", sandbox.Queen015, sandbox.Faults{CutEvery: 6}, "auto"},
+		{"1.6, the broker's move, with 503s and cut connections", sandbox.Queen16, sandbox.Faults{Fail503Every: 5, CutEvery: 7}, "auto"},
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	trials := 0
@@ -234,7 +242,7 @@ func TestKillAndResume(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			for i := 0; i < 5; i++ {
 				trials++
-				w := newWorld(t, 50, uint64(100+trials), "")
+				w := newWorldOn(t, v.line, 50, uint64(100+trials), "")
 				w.b.SetFaults(v.faults)
 				kill := time.Duration(rng.IntN(400)) * time.Millisecond
 				w.killAfter(kill, "dlq", "replay", "--all", "--via", v.via, "--rate", "150", "--concurrency", "4", "--why", "crash test", "--yes", "--order", "none")
@@ -325,18 +333,21 @@ func TestOrderedKillAndResume(t *testing.T) {
 	const parts, per = 6, 8
 	variants := []struct {
 		name   string
+		line   sandbox.Line
 		faults sandbox.Faults
 		via    string
 	}{
-		{"manual with 503s and cut connections", sandbox.Faults{Fail503Every: 5, CutEvery: 7}, "manual"},
-		{"endpoint with dlqRowRemoved false", sandbox.Faults{RowKeptEvery: 3}, "endpoint"},
-		{"released server with cuts", sandbox.Faults{OldServer: true, CutEvery: 6}, "auto"},
+		{"manual with 503s and cut connections", sandbox.Queen15, sandbox.Faults{Fail503Every: 5, CutEvery: 7}, "manual"},
+		{"endpoint with dlqRowRemoved false", sandbox.Queen15, sandbox.Faults{RowKeptEvery: 3}, "endpoint"},
+		{"released server with cuts", sandbox.Queen015, sandbox.Faults{CutEvery: 6}, "auto"},
+		{"1.6, the broker's move, with cuts", sandbox.Queen16, sandbox.Faults{CutEvery: 6}, "auto"},
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
 	for vi, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			for trial := 0; trial < 4; trial++ {
 				b, url := testkit.Sandbox(t)
+				b.SetLine(v.line)
 				b.FillChains(parts, per, uint64(100*vi+trial))
 				w := &world{t: t, b: b, url: url, dir: t.TempDir(), orig: map[string]client.Address{}, undec: map[string]bool{}}
 				w.ledger = "sqlite://" + filepath.Join(w.dir, "ledger.db")

@@ -137,7 +137,8 @@ func TestExporterNeverShowsTheToken(t *testing.T) {
 		}
 		// The released server answers in one body: failure classes, and
 		// their patterns, are exported too.
-		b.SetFaults(sandbox.Faults{Token: required, OldServer: true})
+		b.SetLine(sandbox.Queen015)
+		b.SetFaults(sandbox.Faults{Token: required})
 		srv := httptest.NewServer(b.Handler())
 		dir := t.TempDir()
 		env := append(os.Environ(), "DLQCTL_SERVER="+srv.URL, "DLQCTL_TOKEN="+token,

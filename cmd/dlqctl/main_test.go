@@ -63,7 +63,9 @@ func TestScripts(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			runScripts(t, mode, func(env *testscript.Env) (string, error) {
 				b := sandbox.New(nil)
-				b.SetFaults(sandbox.Faults{OldServer: mode != "contract"})
+				if mode != "contract" {
+					b.SetLine(sandbox.Queen015)
+				}
 				srv := httptest.NewServer(b.Handler())
 				env.Defer(srv.Close)
 				if mode == "released-api" {

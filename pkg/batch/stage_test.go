@@ -40,7 +40,9 @@ func TestStagedBatchIsTheItemsBatch(t *testing.T) {
 				}
 			}
 			b.AddDeadLetters(far...)
-			b.SetFaults(sandbox.Faults{OldServer: old})
+			if old {
+				b.SetLine(sandbox.Queen015)
+			}
 		})
 		cl := testkit.Client(t, url)
 		ctx := context.Background()

@@ -27,7 +27,9 @@ func TestStreamedPlanIsTheItemsPlan(t *testing.T) {
 	for _, old := range []bool{false, true} {
 		_, url := seeded(t, func(b *sandbox.Broker) {
 			b.Fill(3_000, 3)
-			b.SetFaults(sandbox.Faults{OldServer: old})
+			if old {
+				b.SetLine(sandbox.Queen015)
+			}
 		})
 		env := batch.Env{Client: testkit.Client(t, url), Ledger: testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/l.db"), Now: func() time.Time { return now }, User: "tester"}
 		ctx := context.Background()

@@ -20,7 +20,9 @@ func TestVerifyCopies(t *testing.T) {
 	for _, released := range []bool{false, true} {
 		testkit.ForEachLedger(t, func(t *testing.T, _ *ledger.Store, dsn string) {
 			b, env := world(t, dsn)
-			b.SetFaults(sandbox.Faults{OldServer: released})
+			if released {
+				b.SetLine(sandbox.Queen015)
+			}
 			ctx := context.Background()
 			res := run(t, env, replay.Replay, replay.Selection{Class: "f47c6181"})
 			if res.Report.Replayed == 0 {

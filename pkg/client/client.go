@@ -18,6 +18,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -82,6 +83,10 @@ type Client struct {
 	// while it answers): past Attempts × Timeout of silence the client
 	// sends nothing more (see unresponsive).
 	quietSince atomic.Int64
+
+	// release is the broker's line, told once (Release).
+	releaseMu sync.Mutex
+	release   *Release
 }
 
 const (
@@ -601,17 +606,9 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, pa
 	return nil, last
 }
 
-type retryAfterError struct {
-	*HTTPError
-	after time.Duration
-}
-
-func (e retryAfterError) Unwrap() error { return e.HTTPError }
-
 func (c *Client) backoff(try int, last error) time.Duration {
-	var ra retryAfterError
-	if errors.As(last, &ra) && ra.after > 0 {
-		return min(ra.after, 30*time.Second)
+	if ra := RetryAfter(last); ra > 0 {
+		return min(ra, 30*time.Second)
 	}
 	ceil := c.opts.Backoff << (try - 1)
 	ceil = min(ceil, 5*time.Second)
@@ -783,7 +780,8 @@ func (c *Client) once(ctx context.Context, method, target, shown string, payload
 	defer r.close()
 	body, _ := io.ReadAll(io.LimitReader(ir, 64<<10))
 	fail := func(kind error) *HTTPError {
-		return &HTTPError{Method: method, URL: shown, Status: hr.StatusCode, Body: c.snippet(body), Kind: kind}
+		return &HTTPError{Method: method, URL: shown, Status: hr.StatusCode, Body: c.snippet(body), Kind: kind, raw: body,
+			RetryAfter: parseRetryAfter(hr.Header.Get("Retry-After"))}
 	}
 	switch s := hr.StatusCode; {
 	case s == http.StatusUnauthorized:
@@ -791,12 +789,16 @@ func (c *Client) once(ctx context.Context, method, target, shown string, payload
 	case s == http.StatusForbidden:
 		return nil, fail(ErrForbidden), false
 	case s == http.StatusNotFound:
-		if bytes.Contains(body, []byte(NoDeadLetterText)) || jsonErrorIsNotFound(body) {
+		if !noSuchRoute(body) && (bytes.Contains(body, []byte(NoDeadLetterText)) || jsonErrorIsNotFound(body)) {
 			return nil, fail(ErrNoDeadLetterRow), false
 		}
 		return nil, fail(ErrRouteMissing), false
+	case s == http.StatusConflict:
+		return nil, fail(ErrRefused), false
+	case s == http.StatusInsufficientStorage:
+		return nil, fail(ErrFull), false
 	case s == http.StatusTooManyRequests:
-		return nil, retryAfterError{fail(ErrUnavailable), parseRetryAfter(hr.Header.Get("Retry-After"))}, true
+		return nil, fail(ErrUnavailable), true
 	case s == http.StatusBadGateway || s == http.StatusServiceUnavailable || s == http.StatusGatewayTimeout:
 		return nil, fail(ErrUnavailable), true
 	case s >= 500:
@@ -839,6 +841,15 @@ func errorKind(text string) error {
 		return ErrForbidden
 	}
 	return ErrUnavailable
+}
+
+// noSuchRoute reports the Rust broker's answer for a path it has no
+// route for: 404 {"error":"Not Found","code":"no_such_route"}.
+func noSuchRoute(body []byte) bool {
+	var e struct {
+		Code string `json:"code"`
+	}
+	return json.Unmarshal(bytes.TrimSpace(body), &e) == nil && e.Code == "no_such_route"
 }
 
 func jsonErrorIsNotFound(body []byte) bool {

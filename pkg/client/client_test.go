@@ -53,7 +53,9 @@ func TestRowsPagesEverythingOnceOnBothServers(t *testing.T) {
 		t.Run(fmt.Sprintf("old=%v", old), func(t *testing.T) {
 			b, url := testkit.Sandbox(t)
 			b.Fill(1234, 7)
-			b.SetFaults(sandbox.Faults{OldServer: old})
+			if old {
+				b.SetLine(sandbox.Queen015)
+			}
 			c := newClient(t, url)
 			rows := collect(t, c, client.ListQuery{Limit: 100})
 			if len(rows) != 1234 {
@@ -414,7 +416,7 @@ func TestFindOldestWhileTheDLQGrows(t *testing.T) {
 func TestFindOldestOnAnOldServer(t *testing.T) {
 	b, url := testkit.Sandbox(t)
 	b.Fill(500, 9)
-	b.SetFaults(sandbox.Faults{OldServer: true})
+	b.SetLine(sandbox.Queen015)
 	rows := b.DeadLetterRows()
 	ext, err := newClient(t, url).FindOldest(context.Background(), client.ListQuery{})
 	if err != nil {
@@ -450,7 +452,7 @@ func TestRetryEndpointAndManualPathOnTheSandbox(t *testing.T) {
 	if r2[0].Status != "duplicate" || r2[0].MessageID != r1[0].MessageID || len(b.LiveMessages()) != 2 {
 		t.Fatalf("repeated push = %+v; live %d", r2, len(b.LiveMessages()))
 	}
-	b.SetFaults(sandbox.Faults{OldServer: true})
+	b.SetLine(sandbox.Queen015)
 	if _, err := c.Retry(context.Background(), a); !errors.Is(err, client.ErrRouteMissing) {
 		t.Fatalf("old server retry: %v", err)
 	}

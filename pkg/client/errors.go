@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Sentinels the exit-code mapper and the replay engine switch on.
@@ -33,7 +34,30 @@ var (
 	// an unresponsive broker): it is safe to try again, even for a push.
 	// It comes with ErrUnavailable.
 	ErrNotSent = errors.New("nothing was sent")
+	// ErrRefused: the broker refused the call and changed nothing (2.x's
+	// 409: a read-only queue, a quota): not worth repeating at once.
+	ErrRefused = errors.New("refused by the broker")
+	// ErrFull: the broker's disk is full (2.x's 507): nothing more can be
+	// written until someone makes room.
+	ErrFull = errors.New("the broker's storage is full")
+	// ErrNotApplied: the broker answered that the call changed nothing
+	// (a move's 500 with dlqRowRemoved:false): safe to repeat.
+	ErrNotApplied = errors.New("the broker changed nothing")
+	// ErrOutcomeUnknown: the broker may or may not have applied the call
+	// (a move's 500 with dlqRowRemoved:null, or a lost answer): look at
+	// what it holds before anything else.
+	ErrOutcomeUnknown = errors.New("outcome unknown")
 )
+
+// RetryAfter is how long the broker asked to wait before the call is
+// sent again (429, or 2.x's 503 no_leader), 0 when it did not say.
+func RetryAfter(err error) time.Duration {
+	var he *HTTPError
+	if errors.As(err, &he) {
+		return he.RetryAfter
+	}
+	return 0
+}
 
 // NoAnswer reports whether err is a call that got no answer from the
 // broker at all (refused, timed out, cut): the broker may be down, as
@@ -59,8 +83,13 @@ type HTTPError struct {
 	Err    error // transport error, if any
 	// NotSent: the request never reached the broker (ErrNotSent).
 	NotSent bool
+	// RetryAfter is what the broker's Retry-After said, if anything.
+	RetryAfter time.Duration
 
 	bodyBytes []byte // set by the list decoder, turned into Body by its caller
+	// raw is the failure's body as it came (bounded, not redacted): for
+	// the caller that reads a verdict from it, never for printing.
+	raw []byte
 }
 
 func (e *HTTPError) Error() string {
@@ -88,6 +117,8 @@ func (e *HTTPError) Error() string {
 		b.WriteString("; this token lacks the access level for the call (read-write is needed to delete, push or replay)")
 	case errors.Is(e.Kind, ErrUnavailable):
 		b.WriteString("; check --server and that the broker is up")
+	case errors.Is(e.Kind, ErrFull):
+		b.WriteString("; the broker can take nothing more until its disk has room")
 	}
 	return b.String()
 }

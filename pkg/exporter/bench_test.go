@@ -25,7 +25,9 @@ import (
 func filled(b *testing.B, n int, released bool) (*exporter.Exporter, *atomic.Int64) {
 	sb := sandbox.New(nil)
 	sb.Fill(n, 7)
-	sb.SetFaults(sandbox.Faults{OldServer: released})
+	if released {
+		sb.SetLine(sandbox.Queen015)
+	}
 	var requests atomic.Int64
 	h := sb.Handler()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

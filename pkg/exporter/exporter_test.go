@@ -40,7 +40,9 @@ func newBroker(t *testing.T, released bool) *broker {
 	if err := b.Load(dlqctl.SandboxSeed); err != nil {
 		t.Fatal(err)
 	}
-	b.SetFaults(sandbox.Faults{OldServer: released})
+	if released {
+		b.SetLine(sandbox.Queen015)
+	}
 	h := b.Handler()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.requests.Add(1)

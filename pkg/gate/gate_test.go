@@ -25,7 +25,9 @@ func seeded(t *testing.T, old bool) (*sandbox.Broker, *client.Client) {
 	if err := b.Load(dlqctl.SandboxSeed); err != nil {
 		t.Fatal(err)
 	}
-	b.SetFaults(sandbox.Faults{OldServer: old})
+	if old {
+		b.SetLine(sandbox.Queen015)
+	}
 	srv := httptest.NewServer(b.Handler())
 	t.Cleanup(srv.Close)
 	return b, testkit.Client(t, srv.URL)

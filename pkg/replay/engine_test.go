@@ -134,22 +134,24 @@ func TestReplayExactlyOnceUnderFaults(t *testing.T) {
 	cases := []struct {
 		name   string
 		via    string
+		line   sandbox.Line
 		faults sandbox.Faults
 	}{
-		{"endpoint clean", replay.ViaAuto, sandbox.Faults{}},
-		{"manual clean", replay.ViaManual, sandbox.Faults{}},
-		{"endpoint 503s", replay.ViaAuto, sandbox.Faults{Fail503Every: 3}},
-		{"manual 503s", replay.ViaManual, sandbox.Faults{Fail503Every: 3}},
-		{"endpoint cut after apply", replay.ViaEndpoint, sandbox.Faults{CutEvery: 4}},
-		{"manual cut after apply", replay.ViaManual, sandbox.Faults{CutEvery: 4}},
-		{"endpoint row kept", replay.ViaAuto, sandbox.Faults{RowKeptEvery: 3}},
-		{"manual everything", replay.ViaManual, sandbox.Faults{Fail503Every: 5, CutEvery: 3}},
-		{"old server auto", replay.ViaAuto, sandbox.Faults{OldServer: true}},
-		{"old server faults", replay.ViaAuto, sandbox.Faults{OldServer: true, Fail503Every: 4, CutEvery: 3}},
+		{"endpoint clean", replay.ViaAuto, sandbox.Queen15, sandbox.Faults{}},
+		{"manual clean", replay.ViaManual, sandbox.Queen15, sandbox.Faults{}},
+		{"endpoint 503s", replay.ViaAuto, sandbox.Queen15, sandbox.Faults{Fail503Every: 3}},
+		{"manual 503s", replay.ViaManual, sandbox.Queen15, sandbox.Faults{Fail503Every: 3}},
+		{"endpoint cut after apply", replay.ViaEndpoint, sandbox.Queen15, sandbox.Faults{CutEvery: 4}},
+		{"manual cut after apply", replay.ViaManual, sandbox.Queen15, sandbox.Faults{CutEvery: 4}},
+		{"endpoint row kept", replay.ViaAuto, sandbox.Queen15, sandbox.Faults{RowKeptEvery: 3}},
+		{"manual everything", replay.ViaManual, sandbox.Queen15, sandbox.Faults{Fail503Every: 5, CutEvery: 3}},
+		{"old server auto", replay.ViaAuto, sandbox.Queen015, sandbox.Faults{}},
+		{"old server faults", replay.ViaAuto, sandbox.Queen015, sandbox.Faults{Fail503Every: 4, CutEvery: 3}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t, 120, "")
+			r.b.SetLine(c.line)
 			items := r.items(t)
 			r.b.SetFaults(c.faults)
 			mod := func(o *replay.Options) { o.Via = c.via }
@@ -193,7 +195,9 @@ func TestUndecryptableIsNeverReplayed(t *testing.T) {
 		if len(r.undec) == 0 {
 			t.Fatal("the fill has no undecryptable row")
 		}
-		r.b.SetFaults(sandbox.Faults{OldServer: old})
+		if old {
+			r.b.SetLine(sandbox.Queen015)
+		}
 		rep := r.run(t, "b", r.items(t), true, nil)
 		if rep.SkippedEncrypted != len(r.undec) {
 			t.Fatalf("old=%v: skipped %d, want %d", old, rep.SkippedEncrypted, len(r.undec))

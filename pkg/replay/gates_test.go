@@ -20,7 +20,7 @@ import (
 func TestReplayWaitsForTheConsumers(t *testing.T) {
 	const parts, per = 4, 8
 	b, url := testkit.Sandbox(t)
-	b.SetFaults(sandbox.Faults{OldServer: true}) // the released server reports lag
+	b.SetLine(sandbox.Queen015) // the released server reports lag
 	fillChains(b, parts, per, rand.New(rand.NewPCG(3, 4)))
 	b.SetLag("orders", "billing", 7*time.Minute)
 	c := testkit.Client(t, url)

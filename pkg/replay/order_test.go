@@ -131,17 +131,19 @@ func TestOrderedReplayUnderFaults(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		via    string
+		line   sandbox.Line
 		faults sandbox.Faults
 	}{
-		{"manual 503s and cuts", replay.ViaManual, sandbox.Faults{Fail503Every: 4, CutEvery: 5}},
-		{"endpoint cuts", replay.ViaEndpoint, sandbox.Faults{CutEvery: 4}},
-		{"endpoint row kept", replay.ViaEndpoint, sandbox.Faults{RowKeptEvery: 3}},
-		{"released server with cuts", replay.ViaAuto, sandbox.Faults{OldServer: true, CutEvery: 6}},
+		{"manual 503s and cuts", replay.ViaManual, sandbox.Queen15, sandbox.Faults{Fail503Every: 4, CutEvery: 5}},
+		{"endpoint cuts", replay.ViaEndpoint, sandbox.Queen15, sandbox.Faults{CutEvery: 4}},
+		{"endpoint row kept", replay.ViaEndpoint, sandbox.Queen15, sandbox.Faults{RowKeptEvery: 3}},
+		{"released server with cuts", replay.ViaAuto, sandbox.Queen015, sandbox.Faults{CutEvery: 6}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			const parts, per = 8, 12
 			rng := rand.New(rand.NewPCG(uint64(len(c.name)), 9))
 			b, url := testkit.Sandbox(t)
+			b.SetLine(c.line)
 			fillChains(b, parts, per, rng)
 			cl := testkit.Client(t, url)
 			store := testkit.OpenLedger(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db"))

@@ -1,8 +1,9 @@
 // Package sandbox is a Queen-compatible broker held in memory: the
 // dead-letter routes of docs/broker.md with their semantics (newest-first
-// offset paging, dedup by partition and transaction id, the 404 texts,
-// /retry minting a fresh transaction id), fault injection for tests, an
-// "older server" mode, and books that tests assert on.
+// offset paging, dedup by partition and transaction id, the 404 texts),
+// in each release line's shapes (Line: the C++ 0.x server, the Rust 1.x
+// line before and after 1.6's move, 2.x), with fault injection for tests,
+// the 1.6 console's replay, and books that tests assert on.
 package sandbox
 
 import (
@@ -36,11 +37,9 @@ type Faults struct {
 	Token string
 	// ReadOnlyToken may list and get, and gets 403 on anything else.
 	ReadOnlyToken string
-	// OldServer behaves as the released open-source server: no /retry
-	// route, limit ignored, offset > 0 answering value:null, errors as 200,
-	// DELETE removing the message itself, the list not decrypting, and its
-	// shapes (queues without groups, groups from /api/v1/consumer-groups).
-	OldServer bool
+	// Maintenance is 1.6's push maintenance: moves answer 503 (nothing
+	// touched) and pushes are answered buffered.
+	Maintenance bool
 	// DatabaseDown behaves as a broker whose database is unreachable:
 	// /health answers 503, pushes are answered "buffered" (kept in a local
 	// file, not stored), and every other call is parked until the client
@@ -81,12 +80,32 @@ const (
 	// HangAfterApply applies a push, retry or delete, then parks the
 	// answer until the client gives up (or is killed).
 	HangAfterApply
+	// Maintenance answers a move or a push as 1.6 does while push
+	// maintenance is on: 503, nothing touched.
+	Maintenance
+	// FailNotApplied answers a move 500 with dlqRowRemoved:false: the
+	// database refused it and nothing changed.
+	FailNotApplied
+	// UnknownAfterApply applies a move, then answers 500 with
+	// dlqRowRemoved:null (1.6's unknown outcome).
+	UnknownAfterApply
+	// UnknownNotApplied answers a move 500 with dlqRowRemoved:null
+	// without applying it.
+	UnknownNotApplied
+	// NoLeader answers 503 no_leader with Retry-After: 1, as 2.x does
+	// while its cluster elects a leader; nothing touched.
+	NoLeader
+	// Refuse409 refuses a move or push as 2.x does (409, nothing touched).
+	Refuse409
+	// DiskFull answers a push 507, as 2.x does when its disk is full.
+	DiskFull
 )
 
 // Broker is the in-memory broker. Its zero value is not usable; call New.
 type Broker struct {
 	mu       sync.Mutex
 	now      func() time.Time
+	line     Line
 	faults   Faults
 	queues   map[string]*queueConf
 	parts    map[string]string // queue\x00partition -> partition id
@@ -95,6 +114,7 @@ type Broker struct {
 	live     []*message
 	routes   map[string]int
 	seq      int64
+	rowSeq   int64 // row ids' own counter (message ids stay as they were)
 	// cursors are consumer groups' positions in b.live, per queue, group
 	// and partition (pop and ack, for seeding through the API).
 	cursors map[string]int
@@ -110,6 +130,22 @@ type Broker struct {
 	// lags are consumer groups' lags a test set, by (queue, group): what
 	// the released server's consumer-groups route reports.
 	lags map[[2]string]time.Duration
+	// byRowID finds a row by its id (the move's key).
+	byRowID map[string]*row
+	// lastPush is when each (partition, transaction id) was last pushed:
+	// 1.6 and 2.x deduplicate within the queue's window from there.
+	lastPush map[msgKey]time.Time
+	// decimal and byDecimal are 2.x's partition numbers, the list's
+	// partitionId there (the detail route still says the UUID).
+	decimal   map[string]string
+	byDecimal map[string]string
+	// moves counts the rows the move published and removed, console
+	// counts those the console moved (ConsoleReplay), traces the trace
+	// events recorded.
+	moves, console int
+	traces         []Trace
+	// offsets are the next offset of each partition.
+	offsets map[string]int64
 
 	// version counts changes to rows; views caches filtered row lists
 	// per filter until the next change, so paging a filtered DLQ costs
@@ -126,7 +162,7 @@ type view struct {
 
 type cachedPage struct {
 	version int
-	old     bool
+	line    Line
 	body    []byte
 }
 
@@ -136,7 +172,13 @@ type queueConf struct {
 	RetryLimit int
 	Groups     []string
 	CreatedAt  time.Time
+	// DedupWindow is how long a pushed transaction id is remembered, on
+	// lines that remember it only so long (1.6, 2.x): 0 turns dedup off.
+	DedupWindow time.Duration
 }
+
+// defaultDedupWindow is a queue's dedupWindowSeconds unless configured.
+const defaultDedupWindow = time.Hour
 
 type msgKey struct{ pid, txid string }
 
@@ -154,10 +196,12 @@ type message struct {
 	Completed bool
 	CreatedAt time.Time
 	seq       int64
+	offset    int64  // its place in its partition (2.x lists it)
 	rows      []*row // its dead-letter rows, newest first
 }
 
 type row struct {
+	id       string // the row's own id: what 1.x and 2.x list as id
 	msg      *message
 	Group    string
 	Error    string
@@ -171,8 +215,25 @@ func New(now func() time.Time) *Broker {
 	if now == nil {
 		now = time.Now
 	}
-	return &Broker{now: now, queues: map[string]*queueConf{}, parts: map[string]string{},
-		messages: map[msgKey]*message{}, routes: map[string]int{}}
+	return &Broker{now: now, line: Queen15, queues: map[string]*queueConf{}, parts: map[string]string{},
+		messages: map[msgKey]*message{}, routes: map[string]int{}, byRowID: map[string]*row{}}
+}
+
+// SetLine makes the broker speak a release line (Queen15, the seed
+// contract, by default). Set it before the broker is filled: 2.x numbers
+// its partitions as they are first listed.
+func (b *Broker) SetLine(l Line) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.line = l
+	b.pages = nil
+}
+
+// Line is the release line the broker speaks.
+func (b *Broker) Line() Line {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.line
 }
 
 // SetFaults replaces the fault settings and restarts their counters.
@@ -200,9 +261,44 @@ func (b *Broker) partitionLocked(queue, partition string) string {
 	id := PartitionID(queue, partition)
 	b.parts[k] = id
 	if _, ok := b.queues[queue]; !ok {
-		b.queues[queue] = &queueConf{Name: queue, RetryLimit: 3, CreatedAt: b.now().UTC()}
+		b.queues[queue] = &queueConf{Name: queue, RetryLimit: 3, CreatedAt: b.now().UTC(), DedupWindow: defaultDedupWindow}
 	}
 	return id
+}
+
+// listedPID is a partition id as the list shows it: 2.x's decimal
+// partition number, the UUID elsewhere.
+func (b *Broker) listedPID(pid string) string {
+	if b.line != Queen22 {
+		return pid
+	}
+	if d, ok := b.decimal[pid]; ok {
+		return d
+	}
+	if b.decimal == nil {
+		b.decimal, b.byDecimal = map[string]string{}, map[string]string{}
+	}
+	d := fmt.Sprint(len(b.decimal) + 1)
+	b.decimal[pid], b.byDecimal[d] = d, pid
+	return d
+}
+
+// internalPID is the partition a path's partition id names: 2.x takes
+// its decimal number or the UUID.
+func (b *Broker) internalPID(pid string) string {
+	if p, ok := b.byDecimal[pid]; ok && b.line == Queen22 {
+		return p
+	}
+	return pid
+}
+
+// rowIDLocked mints a row id as 1.x's gen_random_uuid does: a UUIDv4,
+// here derived from a counter so a run is repeatable.
+func (b *Broker) rowIDLocked() string {
+	b.rowSeq++
+	h := sha1.Sum(fmt.Appendf(nil, "dlq-row-%d", b.rowSeq))
+	s := hex.EncodeToString(h[:16])
+	return s[0:8] + "-" + s[8:12] + "-4" + s[13:16] + "-a" + s[17:20] + "-" + s[20:32]
 }
 
 // messageIDLocked mints a message id as the broker does: a UUIDv7 whose
@@ -242,7 +338,16 @@ type DeadLetter struct {
 func (b *Broker) AddQueue(name string, encrypted bool, retryLimit int, groups ...string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.queues[name] = &queueConf{Name: name, Encrypted: encrypted, RetryLimit: retryLimit, Groups: groups, CreatedAt: b.now().UTC()}
+	b.queues[name] = &queueConf{Name: name, Encrypted: encrypted, RetryLimit: retryLimit, Groups: groups, CreatedAt: b.now().UTC(), DedupWindow: defaultDedupWindow}
+}
+
+// SetDedupWindow sets a queue's dedupWindowSeconds (1.6, 2.x): 0 turns
+// dedup off.
+func (b *Broker) SetDedupWindow(queue string, d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.partitionLocked(queue, "Default")
+	b.queues[queue].DedupWindow = d
 }
 
 // AddDeadLetters adds rows, as if consumers had dead-lettered the
@@ -265,7 +370,9 @@ func (b *Broker) AddDeadLetters(dls ...DeadLetter) {
 			m = &message{ID: b.messageIDLocked(enq), TxID: d.TransactionID, PartitionID: pid, Queue: d.Queue,
 				Partition: d.Partition, Payload: d.Data, Encrypted: q.Encrypted || d.Undecryptable,
 				Undecryptable: d.Undecryptable, CreatedAt: enq, seq: b.seq}
+			m.offset = b.nextOffsetLocked(pid)
 			b.messages[k] = m
+			b.pushedLocked(k, enq)
 		}
 		b.seq++
 		b.addRowLocked(&row{msg: m, Group: d.ConsumerGroup, Error: d.Error, Retries: d.RetryCount, FailedAt: d.FailedAt.UTC().Truncate(time.Millisecond), seq: b.seq})
@@ -292,6 +399,10 @@ func (b *Broker) RemoveDeadLetters(partitionID, txid string) int {
 // addRowLocked appends a row to the DLQ and to its message's rows; the
 // caller sorts b.rows.
 func (b *Broker) addRowLocked(r *row) {
+	if r.id == "" {
+		r.id = b.rowIDLocked()
+	}
+	b.byRowID[r.id] = r
 	b.rows = append(b.rows, r)
 	r.msg.rows = append(r.msg.rows, r)
 	sort.SliceStable(r.msg.rows, func(i, j int) bool { return newer(r.msg.rows[i], r.msg.rows[j]) })
@@ -307,17 +418,32 @@ func (b *Broker) removeRowsLocked(k msgKey) int {
 	b.applied++
 	n := len(m.rows)
 	for _, r := range m.rows {
-		i := sort.Search(len(b.rows), func(i int) bool { return !newer(b.rows[i], r) })
-		for i < len(b.rows) && b.rows[i] != r {
-			i++
-		}
-		if i < len(b.rows) {
-			b.rows = slices.Delete(b.rows, i, i+1)
-		}
+		b.unlistLocked(r)
 	}
 	m.rows = nil
 	b.version++
 	return n
+}
+
+// unlistLocked takes a row out of the DLQ's order (found by binary
+// search) and the row index; its message's rows are the caller's.
+func (b *Broker) unlistLocked(r *row) {
+	i := sort.Search(len(b.rows), func(i int) bool { return !newer(b.rows[i], r) })
+	for i < len(b.rows) && b.rows[i] != r {
+		i++
+	}
+	if i < len(b.rows) {
+		b.rows = slices.Delete(b.rows, i, i+1)
+	}
+	delete(b.byRowID, r.id)
+}
+
+// removeRowLocked deletes one row, as a move does: the message's other
+// groups' rows stay.
+func (b *Broker) removeRowLocked(r *row) {
+	b.unlistLocked(r)
+	r.msg.rows = slices.DeleteFunc(r.msg.rows, func(x *row) bool { return x == r })
+	b.version++
 }
 
 // FailAgain dead-letters a live message again (its replay failed), as a
@@ -340,6 +466,8 @@ func (b *Broker) FailAgain(queue, txid, group, errText string) bool {
 
 // Row is a dead-letter row in the books.
 type Row struct {
+	// ID is the row's own id (the move's key on 1.6 and 2.x).
+	ID            string
 	PartitionID   string
 	TransactionID string
 	Queue         string
@@ -409,7 +537,7 @@ func (b *Broker) DeadLetterRows() []Row {
 	defer b.mu.Unlock()
 	out := make([]Row, 0, len(b.rows))
 	for _, r := range b.rows {
-		out = append(out, Row{PartitionID: r.msg.PartitionID, TransactionID: r.msg.TxID, Queue: r.msg.Queue,
+		out = append(out, Row{ID: r.id, PartitionID: b.listedPID(r.msg.PartitionID), TransactionID: r.msg.TxID, Queue: r.msg.Queue,
 			Partition: r.msg.Partition, ConsumerGroup: r.Group, Error: r.Error, FailedAt: r.FailedAt, Payload: r.msg.Payload})
 	}
 	return out
@@ -429,7 +557,7 @@ func (b *Broker) LiveMessages() []Live {
 	defer b.mu.Unlock()
 	out := make([]Live, 0, len(b.live))
 	for _, m := range b.live {
-		out = append(out, Live{PartitionID: m.PartitionID, TransactionID: m.TxID, MessageID: m.ID, Queue: m.Queue, Partition: m.Partition, Payload: m.Payload})
+		out = append(out, Live{PartitionID: b.listedPID(m.PartitionID), TransactionID: m.TxID, MessageID: m.ID, Queue: m.Queue, Partition: m.Partition, Payload: m.Payload})
 	}
 	return out
 }
@@ -475,7 +603,7 @@ func (b *Broker) listedPayload(m *message) (json.RawMessage, bool) {
 	switch {
 	case m.Undecryptable:
 		return envelope(m.Payload), false
-	case m.Encrypted && b.faults.OldServer:
+	case m.Encrypted && b.line == Queen015:
 		return envelope(m.Payload), false
 	case m.Encrypted:
 		return m.Payload, true
@@ -493,7 +621,9 @@ func readPayload(m *message) json.RawMessage {
 }
 
 // push publishes one item; it returns the message and whether it was a
-// duplicate of one already held in that partition.
+// duplicate of one already held in that partition. The 0.x server and
+// the seed contract hold a transaction id for as long as the message is
+// held; 1.6 and 2.x for the queue's dedup window only (0: not at all).
 func (b *Broker) pushLocked(queue, partition, txid string, payload json.RawMessage) (*message, bool) {
 	if partition == "" {
 		partition = "Default"
@@ -504,13 +634,43 @@ func (b *Broker) pushLocked(queue, partition, txid string, payload json.RawMessa
 	}
 	k := msgKey{pid, txid}
 	if m, ok := b.messages[k]; ok {
-		return m, true
+		if !b.line.windowed() {
+			return m, true
+		}
+		if w := b.queues[queue].DedupWindow; w > 0 && b.now().Sub(b.lastPush[k]) < w {
+			return m, true
+		}
 	}
 	b.seq++
 	m := &message{ID: b.messageIDLocked(b.now()), TxID: txid, PartitionID: pid, Queue: queue, Partition: partition,
-		Payload: payload, Encrypted: b.queues[queue].Encrypted, Live: true, CreatedAt: b.now().UTC(), seq: b.seq}
-	b.messages[k] = m
+		Payload: payload, Encrypted: b.queues[queue].Encrypted, Live: true, CreatedAt: b.now().UTC(), seq: b.seq, offset: b.nextOffsetLocked(pid)}
+	// An address names the message whose dead-letter rows it holds: a
+	// second message under the same id (pushed past the dedup window)
+	// does not take the address from rows still dead-lettered.
+	if old, ok := b.messages[k]; !ok || len(old.rows) == 0 {
+		b.messages[k] = m
+	}
+	b.pushedLocked(k, m.CreatedAt)
 	b.live = append(b.live, m)
 	b.applied++
 	return m, false
+}
+
+// nextOffsetLocked takes the next offset of a partition.
+func (b *Broker) nextOffsetLocked(pid string) int64 {
+	if b.offsets == nil {
+		b.offsets = map[string]int64{}
+	}
+	n := b.offsets[pid]
+	b.offsets[pid] = n + 1
+	return n
+}
+
+// pushedLocked remembers when a transaction id was last pushed to a
+// partition (the dedup window runs from there).
+func (b *Broker) pushedLocked(k msgKey, at time.Time) {
+	if b.lastPush == nil {
+		b.lastPush = map[msgKey]time.Time{}
+	}
+	b.lastPush[k] = at
 }

@@ -23,7 +23,7 @@ func TestReleasedModeMatchesTheRealServer(t *testing.T) {
 	b.AddQueue("orders", false, 3, "billing", "shipping")
 	b.AddDeadLetters(DeadLetter{Queue: "orders", Partition: "1039", TransactionID: "order:10010:v2", ConsumerGroup: "billing",
 		Error: "unknown payload version 4", RetryCount: 0, FailedAt: time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC), Data: json.RawMessage(`{"orderId":10010}`)})
-	b.SetFaults(Faults{OldServer: true})
+	b.SetLine(Queen015)
 	srv := httptest.NewServer(b.Handler())
 	defer srv.Close()
 	pid := PartitionID("orders", "1039")

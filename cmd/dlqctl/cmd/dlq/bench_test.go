@@ -254,7 +254,9 @@ func BenchmarkCheckMaxAge(b *testing.B) {
 				Error: "boom", FailedAt: now.Add(-time.Duration(i) * 72 * time.Hour / n), Data: []byte(`{"a":1}`)}
 		}
 		sb.AddDeadLetters(dls...)
-		sb.SetFaults(sandbox.Faults{OldServer: old})
+		if old {
+			sb.SetLine(sandbox.Queen015)
+		}
 		srv := httptest.NewServer(sb.Handler())
 		c := testkit.Client(b, srv.URL)
 		name := "paged"

@@ -737,7 +737,7 @@ func TestCheckOnAnOlderServer(t *testing.T) {
 		return res
 	}
 	cur := run()
-	b.SetFaults(sandbox.Faults{OldServer: true})
+	b.SetLine(sandbox.Queen015)
 	old := run()
 	if len(cur.Scopes) != len(old.Scopes) || cur.OK || old.OK {
 		t.Fatalf("scopes %d vs %d", len(cur.Scopes), len(old.Scopes))

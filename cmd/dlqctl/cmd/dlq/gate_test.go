@@ -90,7 +90,9 @@ func TestQueueMissingFromTheBrokersListIsChecked(t *testing.T) {
 		if err := b.Load(dlqctl.SandboxSeed); err != nil {
 			t.Fatal(err)
 		}
-		b.SetFaults(sandbox.Faults{OldServer: old})
+		if old {
+			b.SetLine(sandbox.Queen015)
+		}
 		for i := 0; i < 74; i++ {
 			b.AddDeadLetters(sandbox.DeadLetter{Queue: "hidden", Partition: "p", TransactionID: "h" + string(rune('a'+i%26)) + string(rune('a'+i/26)),
 				ConsumerGroup: "g", Error: "boom", FailedAt: testutil.Now.Add(-48 * time.Hour), Data: json.RawMessage(`{}`)})
@@ -252,7 +254,9 @@ func TestResumePlanIsTruthful(t *testing.T) {
 func TestLsSortOldest(t *testing.T) {
 	for _, old := range []bool{false, true} {
 		b, cli := seeded(t)
-		b.SetFaults(sandbox.Faults{OldServer: old})
+		if old {
+			b.SetLine(sandbox.Queen015)
+		}
 		for i := 0; i < 700; i++ {
 			b.AddDeadLetters(sandbox.DeadLetter{Queue: "bulk", Partition: "p", TransactionID: "b" + strconv.Itoa(i), ConsumerGroup: "g",
 				Error: "e", FailedAt: testutil.Now.Add(-time.Duration(i) * time.Minute), Data: json.RawMessage(`{}`)})
@@ -283,7 +287,9 @@ func TestLsSortOldest(t *testing.T) {
 func TestEnvelopesInTheFirstPage(t *testing.T) {
 	for _, old := range []bool{false, true} {
 		b, cli := seeded(t)
-		b.SetFaults(sandbox.Faults{OldServer: old})
+		if old {
+			b.SetLine(sandbox.Queen015)
+		}
 		out, _, _ := cli.Exec("dlq", "ls", "--queue", "notifications", "-o", "wide")
 		want := map[bool]string{false: "[undecryptable] decryption failed", true: "yes (list shows the envelope)"}[old]
 		if strings.Count(out, want) < 4 {

@@ -303,7 +303,7 @@ func TestHostileHungRetryRoute(t *testing.T) {
 		}
 		return false
 	})
-	b.SetFaults(sandbox.Faults{OldServer: true})
+	b.SetLine(sandbox.Queen015)
 	_, stderr, code := cli.Exec("--timeout", "1s", "dlq", "replay", "--queue", "orders", "--why", "x", "--yes", "--rate", "0")
 	if code != 0 || regexp.MustCompile(`\d+ unknown`).MatchString(stderr) || !regexp.MustCompile(`: 75 replayed, 0 failed in`).MatchString(stderr) {
 		t.Fatalf("exit %d:\n%s", code, stderr)
@@ -337,7 +337,8 @@ func TestHostileBufferedPush(t *testing.T) {
 // each wait, and the error says so.
 func TestHostileDatabaseDown(t *testing.T) {
 	b, cli := seeded(t)
-	b.SetFaults(sandbox.Faults{OldServer: true, DatabaseDown: true})
+	b.SetLine(sandbox.Queen015)
+	b.SetFaults(sandbox.Faults{DatabaseDown: true})
 	_, stderr, code := cli.Exec("--timeout", "300ms", "dlq", "ls")
 	if code != 3 || !strings.Contains(stderr, "no answer within 300ms (--timeout)") || !strings.Contains(stderr, "4 tries") {
 		t.Fatalf("exit %d: %s", code, stderr)

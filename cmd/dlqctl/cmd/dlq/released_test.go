@@ -34,7 +34,7 @@ func released(t *testing.T) (*sandbox.Broker, *testutil.CLI, func() []string) {
 	if err := b.Load(dlqctl.SandboxSeed); err != nil {
 		t.Fatal(err)
 	}
-	b.SetFaults(sandbox.Faults{OldServer: true})
+	b.SetLine(sandbox.Queen015)
 	var mu sync.Mutex
 	var log []string
 	h := b.Handler()

@@ -50,7 +50,9 @@ func world(t *testing.T, released bool) (*sandbox.Broker, *testutil.CLI) {
 	if err := b.Load(dlqctl.SandboxSeed); err != nil {
 		t.Fatal(err)
 	}
-	b.SetFaults(sandbox.Faults{OldServer: released})
+	if released {
+		b.SetLine(sandbox.Queen015)
+	}
 	srv := httptest.NewServer(b.Handler())
 	t.Cleanup(srv.Close)
 	cli := testutil.NewCLI(t, srv.URL, root.Run)

@@ -19,9 +19,11 @@ import (
 
 // Options are `dlqctl sandbox`'s flags.
 type Options struct {
-	Addr   string
-	Seed   string
-	Faults sb.Faults
+	Addr          string
+	Seed          string
+	ServerVersion string
+	OldServer     bool
+	Faults        sb.Faults
 }
 
 // NewCmdSandbox runs the sandbox broker until interrupted.
@@ -34,16 +36,35 @@ func NewCmdSandbox(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command
 dlqctl's repository describes it), seeded with dead letters over several
 queues, consumer groups and failure classes, some encrypted and a few
 undecryptable. It keeps the broker's semantics (newest-first paging, dedup
-by partition and transaction id, the 404 texts, /retry with a fresh id).
---old-server makes it the released Queen server users run today (one-body
-lists, no /retry, errors as 200, groups from /api/v1/consumer-groups); it
-can also misbehave on purpose for rehearsals: --fail-503-every, --cut-every,
---row-kept-every, --latency, --database-down, --require-token. Stop it with
-Ctrl-C; nothing is kept.`,
+by partition and transaction id, the 404 texts) in the shapes of the Queen
+release line --server-version names:
+
+  0.15  the C++ 0.x server (one-body lists, no /retry, errors as 200,
+        DELETE removing the message itself); --old-server is the same
+  1.5   the Rust line before 1.6, as the seed contract describes it
+        (paged lists, /retry publishing under a fresh id): the default
+  1.6   the broker's move (POST /api/v1/dlq/{id}/replay publishes the row
+        as dlq:<row id> and deletes that row alone), with the console's
+        replay: POST /_sandbox/console/replay?queue=Q&limit=N replays the
+        N newest rows as someone pressing Replay in Queen's console would
+  2.2   the raft line: decimal partition ids, pages of at most 1000,
+        409 refusals, 503 with Retry-After
+
+It can also misbehave on purpose for rehearsals: --fail-503-every,
+--cut-every, --row-kept-every, --latency, --database-down, --maintenance
+(1.6), --require-token. Stop it with Ctrl-C; nothing is kept.`,
 		Example: `  $ dlqctl sandbox
-  $ dlqctl sandbox --addr 127.0.0.1:7000 --old-server --require-token s3cret`,
+  $ dlqctl sandbox --server-version 1.6
+  $ curl -X POST 'http://127.0.0.1:6632/_sandbox/console/replay?queue=orders&limit=20'
+  $ dlqctl sandbox --addr 127.0.0.1:7000 --server-version 0.15 --require-token s3cret`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := sb.ParseLine(o.ServerVersion); err != nil {
+				return cmdutil.FlagErrorf("--server-version: %v", err)
+			}
+			if o.OldServer && cmd.Flags().Changed("server-version") {
+				return cmdutil.FlagErrorf("--old-server is --server-version 0.15: give one of them")
+			}
 			if runF != nil {
 				return runF(o)
 			}
@@ -53,7 +74,9 @@ Ctrl-C; nothing is kept.`,
 	fl := cmd.Flags()
 	fl.StringVar(&o.Addr, "addr", "127.0.0.1:6632", "address to listen on")
 	fl.StringVar(&o.Seed, "seed", "", "seed file (default: the built-in testdata/sandbox.json)")
-	fl.BoolVar(&o.Faults.OldServer, "old-server", false, "behave as the released Queen server: no /retry, limit ignored, errors as 200, DELETE removes the message")
+	fl.StringVar(&o.ServerVersion, "server-version", string(sb.Queen15), "the Queen release line to behave as: 0.15, 1.5, 1.6 or 2.2")
+	fl.BoolVar(&o.OldServer, "old-server", false, "behave as the C++ 0.x server (--server-version 0.15)")
+	fl.BoolVar(&o.Faults.Maintenance, "maintenance", false, "behave as a 1.6 broker in push maintenance: moves answered 503, pushes buffered")
 	fl.BoolVar(&o.Faults.DatabaseDown, "database-down", false, "behave as a broker whose database is away: pushes answered buffered, other calls hang")
 	fl.IntVar(&o.Faults.Fail503Every, "fail-503-every", 0, "answer every Nth mutating call with 503")
 	fl.IntVar(&o.Faults.CutEvery, "cut-every", 0, "apply every Nth push or retry, then cut the connection")
@@ -72,7 +95,12 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 		}
 		seed = b
 	}
+	line, _ := sb.ParseLine(o.ServerVersion)
+	if o.OldServer {
+		line = sb.Queen015
+	}
 	b := sb.New(nil)
+	b.SetLine(line)
 	if err := b.Load(seed); err != nil {
 		return cmdutil.UsageError(fmt.Errorf("--seed: %v", err))
 	}
@@ -83,7 +111,7 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	}
 	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String()
-	fmt.Fprintf(f.IO.ErrOut, "Sandbox broker on %s with %d dead letters.\n", url, b.Depth())
+	fmt.Fprintf(f.IO.ErrOut, "Sandbox broker (Queen %s) on %s with %d dead letters.\n", line, url, b.Depth())
 	var set []string
 	if url != "http://127.0.0.1:6632" {
 		set = append(set, "export DLQCTL_SERVER="+url)

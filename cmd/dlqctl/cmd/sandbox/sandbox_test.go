@@ -46,7 +46,7 @@ func TestSandboxCommand(t *testing.T) {
 	go func() {
 		done <- root.Run(ctx, f, []string{"sandbox", "--addr", "127.0.0.1:0", "--old-server", "--require-token", "sandbox-s3cret-token"})
 	}()
-	re := regexp.MustCompile(`Sandbox broker on (http://127\.0\.0\.1:\d+) with 240 dead letters`)
+	re := regexp.MustCompile(`Sandbox broker \(Queen 0\.15\) on (http://127\.0\.0\.1:\d+) with 240 dead letters`)
 	var url string
 	for deadline := time.Now().Add(10 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if m := re.FindStringSubmatch(errOut.String()); m != nil {

@@ -1,0 +1,335 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+)
+
+// destQueue is the queue an item is published to.
+func (e *Engine) destQueue(it Item) string {
+	if e.o.ToQueue != "" {
+		return e.o.ToQueue
+	}
+	return it.Queue
+}
+
+// Pinned reports whether an address was attempted on the manual path
+// and may have been published under its derived id: every later run
+// keeps that path (and id), so a repeat is a harmless duplicate.
+func Pinned(ent *ledger.Entry) bool {
+	return ent != nil && ent.Via == ViaManual && ent.ReplayTxID != "" &&
+		(ent.State == ledger.Inflight || ent.State == ledger.Failed || ent.State == ledger.Published || ent.State == ledger.Unknown)
+}
+
+// copyAddress is where a manual replay's copy of an item would be: the
+// partition the push answer named, or the item's own partition when it
+// went to the item's own queue. ok is false when it cannot be known.
+func copyAddress(it Item, ent *ledger.Entry, toQueue string) (client.Address, bool) {
+	txid := ent.ReplayTxID
+	if txid == "" {
+		txid = ReplayTxID(it.Address, ent.Generation)
+	}
+	switch {
+	case ent.ReplayPartitionID != "":
+		return client.Address{PartitionID: ent.ReplayPartitionID, TransactionID: txid}, true
+	case ent.ReplayQueue == it.Queue, ent.ReplayQueue == "" && toQueue == "":
+		return client.Address{PartitionID: it.Address.PartitionID, TransactionID: txid}, true
+	}
+	return client.Address{}, false
+}
+
+func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) error {
+	a := it.Address
+	switch ent.State {
+	case ledger.Unknown:
+		if !e.o.RetryUnknown {
+			if err := e.save(ctx, ent, true); err != nil {
+				return err
+			}
+			e.record(func(r *Report) { r.Unknown++ })
+			e.list(a, "unknown: an endpoint replay's answer was lost and the row is still there; check the live queue, then re-run with --retry-unknown")
+			return nil
+		}
+		ent.State = ledger.Pending
+	case ledger.Published:
+		if err := e.pace(pctx); err != nil {
+			return err
+		}
+		return e.finishDelete(ctx, ent, func(r *Report) { r.Replayed++ })
+	case ledger.Inflight:
+		if ent.Via == ViaEndpoint {
+			return e.resolveEndpoint(ctx, ent)
+		}
+		// Manual path: re-pushing the same derived id is safe.
+	}
+	ent.Action = Replay
+	if e.o.MaxGeneration > 0 && ent.Generation > e.o.MaxGeneration {
+		return e.settle(ctx, ent, ledger.Skipped, "generation-cap", "", func(r *Report) {
+			r.SkippedGeneration++
+			r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("skipped: generation %d is past --max-generation %d (it keeps failing after replays)", ent.Generation, e.o.MaxGeneration)})
+		})
+	}
+	payload := it.Data()
+	if !it.Checked && (it.Envelope() || len(payload) == 0) {
+		// The released server's list shows the envelope; the detail route
+		// decrypts. Never push an envelope.
+		m, err := e.b.Get(ctx, a)
+		switch {
+		case errors.Is(err, client.ErrNoDeadLetterRow):
+			return e.settle(ctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
+		case err != nil:
+			return e.fail(ctx, ent, "failed: ", err)
+		}
+		payload = m.Payload
+	}
+	if client.IsEnvelope(payload) {
+		return e.settle(ctx, ent, ledger.Skipped, "undecryptable", "", func(r *Report) {
+			r.SkippedEncrypted++
+			r.Listed = append(r.Listed, AddrResult{a, "skipped: undecryptable envelope (wrong or rotated key); left in place"})
+		})
+	}
+	if Pinned(ent) && ent.ReplayQueue != "" && ent.ReplayQueue != e.destQueue(it) {
+		// Its earlier push (which may have landed) went elsewhere: the
+		// same id in another queue is no duplicate. A person decides.
+		e.record(func(r *Report) {
+			r.Failed++
+			r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("not sent: an earlier attempt pushed it to queue %s as %s and may have landed; replay it to that queue, or check that queue and discard it", ent.ReplayQueue, ent.ReplayTxID)})
+		})
+		return e.save(ctx, ent, true)
+	}
+	if err := e.pace(pctx); err != nil {
+		return err
+	}
+	// An address attempted on the manual path stays on it: its derived id
+	// makes a repeat a duplicate, where /retry would mint a second copy.
+	if !e.manualPath() && !Pinned(ent) {
+		return e.endpoint(ctx, ent)
+	}
+	return e.manual(ctx, it, ent, payload)
+}
+
+// endpoint replays through /retry (--via endpoint).
+func (e *Engine) endpoint(ctx context.Context, ent *ledger.Entry) error {
+	a := ent.Address
+	ent.State, ent.Via = ledger.Inflight, ViaEndpoint
+	ent.Attempts++
+	if err := e.save(ctx, ent, false); err != nil {
+		return err
+	}
+	res, err := e.b.Retry(ctx, a)
+	var he *client.HTTPError
+	switch {
+	case err == nil:
+		if res.ReplayedAs != nil {
+			ent.ReplayTxID = res.ReplayedAs.TransactionID
+			e.copies.add(ent.ReplayTxID)
+		}
+		ent.Outcome = "replayed"
+		if !res.DLQRowRemoved {
+			// The message now exists twice; the row is ours to delete.
+			// Published is journaled first: a crash before the delete
+			// then resumes with the delete, not with an unknown.
+			ent.State = ledger.Published
+			if err := e.save(ctx, ent, false); err != nil {
+				return err
+			}
+			return e.finishDelete(ctx, ent, func(r *Report) { r.Replayed++ })
+		}
+		return e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+	case errors.Is(err, client.ErrRouteMissing):
+		return e.settle(ctx, ent, ledger.Failed, "", "the broker has no /retry route; use --via manual or auto", func(r *Report) {
+			r.Failed++
+			r.Listed = append(r.Listed, AddrResult{a, "failed: the broker has no /retry route (use --via auto or manual)"})
+		})
+	case errors.Is(err, client.ErrNoDeadLetterRow):
+		return e.settle(ctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
+	case errors.As(err, &he) && he.Err == nil && (he.Status == 503 || he.Status == 429 || he.Status == 401 || he.Status == 403):
+		// The broker answered that it did not take the call.
+		return e.fail(ctx, ent, "failed: ", err)
+	case errors.Is(err, client.ErrNotSent):
+		// Refused, or never written: the broker has not seen it.
+		return e.fail(ctx, ent, "failed: ", err)
+	}
+	// The answer was lost: the push may or may not have happened.
+	return e.resolveEndpoint(ctx, ent)
+}
+
+// resolveEndpoint settles an endpoint call whose answer was lost by
+// looking at the row: gone means replayed; still there means unknown
+// (the push may have happened with dlqRowRemoved:false), left for a human
+// rather than risking a second copy.
+func (e *Engine) resolveEndpoint(ctx context.Context, ent *ledger.Entry) error {
+	present, err := e.rowPresent(ctx, ent.Address)
+	if err != nil {
+		ent.State = ledger.Inflight
+		if serr := e.save(ctx, ent, true); serr != nil {
+			return serr
+		}
+		e.record(func(r *Report) {
+			r.Failed++
+			r.Listed = append(r.Listed, AddrResult{ent.Address, "unresolved: the replay call's answer was lost and the row could not be checked: " + err.Error()})
+		})
+		e.heard(err)
+		return nil
+	}
+	if !present {
+		return e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+	}
+	return e.settle(ctx, ent, ledger.Unknown, "", "answer lost; row still dead-lettered", func(r *Report) {
+		r.Unknown++
+		r.Listed = append(r.Listed, AddrResult{ent.Address, "unknown: the replay call's answer was lost and the row is still there; check the live queue, then re-run with --retry-unknown"})
+	})
+}
+
+// rowPresent asks the broker whether the address is still dead-lettered.
+func (e *Engine) rowPresent(ctx context.Context, a client.Address) (bool, error) {
+	m, err := e.b.Get(ctx, a)
+	switch {
+	case errors.Is(err, client.ErrNoDeadLetterRow):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return m.Status == "" || m.Status == "dead_letter", nil
+}
+
+// manual replays by get-push-delete with the derived transaction id:
+// every retry of the push is safe, a repeat comes back "duplicate".
+func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload json.RawMessage) error {
+	a := it.Address
+	if e.o.Transform != nil {
+		out, err := e.o.Transform(payload)
+		if err != nil {
+			return e.settle(ctx, ent, ledger.Failed, "", "transform: "+err.Error(), func(r *Report) {
+				r.Failed++
+				r.Listed = append(r.Listed, AddrResult{a, "failed: --transform: " + err.Error()})
+			})
+		}
+		payload = out
+	}
+	queue, partition := e.destQueue(it), it.Partition
+	// The intent is journaled before the push: whatever happens next (a
+	// lost answer, a kill), every later run, on any path and in any
+	// process, finds that a push with this derived id may exist and
+	// repeats it (a duplicate) instead of minting a copy through /retry.
+	// The claim may have journaled it already (intentAhead), or a run
+	// that died after journaling it: then there is nothing to wait for,
+	// and its id is this one (a generation changes only in one, which
+	// clears the id with it), not derived a second time.
+	if ent.Via != ViaManual || ent.ReplayTxID == "" {
+		ent.ReplayTxID = ReplayTxID(a, ent.Generation)
+	}
+	ent.State, ent.Via, ent.ReplayQueue = ledger.Inflight, ViaManual, queue
+	ent.Attempts++
+	if !ent.Holds() {
+		if err := e.save(ctx, ent, false); err != nil {
+			return err
+		}
+	}
+	e.copies.add(ent.ReplayTxID)
+	var res client.PushResult
+	var err error
+	// Safe to retry: the id is derived, so a push that did land answers
+	// "duplicate" the second time.
+	for try := 0; try < 4; try++ {
+		if try > 0 {
+			if serr := e.o.Sleep(ctx, time.Duration(try)*200*time.Millisecond); serr != nil {
+				break
+			}
+		}
+		res, err = e.pushes.push(client.PushItem{Queue: queue, Partition: partition, Payload: payload, TransactionID: ent.ReplayTxID})
+		if err == nil || errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) {
+			break
+		}
+	}
+	if err == nil && res.Buffered() {
+		// Not in the broker's database yet: the dead letter stays, and
+		// the derived id makes a later attempt safe either way.
+		e.stop("the broker buffered a push (its database is down); re-run when its /health says the database is connected")
+		err = fmt.Errorf("the broker buffered the push instead of storing it (its database is down); the dead letter is kept")
+	}
+	if err == nil && !res.Accepted() {
+		err = fmt.Errorf("push refused: status %q %s", res.Status, res.Error)
+	}
+	if err != nil {
+		// Stays retryable: the derived id makes the next attempt safe.
+		return e.fail(ctx, ent, "failed: ", err)
+	}
+	dup := res.Status == "duplicate"
+	ent.ReplayPartitionID = res.PartitionID
+	ent.State = ledger.Published
+	ent.Outcome = "replayed"
+	if dup {
+		ent.Outcome = "duplicate"
+	}
+	// Published is journaled only if the delete fails (finishDelete);
+	// otherwise the next write is the final one.
+	return e.finishDelete(ctx, ent, func(r *Report) {
+		if dup {
+			r.Duplicate++
+		} else {
+			r.Replayed++
+		}
+	})
+}
+
+// finishDelete deletes the row of a published address; a 404 means it is
+// already gone, which is what we wanted.
+func (e *Engine) finishDelete(ctx context.Context, ent *ledger.Entry, count func(r *Report)) error {
+	var err error
+	for try := 0; try < 3; try++ {
+		if try > 0 {
+			if serr := e.o.Sleep(ctx, time.Duration(try)*300*time.Millisecond); serr != nil {
+				break
+			}
+		}
+		err = e.b.Delete(ctx, ent.Address)
+		if err == nil || errors.Is(err, client.ErrNoDeadLetterRow) {
+			err = nil
+			break
+		}
+	}
+	if err != nil {
+		// Published stays: the next run only finishes this delete.
+		ent.State, ent.LastError = ledger.Published, err.Error()
+		if serr := e.save(ctx, ent, true); serr != nil {
+			return serr
+		}
+		e.record(func(r *Report) {
+			r.Failed++
+			r.Listed = append(r.Listed, AddrResult{ent.Address, "published, but the dead-letter row could not be deleted: " + err.Error() + " (re-run to finish)"})
+		})
+		return nil
+	}
+	return e.settle(ctx, ent, ledger.Removed, ent.Outcome, "", count)
+}
+
+// discard deletes an address whose rows are archived.
+func (e *Engine) discard(pctx, ctx context.Context, it Item, ent *ledger.Entry) error {
+	a := it.Address
+	if err := e.pace(pctx); err != nil {
+		return err
+	}
+	if ent.State == ledger.Published || ent.State == ledger.Inflight && ent.Via != "" {
+		// A replay is half done at this address; finishing the delete is
+		// all either action needs now.
+		return e.finishDelete(ctx, ent, func(r *Report) { r.Replayed++ })
+	}
+	// The command archived every row of the batch before the run began.
+	ent.Action, ent.State, ent.Via = Discard, ledger.Pending, ""
+	ent.Attempts++
+	err := e.b.Delete(ctx, a)
+	switch {
+	case err == nil:
+		return e.settle(ctx, ent, ledger.Removed, "discarded", "", func(r *Report) { r.Discarded++ })
+	case errors.Is(err, client.ErrNoDeadLetterRow):
+		return e.settle(ctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
+	}
+	return e.fail(ctx, ent, "failed: ", err)
+}

@@ -1,0 +1,163 @@
+package replay
+
+import (
+	"hash/maphash"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+)
+
+// AddrResult is an address the report lists.
+type AddrResult struct {
+	Address client.Address `json:"address"`
+	Reason  string         `json:"reason"`
+}
+
+// Report is the outcome of an execution.
+type Report struct {
+	BatchID           string `json:"batchId"`
+	Action            string `json:"action"`
+	Total             int    `json:"total"`
+	Replayed          int    `json:"replayed"`
+	Duplicate         int    `json:"duplicateSuppressed"`
+	Discarded         int    `json:"discarded"`
+	AlreadyGone       int    `json:"alreadyGone"`
+	AlreadyDone       int    `json:"alreadyDone"`
+	Failed            int    `json:"failed"`
+	Unknown           int    `json:"unknown"`
+	SkippedEncrypted  int    `json:"skippedEncrypted"`
+	SkippedGeneration int    `json:"skippedGeneration"`
+	Unreachable       int    `json:"unreachable"`
+	// DeadLetteredAgain counts addresses this batch already replayed or
+	// discarded that are back in the DLQ (another group failed the
+	// message, or the replay failed under its original id): they are not
+	// acted on twice by one batch.
+	DeadLetteredAgain int `json:"deadLetteredAgain"`
+	Claimed           int `json:"claimedElsewhere"`
+	// HeldBack counts messages not replayed because an earlier message of
+	// their partition was not (BlockedPartitions names each partition and
+	// what holds it back).
+	HeldBack          int       `json:"heldBack"`
+	BlockedPartitions []Blocked `json:"blockedPartitions,omitempty"`
+	Refailed          int       `json:"refailed"`
+	// RowsRemoved counts the dead-letter rows this run's deletes removed:
+	// every row of each address done, selected or not.
+	RowsRemoved int `json:"rowsRemoved"`
+	// Unrecorded counts addresses whose outcome the journal could not
+	// record (the ledger failed under them): the resume settles them.
+	Unrecorded  int    `json:"unrecorded"`
+	NotStarted  int    `json:"notStarted"`
+	Interrupted bool   `json:"interrupted"`
+	Stopped     string `json:"stopped,omitempty"` // why scheduling stopped early
+	// Pauses are the waits on gates (consumer lag, the window), by kind.
+	Pauses      []Pause       `json:"pauses,omitempty"`
+	Elapsed     time.Duration `json:"-"`
+	ElapsedSecs float64       `json:"elapsedSeconds"`
+	Listed      []AddrResult  `json:"addresses,omitempty"` // failed, unknown, skipped
+	// LedgerError is why the run stopped when the journal could not be
+	// written: nothing more was published after it.
+	LedgerError string `json:"ledgerError,omitempty"`
+	// copies are the transaction ids this run published copies as.
+	copies *copySet
+	// AuthRefused: the broker refused the token mid-run (exit 4).
+	AuthRefused bool `json:"-"`
+	// BrokerDown: the run stopped because calls in a row got no answer
+	// at all (refused, timed out): the broker is down (exit 3).
+	BrokerDown bool `json:"-"`
+}
+
+// Published reports whether txid is one this run published a copy as (a
+// dead letter with it is one of the run's replays that failed again).
+func (r *Report) Published(txid string) bool { return r.copies.has(txid) }
+
+// copySet holds transaction ids as 64-bit hashes, 8 bytes an id however
+// long it is and with nothing besides (a map took about 40 bytes an id):
+// a batch of a million addresses keeps no million strings. The hashes are
+// appended as copies are published and sorted when asked about (after
+// the canary, after the run). An id whose hash collides with one of the
+// set's counts as in it.
+type copySet struct {
+	mu     sync.Mutex
+	seed   maphash.Seed
+	ids    []uint64
+	sorted int // ids[:sorted] are in order
+}
+
+func newCopySet() *copySet { return &copySet{seed: maphash.MakeSeed()} }
+
+func (c *copySet) add(txid string) {
+	h := maphash.String(c.seed, txid)
+	c.mu.Lock()
+	c.ids = append(c.ids, h)
+	c.mu.Unlock()
+}
+
+func (c *copySet) has(txid string) bool {
+	if c == nil {
+		return false
+	}
+	h := maphash.String(c.seed, txid)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sorted < len(c.ids) {
+		slices.Sort(c.ids)
+		c.ids = slices.Compact(c.ids)
+		c.sorted = len(c.ids)
+	}
+	_, ok := slices.BinarySearch(c.ids, h)
+	return ok
+}
+
+// empty reports whether no copy was published.
+func (c *copySet) empty() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.ids) == 0
+}
+
+// Accounted is the number of addresses the report puts in a bucket:
+// Total, when every address is accounted for exactly once.
+func (r *Report) Accounted() int {
+	return r.Replayed + r.Duplicate + r.Discarded + r.AlreadyGone + r.AlreadyDone + r.Failed + r.Unknown +
+		r.SkippedEncrypted + r.SkippedGeneration + r.Unreachable + r.DeadLetteredAgain + r.Claimed + r.HeldBack +
+		r.Unrecorded + r.NotStarted
+}
+
+// Outcome is the report as the ledger's outcome counts.
+func (r *Report) Outcome() map[string]int {
+	m := map[string]int{}
+	add := func(k string, v int) {
+		if v != 0 {
+			m[k] = v
+		}
+	}
+	add("replayed", r.Replayed)
+	add("duplicate", r.Duplicate)
+	add("discarded", r.Discarded)
+	add("alreadyGone", r.AlreadyGone)
+	add("alreadyDone", r.AlreadyDone)
+	add("failed", r.Failed)
+	add("unknown", r.Unknown)
+	add("skippedEncrypted", r.SkippedEncrypted)
+	add("skippedGeneration", r.SkippedGeneration)
+	add("unreachable", r.Unreachable)
+	add("deadLetteredAgain", r.DeadLetteredAgain)
+	add("claimedElsewhere", r.Claimed)
+	add("heldBack", r.HeldBack)
+	add("refailed", r.Refailed)
+	add("unrecorded", r.Unrecorded)
+	add("notStarted", r.NotStarted)
+	return m
+}
+
+// Clean reports whether every address of the batch was carried out: none
+// failed, is unknown, unreachable, skipped (undecryptable, past the
+// generation cap), back in the DLQ after this batch, held by another
+// run or behind a gap, unrecorded, or not started.
+func (r *Report) Clean() bool {
+	return r.Failed == 0 && r.Unknown == 0 && r.NotStarted == 0 && r.Unreachable == 0 && r.DeadLetteredAgain == 0 &&
+		r.Claimed == 0 && r.HeldBack == 0 && r.SkippedEncrypted == 0 && r.SkippedGeneration == 0 && r.Unrecorded == 0 &&
+		!r.Interrupted && r.Stopped == "" && r.LedgerError == ""
+}

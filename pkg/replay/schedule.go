@@ -1,0 +1,442 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+)
+
+// claimChunk is how many addresses the next claim of a partition (or,
+// unordered, of the feeder) takes, after one of last (0: the first). At a
+// rate, at most a second of work (and 32), so claims are not held long.
+// Unlimited, 32 and then twice the last, up to 256: each claim is a
+// journal write a partition's worker waits for, queued behind the other
+// workers' saves, and claiming 32 at a time held an unlimited run to
+// about 0.78 of a bare push-and-delete loop (BenchmarkUnlimited), while
+// a short partition still claims little.
+func (e *Engine) claimChunk(last int) int {
+	if e.o.Rate > 0 {
+		return min(max(int(e.o.Rate), 1), 32)
+	}
+	if last == 0 {
+		return 32
+	}
+	return min(2*last, 256)
+}
+
+// acquire claims a chunk of items, enrolling the addresses the journal
+// has never seen: an address is enrolled when its run reaches it. On the
+// manual path an address that will be pushed is enrolled with its
+// intent (derived id, destination), so its push waits for no journal
+// write of its own.
+func (e *Engine) acquire(ctx context.Context, part []Item) (map[client.Address]*ledger.Entry, error) {
+	addrs := make([]client.Address, len(part))
+	enrol := make([]ledger.Enrolment, len(part))
+	for k, it := range part {
+		addrs[k] = it.Address
+		gen := e.o.Generations.Of(it.Address)
+		enrol[k].Generation = gen
+		if e.intentAhead(it, gen) {
+			enrol[k].ReplayTxID, enrol[k].ReplayQueue = ReplayTxID(it.Address, gen), e.destQueue(it)
+		}
+	}
+	return e.j.Acquire(ctx, e.o.Broker, e.o.BatchID, e.o.Action, addrs, enrol, e.o.Owner, e.o.Now(), e.o.Lease)
+}
+
+// intentAhead reports whether an item's manual replay intent may be
+// journaled with its claim: a replay on the manual path, of an address
+// in the DLQ with a payload to push and under the generation cap. Any
+// other item is enrolled pending and journals its intent (if any) when
+// it gets there.
+func (e *Engine) intentAhead(it Item, gen int) bool {
+	return e.o.Action == Replay && e.manualPath() && !e.o.Absent[it.Address] && it.Address.Unreachable() == "" &&
+		(e.o.MaxGeneration <= 0 || gen <= e.o.MaxGeneration) && len(it.Data()) > 0 && !it.Undecryptable()
+}
+
+// manualPath reports whether this run replays by get, push and delete:
+// every run but one told --via endpoint (which cannot transform a payload
+// or change its queue).
+func (e *Engine) manualPath() bool {
+	return e.o.Via != ViaEndpoint || e.o.Transform != nil || e.o.ToQueue != ""
+}
+
+// runSome runs the items from position from to to-1 in order (a
+// partition at a time per worker) or not, as Options.Order says.
+func (e *Engine) runSome(ctx context.Context, from, to, workers int) error {
+	if e.o.Action == Replay && Ordered(e.o.Order) {
+		return e.runChains(ctx, from, to, workers)
+	}
+	return e.runItems(ctx, from, to, workers)
+}
+
+// chainAt is a destination partition's items: their positions in the
+// source, in replay order (4 bytes an item; the items are read a claim
+// at a time).
+type chainAt struct {
+	c   Chain
+	pos []int32
+}
+
+// runChains replays each destination partition's items one after
+// another, in the order given, with up to workers partitions at once. A
+// partition is claimed a chunk at a time, from its first unfinished
+// address: another run holding that address is working the partition,
+// and this one leaves it to it. An address that is not replayed holds
+// back the rest of its partition (OrderSkipGaps goes on past it).
+func (e *Engine) runChains(ctx context.Context, from, to, workers int) error {
+	var chains []chainAt
+	idx := map[Chain]int{}
+	err := e.src.Chains(context.WithoutCancel(ctx), from, to, e.o.ToQueue, func(pos int, c Chain) {
+		i, ok := idx[c]
+		if !ok {
+			i = len(chains)
+			idx[c] = i
+			chains = append(chains, chainAt{c: c})
+		}
+		chains[i].pos = append(chains[i].pos, int32(pos))
+	})
+	if err != nil {
+		e.stop("ledger error: " + err.Error())
+		return err
+	}
+	clear(idx)
+	feed := make(chan chainAt)
+	var wg sync.WaitGroup
+	var fatal error
+	var fatalOnce sync.Once
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ch := range feed {
+				if err := e.runChain(ctx, ch.c, ch.pos); err != nil {
+					fatalOnce.Do(func() { fatal = err })
+					e.stop("ledger error: " + err.Error())
+				}
+			}
+		}()
+	}
+	lastCheck := e.o.Now()
+feeding:
+	for _, ch := range chains {
+		if ctx.Err() != nil || e.stopped() {
+			break
+		}
+		if e.o.MaxRefailures > 0 && e.o.Now().Sub(lastCheck) >= e.o.RefailEvery {
+			lastCheck = e.o.Now()
+			if e.refailedTooOften(ctx) {
+				break
+			}
+		}
+		select {
+		case feed <- ch:
+		case <-ctx.Done():
+			break feeding
+		}
+	}
+	close(feed)
+	wg.Wait()
+	if e.o.MaxRefailures > 0 && !e.stopped() && ctx.Err() == nil {
+		e.refailedTooOften(ctx)
+	}
+	return fatal
+}
+
+// refailedTooOften counts this run's replays back in the DLQ and stops
+// the run at --max-refailures.
+func (e *Engine) refailedTooOften(ctx context.Context) bool {
+	n, err := e.refailures(ctx)
+	if err != nil {
+		return false
+	}
+	e.mu.Lock()
+	e.rep.Refailed = n
+	e.mu.Unlock()
+	if n >= e.o.MaxRefailures {
+		e.stop(fmt.Sprintf("paused: %d replayed message(s) failed again (--max-refailures %d)", n, e.o.MaxRefailures))
+		return true
+	}
+	return false
+}
+
+// runChain replays one partition's items (their positions, in order),
+// reading them a claim at a time.
+func (e *Engine) runChain(ctx context.Context, c Chain, pos []int32) error {
+	jctx := context.WithoutCancel(ctx)
+	e.mu.Lock()
+	held := e.blocked[c]
+	e.mu.Unlock()
+	if held && e.o.Order != OrderSkipGaps {
+		e.holdBack(c, nil, "", false, len(pos))
+		return nil
+	}
+	chunk := 0
+	for i := 0; i < len(pos); i += chunk {
+		if ctx.Err() != nil || e.stopped() {
+			return nil
+		}
+		chunk = e.claimChunk(chunk)
+		part, err := e.src.Load(jctx, pos[i:min(i+chunk, len(pos))])
+		if err != nil {
+			return err
+		}
+		claimed, err := e.acquire(jctx, part)
+		if err != nil {
+			return err
+		}
+		release := func(from int) error {
+			var rest []*ledger.Entry
+			for _, it := range part[from:] {
+				if ent := claimed[it.Address]; ent != nil {
+					rest = append(rest, ent)
+				}
+			}
+			return e.j.Release(jctx, e.o.Broker, rest, e.o.Owner)
+		}
+		for k, it := range part {
+			ent := claimed[it.Address]
+			if ent == nil {
+				// Another run holds it: the partition is that run's from here.
+				e.claimedChain(c, it.Address, len(pos)-(i+k))
+				return release(k + 1)
+			}
+			if ctx.Err() != nil || e.stopped() {
+				return release(k)
+			}
+			err := e.one(ctx, it, ent)
+			if errors.Is(err, errNotStarted) {
+				return release(k)
+			}
+			e.markDone()
+			if err != nil {
+				e.record(func(r *Report) { r.Unrecorded++ })
+				_ = release(k + 1)
+				return err
+			}
+			if !passes(ent) && e.o.Order != OrderSkipGaps {
+				if rest := len(pos) - (i + k + 1); rest > 0 {
+					reason := ent.State
+					if ent.Outcome != "" {
+						reason += " (" + ent.Outcome + ")"
+					}
+					e.holdBack(c, &it.Address, reason, ent.State == ledger.Skipped, rest)
+				}
+				e.mu.Lock()
+				e.blocked[c] = true
+				e.mu.Unlock()
+				return release(k + 1)
+			}
+		}
+	}
+	return nil
+}
+
+// claimedChain records the rest of a partition, n messages from a, as
+// another run's.
+func (e *Engine) claimedChain(c Chain, a client.Address, n int) {
+	e.record(func(r *Report) {
+		r.Claimed += n
+		r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("claimed by another run working partition %s/%s; it and the %d after it are that run's (re-run this batch after it ends)", c.Queue, c.Partition, n-1)})
+	})
+	for range n {
+		e.markDone()
+	}
+}
+
+// holdBack records n messages of a partition not replayed behind a gap.
+func (e *Engine) holdBack(c Chain, by *client.Address, reason string, permanent bool, n int) {
+	e.record(func(r *Report) {
+		r.HeldBack += n
+		for i := range r.BlockedPartitions {
+			if r.BlockedPartitions[i].Chain == c {
+				r.BlockedPartitions[i].Messages += n
+				return
+			}
+		}
+		b := Blocked{Chain: c, Reason: reason, Messages: n, Permanent: permanent}
+		if by != nil {
+			b.Address = *by
+		}
+		r.BlockedPartitions = append(r.BlockedPartitions, b)
+	})
+	for range n {
+		e.markDone()
+	}
+}
+
+// runItems claims the items from position from to to-1 a chunk at a
+// time and feeds them to workers until done, stopped or interrupted;
+// claims not worked on are released.
+func (e *Engine) runItems(ctx context.Context, from, to, workers int) error {
+	feed := make(chan job)
+	var wg sync.WaitGroup
+	var fatal error
+	var fatalOnce sync.Once
+	setFatal := func(err error) {
+		fatalOnce.Do(func() { fatal = err })
+		e.stop("ledger error: " + err.Error())
+	}
+	var unworked []*ledger.Entry // claimed, then not worked on: released at the end
+	var unworkedMu sync.Mutex
+	release := func(ent *ledger.Entry) {
+		unworkedMu.Lock()
+		unworked = append(unworked, ent)
+		unworkedMu.Unlock()
+	}
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range feed {
+				// A job handed over just before a stop is not started.
+				if ctx.Err() != nil || e.stopped() {
+					release(j.ent)
+					continue
+				}
+				err := e.one(ctx, j.it, j.ent)
+				if errors.Is(err, errNotStarted) {
+					release(j.ent)
+					continue
+				}
+				e.markDone()
+				if err != nil {
+					e.record(func(r *Report) { r.Unrecorded++ })
+					setFatal(err)
+				}
+			}
+		}()
+	}
+	jctx := context.WithoutCancel(ctx)
+	lastCheck := e.o.Now()
+	// The next chunk is claimed while the workers take this one: a claim
+	// is a journal write, and made in line it stalled every worker (an
+	// unlimited run went at 0.8 of the ordered one). Claimed ahead and
+	// never fed, a chunk is released.
+	type claim struct {
+		part    []Item
+		claimed map[client.Address]*ledger.Entry
+	}
+	claims, quit := make(chan claim, 1), make(chan struct{})
+	go func() {
+		defer close(claims)
+		chunk := 0
+		for i := from; i < to; i += chunk {
+			chunk = e.claimChunk(chunk)
+			if ctx.Err() != nil || e.stopped() {
+				return
+			}
+			part, err := e.src.Load(jctx, span(i, min(i+chunk, to)))
+			if err != nil {
+				setFatal(err)
+				return
+			}
+			claimed, err := e.acquire(jctx, part)
+			if err != nil {
+				setFatal(err)
+				return
+			}
+			select {
+			case claims <- claim{part, claimed}:
+			case <-quit:
+				for _, ent := range claimed {
+					release(ent)
+				}
+				return
+			}
+		}
+	}()
+feeding:
+	for c := range claims {
+		part, claimed := c.part, c.claimed
+		for k, it := range part {
+			ent := claimed[it.Address]
+			if ent == nil {
+				e.claimedItem(it.Address)
+				continue
+			}
+			rest := func() {
+				for _, x := range part[k:] {
+					if ent := claimed[x.Address]; ent != nil {
+						release(ent)
+					}
+				}
+			}
+			if ctx.Err() != nil || e.stopped() {
+				rest()
+				break feeding
+			}
+			if e.o.MaxRefailures > 0 && e.o.Now().Sub(lastCheck) >= e.o.RefailEvery {
+				lastCheck = e.o.Now()
+				if n, err := e.refailures(ctx); err == nil && n >= e.o.MaxRefailures {
+					e.mu.Lock()
+					e.rep.Refailed = n
+					e.mu.Unlock()
+					e.stop(fmt.Sprintf("paused: %d replayed message(s) failed again (--max-refailures %d)", n, e.o.MaxRefailures))
+					rest()
+					break feeding
+				}
+			}
+			select {
+			case feed <- job{it, ent}:
+			case <-ctx.Done():
+				rest()
+				break feeding
+			}
+		}
+	}
+	close(quit)
+	for c := range claims {
+		for _, ent := range c.claimed {
+			release(ent)
+		}
+	}
+	close(feed)
+	wg.Wait()
+	if err := e.j.Release(jctx, e.o.Broker, unworked, e.o.Owner); err != nil && fatal == nil {
+		fatal = err
+	}
+	if e.o.MaxRefailures > 0 && !e.stopped() && ctx.Err() == nil {
+		if n, err := e.refailures(ctx); err == nil {
+			e.mu.Lock()
+			e.rep.Refailed = n
+			e.mu.Unlock()
+			if n >= e.o.MaxRefailures {
+				e.stop(fmt.Sprintf("paused: %d replayed message(s) failed again (--max-refailures %d)", n, e.o.MaxRefailures))
+			}
+		}
+	}
+	return fatal
+}
+
+func (e *Engine) claimedItem(a client.Address) {
+	e.record(func(r *Report) {
+		r.Claimed++
+		r.Listed = append(r.Listed, AddrResult{a, "claimed by another run that is working on this batch; re-run it after that run ends"})
+	})
+	e.markDone()
+}
+
+// refailures counts dead letters whose transaction id is one this run
+// replayed as: the replay failed again.
+func (e *Engine) refailures(ctx context.Context) (int, error) {
+	if e.copies.empty() {
+		return 0, nil
+	}
+	n := 0
+	for r, err := range e.b.Rows(ctx, client.ListQuery{Limit: 500}) {
+		if err != nil {
+			return 0, err
+		}
+		if r.FailedAt.Before(e.start) {
+			break // newest first: a re-failure of this run is newer than its start
+		}
+		if e.copies.has(r.TransactionID) {
+			n++
+		}
+	}
+	return n, nil
+}
