@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,35 +42,43 @@ func (r removingBinary) Run() int {
 // TestScripts runs testdata/script/*.txtar the way a user types them,
 // against every kind of broker dlqctl meets:
 //
-//   - contract: the sandbox as the seed contract describes the broker,
-//     loaded with the built-in seed (ages up to 8 days, envelopes);
-//   - released: the sandbox as the released Queen server behaves;
-//   - released-api: an empty released-mode sandbox seeded through the
-//     broker's own API (internal/e2e), exactly as a real server is.
+//   - contract: the sandbox as the seed contract describes the broker
+//     (Queen 1.0-1.5), loaded with the built-in seed (ages up to 8 days,
+//     envelopes);
+//   - released: the sandbox as the C++ 0.x server behaves;
+//   - released-api: an empty 0.x sandbox seeded through the broker's own
+//     API (internal/e2e), exactly as a real server is;
+//   - 1.6, 2.2: the sandbox as those lines behave (the broker's move),
+//     with the built-in seed; 1.6-api: seeded through the API.
 //
 // With DLQCTL_E2E_SERVER set, the scripts run against that broker (a real
 // Queen server) instead, each seeded through its API under queue names of
 // its own, so they can run again and again on one server. Scripts name
 // queues by $ORDERS, $PAYMENTS and $NOTIFICATIONS; lines marked [seed]
 // need the built-in seed (ages, undecryptable envelopes), [released] and
-// [contract] one kind of broker.
+// [contract] one kind of broker ([released] the C++ 0.x server's
+// quirks), [move] a broker that replays by its move.
 func TestScripts(t *testing.T) {
 	if real := os.Getenv("DLQCTL_E2E_SERVER"); real != "" {
 		runScripts(t, "real", func(env *testscript.Env) (string, error) {
 			return real, seedThroughAPI(env, real, os.Getenv("DLQCTL_E2E_TOKEN"))
-		}, true)
+		}, sandbox.Queen015)
 		return
 	}
-	for _, mode := range []string{"contract", "released", "released-api"} {
-		t.Run(mode, func(t *testing.T) {
-			runScripts(t, mode, func(env *testscript.Env) (string, error) {
+	for _, m := range []struct {
+		mode string
+		line sandbox.Line
+	}{
+		{"contract", sandbox.Queen15}, {"released", sandbox.Queen015}, {"released-api", sandbox.Queen015},
+		{"1.6", sandbox.Queen16}, {"1.6-api", sandbox.Queen16}, {"2.2", sandbox.Queen22},
+	} {
+		t.Run(m.mode, func(t *testing.T) {
+			runScripts(t, m.mode, func(env *testscript.Env) (string, error) {
 				b := sandbox.New(nil)
-				if mode != "contract" {
-					b.SetLine(sandbox.Queen015)
-				}
+				b.SetLine(m.line)
 				srv := httptest.NewServer(b.Handler())
 				env.Defer(srv.Close)
-				if mode == "released-api" {
+				if strings.HasSuffix(m.mode, "-api") {
 					return srv.URL, seedThroughAPI(env, srv.URL, "")
 				}
 				if err := b.Load(dlqctl.SandboxSeed); err != nil {
@@ -78,7 +88,7 @@ func TestScripts(t *testing.T) {
 					env.Setenv(q, map[string]string{"ORDERS": "orders", "PAYMENTS": "payments", "NOTIFICATIONS": "notifications"}[q])
 				}
 				return srv.URL, nil
-			}, mode != "contract")
+			}, m.line)
 		})
 	}
 }
@@ -102,12 +112,13 @@ func seedThroughAPI(env *testscript.Env, server, token string) error {
 	return nil
 }
 
-func runScripts(t *testing.T, mode string, broker func(*testscript.Env) (string, error), released bool) {
-	runScriptsIn(t, filepath.Join("..", "..", "testdata", "script"), mode, broker, released)
+func runScripts(t *testing.T, mode string, broker func(*testscript.Env) (string, error), line sandbox.Line) {
+	runScriptsIn(t, filepath.Join("..", "..", "testdata", "script"), mode, broker, line)
 }
 
-func runScriptsIn(t *testing.T, dir, mode string, broker func(*testscript.Env) (string, error), released bool) {
-	builtin := mode == "contract" || mode == "released"
+func runScriptsIn(t *testing.T, dir, mode string, broker func(*testscript.Env) (string, error), line sandbox.Line) {
+	builtin := mode != "real" && !strings.HasSuffix(mode, "-api")
+	released := line == sandbox.Queen015
 	testscript.Run(t, testscript.Params{
 		Dir: dir,
 		Setup: func(env *testscript.Env) error {
@@ -130,7 +141,9 @@ func runScriptsIn(t *testing.T, dir, mode string, broker func(*testscript.Env) (
 			case "released":
 				return released, nil
 			case "contract":
-				return !released, nil
+				return line == sandbox.Queen15, nil
+			case "move":
+				return line == sandbox.Queen16 || line == sandbox.Queen22, nil
 			case "seed":
 				return builtin, nil
 			}
@@ -173,6 +186,33 @@ func runScriptsIn(t *testing.T, dir, mode string, broker func(*testscript.Env) (
 				}
 				if !regexp.MustCompile("^(" + args[0] + ")$").MatchString(strconv.Itoa(got)) {
 					ts.Fatalf("exit code %d, want %s", got, args[0])
+				}
+			},
+			// setenvfrom VAR REGEXP: set VAR to the first group of REGEXP in
+			// the last command's stdout (a batch id, say).
+			"setenvfrom": func(ts *testscript.TestScript, neg bool, args []string) {
+				if len(args) != 2 {
+					ts.Fatalf("usage: setenvfrom VAR REGEXP")
+				}
+				m := regexp.MustCompile("(?m)" + args[1]).FindStringSubmatch(ts.ReadFile("stdout"))
+				if len(m) < 2 {
+					ts.Fatalf("setenvfrom: %s matches nothing in stdout", args[1])
+				}
+				ts.Setenv(args[0], m[1])
+			},
+			// console QUEUE N: replay the N newest rows of QUEUE as Queen
+			// 1.6's console does (the sandbox's console route).
+			"console": func(ts *testscript.TestScript, neg bool, args []string) {
+				if len(args) != 2 {
+					ts.Fatalf("usage: console QUEUE N")
+				}
+				resp, err := http.Post(ts.Getenv("DLQCTL_SERVER")+sandbox.ConsoleReplayPath+"?queue="+args[0]+"&limit="+args[1], "application/json", nil)
+				if err != nil {
+					ts.Fatalf("console: %v", err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					ts.Fatalf("console: HTTP %d", resp.StatusCode)
 				}
 			},
 			// subst FROM TO: copy a file with $VARS expanded.

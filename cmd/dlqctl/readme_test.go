@@ -74,7 +74,7 @@ func TestREADMECommands(t *testing.T) {
 		srv := httptest.NewServer(b.Handler())
 		env.Defer(srv.Close)
 		return srv.URL, nil
-	}, false)
+	}, sandbox.Queen15)
 }
 
 // shellWords splits a command line as sh would for the quoting the README

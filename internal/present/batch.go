@@ -49,6 +49,13 @@ func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 		}
 		fmt.Fprintf(w, "    %s  %5d  %s\n", cc.Class, cc.Count, render.Truncate(c(cc.Pattern), 80))
 	}
+	if b := p.Broker; b != nil {
+		words := b.ReplayWords()
+		if p.Action == replay.Discard {
+			words = b.DeleteWords()
+		}
+		fmt.Fprintf(w, "  broker: %s — %s\n", c(b.Name()), words)
+	}
 	fmt.Fprintf(w, "  destination: %s\n", c(p.Destination))
 	if p.Via != "" {
 		fmt.Fprintf(w, "  path: %s\n", p.Via)
@@ -77,7 +84,7 @@ func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 		}
 		switch {
 		case o.Recorded && o.ByFailure > 0:
-			fmt.Fprintf(w, "    %s recorded by an older dlqctl without message ids: they keep the order it recorded\n", Plural(o.ByFailure, "message was", "messages were"))
+			fmt.Fprintf(w, "    %s no time-ordered message id (an older dlqctl recorded none, or the broker lists row ids): they keep the order the batch recorded\n", Plural(o.ByFailure, "message has", "messages have"))
 		case o.ByFailure > 0:
 			fmt.Fprintf(w, "    %s ordered by first failure: their message ids are not time-ordered\n", Plural(o.ByFailure, "message is", "messages are"))
 		}
@@ -188,6 +195,10 @@ func lagAndWindow(w io.Writer, p replay.Plan) {
 // Report writes what a run did, for people.
 func Report(w io.Writer, pal *render.Palette, rep *replay.Report) {
 	fmt.Fprintf(w, "Batch %s: ", pal.Bold(rep.BatchID))
+	if rep.MovedElsewhere > 0 {
+		// Say what the parts add up to: some of the batch went by another hand.
+		fmt.Fprintf(w, "%d in batch: ", rep.Total)
+	}
 	var parts []string
 	add := func(n int, s string, paint func(string) string) {
 		if n > 0 {
@@ -203,6 +214,7 @@ func Report(w io.Writer, pal *render.Palette, rep *replay.Report) {
 		add(rep.Replayed, "finished earlier replays", id)
 	}
 	add(rep.AlreadyGone, "already gone", id)
+	add(rep.MovedElsewhere, "moved elsewhere while this batch ran", pal.Yellow)
 	add(rep.AlreadyDone, "already done", id)
 	if rep.Failed > 0 {
 		add(rep.Failed, "failed", pal.Red)

@@ -98,7 +98,11 @@ func Show(w, warn io.Writer, pal *render.Palette, res inspect.ShowResult) {
 					now += " in queue " + c(cp.Queue)
 				}
 			}
-			fmt.Fprintf(w, "  replayed as transaction id %s (partition %s) via %s; %s\n", c(cp.TransactionID), c(cp.PartitionID), j.Via, now)
+			via := j.Via
+			if j.Outcome == replay.OutcomeMovedElsewhere {
+				via = "another hand"
+			}
+			fmt.Fprintf(w, "  replayed as transaction id %s (partition %s) via %s; %s\n", c(cp.TransactionID), c(cp.PartitionID), via, now)
 		}
 		if j.LastError != "" {
 			fmt.Fprintf(w, "  last error: %s\n", c(j.LastError))
@@ -111,8 +115,12 @@ func journalSentence(j *ledger.Entry) string {
 	switch {
 	case j.State == ledger.Removed && j.Outcome == "discarded":
 		return "discarded (archived, then deleted)"
+	case j.State == ledger.Removed && (j.Outcome == "replayed" || j.Outcome == "duplicate") && j.Via == replay.ViaMove:
+		return "replayed by the broker's move, dead letter removed"
 	case j.State == ledger.Removed && (j.Outcome == "replayed" || j.Outcome == "duplicate"):
 		return "replayed, dead letter removed"
+	case j.State == ledger.Removed && j.Outcome == replay.OutcomeMovedElsewhere:
+		return "replayed by another hand (the broker's console) while a batch held it: moved elsewhere"
 	case j.State == ledger.Removed && j.Outcome == "gone":
 		return "gone before it was acted on"
 	}

@@ -263,16 +263,19 @@ func ManifestItems(man []ledger.ManifestItem) []replay.Item {
 	items := make([]replay.Item, 0, len(man))
 	for _, m := range man {
 		it := replay.Item{Address: m.Address, Queue: m.Queue, Partition: m.Partition, Payload: m.Payload, Checked: m.Checked}
-		row := func(g, errText string, retries int, failed time.Time) client.Row {
-			return client.Row{ID: m.MessageID, PartitionID: m.Address.PartitionID, TransactionID: m.Address.TransactionID, Queue: m.Queue,
+		row := func(id, g, errText string, retries int, failed time.Time) client.Row {
+			if id == "" {
+				id = m.MessageID // a manifest written before rows kept their ids
+			}
+			return client.Row{ID: id, PartitionID: m.Address.PartitionID, TransactionID: m.Address.TransactionID, Queue: m.Queue,
 				Partition: m.Partition, ConsumerGroup: g, ErrorMessage: errText, RetryCount: retries, FailedAt: failed, Data: m.Payload}
 		}
 		if len(m.Rows) > 0 {
 			for _, r := range m.Rows {
 				if r.Selected {
-					it.Rows = append(it.Rows, row(r.ConsumerGroup, r.Error, r.RetryCount, r.FailedAt))
+					it.Rows = append(it.Rows, row(r.ID, r.ConsumerGroup, r.Error, r.RetryCount, r.FailedAt))
 				} else {
-					it.Others = append(it.Others, row(r.ConsumerGroup, r.Error, r.RetryCount, r.FailedAt))
+					it.Others = append(it.Others, row(r.ID, r.ConsumerGroup, r.Error, r.RetryCount, r.FailedAt))
 				}
 			}
 		}
@@ -283,7 +286,7 @@ func ManifestItems(man []ledger.ManifestItem) []replay.Item {
 				groups = []string{""}
 			}
 			for _, g := range groups {
-				it.Rows = append(it.Rows, row(g, m.Error, m.RetryCount, m.FailedAt))
+				it.Rows = append(it.Rows, row("", g, m.Error, m.RetryCount, m.FailedAt))
 			}
 		}
 		items = append(items, it)
@@ -306,10 +309,10 @@ func ManifestItemOf(it replay.Item) ledger.ManifestItem {
 	mi := ledger.ManifestItem{Address: it.Address, MessageID: r.ID, Queue: it.Queue, Partition: it.Partition, Groups: it.Groups(),
 		Error: r.ErrorMessage, RetryCount: r.RetryCount, Payload: it.Data(), Undecryptable: it.Undecryptable(), Checked: it.Checked}
 	for _, x := range it.Rows {
-		mi.Rows = append(mi.Rows, ledger.ManifestRow{ConsumerGroup: x.ConsumerGroup, Error: x.ErrorMessage, RetryCount: x.RetryCount, FailedAt: x.FailedAt, Selected: true})
+		mi.Rows = append(mi.Rows, ledger.ManifestRow{ID: x.ID, ConsumerGroup: x.ConsumerGroup, Error: x.ErrorMessage, RetryCount: x.RetryCount, FailedAt: x.FailedAt, Selected: true})
 	}
 	for _, x := range it.Others {
-		mi.Rows = append(mi.Rows, ledger.ManifestRow{ConsumerGroup: x.ConsumerGroup, Error: x.ErrorMessage, RetryCount: x.RetryCount, FailedAt: x.FailedAt})
+		mi.Rows = append(mi.Rows, ledger.ManifestRow{ID: x.ID, ConsumerGroup: x.ConsumerGroup, Error: x.ErrorMessage, RetryCount: x.RetryCount, FailedAt: x.FailedAt})
 	}
 	// The newest failure the batch saw: a row that fails later is a
 	// new dead letter the decision does not cover.

@@ -212,7 +212,9 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.startPlan()
+	if err := p.startPlan(ctx); err != nil {
+		return err
+	}
 	if p.req.Action == replay.Replay {
 		gens, err := copyGenerations(ctx, p.env.Ledger, p.env.Client.Broker(), addrs)
 		if err != nil {
@@ -267,7 +269,9 @@ func (p *Pending) makeStreamedPlan(ctx context.Context) error {
 	// What each address is called by is no longer asked.
 	sp.by, sp.envelopes = nil, nil
 	p.opts.Generations = p.gens
-	p.startPlan()
+	if err := p.startPlan(ctx); err != nil {
+		return err
+	}
 	p.skippedHeld = sp.skipped
 	if p.req.Action == replay.Replay {
 		// Each queue's groups, from every address the plan keeps.
@@ -316,11 +320,13 @@ func copyGenerations(ctx context.Context, ld *ledger.Store, broker string, addrs
 	return replay.Generations(gens), err
 }
 
-// startPlan sets the plan's moment and the options the settings give.
-func (p *Pending) startPlan() {
+// startPlan sets the plan's moment, the options the settings give, and
+// the broker's release.
+func (p *Pending) startPlan(ctx context.Context) error {
 	p.now = p.env.Now()
 	s := p.settings
 	p.po.Action, p.po.Rate, p.po.ToQueue, p.po.MaxGeneration = p.req.Action, s.Rate, s.ToQueue, s.MaxGeneration
+	return p.release(ctx)
 }
 
 // planReplay settles what a replay's plan says beyond its items' own
@@ -341,13 +347,22 @@ func (p *Pending) planReplay(ctx context.Context, groups func(add func(q, g stri
 	return p.paceBy(ctx, queues)
 }
 
-// resolvePath settles which path this broker gets: the manual path
-// (push with a derived id, then delete) unless --via endpoint, which asks
-// once, with an address that cannot exist, whether the broker has /retry
-// and stops here when it has none. It returns the path in words.
+// resolvePath settles which path this broker gets, from its release
+// (read once a session): on a broker that moves (Queen 1.6, 2.x) auto,
+// move and endpoint take the move; elsewhere the manual path (push with
+// a derived id, then delete) unless --via endpoint, which asks once,
+// with an address that cannot exist, whether the broker has /retry and
+// stops here when it has none. It returns the path in words.
 func (p *Pending) resolvePath(ctx context.Context) (string, error) {
 	s := p.settings
-	if p.opts.Via != replay.ViaEndpoint || s.Transform != "" || s.ToQueue != "" {
+	rel := p.po.Release
+	switch via := p.opts.Via; {
+	case rel.Moves() && via != replay.ViaManual:
+		p.opts.Via = replay.ViaMove
+		return viaWords(s, replay.ViaMove), nil
+	case via == replay.ViaMove:
+		return "", errs.Usagef("--via move: this broker is %s, which has no move (Queen 1.6 added it); use --via auto or manual", rel.Name())
+	case via != replay.ViaEndpoint || s.Transform != "" || s.ToQueue != "":
 		p.opts.Via = replay.ViaManual
 		return viaWords(s, replay.ViaManual), nil
 	}
@@ -359,6 +374,17 @@ func (p *Pending) resolvePath(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return "", errs.Usagef("--via endpoint: the broker has no /retry route (use --via auto or manual)")
+}
+
+// release reads which Queen the broker runs (once a session) for the
+// plan and the run.
+func (p *Pending) release(ctx context.Context) error {
+	rel, err := p.env.Client.Release(ctx)
+	if err != nil {
+		return err
+	}
+	p.po.Release, p.opts.Release = &rel, rel
+	return nil
 }
 
 // pinned counts the addresses whose journal keeps them on the manual

@@ -112,6 +112,12 @@ func destName(q string) string {
 // viaWords says which path a replay takes, for the plan and the audit.
 func viaWords(s Settings, resolved string) string {
 	switch {
+	case resolved == replay.ViaMove && s.Transform != "":
+		return "push under the broker's copy id (dlq:<row id>), then delete (--transform: the move cannot change a payload)"
+	case resolved == replay.ViaMove && s.ToQueue != "":
+		return "the broker's move to --to-queue, one call a message (a message of several rows: a push under the broker's copy id, then a delete)"
+	case resolved == replay.ViaMove:
+		return "the broker's move, one call a message (copy dlq:<row id>; a message of several rows: a push under that id, then a delete)"
 	case resolved == replay.ViaEndpoint:
 		return "endpoint (/retry; a lost answer leaves the address unknown)"
 	case s.Transform != "":

@@ -35,6 +35,9 @@ type Verification struct {
 	// Unchecked counts copies the broker could not be asked about (no
 	// address recorded, or the call failed): a later verify asks again.
 	Unchecked int `json:"unchecked"`
+	// MovedElsewhere counts the copies among these that another hand
+	// published (the broker's console) while the batch held the address.
+	MovedElsewhere int `json:"movedElsewhere"`
 	// Asked counts the copies asked this time; the rest were completed at
 	// an earlier verification (completed is final).
 	Asked   int             `json:"asked"`
@@ -221,6 +224,9 @@ func tally(batchID string, copies []ledger.Copy, states []CopyState) *Verificati
 		}
 		if copies[i].Verified != ledger.CopyCompleted {
 			v.Asked++
+		}
+		if copies[i].Elsewhere {
+			v.MovedElsewhere++
 		}
 		switch st.Status {
 		case ledger.CopyCompleted:

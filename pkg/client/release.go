@@ -219,6 +219,17 @@ func (s Release) ReplayWords() string {
 	return "replay by push and delete"
 }
 
+// DeleteWords says what a discard's delete does on the broker.
+func (s Release) DeleteWords() string {
+	switch {
+	case s.KeepsMessageOnDelete():
+		return "a delete removes every group's rows of a message, never the message"
+	case s.Line == Line0x:
+		return "a delete removes the message itself with every group's rows, so only addresses just seen in the DLQ are deleted"
+	}
+	return "treated as the most careful line dlqctl knows: only addresses just seen in the DLQ are deleted"
+}
+
 // Describe is the broker's line and what dlqctl does on it, in one line:
 // "Queen 1.6 (1.6.0) — replay by the broker's move".
 func (s Release) Describe() string { return s.Name() + " — " + s.ReplayWords() }

@@ -20,7 +20,10 @@ const (
 	OutcomeDuplicate = "duplicate" // a batch replayed it; the broker already had the copy
 	OutcomeDiscarded = "discarded" // a batch discarded it
 	OutcomeGone      = "gone"      // it left while a batch acted on it, or under a decision
-	OutcomeVanished  = "vanished"  // it left with no recorded decision
+	// OutcomeMovedElsewhere: another hand (the broker's console) replayed
+	// it while a batch held it.
+	OutcomeMovedElsewhere = replay.OutcomeMovedElsewhere
+	OutcomeVanished       = "vanished" // it left with no recorded decision
 )
 
 // ArchivedRow is a dead-letter row the ledger's archive kept (replay, rm
@@ -61,7 +64,7 @@ func (a *ArchivedRow) settle(e *ledger.Entry) {
 	default:
 		a.Outcome = OutcomeGone
 	}
-	if applies && (a.Outcome == OutcomeReplayed || a.Outcome == OutcomeDuplicate) {
+	if applies && (a.Outcome == OutcomeReplayed || a.Outcome == OutcomeDuplicate || a.Outcome == OutcomeMovedElsewhere) {
 		a.ReplayTxID, a.ReplayQueue = e.ReplayTxID, e.ReplayQueue
 	}
 	if a.BatchID == "" && a.Decision != nil && a.Outcome != OutcomeInDLQ {
@@ -88,6 +91,15 @@ func (a ArchivedRow) Words() string {
 			s += " to " + a.ReplayQueue
 		}
 		return s + by
+	case OutcomeMovedElsewhere:
+		s := "replayed by another hand while a batch held it (moved elsewhere)"
+		if a.ReplayTxID != "" {
+			s += " as " + a.ReplayTxID
+		}
+		if a.BatchID != "" {
+			s += "; batch " + a.BatchID
+		}
+		return s
 	case OutcomeDiscarded:
 		return "discarded" + by
 	case OutcomeVanished:

@@ -14,6 +14,8 @@ import (
 
 // Stats is `dlq stats -o json`.
 type Stats struct {
+	// Broker is which Queen the broker runs, as dlqctl told it.
+	Broker           client.Release `json:"broker"`
 	Window           string         `json:"window"`
 	Queues           []QueueStat    `json:"queues"`
 	Arrivals         []ClassHourly  `json:"arrivalsByClass"`
@@ -57,7 +59,11 @@ type StatsInput struct {
 // from the archive), time to first decision, replay outcomes.
 func ComputeStats(ctx context.Context, cl *client.Client, ld *ledger.Store, in StatsInput) (*Stats, error) {
 	since := in.Now.Add(-in.Window)
-	st := &Stats{Window: in.WindowText, ReplayOutcomes: map[string]int{}}
+	rel, err := cl.Release(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st := &Stats{Broker: rel, Window: in.WindowText, ReplayOutcomes: map[string]int{}}
 	// A replay that failed again is back in the DLQ under the id it was
 	// replayed as: derived (manual path) or minted by the broker (endpoint
 	// path, recorded in the journal).
@@ -91,7 +97,7 @@ func ComputeStats(ctx context.Context, cl *client.Client, ld *ledger.Store, in S
 	if err := decisionTimes(ctx, ld, cl.Broker(), since, st); err != nil {
 		return nil, err
 	}
-	names := map[string]string{"replayed": "replayed", "duplicate": "suppressedAsDuplicate", "gone": "alreadyGone",
+	names := map[string]string{"replayed": "replayed", "duplicate": "suppressedAsDuplicate", "gone": "alreadyGone", replay.OutcomeMovedElsewhere: "movedElsewhere",
 		"discarded": "discarded", ledger.Failed: "failed", ledger.Unknown: "unknown", ledger.Skipped: "skipped"}
 	for k, v := range outcomes {
 		if n, ok := names[k]; ok {

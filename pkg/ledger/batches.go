@@ -80,6 +80,9 @@ type ManifestItem struct {
 
 // ManifestRow is one dead-letter row of a manifest's address.
 type ManifestRow struct {
+	// ID is the id the broker listed the row under: on Queen 1.6 and 2.x
+	// the row's own (the move's key), elsewhere the message's.
+	ID            string    `json:"id,omitempty"`
 	ConsumerGroup string    `json:"consumerGroup"`
 	Error         string    `json:"errorMessage"`
 	RetryCount    int       `json:"retryCount"`

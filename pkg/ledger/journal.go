@@ -344,13 +344,15 @@ func (s *Store) ClaimMany(ctx context.Context, broker string, addrs []client.Add
 type Enrolment struct {
 	Generation int
 	// ReplayTxID and ReplayQueue, when set, enrol the address with a
-	// manual replay's intent (inflight, via manual, that derived id and
-	// destination) in the claim's own statement, so that the run need not
-	// write it again before the push. Only the manual path may be
-	// journaled ahead: its derived id makes a push repeated after a crash
-	// a duplicate, so an intent recorded for an address that was then
-	// never pushed costs nothing but that repeat.
-	ReplayTxID, ReplayQueue string
+	// replay's intent (inflight, via Via, that copy id and destination)
+	// in the claim's own statement, so that the run need not write it
+	// again before its call. Only paths whose copy id a repeat finds may
+	// be journaled ahead: the manual path (its derived id makes a push
+	// repeated after a crash a duplicate) and the broker's move (a second
+	// move of a row is a 404, its copy found by the id), so an intent
+	// recorded for an address that was then never published costs nothing
+	// but that repeat. Via "" is the manual path.
+	ReplayTxID, ReplayQueue, Via string
 }
 
 // PlainEnrolments enrol addresses pending, of the given generations.
@@ -391,7 +393,7 @@ func (s *Store) Acquire(ctx context.Context, broker, batchID, action string, add
 		n := enrol[i]
 		e := &Entry{Broker: broker, Address: a, State: Pending, BatchID: batchID, Action: action, Generation: n.Generation, UpdatedAt: now.UTC().Truncate(time.Millisecond), ClaimOwner: owner}
 		if n.ReplayTxID != "" {
-			e.State, e.Via, e.ReplayTxID, e.ReplayQueue, e.ahead = Inflight, viaManual, n.ReplayTxID, n.ReplayQueue, true
+			e.State, e.Via, e.ReplayTxID, e.ReplayQueue, e.ahead = Inflight, n.via(), n.ReplayTxID, n.ReplayQueue, true
 		}
 		e.markStored()
 		out[a] = e
@@ -411,6 +413,19 @@ func (s *Store) Acquire(ctx context.Context, broker, batchID, action string, add
 
 // viaManual is the journal's name of the manual replay path (replay.ViaManual).
 const viaManual = "manual"
+
+// via is the path an enrolment's intent names.
+func (n Enrolment) via() string {
+	if n.Via == "" {
+		return viaManual
+	}
+	return n.Via
+}
+
+// Fresh reports an entry this run's claim enrolled with its intent and
+// that no attempt has touched: whatever the broker holds of its copy was
+// not made by this entry.
+func (e *Entry) Fresh() bool { return e.ahead && e.Attempts == 0 }
 
 const enrollClaimedSQL = `INSERT INTO journal (broker, partition_id, transaction_id, state, batch_id, action, generation, updated_at, claim_owner, claim_until, via, replay_txid, replay_queue) VALUES `
 
@@ -433,7 +448,7 @@ func (s *Store) enrollClaimed(ctx context.Context, broker, batchID, action strin
 		n := enrol[i]
 		state, via := Pending, ""
 		if n.ReplayTxID != "" {
-			state, via = Inflight, viaManual
+			state, via = Inflight, n.via()
 		}
 		return []any{broker, addrs[i].PartitionID, addrs[i].TransactionID, state, batchID, action, n.Generation, at, owner, until, via, n.ReplayTxID, n.ReplayQueue}
 	}

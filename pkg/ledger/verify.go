@@ -26,13 +26,17 @@ type Copy struct {
 	Queue   string         `json:"queue,omitempty"`
 	// Verified is the copy's status when last asked ("" never asked).
 	Verified string `json:"verified,omitempty"`
+	// Elsewhere: another hand published it (the broker's console, while
+	// the batch held the address); the batch found it there.
+	Elsewhere bool `json:"movedElsewhere,omitempty"`
 }
 
 // Copies are the copies a batch published: its addresses the journal
-// says were replayed (published, or published and removed).
+// says were replayed (published, or published and removed), and those
+// another hand replayed while the batch held them.
 func (s *Store) Copies(ctx context.Context, batchID string) ([]Copy, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT partition_id, transaction_id, replay_partition_id, replay_txid, replay_queue, verified
-		FROM journal WHERE batch_id = ? AND action = 'replay' AND replay_txid <> '' AND (state = 'published' OR (state = 'removed' AND outcome = 'replayed'))
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT partition_id, transaction_id, replay_partition_id, replay_txid, replay_queue, verified, outcome
+		FROM journal WHERE batch_id = ? AND action = 'replay' AND replay_txid <> '' AND (state = 'published' OR (state = 'removed' AND outcome IN ('replayed', 'movedElsewhere')))
 		ORDER BY partition_id, transaction_id`), batchID)
 	if err != nil {
 		return nil, s.wrap("reading the journal", err)
@@ -41,9 +45,11 @@ func (s *Store) Copies(ctx context.Context, batchID string) ([]Copy, error) {
 	var out []Copy
 	for rows.Next() {
 		var c Copy
-		if err := rows.Scan(&c.Of.PartitionID, &c.Of.TransactionID, &c.Address.PartitionID, &c.Address.TransactionID, &c.Queue, &c.Verified); err != nil {
+		var outcome string
+		if err := rows.Scan(&c.Of.PartitionID, &c.Of.TransactionID, &c.Address.PartitionID, &c.Address.TransactionID, &c.Queue, &c.Verified, &outcome); err != nil {
 			return nil, s.wrap("reading the journal", err)
 		}
+		c.Elsewhere = outcome == "movedElsewhere"
 		out = append(out, c)
 	}
 	return out, s.wrap("reading the journal", rows.Err())

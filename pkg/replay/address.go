@@ -2,9 +2,11 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 )
 
@@ -65,18 +67,23 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 		ent.State, ent.ReplayTxID, ent.ReplayPartitionID, ent.Via, ent.Outcome = ledger.Pending, "", "", "", ""
 	}
 	ent.BatchID = e.o.BatchID
-	manualTried := ent.Via == ViaManual && (ent.State == ledger.Inflight || ent.State == ledger.Failed)
-	if absent && (ent.State == ledger.Pending || ent.State == ledger.Failed || ent.State == ledger.Skipped || ent.State == ledger.Unknown || manualTried) {
-		if e.o.Action == Replay && (ent.State == ledger.Pending || manualTried) {
+	tried := (ent.Via == ViaManual || ent.Via == ViaMove) && (ent.State == ledger.Inflight || ent.State == ledger.Failed)
+	if absent && (ent.State == ledger.Pending || ent.State == ledger.Failed || ent.State == ledger.Skipped || ent.State == ledger.Unknown || tried) {
+		if e.o.Action == Replay && (ent.State == ledger.Pending || tried) {
 			// A run that died between its push and its delete, or whose
-			// push answer was lost, may have published: if the copy with
-			// the derived id exists, the address was replayed, not lost
-			// to someone else.
-			if cp, ok := copyAddress(it, ent, e.o.ToQueue); ok {
-				if m, err := e.b.Get(cctx, cp); err == nil && m != nil {
-					ent.ReplayTxID, ent.Via = cp.TransactionID, ViaManual
-					return e.settle(cctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
-				}
+			// answer was lost, may have published; on a broker that
+			// moves, someone may have moved a row meanwhile: if a copy
+			// is there, the address was replayed, not lost to someone else.
+			cp, ours, err := e.copyOfAbsent(cctx, it, ent)
+			switch {
+			case err != nil:
+				return e.fail(cctx, ent, "failed: the dead letter is gone; looking for its copy: ", err)
+			case cp != "" && ours:
+				ent.ReplayTxID = cp
+				return e.settle(cctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+			case cp != "":
+				ent.ReplayTxID, ent.ReplayPartitionID, ent.ReplayQueue = cp, a.PartitionID, ""
+				return e.settle(cctx, ent, ledger.Removed, OutcomeMovedElsewhere, "", func(r *Report) { r.MovedElsewhere++ })
 			}
 		}
 		return e.settle(cctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
@@ -91,6 +98,38 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 		return e.discard(ctx, cctx, it, ent)
 	}
 	return e.replay(ctx, cctx, it, ent)
+}
+
+// copyOfAbsent looks for the copy of an address no longer in the DLQ:
+// the one this entry's journal names (or the manual path derives), and
+// on a broker that moves the broker's copy of each of its rows. It
+// returns the copy's id ("" for none) and whether this entry's own
+// attempt may have made it.
+func (e *Engine) copyOfAbsent(ctx context.Context, it Item, ent *ledger.Entry) (string, bool, error) {
+	tried := ent.Via == ViaManual || ent.Via == ViaMove
+	if cp, ok := copyAddress(it, ent, e.o.ToQueue); ok && (tried || !e.o.Release.Moves()) {
+		if _, err := e.b.Get(ctx, cp); err == nil {
+			// dlqctl's derived ids are its own; a copy id of the broker's
+			// is this entry's when it recorded an attempt under it.
+			return cp.TransactionID, tried || IsReplayID(cp.TransactionID), nil
+		} else if !errors.Is(err, client.ErrNoDeadLetterRow) {
+			return "", false, err
+		}
+	}
+	if !e.o.Release.Moves() {
+		return "", false, nil
+	}
+	for _, r := range it.AllRows() {
+		if r.ID == "" {
+			continue
+		}
+		cp := client.CopyID(r.ID)
+		found, err := e.copyFound(ctx, it, cp)
+		if err != nil || found {
+			return map[bool]string{true: cp}[found], found && tried && ent.ReplayTxID == cp, err
+		}
+	}
+	return "", false, nil
 }
 
 func pastTense(action string) string {

@@ -21,6 +21,7 @@ type Broker interface {
 	Get(ctx context.Context, a client.Address) (*client.Message, error)
 	Push(ctx context.Context, items []client.PushItem) ([]client.PushResult, error)
 	Retry(ctx context.Context, a client.Address) (*client.RetryResult, error)
+	Move(ctx context.Context, rowID string, to *client.Destination) (*client.Moved, error)
 	Delete(ctx context.Context, a client.Address) error
 }
 
@@ -44,7 +45,11 @@ type Options struct {
 	Burst       int
 	Concurrency int
 
-	Via string // auto, endpoint, manual
+	Via string // auto, move, endpoint, manual
+	// Release is the broker's line: on one that moves (Queen 1.6, 2.x)
+	// auto and endpoint take the broker's move, and a push of dlqctl's own
+	// goes out under the broker's copy id for the row, dlq:<row id>.
+	Release client.Release
 	// Order is OrderPartition (the default when empty), OrderSkipGaps or
 	// OrderNone; items come in replay order (Arrange).
 	Order         string
@@ -145,6 +150,11 @@ func NewEngine(b Broker, j Journal, o Options) *Engine {
 	}
 	if o.Via == "" {
 		o.Via = ViaAuto
+	}
+	if o.Release.Moves() && (o.Via == ViaAuto || o.Via == ViaEndpoint) {
+		// On a broker that moves, /retry is the move by address: the
+		// move by row id is the same step, addressed exactly.
+		o.Via = ViaMove
 	}
 	if o.RefailEvery <= 0 {
 		o.RefailEvery = 5 * time.Second

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
@@ -24,18 +25,26 @@ const (
 	ViaAuto     = "auto"
 	ViaEndpoint = "endpoint"
 	ViaManual   = "manual"
+	// ViaMove is the broker's own move (Queen 1.6, 2.x): what auto takes
+	// there. The journal records it as the path an address took.
+	ViaMove = "move"
 )
 
 var reReplayID = regexp.MustCompile(`^dlqr-([0-9]+)-[0-9a-f]{24}$`)
 
 // Generation returns the generation of a replay of this dead letter: one
 // more than the generation its own transaction id carries (a dead letter
-// that is itself a failed replay), 1 for an original message.
+// that is itself a failed replay), 1 for an original message. A copy the
+// broker's move made (dlq:<row id>) carries none: it is at least a second
+// generation, and the journal may know more (Generations).
 func Generation(txid string) int {
 	if m := reReplayID.FindStringSubmatch(txid); m != nil {
 		if g, err := strconv.Atoi(m[1]); err == nil {
 			return g + 1
 		}
+	}
+	if strings.HasPrefix(txid, "dlq:") {
+		return 2
 	}
 	return 1
 }
@@ -70,19 +79,21 @@ func ReplayTxID(a client.Address, gen int) string {
 
 // Plan is what a batch will do, computed before anything is written.
 type Plan struct {
-	Action        string         `json:"action"`
-	Addresses     int            `json:"addresses"`
-	Rows          int            `json:"rows"` // selected dead-letter rows
-	ByQueue       map[string]int `json:"byQueue"`
-	ByClass       []ClassCount   `json:"byClass"`
-	Destination   string         `json:"destination"`
-	Via           string         `json:"via,omitempty"`
-	Rate          float64        `json:"rate"`
-	Estimated     time.Duration  `json:"-"`
-	EstimatedSecs float64        `json:"estimatedSeconds"`
-	FanOut        []FanOut       `json:"fanOut,omitempty"`
-	Undecryptable int            `json:"undecryptable"`
-	OverGenCap    int            `json:"overGenerationCap"`
+	Action      string         `json:"action"`
+	Addresses   int            `json:"addresses"`
+	Rows        int            `json:"rows"` // selected dead-letter rows
+	ByQueue     map[string]int `json:"byQueue"`
+	ByClass     []ClassCount   `json:"byClass"`
+	Destination string         `json:"destination"`
+	// Broker is which Queen the broker runs, as dlqctl told it.
+	Broker        *client.Release `json:"broker,omitempty"`
+	Via           string          `json:"via,omitempty"`
+	Rate          float64         `json:"rate"`
+	Estimated     time.Duration   `json:"-"`
+	EstimatedSecs float64         `json:"estimatedSeconds"`
+	FanOut        []FanOut        `json:"fanOut,omitempty"`
+	Undecryptable int             `json:"undecryptable"`
+	OverGenCap    int             `json:"overGenerationCap"`
 	// OtherGroups counts the rows the selection left out that the deletes
 	// remove with their message (other groups', other classes'); AlsoRemoves
 	// names them by group and class.
@@ -189,6 +200,8 @@ type PlanOptions struct {
 	// Lag and Window go into the plan as they are (see Plan).
 	Lag    *LagPlan
 	Window string
+	// Release is the broker's, for the plan to say.
+	Release *client.Release
 }
 
 // MakePlan summarises items.
@@ -235,7 +248,7 @@ type Planner struct {
 // NewPlanner starts a plan. Its options' QueueGroups must be complete
 // before the first item: fan-out is judged item by item.
 func NewPlanner(o PlanOptions) *Planner {
-	return &Planner{o: o, p: Plan{Action: o.Action, ByQueue: map[string]int{}, Rate: o.Rate, Via: o.Via, Pinned: o.Pinned, Lag: o.Lag, Window: o.Window},
+	return &Planner{o: o, p: Plan{Action: o.Action, ByQueue: map[string]int{}, Rate: o.Rate, Via: o.Via, Pinned: o.Pinned, Lag: o.Lag, Window: o.Window, Broker: o.Release},
 		classes: map[string]*ClassCount{}, also: map[[2]string]*AlsoRemoved{}, holds: map[string]*HoldShare{}, fan: map[string]*FanOut{}, reached: map[string]map[string]bool{}}
 }
 

@@ -61,12 +61,16 @@ func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) e
 		if err := e.pace(pctx); err != nil {
 			return err
 		}
+		if ent.Outcome == OutcomeMovedElsewhere {
+			return e.movedElsewhere(ctx, ent, ent.ReplayTxID)
+		}
 		return e.finishDelete(ctx, ent, func(r *Report) { r.Replayed++ })
 	case ledger.Inflight:
 		if ent.Via == ViaEndpoint {
 			return e.resolveEndpoint(ctx, ent)
 		}
-		// Manual path: re-pushing the same derived id is safe.
+		// Manual path: re-pushing the same derived id is safe; the move:
+		// moving the row again is (a moved row is a 404, its copy found).
 	}
 	ent.Action = Replay
 	if e.o.MaxGeneration > 0 && ent.Generation > e.o.MaxGeneration {
@@ -108,7 +112,10 @@ func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) e
 	}
 	// An address attempted on the manual path stays on it: its derived id
 	// makes a repeat a duplicate, where /retry would mint a second copy.
-	if !e.manualPath() && !Pinned(ent) {
+	switch e.pathOf(it, ent) {
+	case ViaMove:
+		return e.move(ctx, it, ent)
+	case ViaEndpoint:
 		return e.endpoint(ctx, ent)
 	}
 	return e.manual(ctx, it, ent, payload)
@@ -199,8 +206,9 @@ func (e *Engine) rowPresent(ctx context.Context, a client.Address) (bool, error)
 	return m.Status == "" || m.Status == "dead_letter", nil
 }
 
-// manual replays by get-push-delete with the derived transaction id:
-// every retry of the push is safe, a repeat comes back "duplicate".
+// manual replays by get-push-delete with the derived transaction id
+// (on a broker that moves, the broker's own copy id for the row): every
+// retry of the push is safe, a repeat comes back "duplicate".
 func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload json.RawMessage) error {
 	a := it.Address
 	if e.o.Transform != nil {
@@ -216,20 +224,33 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 	queue, partition := e.destQueue(it), it.Partition
 	// The intent is journaled before the push: whatever happens next (a
 	// lost answer, a kill), every later run, on any path and in any
-	// process, finds that a push with this derived id may exist and
-	// repeats it (a duplicate) instead of minting a copy through /retry.
-	// The claim may have journaled it already (intentAhead), or a run
-	// that died after journaling it: then there is nothing to wait for,
-	// and its id is this one (a generation changes only in one, which
-	// clears the id with it), not derived a second time.
-	if ent.Via != ViaManual || ent.ReplayTxID == "" {
-		ent.ReplayTxID = ReplayTxID(a, ent.Generation)
+	// process, finds that a push with this id may exist and repeats it (a
+	// duplicate) instead of minting a copy through /retry. The claim may
+	// have journaled it already (intentAhead), or a run that died after
+	// journaling it: then there is nothing to wait for, and its id is this
+	// one (a generation changes only in one, which clears the id with it),
+	// not derived a second time.
+	if ent.Via != ViaManual && ent.Via != ViaMove || ent.ReplayTxID == "" {
+		ent.ReplayTxID = e.copyTxID(it, ent.Generation)
 	}
+	// Whether a copy under this id may be this entry's own, from an
+	// attempt before this one: else a duplicate is another hand's.
+	ours := !ent.Fresh() && (ent.Via == ViaManual || ent.Via == ViaMove) && (ent.State == ledger.Inflight || ent.State == ledger.Failed)
 	ent.State, ent.Via, ent.ReplayQueue = ledger.Inflight, ViaManual, queue
 	ent.Attempts++
 	if !ent.Holds() {
 		if err := e.save(ctx, ent, false); err != nil {
 			return err
+		}
+	}
+	if !ours && e.o.Release.Moves() && e.o.ToQueue == "" {
+		// The console moves one row at a time: a message of several rows
+		// may have had another of them moved meanwhile, its copy already
+		// published.
+		if cp, err := e.otherRowCopied(ctx, it); err != nil {
+			return e.fail(ctx, ent, "failed: looking for a copy another hand published: ", err)
+		} else if cp != "" {
+			return e.movedElsewhere(ctx, ent, cp)
 		}
 	}
 	e.copies.add(ent.ReplayTxID)
@@ -239,12 +260,14 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 	// "duplicate" the second time.
 	for try := 0; try < 4; try++ {
 		if try > 0 {
-			if serr := e.o.Sleep(ctx, time.Duration(try)*200*time.Millisecond); serr != nil {
+			if serr := e.o.Sleep(ctx, max(time.Duration(try)*200*time.Millisecond, client.RetryAfter(err))); serr != nil {
 				break
 			}
+			ours = ours || !errors.Is(err, client.ErrNotSent)
 		}
 		res, err = e.pushes.push(client.PushItem{Queue: queue, Partition: partition, Payload: payload, TransactionID: ent.ReplayTxID})
-		if err == nil || errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) {
+		if err == nil || errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) ||
+			errors.Is(err, client.ErrRefused) || errors.Is(err, client.ErrFull) {
 			break
 		}
 	}
@@ -258,10 +281,16 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 		err = fmt.Errorf("push refused: status %q %s", res.Status, res.Error)
 	}
 	if err != nil {
+		e.stopOnRefusal(err)
 		// Stays retryable: the derived id makes the next attempt safe.
 		return e.fail(ctx, ent, "failed: ", err)
 	}
 	dup := res.Status == "duplicate"
+	if dup && !ours && e.o.Release.Moves() {
+		// The broker's copy of this row exists and this entry never made
+		// it: another hand (the console) replayed the row.
+		return e.movedElsewhere(ctx, ent, ent.ReplayTxID)
+	}
 	ent.ReplayPartitionID = res.PartitionID
 	ent.State = ledger.Published
 	ent.Outcome = "replayed"
@@ -277,6 +306,17 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 			r.Replayed++
 		}
 	})
+}
+
+// stopOnRefusal stops the batch when the broker refuses what every other
+// call would also need: a 2.x refusal (409) or a full disk (507).
+func (e *Engine) stopOnRefusal(err error) {
+	switch {
+	case errors.Is(err, client.ErrFull):
+		e.stop("the broker's storage is full (507): nothing more can be published until it has room; " + err.Error())
+	case errors.Is(err, client.ErrRefused):
+		e.stop("the broker refused the call (409): " + err.Error())
+	}
 }
 
 // finishDelete deletes the row of a published address; a 404 means it is

@@ -42,6 +42,9 @@ func (p *pushOnly) Get(context.Context, client.Address) (*client.Message, error)
 func (p *pushOnly) Retry(context.Context, client.Address) (*client.RetryResult, error) {
 	return nil, nil
 }
+func (p *pushOnly) Move(context.Context, string, *client.Destination) (*client.Moved, error) {
+	return nil, nil
+}
 func (p *pushOnly) Delete(context.Context, client.Address) error { return nil }
 
 type pushAnswerFor struct {

@@ -24,6 +24,10 @@ type Report struct {
 	Duplicate         int    `json:"duplicateSuppressed"`
 	Discarded         int    `json:"discarded"`
 	AlreadyGone       int    `json:"alreadyGone"`
+	// MovedElsewhere counts addresses another hand replayed while this
+	// batch held them (Queen's console, on a broker that moves): their
+	// copy is in the broker, published once, not by this batch.
+	MovedElsewhere int `json:"movedElsewhere"`
 	AlreadyDone       int    `json:"alreadyDone"`
 	Failed            int    `json:"failed"`
 	Unknown           int    `json:"unknown"`
@@ -120,7 +124,7 @@ func (c *copySet) empty() bool {
 // Accounted is the number of addresses the report puts in a bucket:
 // Total, when every address is accounted for exactly once.
 func (r *Report) Accounted() int {
-	return r.Replayed + r.Duplicate + r.Discarded + r.AlreadyGone + r.AlreadyDone + r.Failed + r.Unknown +
+	return r.Replayed + r.Duplicate + r.Discarded + r.AlreadyGone + r.MovedElsewhere + r.AlreadyDone + r.Failed + r.Unknown +
 		r.SkippedEncrypted + r.SkippedGeneration + r.Unreachable + r.DeadLetteredAgain + r.Claimed + r.HeldBack +
 		r.Unrecorded + r.NotStarted
 }
@@ -137,6 +141,7 @@ func (r *Report) Outcome() map[string]int {
 	add("duplicate", r.Duplicate)
 	add("discarded", r.Discarded)
 	add("alreadyGone", r.AlreadyGone)
+	add(OutcomeMovedElsewhere, r.MovedElsewhere)
 	add("alreadyDone", r.AlreadyDone)
 	add("failed", r.Failed)
 	add("unknown", r.Unknown)

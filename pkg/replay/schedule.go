@@ -30,9 +30,9 @@ func (e *Engine) claimChunk(last int) int {
 
 // acquire claims a chunk of items, enrolling the addresses the journal
 // has never seen: an address is enrolled when its run reaches it. On the
-// manual path an address that will be pushed is enrolled with its
-// intent (derived id, destination), so its push waits for no journal
-// write of its own.
+// manual path and the move an address that will be published is enrolled
+// with its intent (path, copy id, destination), so its call waits for no
+// journal write of its own.
 func (e *Engine) acquire(ctx context.Context, part []Item) (map[client.Address]*ledger.Entry, error) {
 	addrs := make([]client.Address, len(part))
 	enrol := make([]ledger.Enrolment, len(part))
@@ -40,28 +40,54 @@ func (e *Engine) acquire(ctx context.Context, part []Item) (map[client.Address]*
 		addrs[k] = it.Address
 		gen := e.o.Generations.Of(it.Address)
 		enrol[k].Generation = gen
-		if e.intentAhead(it, gen) {
-			enrol[k].ReplayTxID, enrol[k].ReplayQueue = ReplayTxID(it.Address, gen), e.destQueue(it)
+		if via := e.pathOf(it, nil); via != ViaEndpoint && e.intentAhead(it, gen) {
+			enrol[k].Via, enrol[k].ReplayTxID, enrol[k].ReplayQueue = via, e.copyTxID(it, gen), e.destQueue(it)
 		}
 	}
 	return e.j.Acquire(ctx, e.o.Broker, e.o.BatchID, e.o.Action, addrs, enrol, e.o.Owner, e.o.Now(), e.o.Lease)
 }
 
-// intentAhead reports whether an item's manual replay intent may be
-// journaled with its claim: a replay on the manual path, of an address
-// in the DLQ with a payload to push and under the generation cap. Any
-// other item is enrolled pending and journals its intent (if any) when
-// it gets there.
+// intentAhead reports whether an item's replay intent may be journaled
+// with its claim: a replay of an address in the DLQ with a payload and
+// under the generation cap, on a path whose copy id every later run
+// derives again (the manual path's, the move's: a repeat is a duplicate,
+// or a 404). Any other item is enrolled pending and journals its intent
+// (if any) when it gets there.
 func (e *Engine) intentAhead(it Item, gen int) bool {
-	return e.o.Action == Replay && e.manualPath() && !e.o.Absent[it.Address] && it.Address.Unreachable() == "" &&
+	return e.o.Action == Replay && !e.o.Absent[it.Address] && it.Address.Unreachable() == "" &&
 		(e.o.MaxGeneration <= 0 || gen <= e.o.MaxGeneration) && len(it.Data()) > 0 && !it.Undecryptable()
 }
 
-// manualPath reports whether this run replays by get, push and delete:
-// every run but one told --via endpoint (which cannot transform a payload
-// or change its queue).
-func (e *Engine) manualPath() bool {
-	return e.o.Via != ViaEndpoint || e.o.Transform != nil || e.o.ToQueue != ""
+// pathOf is the path an item's replay takes (ent, nil for one not yet
+// claimed, is its journal): an address attempted on the manual path
+// keeps it; on a broker that moves, the move for a message one group
+// dead-lettered, and the manual path (under the broker's copy id) for a
+// payload transformed or a message of several rows, which the move would
+// publish once a row; elsewhere --via endpoint's /retry, else the manual
+// path.
+func (e *Engine) pathOf(it Item, ent *ledger.Entry) string {
+	switch {
+	case Pinned(ent):
+		return ViaManual
+	case e.o.Via == ViaMove && e.o.Transform == nil && len(it.Rows)+len(it.Others) == 1 && it.Rows[0].ID != "":
+		return ViaMove
+	case e.o.Via == ViaEndpoint && e.o.Transform == nil && e.o.ToQueue == "":
+		return ViaEndpoint
+	}
+	return ViaManual
+}
+
+// copyTxID is the transaction id an item's copy is published under: on
+// a broker that moves, the broker's own copy id for its newest selected
+// row (dlq:<row id>), which the broker's move of that row then finds a
+// duplicate of; elsewhere the id derived from the address and generation.
+func (e *Engine) copyTxID(it Item, gen int) string {
+	if e.o.Release.Moves() {
+		if id := it.Rows[0].ID; id != "" {
+			return client.CopyID(id)
+		}
+	}
+	return ReplayTxID(it.Address, gen)
 }
 
 // runSome runs the items from position from to to-1 in order (a

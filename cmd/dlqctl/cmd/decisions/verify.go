@@ -102,6 +102,9 @@ func writeVerification(w io.Writer, v *batch.Verification) {
 		fmt.Fprintf(w, " (%d asked now; the rest were completed at an earlier verify)", v.Asked)
 	}
 	fmt.Fprintln(w)
+	if v.MovedElsewhere > 0 {
+		fmt.Fprintf(w, "%d of the copies were published by another hand (moved elsewhere while the batch ran: the broker's console); they are counted with the rest\n", v.MovedElsewhere)
+	}
 	var rows [][]string
 	for _, q := range v.ByQueue {
 		var pg []string

@@ -85,7 +85,7 @@ func TestReplayFlags(t *testing.T) {
 			}},
 		{[]string{"--all", "--rate", "0"}, "--rate 0 (unlimited) needs --yes", nil},
 		{[]string{"--all", "--rate", "-1"}, "invalid --rate", nil},
-		{[]string{"--all", "--via", "carrier-pigeon"}, "valid values are auto, endpoint, manual", nil},
+		{[]string{"--all", "--via", "carrier-pigeon"}, "valid values are auto, move, manual, endpoint", nil},
 		{[]string{"--all", "--via", "endpoint", "--transform", "."}, "cannot --transform", nil},
 		{[]string{"--all", "--transform", ".[["}, "invalid --transform", nil},
 		{[]string{"--all", "--concurrency", "0"}, "invalid --concurrency", nil},

@@ -43,9 +43,17 @@ func NewCmdReplay(f *cmdutil.Factory, runF func(*ReplayOptions) error) *cobra.Co
 plan, then re-publishes each message once, at --rate, with at most
 --concurrency calls in flight. Each address is journaled (pending →
 published → removed), so a crash or a second run never publishes twice:
-resume with --batch ID. The manual path (get, push with a transaction id
-derived from the address, delete) makes every retry safe; the /retry
-endpoint is used by --via auto when nothing is transformed or redirected.
+resume with --batch ID.
+
+The path (--via auto) follows the broker's release, which the plan names:
+on Queen 1.6 and 2.x, the broker's own move (one call a message, atomic:
+the copy is published as dlq:<row id>, the id the broker's console uses
+too, so a row the console replays meanwhile is not published again); a
+message several groups dead-lettered, or a --transform'ed payload, is
+pushed under that same id, then deleted. On older brokers, the manual
+path: push with a transaction id derived from the address, then delete,
+so every retry is safe. --via endpoint takes the broker's /retry (before
+1.6 it mints a fresh id: a lost answer leaves the address unknown).
 Undecryptable envelopes are never replayed. SIGINT stops scheduling, lets
 calls in flight finish and prints how to resume.`,
 		Example: `  $ dlqctl dlq replay --class 1a2b3c4d --dry-run
@@ -72,7 +80,7 @@ calls in flight finish and prints how to resume.`,
 	fl.IntVar(&o.Concurrency, "concurrency", def.Concurrency, "at most this many calls in flight")
 	fl.StringVar(&o.ToQueue, "to-queue", "", "publish to this (recovery) queue instead of the original")
 	fl.StringVar(&o.Transform, "transform", "", "jq expression applied to each payload before publishing (manual path)")
-	fl.StringVar(&o.Via, "via", def.Via, "path: auto or manual (push with an id derived from the address, then delete: a repeat is a duplicate), or endpoint (/retry: the broker mints the copy's id; a lost answer leaves it unknown)")
+	fl.StringVar(&o.Via, "via", def.Via, "path: auto (the broker's move on Queen 1.6+, else manual), move, manual (push, then delete: a repeat is a duplicate), or endpoint (/retry; before 1.6 the broker mints the copy's id and a lost answer leaves it unknown)")
 	fl.IntVar(&o.MaxFailures, "max-failures", 0, "stop scheduling after this many failed addresses (0 = never)")
 	fl.IntVar(&o.MaxGeneration, "max-generation", def.MaxGeneration, "refuse to replay a message that has already been replayed this many times")
 	fl.BoolVar(&o.RetryUnknown, "retry-unknown", false, "re-attempt addresses left unknown (check the live queue first)")
@@ -91,12 +99,16 @@ func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
 	}
 	switch o.Via {
 	case replay.ViaAuto, replay.ViaManual:
+	case replay.ViaMove:
+		if o.Transform != "" {
+			return cmdutil.FlagErrorf("--via move cannot --transform: the broker's move publishes the stored payload (--via auto pushes a transformed one under the broker's copy id)")
+		}
 	case replay.ViaEndpoint:
 		if o.Transform != "" || o.ToQueue != "" {
 			return cmdutil.FlagErrorf("--via endpoint cannot --transform or --to-queue: the /retry endpoint republishes the stored payload to its own queue")
 		}
 	default:
-		return cmdutil.FlagErrorf("invalid --via %q: valid values are auto, endpoint, manual", o.Via)
+		return cmdutil.FlagErrorf("invalid --via %q: valid values are auto, move, manual, endpoint", o.Via)
 	}
 	if o.Concurrency < 1 || o.Concurrency > 256 {
 		return cmdutil.FlagErrorf("invalid --concurrency %d: want 1 to 256", o.Concurrency)

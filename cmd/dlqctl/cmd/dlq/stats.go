@@ -71,6 +71,7 @@ func statsRun(ctx context.Context, f *cmdutil.Factory, o *StatsOptions) error {
 		return render.Document(f.IO.Out, fm, st)
 	}
 	w := f.IO.Out
+	fmt.Fprintf(w, "Broker: %s — %s\n", render.Clean(st.Broker.Name()), st.Broker.ReplayWords())
 	fmt.Fprintf(w, "Window: last %s\n\n", o.Since)
 	var rows [][]string
 	for _, q := range st.Queues {

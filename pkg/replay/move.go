@@ -1,0 +1,140 @@
+package replay
+
+import (
+	"context"
+	"errors"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+)
+
+// The broker's move (Queen 1.6, 2.x) publishes a dead-letter row's copy
+// under dlq:<row id> and deletes the row, in one step: a row moved is
+// gone, its copy there; a row not moved is still there, its copy not.
+// That is what makes it exactly once by construction, and what settles
+// every outcome in doubt (a lost answer, a kill mid-call, dlqRowRemoved
+// null): the copy is looked for, and where it is not there, the row is
+// moved again.
+
+// OutcomeMovedElsewhere is the journal's outcome for an address another
+// hand replayed while a batch held it (the broker's console, another
+// tool): its copy is in the broker, not of this batch's making.
+const OutcomeMovedElsewhere = "movedElsewhere"
+
+// move replays a message one group dead-lettered by the broker's move.
+func (e *Engine) move(ctx context.Context, it Item, ent *ledger.Entry) error {
+	row := it.Rows[0]
+	cp := client.CopyID(row.ID)
+	// A copy under this id may be this entry's own when an earlier run
+	// recorded this move and was stopped before its verdict.
+	ours := !ent.Fresh() && ent.Via == ViaMove && ent.ReplayTxID == cp
+	ent.State, ent.Via, ent.ReplayTxID, ent.ReplayQueue = ledger.Inflight, ViaMove, cp, e.destQueue(it)
+	ent.Attempts++
+	// Nothing need be journaled before the call: the broker knows the copy
+	// by an id every later run derives again, and moves a row once.
+	e.copies.add(cp)
+	var dest *client.Destination
+	if e.o.ToQueue != "" {
+		// Both halves: Queen's proxy refuses half a destination.
+		dest = &client.Destination{Queue: e.o.ToQueue, Partition: it.Partition}
+	}
+	for try := 0; ; try++ {
+		m, err := e.b.Move(ctx, row.ID, dest)
+		switch {
+		case err == nil && m.Copied():
+			if dest == nil {
+				ent.ReplayPartitionID = it.Address.PartitionID
+			}
+			return e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+		case err == nil:
+			// A duplicate: the copy is there (another hand pushed it), the
+			// row kept, a leftover to delete.
+			return e.movedElsewhere(ctx, ent, cp)
+		case errors.Is(err, client.ErrNoDeadLetterRow):
+			// The row is gone: moved (by this entry before, or another
+			// hand) or discarded.
+			return e.rowLeft(ctx, it, ent, cp, ours)
+		case errors.Is(err, client.ErrOutcomeUnknown) && try == 0:
+			// The move is atomic: if its copy is not there, the row was
+			// not moved, and it is moved again (which is a 404 if it was).
+			ours = true
+			if found, ferr := e.copyFound(ctx, it, cp); ferr == nil && found {
+				ent.ReplayPartitionID = it.Address.PartitionID
+				return e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+			}
+			continue
+		case errors.Is(err, client.ErrRouteMissing):
+			e.stop("the broker has no move route (POST /api/v1/dlq/{id}/replay): it is not the Queen 1.6 it was taken for; replay with --via manual")
+		}
+		e.stopOnRefusal(err)
+		// Retryable: the next run looks for the copy, then moves the row.
+		return e.fail(ctx, ent, "failed: ", err)
+	}
+}
+
+// rowLeft settles a move whose row was gone: its copy there is this
+// batch's if this entry may have made it, else another hand's; no copy
+// means someone discarded the row.
+func (e *Engine) rowLeft(ctx context.Context, it Item, ent *ledger.Entry, cp string, ours bool) error {
+	found, err := e.copyFound(ctx, it, cp)
+	switch {
+	case err != nil:
+		return e.fail(ctx, ent, "failed: the row is gone; looking for its copy: ", err)
+	case found && ours:
+		ent.ReplayPartitionID = it.Address.PartitionID
+		return e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+	case found:
+		ent.ReplayPartitionID, ent.ReplayQueue = it.Address.PartitionID, it.Queue
+		return e.settle(ctx, ent, ledger.Removed, OutcomeMovedElsewhere, "", func(r *Report) { r.MovedElsewhere++ })
+	case ours && e.o.ToQueue != "":
+		// Its copy went to the recovery queue, where it cannot be looked
+		// for by address: an earlier attempt of this entry made it.
+		return e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+	}
+	return e.settle(ctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
+}
+
+// copyFound reports whether the broker holds the copy cp of an item in
+// the item's own partition: where an in-place move (this run's, or the
+// console's, which moves in place) put it.
+func (e *Engine) copyFound(ctx context.Context, it Item, cp string) (bool, error) {
+	_, err := e.b.Get(ctx, client.Address{PartitionID: it.Address.PartitionID, TransactionID: cp})
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, client.ErrNoDeadLetterRow):
+		return false, nil
+	}
+	return false, err
+}
+
+// otherRowCopied is the copy id of a row of the item, other than the
+// one its copy is published under, that the broker holds: another hand
+// moved that row. "" when none is there.
+func (e *Engine) otherRowCopied(ctx context.Context, it Item) (string, error) {
+	for i, r := range it.AllRows() {
+		if i == 0 || r.ID == "" || r.ID == it.Rows[0].ID {
+			continue
+		}
+		cp := client.CopyID(r.ID)
+		found, err := e.copyFound(ctx, it, cp)
+		if err != nil || found {
+			return map[bool]string{true: cp}[found], err
+		}
+	}
+	return "", nil
+}
+
+// movedElsewhere settles an address another hand replayed: its copy cp is
+// in the broker; what is left of its rows is deleted (a 404 there is the
+// rows gone too).
+func (e *Engine) movedElsewhere(ctx context.Context, ent *ledger.Entry, cp string) error {
+	a := ent.Address
+	// Another hand's copy: in the message's own queue and partition, where
+	// the console (and any in-place replay) publishes.
+	ent.State, ent.Outcome, ent.ReplayTxID, ent.ReplayPartitionID, ent.ReplayQueue = ledger.Published, OutcomeMovedElsewhere, cp, a.PartitionID, ""
+	return e.finishDelete(ctx, ent, func(r *Report) {
+		r.MovedElsewhere++
+		r.RowsRemoved += e.rows[a]
+	})
+}

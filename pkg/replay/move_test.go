@@ -1,0 +1,303 @@
+package replay_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/dlqctl/dlqctl/pkg/sandbox"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
+)
+
+// moveRig is a broker of a line that moves, holding n messages one
+// group dead-lettered (one row each) and two groups more (two rows),
+// and a ledger.
+type moveRig struct {
+	b     *sandbox.Broker
+	c     *client.Client
+	store *ledger.Store
+	items []replay.Item
+}
+
+func newMoveRig(t *testing.T, line sandbox.Line, single, double int) *moveRig {
+	t.Helper()
+	b, url := testkit.Sandbox(t)
+	b.SetLine(line)
+	now := time.Now()
+	var dls []sandbox.DeadLetter
+	for i := range single + double {
+		dl := sandbox.DeadLetter{Queue: "orders", Partition: fmt.Sprintf("p%d", i%7), TransactionID: fmt.Sprintf("m-%d", i), ConsumerGroup: "billing",
+			Error: "boom", FailedAt: now.Add(-time.Duration(i+2) * time.Second), Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}
+		dls = append(dls, dl)
+		if i >= single {
+			dl.ConsumerGroup, dl.FailedAt = "shipping", dl.FailedAt.Add(time.Second/2)
+			dls = append(dls, dl)
+		}
+	}
+	b.AddDeadLetters(dls...)
+	r := &moveRig{b: b, c: testkit.Client(t, url), store: testkit.OpenLedger(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db"))}
+	r.items = r.snapshot(t)
+	return r
+}
+
+func (r *moveRig) snapshot(t *testing.T) []replay.Item {
+	t.Helper()
+	sel := &replay.Selection{All: true}
+	if err := sel.Compile(); err != nil {
+		t.Fatal(err)
+	}
+	items, err := replay.Snapshot(context.Background(), r.c, sel, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return items
+}
+
+func (r *moveRig) run(t *testing.T, batch string, mod func(*replay.Options)) *replay.Report {
+	t.Helper()
+	rel, err := r.c.Release(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := replay.Options{Order: replay.OrderNone, Action: replay.Replay, Broker: r.c.Broker(), BatchID: batch, Owner: ledger.NewOwner(batch),
+		Concurrency: 4, Release: rel, Sleep: func(context.Context, time.Duration) error { return nil }}
+	if mod != nil {
+		mod(&o)
+	}
+	rep, err := replay.NewEngine(r.c, r.store, o).Run(context.Background(), r.items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Accounted() != rep.Total {
+		t.Fatalf("the report accounts for %d of %d: %v", rep.Accounted(), rep.Total, rep.Outcome())
+	}
+	return rep
+}
+
+// books: every message live exactly once, the DLQ empty.
+func (r *moveRig) books(t *testing.T) {
+	t.Helper()
+	live := map[string]int{}
+	for _, m := range r.b.LiveMessages() {
+		live[string(m.Payload)]++
+	}
+	for i := range len(r.items) {
+		if p := fmt.Sprintf(`{"n":%d}`, i); live[p] != 1 {
+			t.Errorf("message %d live %d times", i, live[p])
+		}
+	}
+	if d := r.b.Depth(); d != 0 {
+		t.Errorf("%d dead-letter rows left", d)
+	}
+}
+
+// On 1.6 a replay takes the broker's move, one call a message one group
+// dead-lettered; a message two groups dead-lettered is pushed once,
+// under the broker's copy id of one of its rows, then deleted.
+func TestMoveIsOneCallAMessage(t *testing.T) {
+	for _, line := range []sandbox.Line{sandbox.Queen16, sandbox.Queen22} {
+		t.Run(string(line), func(t *testing.T) {
+			r := newMoveRig(t, line, 30, 10)
+			r.b.ResetCalls()
+			rep := r.run(t, "b", nil)
+			if rep.Replayed != 40 || !rep.Clean() {
+				t.Fatalf("report %v", rep.Outcome())
+			}
+			calls := r.b.Calls()
+			if calls["POST /api/v1/dlq/replay"] != 30 || calls["POST /api/v1/push"] > 10 || calls["DELETE /api/v1/messages"] != 10 || calls["POST /api/v1/messages/retry"] != 0 {
+				t.Fatalf("calls %v: want 30 moves, the 10 two-row messages pushed and deleted", calls)
+			}
+			r.books(t)
+			for _, m := range r.b.LiveMessages() {
+				if !strings.HasPrefix(m.TransactionID, "dlq:") {
+					t.Fatalf("copy %s: want the broker's copy id dlq:<row id>", m.TransactionID)
+				}
+			}
+		})
+	}
+}
+
+// The console moves rows while a batch runs: no second copy of any of
+// them, and the summary says they were moved elsewhere.
+func TestConsoleMovesRowsDuringABatch(t *testing.T) {
+	r := newMoveRig(t, sandbox.Queen16, 300, 0)
+	// The oldest 100 rows, which an unordered run of newest-first items
+	// reaches last: moved by the console after dlqctl's first move.
+	rows := r.b.DeadLetterRows()
+	var console []string
+	for _, row := range rows[200:] {
+		console = append(console, row.ID)
+	}
+	moved := false
+	r.b.SetFaults(sandbox.Faults{Script: func(c sandbox.Call) sandbox.Action {
+		if c.Route == "POST /api/v1/dlq/{id}/replay" && !moved {
+			moved = true
+			r.b.ConsoleReplay(console...)
+		}
+		return sandbox.Serve
+	}})
+	rep := r.run(t, "b", func(o *replay.Options) { o.Concurrency = 1 })
+	if rep.Replayed != 200 || rep.MovedElsewhere != 100 || !rep.Clean() {
+		t.Fatalf("report %v: want 200 replayed, 100 moved elsewhere", rep.Outcome())
+	}
+	if r.b.ConsoleMoves() != 100 {
+		t.Fatalf("the console moved %d", r.b.ConsoleMoves())
+	}
+	r.books(t)
+	// The journal says so too.
+	out, err := r.store.BatchOutcome(context.Background(), "b")
+	if err != nil || out[replay.OutcomeMovedElsewhere] != 100 || out["replayed"] != 200 {
+		t.Fatalf("journal outcome %v %v", out, err)
+	}
+}
+
+// A message two groups dead-lettered, one of whose rows the console
+// moved meanwhile: its copy is there, nothing is pushed again.
+func TestConsoleMovedOneRowOfTwo(t *testing.T) {
+	r := newMoveRig(t, sandbox.Queen16, 0, 5)
+	for _, it := range r.items {
+		// The row dlqctl does not push under: the other group's.
+		r.b.ConsoleReplay(it.AllRows()[1].ID)
+	}
+	rep := r.run(t, "b", nil)
+	if rep.MovedElsewhere != 5 || rep.Replayed != 0 {
+		t.Fatalf("report %v", rep.Outcome())
+	}
+	r.books(t)
+}
+
+// Each verdict of the move, as the engine settles it, and a resume of
+// whatever a run leaves: exactly once in the broker's books.
+func TestMoveVerdictsSettle(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		action sandbox.Action
+		every  int
+	}{
+		{"moved, answers lost", sandbox.CutAfterApply, 3},
+		{"500 dlqRowRemoved null, applied", sandbox.UnknownAfterApply, 2},
+		{"500 dlqRowRemoved null, not applied", sandbox.UnknownNotApplied, 2},
+		{"500 dlqRowRemoved false", sandbox.FailNotApplied, 2},
+		{"503 maintenance", sandbox.Maintenance, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newMoveRig(t, sandbox.Queen16, 20, 4)
+			r.b.SetFaults(sandbox.Faults{Script: func(call sandbox.Call) sandbox.Action {
+				if call.Route == "POST /api/v1/dlq/{id}/replay" && call.N%c.every == 0 {
+					return c.action
+				}
+				return sandbox.Serve
+			}})
+			for i := 0; ; i++ {
+				rep := r.run(t, "b", nil)
+				if rep.Clean() {
+					break
+				}
+				if i == 5 {
+					t.Fatalf("never clean: %v", rep.Outcome())
+				}
+			}
+			r.books(t)
+		})
+	}
+}
+
+// A row some other tool already pushed the broker's copy of: the move
+// answers duplicate, nothing is published, the leftover row goes.
+func TestDuplicateVerdictIsMovedElsewhere(t *testing.T) {
+	r := newMoveRig(t, sandbox.Queen16, 6, 0)
+	it := r.items[0]
+	if _, err := r.c.Push(context.Background(), []client.PushItem{{Queue: it.Queue, Partition: it.Partition, Payload: it.Data(),
+		TransactionID: client.CopyID(it.Rows[0].ID)}}); err != nil {
+		t.Fatal(err)
+	}
+	rep := r.run(t, "b", nil)
+	if rep.MovedElsewhere != 1 || rep.Replayed != 5 {
+		t.Fatalf("report %v", rep.Outcome())
+	}
+	r.books(t)
+}
+
+// --to-queue on 1.6 is the move's destination: both halves sent, the
+// partition kept.
+func TestMoveToARecoveryQueue(t *testing.T) {
+	r := newMoveRig(t, sandbox.Queen16, 8, 0)
+	rep := r.run(t, "b", func(o *replay.Options) { o.ToQueue = "orders-recovery" })
+	if rep.Replayed != 8 || r.b.Calls()["POST /api/v1/dlq/replay"] != 8 {
+		t.Fatalf("report %v, calls %v", rep.Outcome(), r.b.Calls())
+	}
+	parts := map[string]bool{}
+	for _, it := range r.items {
+		parts[it.Partition] = true
+	}
+	for _, m := range r.b.LiveMessages() {
+		if m.Queue != "orders-recovery" || !parts[m.Partition] {
+			t.Fatalf("copy in %s/%s", m.Queue, m.Partition)
+		}
+	}
+}
+
+// A transformed payload cannot be moved: it is pushed under the
+// broker's copy id, so a console move of the row later is a duplicate.
+func TestTransformPushesUnderTheCopyID(t *testing.T) {
+	r := newMoveRig(t, sandbox.Queen16, 4, 0)
+	rep := r.run(t, "b", func(o *replay.Options) {
+		o.Transform = func(p json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{"fixed":true}`), nil }
+	})
+	if rep.Replayed != 4 || r.b.Calls()["POST /api/v1/dlq/replay"] != 0 {
+		t.Fatalf("report %v, calls %v", rep.Outcome(), r.b.Calls())
+	}
+	for _, m := range r.b.LiveMessages() {
+		if !strings.HasPrefix(m.TransactionID, "dlq:") || string(m.Payload) != `{"fixed":true}` {
+			t.Fatalf("copy %s %s", m.TransactionID, m.Payload)
+		}
+	}
+}
+
+// A 2.x disk that is full (507) stops the batch; what is left resumes.
+func TestDiskFullStopsTheBatch(t *testing.T) {
+	r := newMoveRig(t, sandbox.Queen22, 0, 6)
+	full := true
+	r.b.SetFaults(sandbox.Faults{Script: func(c sandbox.Call) sandbox.Action {
+		if c.Route == "POST /api/v1/push" && full {
+			return sandbox.DiskFull
+		}
+		return sandbox.Serve
+	}})
+	rep := r.run(t, "b", func(o *replay.Options) { o.Concurrency = 1 })
+	if rep.Stopped == "" || !strings.Contains(rep.Stopped, "full") || rep.Failed != 1 || rep.NotStarted != 5 {
+		t.Fatalf("report %v, stopped %q", rep.Outcome(), rep.Stopped)
+	}
+	full = false
+	if rep := r.run(t, "b", nil); !rep.Clean() {
+		t.Fatalf("resume %v", rep.Outcome())
+	}
+	r.books(t)
+}
+
+// A 2.x address has a decimal partition id: replayed, resumed and
+// looked up by it.
+func TestDecimalPartitionIDs(t *testing.T) {
+	r := newMoveRig(t, sandbox.Queen22, 5, 2)
+	for _, it := range r.items {
+		if strings.Contains(it.Address.PartitionID, "-") {
+			t.Fatalf("address %s: want 2.x's decimal partition id", it.Address)
+		}
+	}
+	rep := r.run(t, "b", nil)
+	if rep.Replayed != 7 || !rep.Clean() {
+		t.Fatalf("report %v", rep.Outcome())
+	}
+	ent, err := r.store.Entry(context.Background(), r.c.Broker(), r.items[0].Address)
+	if err != nil || ent == nil || ent.State != ledger.Removed {
+		t.Fatalf("journal of %s: %+v %v", r.items[0].Address, ent, err)
+	}
+	r.books(t)
+}
