@@ -17,23 +17,23 @@ type AddrResult struct {
 
 // Report is the outcome of an execution.
 type Report struct {
-	BatchID           string `json:"batchId"`
-	Action            string `json:"action"`
-	Total             int    `json:"total"`
-	Replayed          int    `json:"replayed"`
-	Duplicate         int    `json:"duplicateSuppressed"`
-	Discarded         int    `json:"discarded"`
-	AlreadyGone       int    `json:"alreadyGone"`
+	BatchID     string `json:"batchId"`
+	Action      string `json:"action"`
+	Total       int    `json:"total"`
+	Replayed    int    `json:"replayed"`
+	Duplicate   int    `json:"duplicateSuppressed"`
+	Discarded   int    `json:"discarded"`
+	AlreadyGone int    `json:"alreadyGone"`
 	// MovedElsewhere counts addresses another hand replayed while this
 	// batch held them (Queen's console, on a broker that moves): their
 	// copy is in the broker, published once, not by this batch.
-	MovedElsewhere int `json:"movedElsewhere"`
-	AlreadyDone       int    `json:"alreadyDone"`
-	Failed            int    `json:"failed"`
-	Unknown           int    `json:"unknown"`
-	SkippedEncrypted  int    `json:"skippedEncrypted"`
-	SkippedGeneration int    `json:"skippedGeneration"`
-	Unreachable       int    `json:"unreachable"`
+	MovedElsewhere    int `json:"movedElsewhere"`
+	AlreadyDone       int `json:"alreadyDone"`
+	Failed            int `json:"failed"`
+	Unknown           int `json:"unknown"`
+	SkippedEncrypted  int `json:"skippedEncrypted"`
+	SkippedGeneration int `json:"skippedGeneration"`
+	Unreachable       int `json:"unreachable"`
 	// DeadLetteredAgain counts addresses this batch already replayed or
 	// discarded that are back in the DLQ (another group failed the
 	// message, or the replay failed under its original id): they are not
