@@ -250,3 +250,21 @@ func (s *Store) MarkRemoved(ctx context.Context, broker, batchID string, now tim
 			AND archive.last_seen <= j.updated_at)`, fmtTime(now), broker, batchID)
 	return s.wrap("marking removed rows in the archive", err)
 }
+
+// ArchivedRowIDs returns, for each address, the ids the broker listed its
+// archived rows under (on Queen 1.6 and 2.x the rows' own ids): the rows
+// a batch, rm or sync saw, including rows since moved by another hand.
+// Addresses are read 400 a statement.
+func (s *Store) ArchivedRowIDs(ctx context.Context, broker string, addrs []client.Address) (map[client.Address][]string, error) {
+	out := map[client.Address][]string{}
+	err := s.byAddrs(ctx, "reading the archive", `SELECT partition_id, transaction_id, message_id FROM archive WHERE broker = ? AND message_id <> '' AND (partition_id, transaction_id) IN `, addrs, func(rows *sql.Rows) error {
+		var a client.Address
+		var id string
+		if err := rows.Scan(&a.PartitionID, &a.TransactionID, &id); err != nil {
+			return err
+		}
+		out[a] = append(out[a], id)
+		return nil
+	}, broker)
+	return out, err
+}

@@ -220,33 +220,45 @@ func (s *Store) Claim(ctx context.Context, broker string, a client.Address, owne
 	return e, s.wrap("claiming an address", err)
 }
 
-// CopyGenerations finds, among addrs, copies the /retry endpoint
-// published and returns the generation of each: one more than that of
-// the replay that made it. The broker minted their transaction ids, so
-// unlike a derived id (dlqr-<gen>-…) they do not say it; a copy goes to
-// its original's partition, so its address is that partition and the id
-// the journal recorded. Only the addresses given are read, 400 a
-// statement, and nothing at all when the broker has no endpoint replay.
+// CopyGenerations finds, among addrs, copies the /retry endpoint or the
+// broker's move published (and pushes under the move's copy ids) and
+// returns the generation of each: one more than that of the replay that
+// made it. Their ids do not say it, unlike a derived id (dlqr-<gen>-…);
+// an in-place copy goes to its original's partition, so its address is
+// that partition and the id the journal recorded. Only the addresses
+// given are read, 400 a statement, and nothing at all when the journal
+// holds no such copy.
 func (s *Store) CopyGenerations(ctx context.Context, broker string, addrs []client.Address) (map[client.Address]int, error) {
 	out := map[client.Address]int{}
 	if len(addrs) == 0 {
 		return out, nil
 	}
-	var some int
-	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT COUNT(*) FROM (SELECT 1 FROM journal WHERE broker = ? AND via = 'endpoint' LIMIT 1) x`), broker).Scan(&some)
-	if err != nil || some == 0 {
-		return out, s.wrap("reading the journal", err)
-	}
-	err = s.byAddrs(ctx, "reading the journal", `SELECT partition_id, replay_txid, generation FROM journal WHERE broker = ? AND via = 'endpoint' AND (partition_id, replay_txid) IN `, addrs, func(rows *sql.Rows) error {
-		var a client.Address
-		var gen int
-		if err := rows.Scan(&a.PartitionID, &a.TransactionID, &gen); err != nil {
-			return err
+	// The endpoint's copies (ids minted by the broker), then the broker's
+	// copy ids (dlq:<row id>): each query runs only where the journal
+	// holds such copies at all, and each reads its own partial index.
+	for _, kind := range []string{`via = 'endpoint'`, `replay_txid LIKE 'dlq:%'`} {
+		var some int
+		err := s.db.QueryRowContext(ctx, s.rebind(`SELECT COUNT(*) FROM (SELECT 1 FROM journal WHERE broker = ? AND `+kind+` LIMIT 1) x`), broker).Scan(&some)
+		if err != nil || some == 0 {
+			if err != nil {
+				return out, s.wrap("reading the journal", err)
+			}
+			continue
 		}
-		out[a] = gen + 1
-		return nil
-	}, broker)
-	return out, err
+		err = s.byAddrs(ctx, "reading the journal", `SELECT partition_id, replay_txid, generation FROM journal WHERE broker = ? AND `+kind+` AND (partition_id, replay_txid) IN `, addrs, func(rows *sql.Rows) error {
+			var a client.Address
+			var gen int
+			if err := rows.Scan(&a.PartitionID, &a.TransactionID, &gen); err != nil {
+				return err
+			}
+			out[a] = max(out[a], gen+1)
+			return nil
+		}, broker)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
 }
 
 // BatchOutcome counts the journal of a batch's addresses: settled ones by

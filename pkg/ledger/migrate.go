@@ -159,6 +159,11 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 	// 10: a manifest read by position, a claim at a time (a run holds
 	// what it works on, not its batch).
 	{sql: `CREATE INDEX batch_items_seq ON batch_items (batch_id, seq)`},
+	// 11: the copies the broker's move published (Queen 1.6, 2.x), and
+	// the manual path's pushed under its copy ids, by their address: a
+	// copy dlq:<row id> carries no generation, so one dead-lettered again
+	// learns it from the journal.
+	{sql: `CREATE INDEX journal_moved ON journal (broker, partition_id, replay_txid) WHERE replay_txid LIKE 'dlq:%'`},
 }
 
 // SchemaVersion is the schema this binary writes.

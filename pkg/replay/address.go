@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
@@ -31,6 +32,7 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 	defer func() {
 		e.mu.Lock()
 		delete(e.rows, a)
+		delete(e.archived, a)
 		e.mu.Unlock()
 	}()
 	if ent.State == ledger.Removed {
@@ -63,6 +65,10 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 		// a new generation, so its derived transaction id is not a duplicate.
 		if e.o.Action == Replay {
 			ent.Generation++
+			// Its earlier copy is this journal's own, not another hand's.
+			e.mu.Lock()
+			e.archived[a] = slices.DeleteFunc(e.archived[a], func(id string) bool { return client.CopyID(id) == ent.ReplayTxID })
+			e.mu.Unlock()
 		}
 		ent.State, ent.ReplayTxID, ent.ReplayPartitionID, ent.Via, ent.Outcome = ledger.Pending, "", "", "", ""
 	}

@@ -32,6 +32,10 @@ type Journal interface {
 	Acquire(ctx context.Context, broker, batchID, action string, addrs []client.Address, enrol []ledger.Enrolment, owner string, now time.Time, lease time.Duration) (map[client.Address]*ledger.Entry, error)
 	Release(ctx context.Context, broker string, ents []*ledger.Entry, owner string) error
 	SaveMany(ctx context.Context, items []ledger.SaveItem, owner string, now time.Time) []error
+	// ArchivedRowIDs are the ids of the rows the ledger archived of each
+	// address: on a broker that moves, a row another hand moved since
+	// leaves its copy under one of them.
+	ArchivedRowIDs(ctx context.Context, broker string, addrs []client.Address) (map[client.Address][]string, error)
 }
 
 // Options configure an execution.
@@ -103,9 +107,12 @@ type Engine struct {
 	blocked map[Chain]bool // partitions held back by a gap, across the canary and the rest
 	rep     Report
 	rows    map[client.Address]int // rows each address being worked on has in the DLQ (0 when absent)
-	copies  *copySet
-	failed  int
-	done    int
+	// archived are the archived row ids of the addresses claimed and not
+	// yet worked on (on a broker that moves; see siblings).
+	archived map[client.Address][]string
+	copies   *copySet
+	failed   int
+	done     int
 	// silent counts calls in a row that got no answer at all; at
 	// maxSilent the broker is taken to be down and the run stops.
 	silent int
@@ -166,7 +173,7 @@ func NewEngine(b Broker, j Journal, o Options) *Engine {
 	if o.Rate > 0 {
 		lim = rate.NewLimiter(rate.Limit(o.Rate), o.Burst)
 	}
-	return &Engine{b: b, j: j, o: o, lim: lim, rows: map[client.Address]int{}, copies: newCopySet(), blocked: map[Chain]bool{}}
+	return &Engine{b: b, j: j, o: o, lim: lim, rows: map[client.Address]int{}, archived: map[client.Address][]string{}, copies: newCopySet(), blocked: map[Chain]bool{}}
 }
 
 // errNotStarted: a job was stopped before its first broker call (an

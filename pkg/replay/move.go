@@ -28,6 +28,15 @@ func (e *Engine) move(ctx context.Context, it Item, ent *ledger.Entry) error {
 	// A copy under this id may be this entry's own when an earlier run
 	// recorded this move and was stopped before its verdict.
 	ours := !ent.Fresh() && ent.Via == ViaMove && ent.ReplayTxID == cp
+	if !ours && e.o.ToQueue == "" {
+		// Another group's row of the message, seen before and moved since
+		// by another hand: its copy reached every group, this one's too.
+		if other, err := e.otherRowCopied(ctx, it); err != nil {
+			return e.fail(ctx, ent, "failed: looking for a copy another hand published: ", err)
+		} else if other != "" {
+			return e.movedElsewhere(ctx, ent, other)
+		}
+	}
 	ent.State, ent.Via, ent.ReplayTxID, ent.ReplayQueue = ledger.Inflight, ViaMove, cp, e.destQueue(it)
 	ent.Attempts++
 	// Nothing need be journaled before the call: the broker knows the copy
@@ -108,15 +117,26 @@ func (e *Engine) copyFound(ctx context.Context, it Item, cp string) (bool, error
 	return false, err
 }
 
-// otherRowCopied is the copy id of a row of the item, other than the
-// one its copy is published under, that the broker holds: another hand
-// moved that row. "" when none is there.
+// otherRowCopied is the copy id of a row of the item's message, other
+// than the one its copy is published under, that the broker holds:
+// another hand moved that row. The rows are the item's and those the
+// ledger archived of its address and the DLQ no longer lists (a row the
+// console moved before anything of dlqctl's saw it cannot be known).
+// "" when none is there.
 func (e *Engine) otherRowCopied(ctx context.Context, it Item) (string, error) {
-	for i, r := range it.AllRows() {
-		if i == 0 || r.ID == "" || r.ID == it.Rows[0].ID {
+	e.mu.Lock()
+	ids := e.archived[it.Address]
+	e.mu.Unlock()
+	for _, r := range it.AllRows() {
+		ids = append(ids, r.ID)
+	}
+	seen := map[string]bool{it.Rows[0].ID: true}
+	for _, id := range ids {
+		if id == "" || seen[id] {
 			continue
 		}
-		cp := client.CopyID(r.ID)
+		seen[id] = true
+		cp := client.CopyID(id)
 		found, err := e.copyFound(ctx, it, cp)
 		if err != nil || found {
 			return map[bool]string{true: cp}[found], err

@@ -44,6 +44,19 @@ func (e *Engine) acquire(ctx context.Context, part []Item) (map[client.Address]*
 			enrol[k].Via, enrol[k].ReplayTxID, enrol[k].ReplayQueue = via, e.copyTxID(it, gen), e.destQueue(it)
 		}
 	}
+	if e.o.Action == Replay && e.o.Release.Moves() {
+		// The rows the ledger saw of each address, one statement a chunk:
+		// one moved since by another hand left its copy under its id.
+		ids, err := e.j.ArchivedRowIDs(ctx, e.o.Broker, addrs)
+		if err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		for a, l := range ids {
+			e.archived[a] = l
+		}
+		e.mu.Unlock()
+	}
 	return e.j.Acquire(ctx, e.o.Broker, e.o.BatchID, e.o.Action, addrs, enrol, e.o.Owner, e.o.Now(), e.o.Lease)
 }
 

@@ -163,6 +163,18 @@ func (b *Broker) Fill(n int, seed uint64) {
 // place, {"p":P,"i":I}. Places listed in undecryptable get an envelope
 // nobody can decrypt.
 func (b *Broker) FillChains(parts, per int, seed uint64, undecryptable ...[2]int) {
+	b.fillChains(parts, per, seed, false, undecryptable)
+}
+
+// FillChainsFailedInOrder is FillChains with each partition's messages
+// failing in their enqueue order: on a line whose list says nothing of
+// the enqueue order (1.6 lists random row ids, and createdAt is the
+// failure), the first failure is the order a replay can keep.
+func (b *Broker) FillChainsFailedInOrder(parts, per int, seed uint64) {
+	b.fillChains(parts, per, seed, true, nil)
+}
+
+func (b *Broker) fillChains(parts, per int, seed uint64, inOrder bool, undecryptable [][2]int) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x5bd1e995))
 	b.AddQueue("orders", false, 3, "billing")
 	base := b.now().Add(-time.Hour)
@@ -173,9 +185,13 @@ func (b *Broker) FillChains(parts, per int, seed uint64, undecryptable ...[2]int
 			for _, u := range undecryptable {
 				undec = undec || u == [2]int{p, i}
 			}
+			failed := base.Add(time.Minute + time.Duration(rng.IntN(per*10+1))*time.Second)
+			if inOrder {
+				failed = base.Add(time.Minute + time.Duration(i)*time.Second + time.Duration(p)*time.Millisecond)
+			}
 			dls = append(dls, DeadLetter{Queue: "orders", Partition: fmt.Sprintf("p%d", p), TransactionID: fmt.Sprintf("o-%d-%d", p, i),
 				ConsumerGroup: "billing", Error: "stale version", EnqueuedAt: base.Add(time.Duration(i) * time.Second),
-				FailedAt: base.Add(time.Minute + time.Duration(rng.IntN(per*10+1))*time.Second),
+				FailedAt: failed,
 				Data:     json.RawMessage(fmt.Sprintf(`{"p":%d,"i":%d}`, p, i)), Undecryptable: undec})
 		}
 	}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/sandbox"
+)
+
+// killWhen starts a command and SIGKILLs it once ready says so (a call
+// is hanging in the broker, applied): the moment the test means, not a
+// guess of time.
+func (w *world) killWhen(ready func() bool, args ...string) {
+	w.t.Helper()
+	c := w.cmd(args...)
+	if err := c.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !ready() {
+		if time.Now().After(deadline) {
+			_ = c.Process.Signal(syscall.SIGKILL)
+			_ = c.Wait()
+			w.t.Fatal("the moment to kill never came")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	_ = c.Process.Signal(syscall.SIGKILL)
+	_ = c.Wait()
+}
+
+// Each verdict of Queen 1.6's move, with the real binary SIGKILLed while
+// a call hangs in the broker after it was applied: once on the call
+// whose verdict is the case's (its journal entry cannot have been
+// written), once several calls later (it has been). Then the batch is
+// resumed: every message exactly once in the sandbox's books.
+func TestMoveVerdictsKillAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	const route = "POST /api/v1/dlq/{id}/replay"
+	// hanging is set once the call the binary is killed on hangs.
+	var hanging atomic.Bool
+	hangOn := func(route string, nth int, also func(sandbox.Call), verdicts ...sandbox.Action) func(sandbox.Call) sandbox.Action {
+		return func(call sandbox.Call) sandbox.Action {
+			if call.Route != route {
+				return sandbox.Serve
+			}
+			if also != nil {
+				also(call)
+			}
+			switch {
+			case call.N == nth:
+				hanging.Store(true)
+				return sandbox.HangAfterApply
+			case call.N > nth || len(verdicts) == 0:
+				return sandbox.Serve
+			}
+			return verdicts[call.N%len(verdicts)]
+		}
+	}
+	for _, c := range []struct {
+		name string
+		// set arms the case's faults on w, the nth call of its route
+		// hanging.
+		set func(w *world, hangAt int)
+	}{
+		{"moved", func(w *world, hangAt int) {
+			w.b.SetFaults(sandbox.Faults{Script: hangOn(route, hangAt, nil)})
+		}},
+		{"duplicate: another hand pushed the copy", func(w *world, hangAt int) {
+			// Another tool pushed the broker's copy of each message's
+			// newest row: each move is a duplicate, each leftover row
+			// deleted.
+			seen := map[string]bool{}
+			for _, r := range w.b.DeadLetterRows() {
+				if a := r.PartitionID + "/" + r.TransactionID; !seen[a] && !w.undec[string(r.Payload)] {
+					seen[a] = true
+					if _, err := pushed(w, r); err != nil {
+						w.t.Fatal(err)
+					}
+				}
+			}
+			w.b.SetFaults(sandbox.Faults{Script: hangOn("DELETE /api/v1/messages/{pid}/{txid}", hangAt, nil)})
+		}},
+		{"gone: the console moved rows", func(w *world, hangAt int) {
+			var ids []string
+			for i, r := range w.b.DeadLetterRows() {
+				if i%3 == 0 {
+					ids = append(ids, r.ID)
+				}
+			}
+			once := false
+			w.b.SetFaults(sandbox.Faults{Script: hangOn(route, hangAt, func(call sandbox.Call) {
+				if !once {
+					once = true
+					w.b.ConsoleReplay(ids...)
+				}
+			})})
+		}},
+		{"500 dlqRowRemoved null", func(w *world, hangAt int) {
+			w.b.SetFaults(sandbox.Faults{Script: hangOn(route, hangAt, nil, sandbox.UnknownAfterApply, sandbox.UnknownNotApplied)})
+		}},
+		{"503 maintenance", func(w *world, hangAt int) {
+			w.b.SetFaults(sandbox.Faults{Script: hangOn(route, hangAt, nil, sandbox.Maintenance)})
+		}},
+	} {
+		for _, later := range []int{0, 6} {
+			name := c.name + ": killed on its call"
+			if later > 0 {
+				name = c.name + ": killed after its journal entry"
+			}
+			t.Run(name, func(t *testing.T) {
+				w := newWorldOn(t, sandbox.Queen16, 24, 77, "")
+				hanging.Store(false)
+				c.set(w, 3+later)
+				w.killWhen(hanging.Load,
+					"dlq", "replay", "--all", "--rate", "0", "--concurrency", "1", "--why", "crash test", "--yes", "--timeout", "30s")
+				w.books(false)
+				w.b.SetFaults(sandbox.Faults{})
+				w.finish()
+				w.books(true)
+			})
+		}
+	}
+}
+
+// pushed pushes the broker's copy of a row, as another tool would.
+func pushed(w *world, r sandbox.Row) ([]client.PushResult, error) {
+	c, err := client.New(client.Options{Server: w.url})
+	if err != nil {
+		return nil, err
+	}
+	return c.Push(context.Background(), []client.PushItem{{Queue: r.Queue, Partition: r.Partition, Payload: r.Payload, TransactionID: client.CopyID(r.ID)}})
+}
