@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -138,12 +139,124 @@ func BenchmarkUnlimited(b *testing.B) {
 	}
 }
 
+// BenchmarkMoveBesideManual is an unlimited replay of 10,000 messages
+// one group dead-lettered, at concurrency 16, on a Queen 1.6 broker: the
+// default path (the broker's move) beside --via manual (a push under the
+// broker's copy id, then a delete) and a bare loop of each (16 at a
+// time), the modes taking turns in every iteration. It reports the
+// medians' messages a second and the broker calls a message each made
+// (calls that change the broker, and reads).
+func BenchmarkMoveBesideManual(b *testing.B) {
+	const n = 10_000
+	loop := func(each func(c *client.Client, it replay.Item)) func(*client.Client, *ledger.Store, []replay.Item) {
+		return func(c *client.Client, _ *ledger.Store, items []replay.Item) {
+			feed := make(chan replay.Item)
+			var wg sync.WaitGroup
+			for w := 0; w < 16; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for it := range feed {
+						each(c, it)
+					}
+				}()
+			}
+			for _, it := range items {
+				feed <- it
+			}
+			close(feed)
+			wg.Wait()
+		}
+	}
+	bareMove := loop(func(c *client.Client, it replay.Item) {
+		if _, err := c.Move(context.Background(), it.Rows[0].ID, nil); err != nil {
+			b.Error(err)
+		}
+	})
+	barePushDelete := loop(func(c *client.Client, it replay.Item) {
+		if _, err := c.Push(context.Background(), []client.PushItem{{Queue: it.Queue, Partition: it.Partition,
+			Payload: it.Newest().Data, TransactionID: client.CopyID(it.Rows[0].ID)}}); err != nil {
+			b.Error(err)
+		}
+		if err := c.Delete(context.Background(), it.Address); err != nil {
+			b.Error(err)
+		}
+	})
+	engine := func(via string) func(*client.Client, *ledger.Store, []replay.Item) {
+		return func(c *client.Client, st *ledger.Store, items []replay.Item) {
+			rel, err := c.Release(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			o := replay.Options{Action: replay.Replay, Broker: c.Broker(), BatchID: "bench", Owner: "bench:1:x", Concurrency: 16,
+				Via: via, Release: rel, Order: replay.OrderNone}
+			rep, err := replay.NewEngine(c, st, o).Run(context.Background(), items)
+			if err != nil || rep.Replayed != n {
+				b.Fatalf("%v %+v", err, rep.Outcome())
+			}
+		}
+	}
+	modes := []struct {
+		name string
+		run  func(*client.Client, *ledger.Store, []replay.Item)
+	}{
+		{"bare-move", bareMove},
+		{"move", engine(replay.ViaAuto)},
+		{"bare-push-delete", barePushDelete},
+		{"manual", engine(replay.ViaManual)},
+	}
+	rates := make([][]float64, len(modes))
+	writes := make([]float64, len(modes))
+	reads := make([]float64, len(modes))
+	for i := 0; i < b.N; i++ {
+		for k, m := range modes {
+			b.StopTimer()
+			sb, c, st, items, done := fixtureOn(b, sandbox.Queen16, n)
+			sb.ResetCalls()
+			runtime.GC()
+			b.StartTimer()
+			start := time.Now()
+			m.run(c, st, items)
+			rates[k] = append(rates[k], n/time.Since(start).Seconds())
+			b.StopTimer()
+			if got := len(sb.LiveMessages()); got != n || sb.Depth() != 0 {
+				b.Fatalf("%s: %d live messages, %d rows left, want %d and 0", m.name, got, sb.Depth(), n)
+			}
+			var w, r int
+			for route, calls := range sb.Calls() {
+				if strings.HasPrefix(route, "GET") {
+					r += calls
+				} else {
+					w += calls
+				}
+			}
+			writes[k], reads[k] = float64(w)/n, float64(r)/n
+			done()
+			b.StartTimer()
+		}
+	}
+	for k, m := range modes {
+		b.ReportMetric(median(rates[k]), m.name+"-msgs/s")
+		b.ReportMetric(writes[k], m.name+"-calls/msg")
+		b.ReportMetric(reads[k], m.name+"-reads/msg")
+	}
+	b.ReportMetric(median(rates[1])/median(rates[0]), "move/bare-move")
+	b.ReportMetric(median(rates[3])/median(rates[2]), "manual/bare-push-delete")
+	b.ReportMetric(median(rates[1])/median(rates[3]), "move/manual")
+}
+
 // freshFixture is a sandbox of n plain dead letters (no envelopes), a
 // fresh SQLite ledger and the snapshot of the whole DLQ; done closes the
 // broker and the ledger, so that a benchmark's iterations need not pile
 // them up until it ends.
 func freshFixture(b *testing.B, n int) (*sandbox.Broker, *client.Client, *ledger.Store, []replay.Item, func()) {
+	return fixtureOn(b, sandbox.Queen15, n)
+}
+
+// fixtureOn is freshFixture on a broker of a release line.
+func fixtureOn(b *testing.B, line sandbox.Line, n int) (*sandbox.Broker, *client.Client, *ledger.Store, []replay.Item, func()) {
 	sb := sandbox.New(nil)
+	sb.SetLine(line)
 	now := time.Now()
 	dls := make([]sandbox.DeadLetter, n)
 	for i := range dls {
