@@ -256,6 +256,9 @@ func refScanRow(raw []byte, r *Row, noData bool) error {
 	if r.FailedAt.IsZero() {
 		r.FailedAt = created
 	}
+	if r.TransactionID == "" && r.ID != "" && r.PartitionID != "" {
+		r.TransactionID = NoTransactionID(r.ID)
+	}
 	if r.PartitionID == "" || r.TransactionID == "" {
 		return fmt.Errorf("dead-letter row without partitionId or transactionId")
 	}

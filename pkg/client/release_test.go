@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,5 +162,25 @@ func TestNoSuchRouteIsARouteMissing(t *testing.T) {
 	defer srv.Close()
 	if _, err := newClient(t, srv.URL).Move(context.Background(), "00000000-0000-0000-0000-000000000000", nil); !errors.Is(err, client.ErrRouteMissing) {
 		t.Fatalf("the move on 1.5: %v", err)
+	}
+}
+
+// A 1.x row with a null transactionId is read, under an address that
+// says so and that no call names; the rest of the list is read too.
+func TestRowWithoutTransactionID(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"messages":[{"id":"6a1e0000-0000-4000-8000-000000000001","transactionId":null,"partitionId":"p1","queue":"q","partition":"0",` +
+			`"consumerGroup":"__timer__","errorMessage":"timer exhausted","retryCount":3,"data":null,"failedAt":"2026-07-30T09:41:02.517Z"},` +
+			`{"id":"6a1e0000-0000-4000-8000-000000000002","transactionId":"t2","partitionId":"p1","queue":"q","partition":"0",` +
+			`"consumerGroup":"g","errorMessage":"e","retryCount":3,"data":1,"failedAt":"2026-07-30T09:41:01.517Z"}],"total":2}`))
+	}))
+	defer srv.Close()
+	rows := collect(t, newClient(t, srv.URL), client.ListQuery{})
+	if len(rows) != 2 || rows[0].TransactionID != client.NoTransactionID("6a1e0000-0000-4000-8000-000000000001") {
+		t.Fatalf("rows %+v", rows)
+	}
+	if why := rows[0].Address().Unreachable(); !strings.Contains(why, "no transaction id") {
+		t.Fatalf("unreachable %q", why)
 	}
 }

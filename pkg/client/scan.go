@@ -475,6 +475,12 @@ func scanRow(b []byte, i, depth int, r *Row, noData bool) (int, error) {
 	if r.FailedAt.IsZero() {
 		r.FailedAt = created
 	}
+	if r.TransactionID == "" && r.ID != "" && r.PartitionID != "" {
+		// 1.x allows a row with no transaction id (the column is
+		// nullable): it is listed and counted, under an address that says
+		// so and that no call is sent for (Address.Unreachable).
+		r.TransactionID = NoTransactionID(r.ID)
+	}
 	if r.PartitionID == "" || r.TransactionID == "" {
 		return 0, fmt.Errorf("dead-letter row without partitionId or transactionId")
 	}

@@ -160,6 +160,14 @@ func ParseAddress(s string) (Address, error) {
 	return Address{PartitionID: p, TransactionID: t}, nil
 }
 
+// noTxIDPrefix starts the transaction id dlqctl gives a row the broker
+// lists without one; a space in it keeps every call from naming it.
+const noTxIDPrefix = "(none: row "
+
+// NoTransactionID is the placeholder transaction id of a row listed with
+// none (Queen 1.x allows it): "(none: row <row id>)".
+func NoTransactionID(rowID string) string { return noTxIDPrefix + rowID + ")" }
+
 // PathSafe reports whether the address can be put in a URL path on a
 // broker that does not percent-decode path segments.
 func (a Address) PathSafe() bool { return a.Unreachable() == "" }
@@ -169,6 +177,9 @@ func (a Address) PathSafe() bool { return a.Unreachable() == "" }
 // space, /, %, ?, # or non-ASCII cannot be sent, and a "." or ".." segment
 // would name another path altogether.
 func (a Address) Unreachable() string {
+	if strings.HasPrefix(a.TransactionID, noTxIDPrefix) {
+		return "the broker lists this row with no transaction id, so no route can name it; Queen's console (the move by row id) can replay it"
+	}
 	for _, part := range []struct{ name, v string }{{"partition id", a.PartitionID}, {"transaction id", a.TransactionID}} {
 		switch {
 		case part.v == "":
