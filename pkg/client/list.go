@@ -164,10 +164,7 @@ func (p *pageRead) abandon() {
 // chunks, until a short, empty or oversized page, an error, or emit says
 // to stop.
 func (c *Client) pages(ctx context.Context, q ListQuery, emit func([]Row) ([]Row, bool)) error {
-	size := q.Limit
-	if size <= 0 {
-		size = 500
-	}
+	size := pageSize(q.Limit)
 	// Two sets of keys, this page's and the last one's, reused page after
 	// page.
 	prev, cur := map[Key]struct{}{}, make(map[Key]struct{}, min(size, 1024))
@@ -238,6 +235,16 @@ func (c *Client) pages(ctx context.Context, q ListQuery, emit func([]Row) ([]Row
 		}
 		this, next = next, nil
 	}
+}
+
+// pageSize is the page a paging read asks for: 500 unless told, never
+// more than MaxPage (2.x clamps limit to 1000, and a larger ask would
+// read as a short page, the last).
+func pageSize(limit int) int {
+	if limit <= 0 {
+		return 500
+	}
+	return min(limit, MaxPage)
 }
 
 // putChunk gives an emptied chunk back for the page readers to fill.
@@ -521,10 +528,7 @@ func parseTimestamp(b []byte) (time.Time, error) {
 // as Rows does). Only a one-body broker makes it hold the whole DLQ.
 func (c *Client) RowsOldestFirst(ctx context.Context, q ListQuery) iter.Seq2[Row, error] {
 	return func(yield func(Row, error) bool) {
-		size := q.Limit
-		if size <= 0 {
-			size = 500
-		}
+		size := pageSize(q.Limit)
 		q.Limit, q.Offset = size, 0
 		first, err := c.ListPage(ctx, q)
 		if err != nil {

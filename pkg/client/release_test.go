@@ -184,3 +184,17 @@ func TestRowWithoutTransactionID(t *testing.T) {
 		t.Fatalf("unreachable %q", why)
 	}
 }
+
+// 2.x clamps limit to 1000: a read that asks for more still reads every
+// row, never taking the clamped page for the last one.
+func TestPagesOfAtMostAThousand(t *testing.T) {
+	b := sandbox.New(nil)
+	b.SetLine(sandbox.Queen22)
+	b.Fill(2500, 3)
+	srv := httptest.NewServer(b.Handler())
+	defer srv.Close()
+	want := b.Depth()
+	if got := len(collect(t, newClient(t, srv.URL), client.ListQuery{Limit: 5000})); got != want {
+		t.Fatalf("read %d of %d rows", got, want)
+	}
+}
