@@ -479,7 +479,8 @@ func (w *world) livePayloads() map[string]int {
 // ./cmd/dlqctl): each trial SIGKILLs a replay at a random moment under
 // 503s, cut connections and dlqRowRemoved:false, then resumes with the
 // path alternating between runs (auto, manual, endpoint) and the broker
-// spelled as 127.0.0.1 or localhost, and checks the broker's books. On
+// spelled as 127.0.0.1, localhost, a port with a leading zero or
+// 0.0.0.0, and checks the broker's books. On
 // Queen 1.6 the broker's move meets its own faults (maintenance 503s,
 // 500s with dlqRowRemoved null or false, lost answers) while the console
 // replays rows beside the batch. It reports the doubles and losses it saw.
@@ -545,9 +546,16 @@ func trialOnce(b *testing.B, rng *rand.Rand, line sandbox.Line, faults sandbox.F
 	for _, r := range br.DeadLetterRows() {
 		orig[string(r.Payload)] = true
 	}
+	// One broker, four spellings: 127.0.0.1, localhost, a port with a
+	// leading zero, 0.0.0.0.
 	spell := func(k int) string {
-		if k%2 == 1 {
+		switch k % 4 {
+		case 1:
 			return strings.Replace(url, "127.0.0.1", "localhost", 1)
+		case 2:
+			return strings.Replace(url, "127.0.0.1:", "127.0.0.1:0", 1)
+		case 3:
+			return strings.Replace(url, "127.0.0.1", "0.0.0.0", 1)
 		}
 		return url
 	}

@@ -61,6 +61,10 @@ type Factory struct {
 	ld         *ledger.Store
 	ldErr      error
 
+	sessionOnce sync.Once
+	aliasMu     sync.Mutex
+	aliased     bool
+
 	pal *render.Palette
 }
 
@@ -149,6 +153,7 @@ func (f *Factory) Client() (*client.Client, error) {
 			f.clErr = UsageError(f.clErr)
 		}
 	})
+	f.fileUnderAlias(context.Background())
 	return f.cl, f.clErr
 }
 
@@ -162,6 +167,7 @@ func (f *Factory) Ledger(ctx context.Context) (*ledger.Store, error) {
 		}
 		f.ld, f.ldErr = ledger.Open(ctx, s.Ledger)
 	})
+	f.fileUnderAlias(ctx)
 	return f.ld, f.ldErr
 }
 
@@ -176,8 +182,45 @@ func (f *Factory) Session(ctx context.Context) (*client.Client, *ledger.Store, e
 	if err != nil {
 		return nil, nil, err
 	}
-	f.noteOtherHistory(ctx, cl, ld)
+	f.sessionOnce.Do(func() { f.noteOtherHistory(ctx, cl, ld) })
 	return cl, ld, nil
+}
+
+// fileUnderAlias files the client's broker under what a person said of
+// its name (ConfirmBroker's record in the ledger), once the client and
+// the ledger both exist, whichever came first.
+func (f *Factory) fileUnderAlias(ctx context.Context) {
+	f.aliasMu.Lock()
+	defer f.aliasMu.Unlock()
+	if f.aliased || f.cl == nil || f.ld == nil {
+		return
+	}
+	f.aliased = true
+	if canonical, err := f.ld.Alias(ctx, f.cl.Broker()); err == nil && canonical != "" && canonical != f.cl.Broker() {
+		f.cl.FileUnder(canonical)
+	}
+}
+
+// BrokerKey is the name the ledger files this broker's history under,
+// from the settings alone (no client needed): the context's broker name
+// or the server's identity, then what a person said of it.
+func (f *Factory) BrokerKey(ctx context.Context, ld *ledger.Store) (string, error) {
+	s, err := f.Settings()
+	if err != nil {
+		return "", err
+	}
+	key := s.Broker
+	if key == "" {
+		if key, err = client.Identity(s.Server); err != nil {
+			return "", UsageError(err)
+		}
+	}
+	if canonical, err := ld.Alias(ctx, key); err != nil {
+		return "", err
+	} else if canonical != "" {
+		key = canonical
+	}
+	return key, nil
 }
 
 // Close releases what was opened.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/adrg/xdg"
+	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/duration"
 	"github.com/dlqctl/dlqctl/pkg/policy"
 	"github.com/go-viper/mapstructure/v2"
@@ -284,9 +285,9 @@ func Resolve(c *Config, f Flags, getenv func(string) string) (*Settings, error) 
 	v.SetDefault("ledger", firstNonEmpty(ctx.Ledger, DefaultLedger()))
 	s.Server = v.GetString("server")
 	s.Ledger = v.GetString("ledger")
-	// A name belongs to the context's server: a --server (or env) that
-	// points elsewhere is filed under its own URL.
-	if ctx.Broker != "" && (s.Server == ctx.Server || ctx.Server == "") {
+	// A name belongs to the context's server, however its URL is spelt:
+	// a --server (or env) that points elsewhere is filed under its own.
+	if ctx.Broker != "" && (ctx.Server == "" || sameIdentity(s.Server, ctx.Server)) {
 		s.Broker = ctx.Broker
 	}
 
@@ -313,6 +314,17 @@ func Resolve(c *Config, f Flags, getenv func(string) string) (*Settings, error) 
 		return nil, fmt.Errorf("%w: the token from %s has a space, a line break or a control character: it must be the token alone, on one line", ErrInvalid, s.TokenSource)
 	}
 	return s, nil
+}
+
+// sameIdentity reports whether two server URLs are one broker's by
+// client.Identity (a port with leading zeros, 0.0.0.0 for 127.0.0.1, …).
+func sameIdentity(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ia, ea := client.Identity(a)
+	ib, eb := client.Identity(b)
+	return ea == nil && eb == nil && ia == ib
 }
 
 // tokenShaped reports whether a token can travel in a header as is.

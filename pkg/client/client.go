@@ -152,6 +152,11 @@ func (c *Client) Redact(s string) string { return c.redact.Redact(s) }
 // under (see Identity).
 func (c *Client) Broker() string { return c.identity }
 
+// FileUnder makes identity the ledger's name for the broker: a person
+// said it is the broker the ledger knows by that name. Call it before
+// the client is used.
+func (c *Client) FileUnder(identity string) { c.identity = identity }
+
 // ListDecrypts reports whether the broker's list route decrypts payloads
 // (the seed contract's, which also pages) rather than showing encryption
 // envelopes (the released server's): known after the first list call.

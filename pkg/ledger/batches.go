@@ -889,3 +889,40 @@ func (s *Store) Brokers(ctx context.Context) ([]string, error) {
 	}
 	return out, s.wrap("reading the ledger", rows.Err())
 }
+
+// Alias is the identity a broker identity's history is filed under, as a
+// person said (SetAlias): "" when nobody said, the identity itself when
+// they said it is a broker of its own.
+func (s *Store) Alias(ctx context.Context, identity string) (string, error) {
+	var canonical string
+	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT canonical FROM broker_aliases WHERE identity = ?`), identity).Scan(&canonical)
+	if isNoRows(err) {
+		return "", nil
+	}
+	return canonical, s.wrap("reading the ledger", err)
+}
+
+// SetAlias records what a person said of a broker identity that may be
+// another one: that its history is canonical's (the same broker), or,
+// with canonical equal to identity, that it is a broker of its own. It
+// is audited, under the identity.
+func (s *Store) SetAlias(ctx context.Context, identity, canonical, by string, at time.Time) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap("recording the broker's name", err)
+	}
+	defer tx.Rollback()
+	if _, err := s.exec(ctx, tx, `INSERT INTO broker_aliases (identity, canonical, at, by_name) VALUES (?, ?, ?, ?)
+		ON CONFLICT (identity) DO UPDATE SET canonical = excluded.canonical, at = excluded.at, by_name = excluded.by_name`,
+		identity, canonical, fmtTime(at), by); err != nil {
+		return s.wrap("recording the broker's name", err)
+	}
+	detail := identity + " is a broker of its own"
+	if canonical != identity {
+		detail = identity + " is the same broker as " + canonical + ": its history is filed under " + canonical
+	}
+	if err := s.auditTx(ctx, tx, at, identity, "", "broker-identity", by, detail); err != nil {
+		return err
+	}
+	return s.wrap("recording the broker's name", tx.Commit())
+}

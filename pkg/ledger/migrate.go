@@ -164,6 +164,16 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 	// copy dlq:<row id> carries no generation, so one dead-lettered again
 	// learns it from the journal.
 	{sql: `CREATE INDEX journal_moved ON journal (broker, partition_id, replay_txid) WHERE replay_txid LIKE 'dlq:%'`},
+	// 12: identities as client.Identity now writes them (a port as its
+	// number, 0.0.0.0 and :: as localhost): history kept under
+	// http://127.0.0.1:06632 or http://0.0.0.0:6632 is localhost:6632's;
+	// and what people said of two identities that may be one broker.
+	{sql: `CREATE TABLE broker_aliases (
+		identity TEXT PRIMARY KEY,
+		canonical TEXT NOT NULL,
+		at TEXT NOT NULL,
+		by_name TEXT NOT NULL DEFAULT ''
+	)`, data: unifyBrokers},
 }
 
 // SchemaVersion is the schema this binary writes.

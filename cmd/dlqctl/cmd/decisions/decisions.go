@@ -76,16 +76,14 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 			return cmdutil.FlagErrorf("--since: %v", err)
 		}
 	}
-	if !o.AllBrokers {
-		s, err := f.Settings()
-		if err != nil {
-			return err
-		}
-		filter.Broker = brokerKey(s)
-	}
 	ld, err := f.Ledger(ctx)
 	if err != nil {
 		return err
+	}
+	if !o.AllBrokers {
+		if filter.Broker, err = f.BrokerKey(ctx, ld); err != nil {
+			return err
+		}
 	}
 	batches, err := ld.Batches(ctx, filter)
 	if err != nil {

@@ -130,24 +130,74 @@ func TestProbe503ThenNormalRunsPublishOnce(t *testing.T) {
 	}
 }
 
-// One broker reached as 127.0.0.1 and as localhost has one journal: an
-// address left unknown under one spelling (by the endpoint path, the one
-// that can leave an address unknown) is not published again under the
-// other.
+// One broker reached as 127.0.0.1, localhost, 0.0.0.0 or with a port
+// written with leading zeros has one journal: an address left unknown
+// under one spelling (by the endpoint path, the one that can leave an
+// address unknown) is not published again under another.
 func TestTwoSpellingsOfOneBrokerShareTheJournal(t *testing.T) {
+	spell := map[string]func(ip string) string{
+		"localhost":   func(ip string) string { return strings.Replace(ip, "127.0.0.1", "localhost", 1) },
+		"0.0.0.0":     func(ip string) string { return strings.Replace(ip, "127.0.0.1", "0.0.0.0", 1) },
+		"leading 0":   func(ip string) string { return strings.Replace(ip, "127.0.0.1:", "127.0.0.1:0", 1) },
+		"[::] and 00": func(ip string) string { return strings.Replace(ip, "127.0.0.1:", "[::]:00", 1) },
+	}
+	for name, other := range spell {
+		t.Run(name, func(t *testing.T) {
+			b, cli := seeded(t)
+			addr, payload := oneAddress(t, b)
+			ip := cli.Env["DLQCTL_SERVER"] // http://127.0.0.1:PORT
+			b.SetFaults(sandbox.Faults{RowKeptEvery: 1, CutEvery: 1})
+			_, stderr, code := cli.Exec("dlq", "replay", addr, "--why", "fixed", "--yes", "--rate", "0", "--via", "endpoint")
+			if code != 1 || !strings.Contains(stderr, "1 unknown") {
+				t.Fatalf("first run: exit %d\n%s", code, stderr)
+			}
+			b.SetFaults(sandbox.Faults{})
+			cli.Env["DLQCTL_SERVER"] = other(ip)
+			_, stderr, code = cli.Exec("dlq", "replay", addr, "--why", "fixed", "--yes", "--rate", "0")
+			if copies(b, payload) != 1 || code != 1 || !strings.Contains(stderr, "1 unknown") {
+				t.Fatalf("second run at %s: exit %d, %d copies\n%s", cli.Env["DLQCTL_SERVER"], code, copies(b, payload), stderr)
+			}
+		})
+	}
+}
+
+// A context names its broker; a URL spelt differently that reaches the
+// same host and port keeps the name. Reached with no context at all, the
+// broker may be the named one: a replay asks which it is before it acts,
+// and the answer is recorded.
+func TestNamedBrokerUnderAnotherSpelling(t *testing.T) {
 	b, cli := seeded(t)
 	addr, payload := oneAddress(t, b)
-	ip := cli.Env["DLQCTL_SERVER"] // http://127.0.0.1:PORT
+	ip := cli.Env["DLQCTL_SERVER"]
+	cli.WriteConfig("contexts:\n  prod:\n    server: " + ip + "\n    broker: prod\n")
 	b.SetFaults(sandbox.Faults{RowKeptEvery: 1, CutEvery: 1})
-	_, stderr, code := cli.Exec("dlq", "replay", addr, "--why", "fixed", "--yes", "--rate", "0", "--via", "endpoint")
-	if code != 1 || !strings.Contains(stderr, "1 unknown") {
+	delete(cli.Env, "DLQCTL_SERVER")
+	if _, stderr, code := cli.Exec("--context", "prod", "dlq", "replay", addr, "--why", "fixed", "--yes", "--rate", "0", "--via", "endpoint"); code != 1 || !strings.Contains(stderr, "1 unknown") {
 		t.Fatalf("first run: exit %d\n%s", code, stderr)
 	}
 	b.SetFaults(sandbox.Faults{})
-	cli.Env["DLQCTL_SERVER"] = strings.Replace(ip, "127.0.0.1", "localhost", 1)
-	_, stderr, code = cli.Exec("dlq", "replay", addr, "--why", "fixed", "--yes", "--rate", "0")
+	// The context, its server spelt otherwise: still broker prod.
+	if _, stderr, code := cli.Exec("--context", "prod", "--server", strings.Replace(ip, "127.0.0.1", "localhost", 1), "dlq", "replay", addr, "--why", "fixed", "--yes", "--rate", "0"); copies(b, payload) != 1 || code != 1 || !strings.Contains(stderr, "1 unknown") {
+		t.Fatalf("the context under another spelling: exit %d, %d copies\n%s", code, copies(b, payload), stderr)
+	}
+	// No context: the URL's own identity, which may be prod. Refused,
+	// nothing sent, until a person says.
+	cli.Env["DLQCTL_SERVER"] = ip
+	b.ResetCalls()
+	_, stderr, code := cli.Exec("dlq", "replay", addr, "--why", "fixed", "--yes", "--rate", "0")
+	if code != 2 || !strings.Contains(stderr, "--same-broker-as prod") || mutating(b) != 0 {
+		t.Fatalf("no context: exit %d, %d calls that change the broker\n%s", code, mutating(b), stderr)
+	}
+	_, stderr, code = cli.Exec("dlq", "replay", addr, "--why", "fixed", "--yes", "--rate", "0", "--same-broker-as", "prod")
 	if copies(b, payload) != 1 || code != 1 || !strings.Contains(stderr, "1 unknown") {
-		t.Fatalf("second run at %s: exit %d, %d copies\n%s", cli.Env["DLQCTL_SERVER"], code, copies(b, payload), stderr)
+		t.Fatalf("answered the same: exit %d, %d copies\n%s", code, copies(b, payload), stderr)
+	}
+	// Recorded: not asked again, and filed under prod.
+	if out, stderr, code := cli.Exec("dlq", "replay", addr, "--dry-run"); code != 0 || strings.Contains(stderr, "same-broker-as") {
+		t.Fatalf("asked again: exit %d\n%s%s", code, out, stderr)
+	}
+	if out, _, _ := cli.Exec("decisions", "ls", "-o", "json"); !strings.Contains(out, `"broker": "prod"`) {
+		t.Fatalf("the audit's batches are not prod's:\n%s", out)
 	}
 }
 

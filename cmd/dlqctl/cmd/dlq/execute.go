@@ -31,6 +31,9 @@ type ExecFlags struct {
 	BatchID      string
 	OverrideHold bool
 	SkipHeld     bool
+	// Broker is what the person says of a broker the ledger may know
+	// under another name (--same-broker-as, --other-broker).
+	Broker cmdutil.BrokerAnswer
 }
 
 func addExecFlags(cmd *cobra.Command, e *ExecFlags, verb string) {
@@ -45,6 +48,8 @@ func addExecFlags(cmd *cobra.Command, e *ExecFlags, verb string) {
 	fl.StringVar(&e.BatchID, "batch", "", "execute or resume this recorded batch instead of a selection (with the settings it was run with)")
 	fl.BoolVar(&e.OverrideHold, "override-hold", false, "act on messages under an active hold (dlq decide --action hold) all the same")
 	fl.BoolVar(&e.SkipHeld, "skip-held", false, "leave messages under an active hold out of the batch and act on the rest")
+	fl.StringVar(&e.Broker.SameAs, "same-broker-as", "", "this broker is the one the ledger knows by this name or URL: file its history there (asked when the ledger may know it under another name; recorded)")
+	fl.BoolVar(&e.Broker.Other, "other-broker", false, "this broker is not the one the ledger knows under another name that reaches the same address (recorded)")
 }
 
 func validateExec(e *ExecFlags) error {
@@ -62,6 +67,9 @@ func validateExec(e *ExecFlags) error {
 	}
 	if e.Burst < 1 {
 		return cmdutil.FlagErrorf("invalid --burst %d: want 1 or more", e.Burst)
+	}
+	if e.Broker.SameAs != "" && e.Broker.Other {
+		return cmdutil.FlagErrorf("--same-broker-as and --other-broker contradict each other")
 	}
 	return nil
 }
@@ -127,6 +135,13 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	req, err := sp.request(f)
 	if err != nil {
 		return err
+	}
+	if !ef.DryRun || ef.Broker.SameAs != "" || ef.Broker.Other {
+		// Which broker's history this continues, before anything is read
+		// for it: a second name's history cannot see the first's.
+		if err := f.ConfirmBroker(ctx, ef.Broker); err != nil {
+			return err
+		}
 	}
 	e, err := env(ctx, f)
 	if err != nil {
