@@ -248,7 +248,7 @@ func Check(ctx context.Context, cl *client.Client, in Input) (*Result, error) {
 	var scopes []Scope
 	if len(queues) > 0 {
 		for _, q := range queues {
-			ss, notes, _, err := g.queue(ctx, q, topo.Groups[q])
+			ss, notes, _, err := g.queue(ctx, q, g.groups(topo, q))
 			if err != nil {
 				return nil, err
 			}
@@ -409,7 +409,7 @@ func (g *gate) everyQueue(ctx context.Context, topo *client.Topology, res *Resul
 		p := passes[q]
 		if p == nil {
 			p = &oneBodyPass{g: g, q: q, accs: map[string]*acc{}}
-			for _, grp := range topo.Groups[q] {
+			for _, grp := range g.groups(topo, q) {
 				p.get(grp)
 			}
 			passes[q] = p
@@ -474,7 +474,7 @@ func (g *gate) everyQueue(ctx context.Context, topo *client.Topology, res *Resul
 	var out []Scope
 	sum := 0
 	check := func(q string) error {
-		ss, notes, depth, err := g.queue(ctx, q, topo.Groups[q])
+		ss, notes, depth, err := g.queue(ctx, q, g.groups(topo, q))
 		if err != nil {
 			return err
 		}
@@ -539,6 +539,20 @@ func (g *gate) fromWholeRead(topo *client.Topology, passes map[string]*oneBodyPa
 			res.Notes = append(res.Notes, fmt.Sprintf("%s has dead letters but the broker's queue list does not name it; it is checked all the same", q))
 		}
 	}
+	return out
+}
+
+// groups are a queue's consumer groups: those the broker names, and
+// those a policy names (a group the queue list omits is judged by its
+// own policy all the same).
+func (g *gate) groups(topo *client.Topology, q string) []string {
+	out := slices.Clone(topo.Groups[q])
+	for _, grp := range g.policies.Groups(q) {
+		if !slices.Contains(out, grp) {
+			out = append(out, grp)
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 

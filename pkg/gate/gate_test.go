@@ -234,3 +234,37 @@ func TestSourceAnswersAsTheWholeHistory(t *testing.T) {
 		})
 	}
 }
+
+// A consumer group's own policy is judged on every broker, its queue
+// list naming the group or not: the group's scope comes from the
+// policy. Here orders/billing holds a two-day-old dead letter under a
+// 30m max-age, beside a default of 1000 days.
+func TestGroupPolicyWhereTheQueueListNamesNoGroups(t *testing.T) {
+	policies := policy.Set{
+		{Queue: "*", Policy: policy.Policy{MaxAge: 1000 * 24 * time.Hour}},
+		{Queue: "orders", ConsumerGroup: "billing", Policy: policy.Policy{MaxAge: 30 * time.Minute, Owner: "team-billing"}},
+	}
+	for _, line := range sandbox.Lines {
+		t.Run(string(line), func(t *testing.T) {
+			b := sandbox.New(func() time.Time { return now })
+			b.SetLine(line)
+			b.AddQueue("orders", false, 3) // no groups named
+			b.AddDeadLetters(
+				sandbox.DeadLetter{Queue: "orders", Partition: "p", TransactionID: "old", ConsumerGroup: "billing", Error: "e", FailedAt: now.Add(-48 * time.Hour), Data: []byte(`1`)},
+				sandbox.DeadLetter{Queue: "orders", Partition: "p", TransactionID: "new", ConsumerGroup: "shipping", Error: "e", FailedAt: now.Add(-time.Minute), Data: []byte(`2`)},
+			)
+			srv := httptest.NewServer(b.Handler())
+			defer srv.Close()
+			for _, queues := range [][]string{nil, {"orders"}} {
+				res, err := gate.Check(context.Background(), testkit.Client(t, srv.URL), gate.Input{Policies: policies, Now: now, Queues: queues})
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := scope(res, "orders", "billing")
+				if res.OK || len(s.Breaches) == 0 || s.Owner != "team-billing" {
+					t.Fatalf("--queue %v: ok %v, billing's scope %+v; scopes %+v", queues, res.OK, s, res.Scopes)
+				}
+			}
+		})
+	}
+}

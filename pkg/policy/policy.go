@@ -2,7 +2,10 @@
 // queue, or one consumer group of it) and who owns it.
 package policy
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Policy is what is in force for one scope. A zero duration is not set.
 type Policy struct {
@@ -68,4 +71,18 @@ func (s Set) Names(queue string) bool {
 		}
 	}
 	return false
+}
+
+// Groups are the consumer groups a rule names for queue: the queue's own
+// group rules and the group rules of "*". Each is a scope of the queue
+// whatever the broker lists, so a group's own policy is always judged.
+func (s Set) Groups(queue string) []string {
+	var out []string
+	for _, r := range s {
+		if r.ConsumerGroup != "" && (r.Queue == queue || r.Queue == "*") && !slices.Contains(out, r.ConsumerGroup) {
+			out = append(out, r.ConsumerGroup)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

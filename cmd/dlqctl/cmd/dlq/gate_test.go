@@ -365,3 +365,20 @@ func TestStatsArrivalsKeepWhatLeft(t *testing.T) {
 		t.Fatalf("stats read the DLQ %d times on a one-body broker", lists)
 	}
 }
+
+// The group's own policy breaches dlq check (exit 1) on the seed
+// contract's broker, whose queue list names no groups for this queue.
+func TestCheckJudgesAGroupTheQueueListOmits(t *testing.T) {
+	b := sandbox.New(func() time.Time { return testutil.Now })
+	b.AddQueue("orders", false, 3)
+	b.AddDeadLetters(sandbox.DeadLetter{Queue: "orders", Partition: "p", TransactionID: "t", ConsumerGroup: "billing", Error: "e",
+		FailedAt: testutil.Now.Add(-48 * time.Hour), Data: []byte(`1`)})
+	srv := httptest.NewServer(b.Handler())
+	defer srv.Close()
+	cli := testutil.NewCLI(t, srv.URL, root.Run)
+	cli.WriteConfig("policies:\n  - queue: \"*\"\n    max-age: 1000d\n  - queue: orders\n    consumer-group: billing\n    owner: team-billing\n    max-age: 30m\n")
+	out, stderr, code := cli.Exec("dlq", "check")
+	if code != 1 || !strings.Contains(out, "billing") || !strings.Contains(out, "team-billing") {
+		t.Fatalf("exit %d\n%s%s", code, out, stderr)
+	}
+}
