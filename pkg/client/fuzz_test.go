@@ -178,3 +178,39 @@ func FuzzScannerIsTheDecoder(f *testing.F) {
 		}
 	})
 }
+
+// FuzzListAnswers holds the list decoder to what a listing is: an
+// answer it takes for a page of no rows is one of the empty forms
+// brokers send (messages [] or null, or the 0.x server's
+// {"success":true,"value":null}), as encoding/json reads it; any other
+// shape (success:false, no messages, messages that are not an array) is
+// an error, never an empty DLQ.
+func FuzzListAnswers(f *testing.F) {
+	for _, s := range []string{
+		`{"success":false,"message":"database unavailable"}`, `{}`, `{"messages":{}}`, `{"messages":[]}`, `{"messages":null}`,
+		`{"success":true,"value":null}`, `{"success":true,"value":0}`, `{"value":null}`, `{"total":0,"pagination":{}}`,
+		`{"messages":[],"success":false}`, `{"success":true}`, `{"messages":"x"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := decodePage(body)
+		if err != nil || len(p.Rows) > 0 {
+			return
+		}
+		var m map[string]json.RawMessage
+		if json.Unmarshal(body, &m) != nil {
+			t.Fatalf("%q: taken for an empty page, but encoding/json reads no object", body)
+		}
+		trim := func(k string) string { return string(bytes.TrimSpace(m[k])) }
+		msgs, hasMsgs := m["messages"]
+		switch {
+		case trim("success") == "false":
+			t.Fatalf("%q: success:false taken for an empty page", body)
+		case hasMsgs && (trim("messages") == "null" || bytes.HasPrefix(bytes.TrimSpace(msgs), []byte("["))):
+		case !hasMsgs && trim("success") == "true" && trim("value") == "null":
+		default:
+			t.Fatalf("%q: not a listing, taken for an empty page", body)
+		}
+	})
+}

@@ -262,6 +262,10 @@ func putChunk(free chan []Row, b []Row) {
 type pageInfo struct {
 	total       *int
 	hadMessages bool
+	// What tells an answer that is a listing from one that is not (see
+	// notAListing): messages null, success true or false, value null or
+	// something else.
+	messagesNull, succeeded, failed, valueNull, value bool
 }
 
 func listValues(q ListQuery) url.Values {

@@ -63,6 +63,7 @@ func refDecodeList(lr *refLimiter, noData bool, visit func(Row) bool) (pageInfo,
 				if _, err := dec.ReadToken(); err != nil {
 					return info, n, err
 				}
+				info.messagesNull = true
 				continue
 			}
 			if _, err := refExpect(dec, '['); err != nil {
@@ -91,6 +92,21 @@ func refDecodeList(lr *refLimiter, noData bool, visit func(Row) bool) (pageInfo,
 			if t, err := strconv.Atoi(string(v)); err == nil {
 				info.total = &t
 			}
+		case "success", "value":
+			v, err := dec.ReadValue()
+			if err != nil {
+				return info, n, err
+			}
+			switch {
+			case key == "value" && string(v) == "null":
+				info.valueNull = true
+			case key == "value":
+				info.value = true
+			case string(v) == "false":
+				info.failed = true
+			case string(v) == "true":
+				info.succeeded = true
+			}
 		case "error":
 			v, err := dec.ReadValue()
 			if err != nil {
@@ -107,8 +123,10 @@ func refDecodeList(lr *refLimiter, noData bool, visit func(Row) bool) (pageInfo,
 			}
 		}
 	}
-	_, err := dec.ReadToken()
-	return info, n, err
+	if _, err := dec.ReadToken(); err != nil {
+		return info, n, err
+	}
+	return info, n, info.notAListing()
 }
 
 func refKindName(k jsontext.Kind) string {

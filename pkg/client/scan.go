@@ -654,8 +654,26 @@ func decodeList(l *listReader, noData bool, visit func(Row) bool) (pageInfo, int
 		}
 		switch string(name) {
 		case "messages":
+			if l.buf[l.pos] == 'n' {
+				info.messagesNull = true
+			}
 			if more, err := l.rows(&info, &n, noData, visit); err != nil || !more {
 				return info, n, err
+			}
+		case "success", "value":
+			v, err := l.value(1)
+			if err != nil {
+				return info, n, err
+			}
+			switch {
+			case string(name) == "value" && string(v) == "null":
+				info.valueNull = true
+			case string(name) == "value":
+				info.value = true
+			case string(v) == "false":
+				info.failed = true
+			case string(v) == "true":
+				info.succeeded = true
 			}
 		case "total":
 			v, err := l.value(1)
@@ -684,7 +702,22 @@ func decodeList(l *listReader, noData bool, visit func(Row) bool) (pageInfo, int
 			return info, n, err
 		}
 	}
-	return info, n, nil
+	return info, n, info.notAListing()
+}
+
+// notAListing is the error of an answer that is not a list of dead
+// letters: one that says it failed (success:false, with a 200), or one
+// with no messages that is none of the empty forms brokers send
+// (messages null; the 0.x server's {"success":true,"value":null}).
+// Either is never an empty DLQ.
+func (i pageInfo) notAListing() error {
+	switch {
+	case i.failed:
+		return fmt.Errorf("the broker answered success:false: it is not a list of dead letters")
+	case i.hadMessages || i.messagesNull || i.succeeded && i.valueNull && !i.value:
+		return nil
+	}
+	return fmt.Errorf("the answer has no messages: it is not a list of dead letters")
 }
 
 // rows reads the answer's messages (an array, or null) at pos, handing

@@ -344,3 +344,27 @@ func TestHostileDatabaseDown(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 }
+
+// A broker whose list answers 200 {"success":false,...} has not said its
+// DLQ is empty: check, ls, stats and a replay's dry run fail (exit 3)
+// with the answer's first bytes, never "ok" or "no dead letters".
+func TestHostileListThatIsNotAListing(t *testing.T) {
+	b := sandbox.New(func() time.Time { return testutil.Now })
+	inner := b.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/dlq" {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"success": false, "message": "database unavailable"}`)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	cli := testutil.NewCLI(t, srv.URL, root.Run)
+	for _, args := range [][]string{{"dlq", "check"}, {"dlq", "ls"}, {"dlq", "ls", "-o", "json"}, {"dlq", "stats"}, {"dlq", "replay", "--all", "--dry-run"}} {
+		out, stderr, code := cli.Exec(args...)
+		if code != 3 || !strings.Contains(stderr, "database unavailable") || strings.Contains(out+stderr, "No dead letters") {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, stderr)
+		}
+	}
+}
