@@ -38,7 +38,7 @@ func TestREADMECommands(t *testing.T) {
 		}
 		for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(body, -1) {
 			for _, line := range strings.Split(block[1], "\n") {
-				line = strings.TrimSpace(line)
+				line = strings.TrimSpace(trailingComment.ReplaceAllString(line, ""))
 				if !strings.HasPrefix(line, "dlqctl ") || line == "dlqctl sandbox" {
 					continue
 				}
@@ -55,6 +55,16 @@ func TestREADMECommands(t *testing.T) {
 					quoted[k] = "'" + strings.ReplaceAll(a, "'", "''") + "'"
 				}
 				fmt.Fprintf(&script, "# %s\nexitin %s %s\n", line, want, strings.Join(quoted, " "))
+				if strings.Contains(line, "--where") {
+					// Each example selects something, and reads no field
+					// the rows lack.
+					fmt.Fprintf(&script, "! stderr 'no row has'\n")
+					if args[2] == "ls" {
+						fmt.Fprintf(&script, "stdout .\n")
+					} else {
+						fmt.Fprintf(&script, "! stderr 'Nothing to'\n")
+					}
+				}
 				n++
 			}
 		}
@@ -76,6 +86,9 @@ func TestREADMECommands(t *testing.T) {
 		return srv.URL, nil
 	}, sandbox.Queen15)
 }
+
+// trailingComment is a "  # what it does" after a README line.
+var trailingComment = regexp.MustCompile(`\s{2,}#\s.*$`)
 
 // shellWords splits a command line as sh would for the quoting the README
 // uses: single and double quotes, no expansions.

@@ -253,10 +253,45 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 		}
 	}
 	p.po.NoCall = func(it replay.Item) bool { return p.in.absent[it.Address] }
+	if err := p.tryTransform(ctx, func(f func(addr string, payload json.RawMessage) error) error {
+		for _, it := range p.in.items {
+			if p.in.absent[it.Address] || it.Undecryptable() || len(it.Data()) == 0 || !it.Checked && it.Envelope() {
+				continue
+			}
+			if err := f(it.Address.String(), it.Data()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	p.plan = replay.MakePlan(p.in.items, p.po)
 	p.plan.SkippedHeld = p.skippedHeld
 	p.plan.Where = p.where.Notes()
 	return nil
+}
+
+// tryTransform runs a replay's --transform on every payload the batch
+// will publish (each gives to f), before anything is recorded: one that
+// fails, or runs past jq's budget, fails the plan, naming the message.
+func (p *Pending) tryTransform(ctx context.Context, each func(f func(addr string, payload json.RawMessage) error) error) error {
+	t := p.opts.Transform
+	if t == nil || p.req.Action != replay.Replay {
+		return nil
+	}
+	return each(func(addr string, payload json.RawMessage) error {
+		if client.IsEnvelope(payload) {
+			return nil // never published: skipped as undecryptable
+		}
+		if _, err := t(ctx, payload); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return errs.Usagef("--transform fails on %s: %v; nothing was recorded or sent", addr, err)
+		}
+		return nil
+	})
 }
 
 // makeStreamedPlan is MakePlan for a plan made from the rows (see
@@ -297,6 +332,13 @@ func (p *Pending) makeStreamedPlan(ctx context.Context) error {
 			}
 		}
 		if err := p.planReplay(ctx, groups, queues, func(context.Context) (int, error) { return pinned, nil }); err != nil {
+			return err
+		}
+	}
+	if p.stage != nil {
+		if err := p.tryTransform(ctx, func(f func(string, json.RawMessage) error) error {
+			return p.stage.payloads(ctx, sp.kept, f)
+		}); err != nil {
 			return err
 		}
 	}

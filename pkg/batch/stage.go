@@ -320,3 +320,30 @@ func (st *stage) close() {
 		_ = os.Remove(st.path)
 	}
 }
+
+// payloads calls f with each staged address and the payload a replay
+// publishes for it (the detail route's, where checked): before the
+// stage is arranged.
+func (st *stage) payloads(ctx context.Context, keep func(place uint32) bool, f func(addr string, payload json.RawMessage) error) error {
+	rows, err := st.db.QueryContext(ctx, `SELECT i.item, i.addr, CASE WHEN i.checked = 1 THEN i.payload ELSE r.payload END
+		FROM items i JOIN rows r ON r.item = i.item AND r.payload IS NOT NULL ORDER BY i.item`)
+	if err != nil {
+		return stageErr(ctx, "reading the staged snapshot", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var item uint32
+		var addr string
+		var payload sql.NullString
+		if err := rows.Scan(&item, &addr, &payload); err != nil {
+			return stageErr(ctx, "reading the staged snapshot", err)
+		}
+		if !keep(item) || !payload.Valid {
+			continue
+		}
+		if err := f(addr, json.RawMessage(payload.String)); err != nil {
+			return err
+		}
+	}
+	return stageErr(ctx, "reading the staged snapshot", rows.Err())
+}

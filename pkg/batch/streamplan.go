@@ -159,6 +159,8 @@ func (p *Pending) stream(ctx context.Context) error {
 		chunk = chunk[:0]
 		return nil
 	}
+	sel.Bind(ctx)
+	inScope, matched := 0, 0
 	rows := cl.Rows(ctx, sel.Query(inspect.PageSize))
 	if sel.WhereRows != nil {
 		rows = sel.WhereRows(ctx, rows)
@@ -167,9 +169,16 @@ func (p *Pending) stream(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if sel.InScope(r) {
+			inScope++
+		}
 		if !sel.Match(r) {
+			if err := sel.WhereErr(); err != nil {
+				return err
+			}
 			continue
 		}
+		matched++
 		key := sp.key(r.Address())
 		i, ok := sp.by[key]
 		if !ok {
@@ -204,6 +213,9 @@ func (p *Pending) stream(ctx context.Context) error {
 		}
 	}
 	if err := lookup(); err != nil {
+		return err
+	}
+	if err := sel.Everything(sel.Acting, inScope, matched); err != nil {
 		return err
 	}
 	if p.stage != nil {

@@ -149,6 +149,7 @@ func (a ArchivedRow) AppendJSON(b []byte, now time.Time, slo time.Duration) []by
 // are looked up a page at a time, for the page's addresses only.
 func EachArchived(ctx context.Context, ld *ledger.Store, broker string, sel *replay.Selection, policies policy.Set, now time.Time, fn func(ArchivedRow) error) error {
 	var cur *ArchivedRow
+	sel.Bind(ctx)
 	if sel.Where != "" {
 		sel.WhereNow = now
 		sel.WhereInput = func(r client.Row, v map[string]any) {
@@ -183,6 +184,9 @@ func EachArchived(ctx context.Context, ld *ledger.Store, broker string, sel *rep
 			a.settle(entries[a.Address])
 			cur = a
 			if !sel.Match(a.Row()) {
+				if err := sel.WhereErr(); err != nil {
+					return err
+				}
 				continue
 			}
 			if err := fn(*a); err != nil {

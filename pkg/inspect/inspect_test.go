@@ -40,7 +40,7 @@ func TestSelectAndGroup(t *testing.T) {
 	}
 	gr := inspect.NewGrouper("error")
 	n, limited := 0, false
-	for r, err := range inspect.Select(cl.Rows(context.Background(), sel.Query(inspect.PageSize)), sel, &limited) {
+	for r, err := range inspect.Select(context.Background(), cl.Rows(context.Background(), sel.Query(inspect.PageSize)), sel, &limited) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +65,7 @@ func TestSelectAndGroup(t *testing.T) {
 	}
 	sel.Limit = 5
 	n = 0
-	for range inspect.Select(cl.Rows(context.Background(), sel.Query(inspect.PageSize)), sel, &limited) {
+	for range inspect.Select(context.Background(), cl.Rows(context.Background(), sel.Query(inspect.PageSize)), sel, &limited) {
 		n++
 	}
 	if n != 5 || !limited {

@@ -226,7 +226,12 @@ func HeldBy(dec DecisionLookup, now time.Time) func(client.Row) (string, bool) {
 // Select streams the rows of src that sel matches, up to its --limit
 // (then it stops reading, and sets *limited). A --where runs on every
 // core, rows kept in order, a few chunks in flight: memory stays flat.
-func Select(src iter.Seq2[client.Row, error], sel *replay.Selection, limited *bool) iter.Seq2[client.Row, error] {
+//
+// The predicate runs under ctx: an interrupt, a result that is not true
+// or false, or an evaluation over jq's budget ends the read with that
+// error (Selection.WhereErr).
+func Select(ctx context.Context, src iter.Seq2[client.Row, error], sel *replay.Selection, limited *bool) iter.Seq2[client.Row, error] {
+	sel.Bind(ctx)
 	if sel.ConcurrentWhere() {
 		return selectConcurrent(src, sel, limited)
 	}
@@ -238,6 +243,10 @@ func Select(src iter.Seq2[client.Row, error], sel *replay.Selection, limited *bo
 				return
 			}
 			if !sel.Match(r) {
+				if err := sel.WhereErr(); err != nil {
+					yield(r, err)
+					return
+				}
 				continue
 			}
 			if !yield(r, nil) {
@@ -325,6 +334,10 @@ func selectConcurrent(src iter.Seq2[client.Row, error], sel *replay.Selection, l
 		n := 0
 		for c := range order {
 			<-c.done
+			if err := sel.WhereErr(); err != nil {
+				yield(client.Row{}, err)
+				return
+			}
 			for i, r := range c.rows {
 				if !c.keep[i] {
 					continue

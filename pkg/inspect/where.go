@@ -87,6 +87,9 @@ func (w *WhereStats) Notes() []string {
 	if n, first := p.Errored(); n > 0 {
 		out = append(out, fmt.Sprintf("--where failed on %s, not selected (the first: %s)", plural(n, "row", "rows"), render.Clean(first)))
 	}
+	for _, a := range p.Absent() {
+		out = append(out, "--where: "+render.Clean(a))
+	}
 	switch n := p.Envelopes(); {
 	case n == 0:
 	case w.cl != nil && w.cl.ListDecrypts():

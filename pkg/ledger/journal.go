@@ -2,7 +2,9 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -44,13 +46,17 @@ type Entry struct {
 	// the broker said (a push answer's partition_id).
 	ReplayPartitionID string `json:"replayPartitionId,omitempty"`
 	// ReplayQueue is the queue a manual replay's push went to.
-	ReplayQueue string    `json:"replayQueue,omitempty"`
-	Via         string    `json:"via,omitempty"`
-	Outcome     string    `json:"outcome,omitempty"`
-	Attempts    int       `json:"attempts"`
-	LastError   string    `json:"lastError,omitempty"`
-	UpdatedAt   time.Time `json:"updatedAt"`
-	ClaimOwner  string    `json:"-"`
+	ReplayQueue string `json:"replayQueue,omitempty"`
+	// ReplayDigest is the digest of the payload a manual replay pushed
+	// (PayloadDigest): a later push under the same id with another
+	// payload would be suppressed as a duplicate, so it is refused.
+	ReplayDigest string    `json:"replayDigest,omitempty"`
+	Via          string    `json:"via,omitempty"`
+	Outcome      string    `json:"outcome,omitempty"`
+	Attempts     int       `json:"attempts"`
+	LastError    string    `json:"lastError,omitempty"`
+	UpdatedAt    time.Time `json:"updatedAt"`
+	ClaimOwner   string    `json:"-"`
 
 	// stored is what the journal holds of the entry, as last read or
 	// written: a save that leaves the attribution (batch, action,
@@ -79,7 +85,7 @@ type attribution struct {
 // intent is where an address stands and what a replay of it may have
 // published: the fields a push must find durable before it is sent.
 type intent struct {
-	state, via, replayTxID, replayQueue string
+	state, via, replayTxID, replayQueue, replayDigest string
 }
 
 func (e *Entry) attribution() attribution {
@@ -87,7 +93,7 @@ func (e *Entry) attribution() attribution {
 }
 
 func (e *Entry) intent() intent {
-	return intent{state: e.State, via: e.Via, replayTxID: e.ReplayTxID, replayQueue: e.ReplayQueue}
+	return intent{state: e.State, via: e.Via, replayTxID: e.ReplayTxID, replayQueue: e.ReplayQueue, replayDigest: e.ReplayDigest}
 }
 
 func (e *Entry) markStored() {
@@ -101,13 +107,13 @@ func (e *Entry) Holds() bool {
 	return e.stored.known && e.stored.attribution == e.attribution() && e.stored.intent == e.intent()
 }
 
-const entryCols = `broker, partition_id, transaction_id, state, batch_id, action, generation, replay_txid, via, outcome, attempts, last_error, updated_at, claim_owner, replay_partition_id, replay_queue`
+const entryCols = `broker, partition_id, transaction_id, state, batch_id, action, generation, replay_txid, via, outcome, attempts, last_error, updated_at, claim_owner, replay_partition_id, replay_queue, replay_digest`
 
 func scanEntry(sc interface{ Scan(...any) error }) (*Entry, error) {
 	var e Entry
 	var updated, owner sql.NullString
 	if err := sc.Scan(&e.Broker, &e.Address.PartitionID, &e.Address.TransactionID, &e.State, &e.BatchID, &e.Action, &e.Generation,
-		&e.ReplayTxID, &e.Via, &e.Outcome, &e.Attempts, &e.LastError, &updated, &owner, &e.ReplayPartitionID, &e.ReplayQueue); err != nil {
+		&e.ReplayTxID, &e.Via, &e.Outcome, &e.Attempts, &e.LastError, &updated, &owner, &e.ReplayPartitionID, &e.ReplayQueue, &e.ReplayDigest); err != nil {
 		return nil, err
 	}
 	e.UpdatedAt = parseTime(updated)
@@ -365,6 +371,9 @@ type Enrolment struct {
 	// recorded for an address that was then never published costs nothing
 	// but that repeat. Via "" is the manual path.
 	ReplayTxID, ReplayQueue, Via string
+	// Digest is the digest of the payload the intent will push (manual
+	// path).
+	Digest string
 }
 
 // PlainEnrolments enrol addresses pending, of the given generations.
@@ -389,7 +398,7 @@ func (s *Store) Acquire(ctx context.Context, broker, batchID, action string, add
 		return out, nil
 	}
 	fresh := make(map[client.Address]bool, len(addrs))
-	const chunk = 400 // 400 × 13 parameters stays far below PostgreSQL's 65,535
+	const chunk = 400 // 400 × 14 parameters stays far below PostgreSQL's 65,535
 	for start := 0; start < len(addrs); start += chunk {
 		end := min(start+chunk, len(addrs))
 		if err := s.enrollClaimed(ctx, broker, batchID, action, addrs[start:end], enrol[start:end], owner, now, lease, fresh); err != nil {
@@ -405,7 +414,7 @@ func (s *Store) Acquire(ctx context.Context, broker, batchID, action string, add
 		n := enrol[i]
 		e := &Entry{Broker: broker, Address: a, State: Pending, BatchID: batchID, Action: action, Generation: n.Generation, UpdatedAt: now.UTC().Truncate(time.Millisecond), ClaimOwner: owner}
 		if n.ReplayTxID != "" {
-			e.State, e.Via, e.ReplayTxID, e.ReplayQueue, e.ahead = Inflight, n.via(), n.ReplayTxID, n.ReplayQueue, true
+			e.State, e.Via, e.ReplayTxID, e.ReplayQueue, e.ReplayDigest, e.ahead = Inflight, n.via(), n.ReplayTxID, n.ReplayQueue, n.Digest, true
 		}
 		e.markStored()
 		out[a] = e
@@ -439,7 +448,7 @@ func (n Enrolment) via() string {
 // not made by this entry.
 func (e *Entry) Fresh() bool { return e.ahead && e.Attempts == 0 }
 
-const enrollClaimedSQL = `INSERT INTO journal (broker, partition_id, transaction_id, state, batch_id, action, generation, updated_at, claim_owner, claim_until, via, replay_txid, replay_queue) VALUES `
+const enrollClaimedSQL = `INSERT INTO journal (broker, partition_id, transaction_id, state, batch_id, action, generation, updated_at, claim_owner, claim_until, via, replay_txid, replay_queue, replay_digest) VALUES `
 
 // enrollClaimed inserts the addresses the journal lacks, claimed by
 // owner, and marks in fresh those it inserted. Rows go in address order, the
@@ -462,9 +471,9 @@ func (s *Store) enrollClaimed(ctx context.Context, broker, batchID, action strin
 		if n.ReplayTxID != "" {
 			state, via = Inflight, n.via()
 		}
-		return []any{broker, addrs[i].PartitionID, addrs[i].TransactionID, state, batchID, action, n.Generation, at, owner, until, via, n.ReplayTxID, n.ReplayQueue}
+		return []any{broker, addrs[i].PartitionID, addrs[i].TransactionID, state, batchID, action, n.Generation, at, owner, until, via, n.ReplayTxID, n.ReplayQueue, n.Digest}
 	}
-	const place = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	const place = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	const conflict = ` ON CONFLICT (broker, partition_id, transaction_id) DO NOTHING`
 	if s.engine == SQLite {
 		// In-process: one prepared single-row statement a row, and
@@ -536,7 +545,7 @@ func (s *Store) Release(ctx context.Context, broker string, ents []*Entry, owner
 		set   string
 	}{
 		{plain, `claim_owner = NULL, claim_until = NULL`},
-		{ahead, `claim_owner = NULL, claim_until = NULL, state = 'pending', via = '', replay_txid = '', replay_queue = ''`},
+		{ahead, `claim_owner = NULL, claim_until = NULL, state = 'pending', via = '', replay_txid = '', replay_queue = '', replay_digest = ''`},
 	} {
 		for start := 0; start < len(r.addrs); start += 400 {
 			q, args := inAddrs(`UPDATE journal SET `+r.set+` WHERE broker = ? AND claim_owner = ? AND (partition_id, transaction_id) IN `,
@@ -577,14 +586,14 @@ type SaveItem struct {
 	Release bool
 }
 
-const saveSQL = `UPDATE journal SET state = ?, batch_id = ?, action = ?, generation = ?, replay_txid = ?, replay_partition_id = ?, replay_queue = ?, via = ?, outcome = ?, attempts = ?, last_error = ?,
+const saveSQL = `UPDATE journal SET state = ?, batch_id = ?, action = ?, generation = ?, replay_txid = ?, replay_partition_id = ?, replay_queue = ?, replay_digest = ?, via = ?, outcome = ?, attempts = ?, last_error = ?,
 	updated_at = ?, claim_owner = ?, claim_until = CASE WHEN ? = 1 THEN NULL ELSE claim_until END
 	WHERE broker = ? AND partition_id = ? AND transaction_id = ? AND claim_owner = ?`
 
 // progressSQL is saveSQL for an entry whose attribution is unchanged: it
 // leaves batch_id (indexed) alone, which makes it about a third cheaper
 // on SQLite, where the journal's writes are most of a fast run's cost.
-const progressSQL = `UPDATE journal SET state = ?, replay_txid = ?, replay_partition_id = ?, replay_queue = ?, via = ?, outcome = ?, attempts = ?, last_error = ?,
+const progressSQL = `UPDATE journal SET state = ?, replay_txid = ?, replay_partition_id = ?, replay_queue = ?, replay_digest = ?, via = ?, outcome = ?, attempts = ?, last_error = ?,
 	updated_at = ?, claim_owner = ?, claim_until = CASE WHEN ? = 1 THEN NULL ELSE claim_until END
 	WHERE broker = ? AND partition_id = ? AND transaction_id = ? AND claim_owner = ?`
 
@@ -635,10 +644,10 @@ func (s *Store) SaveMany(ctx context.Context, items []SaveItem, owner string, no
 		}
 		var res sql.Result
 		if e.stored.known && e.stored.attribution == e.attribution() {
-			res, err = slimTx.ExecContext(ctx, e.State, e.ReplayTxID, e.ReplayPartitionID, e.ReplayQueue, e.Via, e.Outcome, e.Attempts, truncate(e.LastError, 500),
+			res, err = slimTx.ExecContext(ctx, e.State, e.ReplayTxID, e.ReplayPartitionID, e.ReplayQueue, e.ReplayDigest, e.Via, e.Outcome, e.Attempts, truncate(e.LastError, 500),
 				fmtTime(now), claim, boolInt(it.Release), e.Broker, e.Address.PartitionID, e.Address.TransactionID, owner)
 		} else {
-			res, err = fullTx.ExecContext(ctx, e.State, e.BatchID, e.Action, e.Generation, e.ReplayTxID, e.ReplayPartitionID, e.ReplayQueue, e.Via, e.Outcome, e.Attempts, truncate(e.LastError, 500),
+			res, err = fullTx.ExecContext(ctx, e.State, e.BatchID, e.Action, e.Generation, e.ReplayTxID, e.ReplayPartitionID, e.ReplayQueue, e.ReplayDigest, e.Via, e.Outcome, e.Attempts, truncate(e.LastError, 500),
 				fmtTime(now), claim, boolInt(it.Release), e.Broker, e.Address.PartitionID, e.Address.TransactionID, owner)
 		}
 		if err != nil {
@@ -665,6 +674,13 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n]
+}
+
+// PayloadDigest is the digest a journal records of a payload a manual
+// replay pushes: 24 hex digits of its SHA-256.
+func PayloadDigest(payload []byte) string {
+	h := sha256.Sum256(payload)
+	return hex.EncodeToString(h[:12])
 }
 
 // NewOwner names this process as a claim owner: host, pid and a nonce.

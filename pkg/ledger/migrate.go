@@ -174,6 +174,10 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 		at TEXT NOT NULL,
 		by_name TEXT NOT NULL DEFAULT ''
 	)`, data: unifyBrokers},
+	// 13: the digest of the payload a manual replay pushed, so a rerun
+	// that would push another payload under the same id (suppressed as a
+	// duplicate) is refused instead.
+	{sql: `ALTER TABLE journal ADD COLUMN replay_digest TEXT NOT NULL DEFAULT ''`},
 }
 
 // SchemaVersion is the schema this binary writes.

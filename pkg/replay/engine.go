@@ -58,7 +58,9 @@ type Options struct {
 	// OrderNone; items come in replay order (Arrange).
 	Order         string
 	ToQueue       string
-	Transform     func(json.RawMessage) (json.RawMessage, error)
+	// Transform rewrites a payload before it is pushed (--transform); a
+	// batch that carries one has run it on every payload in its plan.
+	Transform     func(context.Context, json.RawMessage) (json.RawMessage, error)
 	MaxFailures   int // stop scheduling after this many failures; 0 = never
 	MaxGeneration int // refuse replays past this generation; 0 = no cap
 	// Generations are the endpoint's copies' generations (see Generations).

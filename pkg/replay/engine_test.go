@@ -221,7 +221,7 @@ func TestTransformAndRecoveryQueue(t *testing.T) {
 	}
 	rep := r.run(t, "b", items, true, func(o *replay.Options) {
 		o.ToQueue = "orders-recovery"
-		o.Transform = func(in json.RawMessage) (json.RawMessage, error) {
+		o.Transform = func(_ context.Context, in json.RawMessage) (json.RawMessage, error) {
 			return json.RawMessage(strings.Replace(string(in), "{", `{"fixed":true,`, 1)), nil
 		}
 	})

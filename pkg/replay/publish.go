@@ -212,7 +212,7 @@ func (e *Engine) rowPresent(ctx context.Context, a client.Address) (bool, error)
 func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload json.RawMessage) error {
 	a := it.Address
 	if e.o.Transform != nil {
-		out, err := e.o.Transform(payload)
+		out, err := e.o.Transform(ctx, payload)
 		if err != nil {
 			return e.settle(ctx, ent, ledger.Failed, "", "transform: "+err.Error(), func(r *Report) {
 				r.Failed++
@@ -233,6 +233,19 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 	if ent.Via != ViaManual && ent.Via != ViaMove || ent.ReplayTxID == "" {
 		ent.ReplayTxID = e.copyTxID(it, ent.Generation)
 	}
+	digest := ledger.PayloadDigest(payload)
+	if Pinned(ent) && ent.ReplayDigest != "" && ent.ReplayDigest != digest {
+		// An earlier push under this id may have landed with another
+		// payload: pushing this one would come back a duplicate and be
+		// suppressed, the correction silently lost. A person decides.
+		e.record(func(r *Report) {
+			r.Failed++
+			r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("not sent: an earlier attempt pushed it to queue %s as %s with another payload (another --transform, or none), and it may be live; this one would be suppressed as a duplicate. Check queue %s for %s: if it is there, discard this dead letter (dlqctl dlq rm %s --why …) and publish the correction yourself; if not, replay it with the earlier batch's --transform",
+				ent.ReplayQueue, ent.ReplayTxID, ent.ReplayQueue, ent.ReplayTxID, a)})
+		})
+		return e.save(ctx, ent, true)
+	}
+	ent.ReplayDigest = digest
 	// Whether a copy under this id may be this entry's own, from an
 	// attempt before this one: else a duplicate is another hand's.
 	ours := !ent.Fresh() && (ent.Via == ViaManual || ent.Via == ViaMove) && (ent.State == ledger.Inflight || ent.State == ledger.Failed)

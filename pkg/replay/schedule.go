@@ -42,6 +42,11 @@ func (e *Engine) acquire(ctx context.Context, part []Item) (map[client.Address]*
 		enrol[k].Generation = gen
 		if via := e.pathOf(it, nil); via != ViaEndpoint && e.intentAhead(it, gen) {
 			enrol[k].Via, enrol[k].ReplayTxID, enrol[k].ReplayQueue = via, e.copyTxID(it, gen), e.destQueue(it)
+			if via == ViaManual && (it.Checked || !it.Envelope()) {
+				// The payload pushed is the one held (an envelope is
+				// replaced by the detail route's payload at the push).
+				enrol[k].Digest = ledger.PayloadDigest(it.Data())
+			}
 		}
 	}
 	if e.o.Action == Replay && e.o.Release.Moves() {
@@ -64,10 +69,12 @@ func (e *Engine) acquire(ctx context.Context, part []Item) (map[client.Address]*
 // with its claim: a replay of an address in the DLQ with a payload and
 // under the generation cap, on a path whose copy id every later run
 // derives again (the manual path's, the move's: a repeat is a duplicate,
-// or a 404). Any other item is enrolled pending and journals its intent
-// (if any) when it gets there.
+// or a 404), and whose payload is known before the push (not one a
+// --transform makes: its digest is journaled with the intent at the
+// push). Any other item is enrolled pending and journals its intent (if
+// any) when it gets there.
 func (e *Engine) intentAhead(it Item, gen int) bool {
-	return e.o.Action == Replay && !e.o.Absent[it.Address] && it.Address.Unreachable() == "" &&
+	return e.o.Action == Replay && e.o.Transform == nil && !e.o.Absent[it.Address] && it.Address.Unreachable() == "" &&
 		(e.o.MaxGeneration <= 0 || gen <= e.o.MaxGeneration) && len(it.Data()) > 0 && !it.Undecryptable()
 }
 

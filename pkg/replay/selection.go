@@ -18,6 +18,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/duration"
+	"github.com/dlqctl/dlqctl/pkg/errs"
 )
 
 // Selection is what the selection flags of ls, replay, rm and decide say.
@@ -32,6 +33,11 @@ type Selection struct {
 	Limit         int              `json:"limit,omitempty"`
 	Addresses     []client.Address `json:"addresses,omitempty"`
 	All           bool             `json:"all,omitempty"`
+	// Acting names the command that acts on the selection (dlq rm): its
+	// snapshot is refused when its filters turn out to select everything
+	// in scope without All (Everything). "" for a read, or a screen where
+	// the person picked the class.
+	Acting string `json:"-"`
 	// Where is a jq predicate over the row as ls -o ndjson prints it;
 	// WhereDecrypt fetches envelope rows' payloads for it (one GET each).
 	Where        string `json:"where,omitempty"`
@@ -92,6 +98,18 @@ func (s *Selection) Compile() error {
 // WherePredicate is the compiled --where, nil without one.
 func (s *Selection) WherePredicate() *Where { return s.where }
 
+// Bind makes --where run under ctx (an interrupt stops it at once).
+func (s *Selection) Bind(ctx context.Context) {
+	if s.where != nil {
+		s.where.Bind(ctx)
+	}
+}
+
+// WhereErr is what stopped --where, if anything did: a result that is
+// not true or false, an evaluation over its budget, an interrupt. A read
+// that runs the predicate ends with it.
+func (s *Selection) WhereErr() error { return s.where.Err() }
+
 // Narrowed reports whether the selection has a criterion besides --where
 // and --all: one that keeps a --where-decrypt from fetching the whole DLQ.
 func (s *Selection) Narrowed() bool {
@@ -112,6 +130,40 @@ func (s *Selection) OnlyAddresses() bool {
 	c := *s
 	c.Addresses, c.addrs, c.errRE = nil, nil, nil
 	return len(s.Addresses) > 0 && c.Empty() && s.Limit == 0
+}
+
+// InScope reports whether a row is in the selection's scope: its queue,
+// group and partition, before any filter of what the rows say.
+func (s *Selection) InScope(r client.Row) bool {
+	return (s.Queue == "" || r.Queue == s.Queue) && (s.ConsumerGroup == "" || r.ConsumerGroup == s.ConsumerGroup) &&
+		(s.Partition == "" || r.Partition == s.Partition)
+}
+
+// filtered reports whether the selection filters rows by what they say
+// (error, class, failure time, --where), beyond its scope.
+func (s *Selection) filtered() bool {
+	return s.Error != "" || s.Class != "" || !s.FailedAfter.IsZero() || !s.FailedBefore.IsZero() || s.Where != ""
+}
+
+// Everything refuses a destructive selection whose filters turned out to
+// select every dead letter in its scope (matched of inScope rows): a
+// predicate that is true of everything (a typo, more often than not)
+// needs --all, as a bare command does. verb names the command.
+func (s *Selection) Everything(verb string, inScope, matched int) error {
+	if verb == "" || s.All || !s.filtered() || len(s.Addresses) > 0 || inScope == 0 || matched < inScope {
+		return nil
+	}
+	scope := "in the DLQ"
+	if s.Queue != "" || s.ConsumerGroup != "" || s.Partition != "" {
+		var parts []string
+		for _, p := range []struct{ k, v string }{{"queue", s.Queue}, {"group", s.ConsumerGroup}, {"partition", s.Partition}} {
+			if p.v != "" {
+				parts = append(parts, p.k+" "+p.v)
+			}
+		}
+		scope = "of " + strings.Join(parts, ", ")
+	}
+	return errs.Usagef("%s: the filters select every dead letter %s (%d rows), which may not be what they mean (a predicate true of every row?); pass --all if the whole of it is meant", verb, scope, inScope)
 }
 
 // Match reports whether a row is selected (Limit is applied by callers).
@@ -386,6 +438,8 @@ func SnapshotForPlan(ctx context.Context, l Lister, sel *Selection, pageSize int
 func snapshot(ctx context.Context, l Lister, sel *Selection, pageSize int, planOnly bool) ([]Item, error) {
 	var items []Item
 	idx := map[client.Address]int{}
+	inScope, matched := 0, 0
+	sel.Bind(ctx)
 	rows := l.Rows(ctx, sel.Query(pageSize))
 	if sel.WhereRows != nil {
 		rows = sel.WhereRows(ctx, rows)
@@ -394,9 +448,16 @@ func snapshot(ctx context.Context, l Lister, sel *Selection, pageSize int, planO
 		if err != nil {
 			return nil, err
 		}
+		if sel.InScope(r) {
+			inScope++
+		}
 		if !sel.Match(r) {
+			if err := sel.WhereErr(); err != nil {
+				return nil, err
+			}
 			continue
 		}
+		matched++
 		if planOnly && !r.Undecryptable() {
 			r.Data = nil
 		}
@@ -410,6 +471,9 @@ func snapshot(ctx context.Context, l Lister, sel *Selection, pageSize int, planO
 		}
 		idx[a] = len(items)
 		items = append(items, Item{Address: a, Queue: r.Queue, Partition: r.Partition, Rows: []client.Row{r}})
+	}
+	if err := sel.Everything(sel.Acting, inScope, matched); err != nil {
+		return nil, err
 	}
 	if sel.RowLevel() {
 		if err := Widen(ctx, l, items, pageSize); err != nil {

@@ -81,6 +81,7 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 	if err != nil {
 		return err
 	}
+	sel.Acting = "dlq decide"
 	if err := cmdutil.RequireSelection(sel, "dlq decide"); err != nil {
 		return err
 	}

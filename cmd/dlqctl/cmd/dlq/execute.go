@@ -98,6 +98,7 @@ func (sp execSpec) request(f *cmdutil.Factory) (batch.Request, error) {
 	if err != nil {
 		return req, err
 	}
+	sel.Acting = "dlq " + sp.verb
 	if err := cmdutil.RequireSelection(sel, "dlq "+sp.verb); err != nil {
 		return req, err
 	}

@@ -149,9 +149,9 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		// the default growth holds the peak near what is held (1M rows:
 		// 53 -> 47 MB) for 5-15% more CPU.
 		defer debug.SetGCPercent(debug.SetGCPercent(50))
-		return lsGroups(f, fm, o.GroupBy, inspect.Select(src(ctx, q), sel, &limited), sel, now, inspect.HeldBy(dec, now))
+		return lsGroups(f, fm, o.GroupBy, inspect.Select(ctx, src(ctx, q), sel, &limited), sel, now, inspect.HeldBy(dec, now))
 	}
-	rows := inspect.Select(src(ctx, q), sel, &limited)
+	rows := inspect.Select(ctx, src(ctx, q), sel, &limited)
 	if !fm.Human() {
 		// Every row read is garbage once written, and little is held
 		// (2-3 MB): the default collection keeps a 1M-row one-body

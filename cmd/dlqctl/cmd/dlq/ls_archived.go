@@ -36,6 +36,9 @@ func lsArchived(ctx context.Context, f *cmdutil.Factory, fm render.Format, cl *c
 			if n, first := p.Errored(); n > 0 {
 				fmt.Fprintf(f.IO.ErrOut, "note: --where failed on %s, not selected (the first: %s)\n", plural(n, "row", "rows"), render.Clean(first))
 			}
+			for _, a := range p.Absent() {
+				fmt.Fprintf(f.IO.ErrOut, "note: --where: %s\n", render.Clean(a))
+			}
 		}
 	}()
 	if !fm.Human() {

@@ -158,17 +158,24 @@ func (m *model) regroup(by string) {
 }
 
 // whereMatch is the row filter "?EXPR": a jq predicate over each row as
-// dlq ls -o ndjson prints it (without data: the screen does not hold
-// payloads). An expression that does not compile keeps every row and
-// says why.
+// dlq ls -o ndjson prints it, without data: the screen does not hold
+// payloads, and says so of an expression that reads .data. An expression
+// that does not compile keeps every row and says why; one that stops
+// (not true or false, over jq's budget) keeps none and says why.
 func (m *model) whereMatch(expr string) func(client.Row) bool {
 	if expr != m.rowWhereText {
 		m.rowWhereText = expr
 		m.rowWhere, m.whereErr = nil, ""
 		if strings.TrimSpace(expr) != "" {
 			w, err := replay.CompileWhere(expr)
-			if err != nil {
+			switch {
+			case err != nil:
 				m.whereErr = strings.SplitN(err.Error(), "\n", 2)[0]
+			case w.Reads("data"):
+				m.whereErr = "the screen holds no payloads: .data is null here (dlq ls --where sees them)"
+			}
+			if w != nil {
+				w.Bind(m.ctx)
 			}
 			m.rowWhere = w
 		}
@@ -185,7 +192,11 @@ func (m *model) whereMatch(expr string) func(client.Row) bool {
 		}
 		clear(v)
 		replay.FillWhereValue(v, r, now, label, batch)
-		return m.rowWhere.Test(v)
+		ok := m.rowWhere.Test(v)
+		if err := m.rowWhere.Err(); err != nil && m.whereErr == "" {
+			m.whereErr = strings.SplitN(err.Error(), "\n", 2)[0]
+		}
+		return ok
 	}
 }
 
@@ -198,6 +209,9 @@ func (m *model) refilter() {
 	}
 	m.classView = m.classView[:0]
 	f := strings.ToLower(m.classFilter)
+	if strings.HasPrefix(f, "?") {
+		f = "" // a row filter: said on the status line, the classes kept
+	}
 	for i, g := range m.groups {
 		if f == "" || strings.Contains(strings.ToLower(g.Key+" "+g.Pattern+" "+strings.Join(g.Queues, ",")), f) {
 			m.classView = append(m.classView, i)

@@ -65,7 +65,7 @@ func (s *session) Rows(ctx context.Context, sel *replay.Selection) iter.Seq2[cli
 		if sel.WhereRows != nil {
 			src = sel.WhereRows(ctx, src)
 		}
-		for r, err := range inspect.Select(src, sel, &limited) {
+		for r, err := range inspect.Select(ctx, src, sel, &limited) {
 			r.Data = nil
 			if !yield(r, err) || err != nil {
 				return
