@@ -56,8 +56,8 @@ type Options struct {
 	Release client.Release
 	// Order is OrderPartition (the default when empty), OrderSkipGaps or
 	// OrderNone; items come in replay order (Arrange).
-	Order         string
-	ToQueue       string
+	Order   string
+	ToQueue string
 	// Transform rewrites a payload before it is pushed (--transform); a
 	// batch that carries one has run it on every payload in its plan.
 	Transform     func(context.Context, json.RawMessage) (json.RawMessage, error)

@@ -249,7 +249,9 @@ func TestMoveToARecoveryQueue(t *testing.T) {
 func TestTransformPushesUnderTheCopyID(t *testing.T) {
 	r := newMoveRig(t, sandbox.Queen16, 4, 0)
 	rep := r.run(t, "b", func(o *replay.Options) {
-		o.Transform = func(_ context.Context, p json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{"fixed":true}`), nil }
+		o.Transform = func(_ context.Context, p json.RawMessage) (json.RawMessage, error) {
+			return json.RawMessage(`{"fixed":true}`), nil
+		}
 	})
 	if rep.Replayed != 4 || r.b.Calls()["POST /api/v1/dlq/replay"] != 0 {
 		t.Fatalf("report %v, calls %v", rep.Outcome(), r.b.Calls())
