@@ -524,3 +524,31 @@ func TestReplayStopsAtTheGenerationCap(t *testing.T) {
 		})
 	}
 }
+
+// A push with one --transform lands and its answer is lost; a rerun with
+// another --transform would come back a duplicate and be suppressed, the
+// correction never published. It is refused instead, saying what was
+// pushed, and the dead letter stays.
+func TestChangedTransformIsNotSuppressed(t *testing.T) {
+	b, cli := seeded(t)
+	addr, _ := oneAddress(t, b)
+	b.SetFaults(sandbox.Faults{Script: func(c sandbox.Call) sandbox.Action {
+		if c.Route == "POST /api/v1/push" {
+			return sandbox.CutAfterApply // applied, the answer lost, every time
+		}
+		return sandbox.Serve
+	}})
+	if _, stderr, code := cli.Exec("dlq", "replay", addr, "--transform", `.fixed = "v1-WRONG"`, "--why", "fix", "--yes", "--rate", "0"); code != 1 {
+		t.Fatalf("first run: exit %d\n%s", code, stderr)
+	}
+	b.SetFaults(sandbox.Faults{})
+	_, stderr, code := cli.Exec("dlq", "replay", addr, "--transform", `.fixed = "v2-right"`, "--why", "fix, again", "--yes", "--rate", "0")
+	if code != 1 || !strings.Contains(stderr, "with another payload") || strings.Contains(stderr, "duplicate-suppressed") || !dead(b, addr) {
+		t.Fatalf("second run: exit %d, still dead-lettered %v\n%s", code, dead(b, addr), stderr)
+	}
+	for _, m := range b.LiveMessages() {
+		if strings.Contains(string(m.Payload), "v2-right") {
+			t.Fatalf("the second payload was published: %s", m.Payload)
+		}
+	}
+}
