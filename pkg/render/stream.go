@@ -101,6 +101,11 @@ func (s *Stream) Close() error {
 	return s.w.Flush()
 }
 
+// Abort ends a stream cut short (an interrupt, a failed read): what was
+// written reaches the writer, and a JSON array is left open, so what
+// was printed cannot pass for the whole answer.
+func (s *Stream) Abort() error { return s.w.Flush() }
+
 // Document writes one value as a whole document in a machine format.
 func Document(w io.Writer, f Format, v any) error {
 	b, err := json.Marshal(v)

@@ -81,5 +81,11 @@ func Ahead[T any](ctx context.Context, depth int, produce func(ctx context.Conte
 			default:
 			}
 		}
+		// The producer ended: on its own, or because ctx did (an
+		// interrupt). An interrupted stream is not a complete one.
+		if err := ctx.Err(); err != nil {
+			var zero T
+			yield(zero, err)
+		}
 	}
 }

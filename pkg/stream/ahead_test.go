@@ -94,3 +94,31 @@ func TestAheadRecyclesChunks(t *testing.T) {
 		t.Fatalf("%d chunks allocated for %d emitted: want them recycled (at most depth+3)", len(arrays), chunks)
 	}
 }
+
+// A stream its context ended (an interrupt) ends with the context's
+// error after the values it had, never as if it were complete.
+func TestAheadInterruptedEndsWithTheError(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	seq := Ahead(ctx, 2, func(ctx context.Context, emit func([]int) ([]int, bool)) error {
+		for i := 0; ; i++ {
+			if i == 3 {
+				cancel()
+			}
+			if _, ok := emit([]int{i}); !ok {
+				return nil
+			}
+		}
+	})
+	var last error
+	n := 0
+	for _, err := range seq {
+		if err != nil {
+			last = err
+			break
+		}
+		n++
+	}
+	if !errors.Is(last, context.Canceled) {
+		t.Fatalf("after %d values: %v, want context.Canceled", n, last)
+	}
+}

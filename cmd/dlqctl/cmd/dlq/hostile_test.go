@@ -5,6 +5,7 @@ package dlq_test
 // how it exited, for ls, show, check, stats, replay, rm and sync.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -365,6 +366,42 @@ func TestHostileListThatIsNotAListing(t *testing.T) {
 		out, stderr, code := cli.Exec(args...)
 		if code != 3 || !strings.Contains(stderr, "database unavailable") || strings.Contains(out+stderr, "No dead letters") {
 			t.Errorf("%v: exit %d\n%s%s", args, code, out, stderr)
+		}
+	}
+}
+
+// An interrupted read fails: exit 130, and what was printed does not
+// pass for the whole answer (-o json is not a valid document of fewer
+// rows). Interrupted before its first page, ls, a replay's and an rm's
+// dry run do not say there is nothing.
+func TestInterruptedReadsFail(t *testing.T) {
+	b := sandbox.New(func() time.Time { return testutil.Now })
+	b.Fill(5500, 9)
+	b.SetFaults(sandbox.Faults{Latency: 60 * time.Millisecond})
+	srv := httptest.NewServer(b.Handler())
+	defer srv.Close()
+	for _, c := range []struct {
+		args  []string
+		after time.Duration
+	}{
+		{[]string{"dlq", "ls", "-o", "json"}, 200 * time.Millisecond},
+		{[]string{"dlq", "ls", "-o", "ndjson"}, 200 * time.Millisecond},
+		{[]string{"dlq", "ls"}, 20 * time.Millisecond},
+		{[]string{"dlq", "replay", "--all", "--dry-run"}, 20 * time.Millisecond},
+		{[]string{"dlq", "rm", "--all", "--dry-run"}, 20 * time.Millisecond},
+		{[]string{"dlq", "ls", "--group-by", "error"}, 150 * time.Millisecond},
+	} {
+		cli := testutil.NewCLI(t, srv.URL, root.Run)
+		ctx, cancel := context.WithCancel(context.Background())
+		cli.Ctx = ctx
+		time.AfterFunc(c.after, cancel)
+		out, stderr, code := cli.Exec(c.args...)
+		cancel()
+		if code != 130 || strings.Contains(stderr, "No dead letters") || strings.Contains(stderr, "Nothing to") {
+			t.Errorf("%v: exit %d\n%s", c.args, code, stderr)
+		}
+		if c.args[len(c.args)-1] == "json" && json.Valid([]byte(out)) {
+			t.Errorf("%v: a valid JSON document of %d bytes after an interrupt", c.args, len(out))
 		}
 	}
 }

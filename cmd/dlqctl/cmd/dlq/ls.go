@@ -167,7 +167,7 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		rec, d := inspect.Record{Now: now}, ledger.Decision{}
 		for r, err := range rows {
 			if err != nil {
-				st.Close()
+				st.Abort()
 				return err
 			}
 			rec.R, rec.D, rec.SLO = r, nil, 0

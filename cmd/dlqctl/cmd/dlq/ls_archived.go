@@ -46,10 +46,11 @@ func lsArchived(ctx context.Context, f *cmdutil.Factory, fm render.Format, cl *c
 		err := inspect.EachArchived(ctx, ld, cl.Broker(), sel, policies, now, func(a inspect.ArchivedRow) error {
 			return st.Write(archivedRecord{a: a, rec: inspect.Record{Now: now, SLO: inspect.TriageSLO(policies, a.Queue, a.ConsumerGroup)}})
 		})
-		if cerr := st.Close(); err == nil {
-			err = cerr
+		if err != nil {
+			st.Abort()
+			return err
 		}
-		return err
+		return st.Close()
 	}
 	var rows [][]string
 	c := render.Clean
