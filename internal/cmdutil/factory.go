@@ -16,6 +16,7 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/dlqctl/dlqctl/pkg/secret"
 	"github.com/spf13/pflag"
 )
 
@@ -221,6 +222,16 @@ func (f *Factory) BrokerKey(ctx context.Context, ld *ledger.Store) (string, erro
 		key = canonical
 	}
 	return key, nil
+}
+
+// Redact removes the session's token, in any form a server may echo it
+// in, from a text on its way out (the last line of defence: the client
+// redacts what it says itself).
+func (f *Factory) Redact(s string) string {
+	if f.settings == nil || f.settings.Token == "" {
+		return s
+	}
+	return secret.NewRedactor(f.settings.Token).Redact(s)
 }
 
 // Close releases what was opened.

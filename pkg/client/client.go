@@ -100,6 +100,11 @@ func New(o Options) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
 		return nil, fmt.Errorf("invalid server URL %q: want http(s)://host:port", secret.URL(o.Server))
 	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		// dlqctl sends its own queries; a token in one would be printed
+		// with every URL.
+		return nil, fmt.Errorf("invalid server URL %q: drop the query: dlqctl adds its own (a token goes in --token-file or DLQCTL_TOKEN)", secret.URL(o.Server))
+	}
 	if APIPath(o.Server) {
 		bare := *u
 		bare.Path, bare.RawPath, bare.RawQuery = "", "", ""

@@ -4,6 +4,9 @@
 package secret
 
 import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"net/url"
 	"regexp"
 	"strings"
@@ -13,8 +16,9 @@ import (
 const Mask = "xxxxx"
 
 // passwordParams are the query parameters that carry a password in the
-// DSNs dlqctl accepts (libpq's names, which pgx honours).
-var passwordParams = []string{"password", "pass", "pwd", "sslpassword"}
+// DSNs dlqctl accepts (libpq's names, which pgx honours), and a token in
+// a URL (?token=, ?access_token=, …).
+var passwordParams = []string{"password", "pass", "pwd", "sslpassword", "token", "access_token", "api_key", "apikey", "key", "auth", "jwt", "secret"}
 
 // keywordPassword matches password=… in a libpq keyword DSN
 // (host=db password='s e' user=x).
@@ -75,38 +79,112 @@ func DSN(dsn string) string {
 // where it appears on its own (a body cut mid-token, an echo of part of it).
 const MinFragment = 8
 
-// Redactor removes one token from texts.
-type Redactor struct{ token string }
+// Redactor removes one token from texts, in every form a server may
+// echo it back in.
+type Redactor struct {
+	forms []string // the token and its encodings
+	// grams finds where a piece of MinFragment bytes of a form begins in
+	// a text: each form's every MinFragment-byte window, as a key.
+	grams map[string]struct{}
+}
 
 // NewRedactor redacts token; an empty token redacts nothing.
-func NewRedactor(token string) Redactor { return Redactor{token: token} }
+func NewRedactor(token string) Redactor {
+	if token == "" {
+		return Redactor{}
+	}
+	r := Redactor{grams: map[string]struct{}{}}
+	seen := map[string]bool{}
+	for _, f := range encodings(token) {
+		if len(f) < MinFragment || seen[f] {
+			continue
+		}
+		seen[f] = true
+		r.forms = append(r.forms, f)
+		for i := 0; i+MinFragment <= len(f); i++ {
+			r.grams[f[i:i+MinFragment]] = struct{}{}
+		}
+	}
+	if len(token) < MinFragment {
+		r.forms = append(r.forms, token) // short: redacted whole only
+	}
+	return r
+}
 
-// Redact replaces the token, and any run of at least MinFragment bytes
-// that is a prefix of it, with [redacted].
+// encodings are the forms a server may echo a token in: as it is;
+// JSON-escaped (encoding/json's, with / as \/ as PHP writes it, and every
+// character as \uXXXX); percent-encoded (query and path escaping, every
+// byte as %XX in both cases); base64 in its four alphabets, at each of
+// the three alignments it may start at inside a longer encoded text
+// (user:TOKEN in a Basic header): the characters that depend on the
+// token's bytes alone.
+func encodings(t string) []string {
+	out := []string{t}
+	q, _ := json.Marshal(t)
+	js := string(q[1 : len(q)-1])
+	out = append(out, js, strings.ReplaceAll(js, "/", `\/`))
+	var uni, up, low strings.Builder
+	for _, c := range t {
+		fmt.Fprintf(&uni, `\u%04x`, c)
+	}
+	for i := 0; i < len(t); i++ {
+		fmt.Fprintf(&up, "%%%02X", t[i])
+		fmt.Fprintf(&low, "%%%02x", t[i])
+	}
+	out = append(out, uni.String(), strings.ToUpper(uni.String()), up.String(), low.String(), url.QueryEscape(t), url.PathEscape(t))
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+		for k := 0; k < 3; k++ {
+			b := append(make([]byte, k), t...)
+			s := enc.EncodeToString(b)
+			from, to := 0, len(b)/3*4 // whole groups only: the last depends on what follows
+			if k > 0 {
+				from = 4 // the first group holds bytes before the token
+			}
+			if k == 0 {
+				out = append(out, s) // the whole, padding and all
+			}
+			if to > from {
+				out = append(out, s[from:to])
+			}
+		}
+	}
+	return out
+}
+
+// Redact replaces the token, in any of its forms, and any run of at
+// least MinFragment bytes of one of its forms, with [redacted].
 func (r Redactor) Redact(s string) string {
-	t := r.token
-	if t == "" {
+	if len(r.forms) == 0 {
 		return s
 	}
-	s = strings.ReplaceAll(s, t, "[redacted]")
-	if len(t) < MinFragment {
+	for _, f := range r.forms {
+		s = strings.ReplaceAll(s, f, "[redacted]")
+	}
+	if len(s) < MinFragment {
 		return s
 	}
-	head := t[:MinFragment]
 	var b strings.Builder
-	for {
-		i := strings.Index(s, head)
-		if i < 0 {
-			break
+	last := 0
+	for i := 0; i+MinFragment <= len(s); {
+		if _, ok := r.grams[s[i:i+MinFragment]]; !ok {
+			i++
+			continue
 		}
+		// The longest run from i that is a piece of some form.
 		n := MinFragment
-		for i+n < len(s) && n < len(t) && s[i+n] == t[n] {
-			n++
+		for _, f := range r.forms {
+			for m := n + 1; i+m <= len(s) && strings.Contains(f, s[i:i+m]); m++ {
+				n = m
+			}
 		}
-		b.WriteString(s[:i])
+		b.WriteString(s[last:i])
 		b.WriteString("[redacted]")
-		s = s[i+n:]
+		i += n
+		last = i
 	}
-	b.WriteString(s)
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
 	return b.String()
 }

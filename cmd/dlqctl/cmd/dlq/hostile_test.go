@@ -6,11 +6,13 @@ package dlq_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -200,24 +202,44 @@ func TestHostileIDsThatAreNotPathSegments(t *testing.T) {
 }
 
 func TestHostileEchoedToken(t *testing.T) {
-	const token = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0LXRva2VuLWJvZHk.s1gn4tur3-abcdef0123456789"
-	_, cli := hostile(t, func(w http.ResponseWriter, r *http.Request) bool {
-		w.WriteHeader(http.StatusInternalServerError)
-		// Padding puts the token across the point a snippet is cut at.
-		fmt.Fprintf(w, `{"error":"%s bad header: %s"}`, strings.Repeat("x", 100), r.Header.Get("Authorization"))
-		return true
-	})
-	cli.Env["DLQCTL_TOKEN"] = token
-	for _, args := range [][]string{{"dlq", "ls"}, {"dlq", "check"}, {"dlq", "show", "p/t"}, {"dlq", "ls", "--debug"}} {
-		out, stderr, code := cli.Exec(args...)
-		if code != 3 {
-			t.Fatalf("%v: exit %d", args, code)
-		}
-		for n := len(token); n >= 8; n-- {
-			if strings.Contains(out+stderr, token[:n]) {
-				t.Fatalf("%v printed %d bytes of the token:\n%s", args, n, stderr)
+	const token = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0LXRva2VuLWJvZHk.s1gn4tur3/abcdef0123456789+\"q"
+	echoes := map[string]func(string) string{
+		"raw": func(s string) string { return s },
+		"json \\/": func(s string) string {
+			q, _ := json.Marshal(s)
+			return strings.ReplaceAll(string(q[1:len(q)-1]), "/", `\/`)
+		},
+		"percent": url.QueryEscape,
+		"base64":  func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) },
+		"tail":    func(s string) string { return s[len(s)-10:] },
+	}
+	for name, echo := range echoes {
+		_, cli := hostile(t, func(w http.ResponseWriter, r *http.Request) bool {
+			w.WriteHeader(http.StatusInternalServerError)
+			// Padding puts the token across the point a snippet is cut at.
+			fmt.Fprintf(w, `{"error":"%s bad header: %s"}`, strings.Repeat("x", 100), echo(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")))
+			return true
+		})
+		cli.Env["DLQCTL_TOKEN"] = token
+		for _, args := range [][]string{{"dlq", "ls"}, {"dlq", "check"}, {"dlq", "show", "p/t"}, {"dlq", "ls", "--debug"}} {
+			out, stderr, code := cli.Exec(args...)
+			if code != 3 {
+				t.Fatalf("%s %v: exit %d", name, args, code)
+			}
+			for _, form := range []string{token, echo(token)} {
+				for i := 0; i+8 <= len(form); i++ {
+					if strings.Contains(out+stderr, form[i:i+8]) {
+						t.Fatalf("%s %v printed %q of the token:\n%s", name, args, form[i:i+8], stderr)
+					}
+				}
 			}
 		}
+	}
+	// A token in the server's URL is refused, and not printed.
+	_, cli := hostile(t, func(http.ResponseWriter, *http.Request) bool { return false })
+	_, stderr, code := cli.Exec("--server", cli.Env["DLQCTL_SERVER"]+"/?token="+token, "dlq", "ls")
+	if code != 2 || strings.Contains(stderr, token[:8]) {
+		t.Fatalf("a token in --server: exit %d\n%s", code, stderr)
 	}
 }
 

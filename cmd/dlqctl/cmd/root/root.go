@@ -84,6 +84,7 @@ func Run(ctx context.Context, f *cmdutil.Factory, args []string) int {
 			msg, hint = msg[:i], strings.TrimSpace(msg[i+2:])
 		}
 	}
+	msg, hint = f.Redact(msg), f.Redact(hint)
 	fmt.Fprintln(f.IO.ErrOut, "error: "+render.Clean(oneLine(msg)))
 	for _, l := range strings.Split(hint, "\n") {
 		if l = strings.TrimSpace(l); l != "" {
