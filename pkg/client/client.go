@@ -549,6 +549,11 @@ type response struct {
 	c      *Client
 	ctx    context.Context
 	cause  func() error // why the call's own context ended, if it did
+	// hold stops the clock while a row is handed on (a reader that
+	// blocks, a pager waiting for a person, is not the broker being
+	// slow); progress starts it again: the next row has as long as the
+	// first had.
+	hold, progress func()
 }
 
 func (r *response) close() {
@@ -561,9 +566,12 @@ func (r *response) readErr(err error) error {
 	if r.ctx.Err() != nil {
 		return r.ctx.Err()
 	}
-	if r.cause() == errIdle {
+	switch r.cause() {
+	case errIdle:
 		err = fmt.Errorf("the answer stopped arriving for %s (--timeout)", r.c.opts.Timeout)
 		r.c.noAnswerSince(time.Now().Add(-r.c.opts.Timeout))
+	case errSlow:
+		err = fmt.Errorf("the answer trickled: a row of it (or the whole of it) did not arrive within %s (%d× --timeout)", r.c.unresponsive(), r.c.opts.Attempts)
 	}
 	return &HTTPError{Method: r.method, URL: r.shown, Status: 200, Kind: ErrUnavailable, Err: fmt.Errorf("reading the answer: %s", r.c.redact.Redact(err.Error()))}
 }
@@ -664,27 +672,50 @@ func sameOrigin(a, b *url.URL) bool {
 	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
 }
 
-var errIdle = errors.New("idle")
+var (
+	errIdle = errors.New("idle")
+	// errSlow: a row of a list answer (or a whole other answer) took
+	// longer than unresponsive() to arrive.
+	errSlow = errors.New("slow")
+)
 
-// idleReader fails a read that waits longer than the timeout, and counts
-// what it reads.
+// idleReader fails a read that waits longer than the timeout for
+// something other than whitespace (a broker trickling spaces is idle),
+// and counts what it reads.
 type idleReader struct {
 	r      io.Reader
 	timer  *time.Timer
 	d      time.Duration
 	meters []*Meter
 	n      int64
+	armed  bool // the idle timer runs
 }
 
 func (r *idleReader) Read(p []byte) (int, error) {
-	r.timer.Reset(r.d)
+	if !r.armed {
+		r.timer.Reset(r.d)
+		r.armed = true
+	}
 	n, err := r.r.Read(p)
-	r.timer.Stop()
+	if progress(p[:n]) || err != nil {
+		r.timer.Stop()
+		r.armed = false
+	}
 	r.n += int64(n)
 	for _, m := range r.meters {
 		m.bytes.Add(int64(n))
 	}
 	return n, err
+}
+
+// progress reports bytes that are more than JSON's whitespace.
+func progress(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\n' && c != '\r' && c != '\t' {
+			return true
+		}
+	}
+	return false
 }
 
 // unresponsive is the wait after which the client gives up on a broker
@@ -781,8 +812,11 @@ func (c *Client) once(ctx context.Context, method, target, shown string, payload
 	c.quietSince.Store(0)
 	c.trace("← %s %s", hr.Status, time.Since(start).Round(time.Millisecond))
 	ir := &idleReader{r: hr.Body, timer: timer, d: c.opts.Timeout, meters: meters(ctx)}
-	r := &response{body: ir, raw: hr.Body, stop: func() { timer.Stop(); cancel(nil) }, shown: shown, method: method, c: c, ctx: ctx,
-		cause: func() error { return context.Cause(cctx) }}
+	// The whole answer (a list's: each row) must arrive within what a
+	// call may wait in all, however it trickles.
+	slow := time.AfterFunc(c.unresponsive(), func() { cancel(errSlow) })
+	r := &response{body: ir, raw: hr.Body, stop: func() { timer.Stop(); slow.Stop(); cancel(nil) }, shown: shown, method: method, c: c, ctx: ctx,
+		cause: func() error { return context.Cause(cctx) }, hold: func() { slow.Stop() }, progress: func() { slow.Reset(c.unresponsive()) }}
 	if hr.StatusCode >= 200 && hr.StatusCode < 300 {
 		return r, nil, false
 	}

@@ -297,7 +297,11 @@ func (c *Client) listStream(ctx context.Context, q ListQuery, visit func(Row) bo
 	defer resp.close()
 	pr := &prefixReader{r: resp.body}
 	lr := &listReader{r: pr, max: c.opts.MaxRow}
-	info, n, err := decodeList(lr, q.NoData, visit)
+	info, n, err := decodeList(lr, q.NoData, func(r Row) bool {
+		resp.hold()
+		defer resp.progress()
+		return visit(r)
+	})
 	c.trace("← %d rows, %dB", n, lr.read)
 	if err != nil {
 		var he *HTTPError

@@ -427,3 +427,41 @@ func TestInterruptedReadsFail(t *testing.T) {
 		}
 	}
 }
+
+// A broker that trickles its answer (a space a second, or a string a
+// character a second) does not hold a command past --timeout's rule: an
+// idle gap counts however many spaces fill it, and a row (or a whole
+// answer) that does not complete within 4x --timeout ends the call.
+func TestHostileTricklingBody(t *testing.T) {
+	for name, trickle := range map[string]string{"spaces": " ", "a string": "x"} {
+		start := map[string]string{"spaces": `{"messages":[`, "a string": `{"messages":[{"id":"`}[name]
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/api/v1/dlq" {
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, `{"queues":[]}`)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, start)
+			w.(http.Flusher).Flush()
+			for range 60 {
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+				io.WriteString(w, trickle)
+				w.(http.Flusher).Flush()
+			}
+		}))
+		cli := testutil.NewCLI(t, srv.URL, root.Run)
+		for _, args := range [][]string{{"dlq", "check"}, {"dlq", "ls"}, {"dlq", "replay", "--all", "--dry-run"}, {"dlq", "sync"}} {
+			t0 := time.Now()
+			_, stderr, code := cli.Exec(append([]string{"--timeout", "500ms"}, args...)...)
+			if code != 3 || time.Since(t0) > 5*time.Second {
+				t.Errorf("%s %v: exit %d after %s\n%s", name, args, code, time.Since(t0).Round(time.Millisecond), stderr)
+			}
+		}
+		srv.Close()
+	}
+}
