@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/user"
+	"strings"
 	"sync"
 	"time"
 
@@ -167,6 +168,11 @@ func (f *Factory) Ledger(ctx context.Context) (*ledger.Store, error) {
 			return
 		}
 		f.ld, f.ldErr = ledger.Open(ctx, s.Ledger)
+		if f.ldErr == nil {
+			if h := f.ld.LostOnOpen(); h != nil {
+				fmt.Fprintln(f.IO.ErrOut, "warning: "+f.Redact(h.String()))
+			}
+		}
 	})
 	f.fileUnderAlias(ctx)
 	return f.ld, f.ldErr
@@ -264,7 +270,28 @@ func (f *Factory) Format() (render.Format, error) {
 }
 
 // User is who decisions are recorded as by default: the OS user.
-func (f *Factory) User() string {
+// Who is the name a decision is recorded under: --by as given, or the
+// user. A name is shown on every screen that lists the decision, so one
+// that holds a control, bidirectional or invisible character is refused
+// (exit 2), not recorded to be escaped forever after.
+func (f *Factory) Who(by string) (string, error) {
+	if by == "" {
+		return f.User(), nil
+	}
+	if render.Clean(by) != by {
+		return "", FlagErrorf("--by %s holds a control, bidirectional or invisible character; give a plain name", render.Clean(by))
+	}
+	if strings.TrimSpace(by) == "" {
+		return "", FlagErrorf("--by is blank; give a name")
+	}
+	return by, nil
+}
+
+// User is the name this session acts under: DLQCTL_USER, the OS user, or
+// "unknown", with anything unprintable escaped.
+func (f *Factory) User() string { return render.Clean(f.user()) }
+
+func (f *Factory) user() string {
 	if u := f.Getenv("DLQCTL_USER"); u != "" {
 		return u
 	}

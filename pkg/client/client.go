@@ -226,6 +226,16 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 type Meter struct {
 	requests atomic.Int64
 	bytes    atomic.Int64
+	last     atomic.Pointer[string]
+}
+
+// Last is the latest call sent, "GET http://host/api/v1/…" (redacted),
+// or "" before the first: what a pass that overran was waiting on.
+func (m *Meter) Last() string {
+	if p := m.last.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Requests is the number of HTTP requests sent.
@@ -779,8 +789,10 @@ func (c *Client) once(ctx context.Context, method, target, shown string, payload
 	if c.opts.Token != "" {
 		c.trace("  Authorization: Bearer [redacted]")
 	}
+	call := method + " " + shown
 	for _, m := range meters(ctx) {
 		m.requests.Add(1)
+		m.last.Store(&call)
 	}
 	// The timeout covers the wait for headers here, and each wait for
 	// more of the body afterwards (idleReader).

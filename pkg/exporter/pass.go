@@ -12,6 +12,7 @@ package exporter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -86,6 +87,9 @@ type Exporter struct {
 
 	mu sync.Mutex // guards ld (the pass loop and Close)
 	ld *ledger.Store
+
+	storeMu sync.Mutex // orders a pass's snapshot and its overrun's
+
 }
 
 // New is an exporter that has not run a pass yet: its snapshot says the
@@ -146,10 +150,24 @@ func (e *Exporter) Pass(ctx context.Context) error {
 	e.cfg.Client.ResetUnresponsive()
 	t0 := time.Now()
 	now := e.cfg.Now()
+	var done bool // under e.storeMu: the pass stored its own snapshot
+	if e.cfg.Interval > 0 {
+		overrun := time.AfterFunc(e.cfg.Interval, func() {
+			e.storeMu.Lock()
+			defer e.storeMu.Unlock()
+			if !done {
+				e.overran(m)
+			}
+		})
+		defer overrun.Stop()
+	}
 	v, st, err := e.evaluate(ctx, now)
 	e.requests.Add(int64(m.Requests()))
 	e.bytes.Add(m.Bytes())
 
+	e.storeMu.Lock()
+	defer e.storeMu.Unlock()
+	done = true
 	prev := e.snap.Load()
 	next := *prev
 	next.LastPass, next.LastDuration = now, time.Since(t0)
@@ -165,6 +183,22 @@ func (e *Exporter) Pass(ctx context.Context) error {
 	e.snap.Store(&next)
 	e.logChange(prev, &next, err)
 	return err
+}
+
+// overran marks the broker down while a pass runs past its interval: a
+// broker that stops answering is down from the next pass on, not only
+// once PassTimeout cuts the pass short. The pass that finishes sets it
+// again from what it learnt.
+func (e *Exporter) overran(m *client.Meter) {
+	next := *e.snap.Load()
+	next.BrokerUp = false
+	call := m.Last()
+	if call == "" {
+		call = "none yet"
+	}
+	next.LastError = e.cfg.Client.Redact(fmt.Sprintf("the pass has run past its %s interval with %s; its latest call: %s", e.cfg.Interval, e.cfg.Client.Broker(), call))
+	e.snap.Store(&next)
+	e.cfg.Logger.Warn("pass overran its interval; broker marked down", "err", next.LastError)
 }
 
 // values are what a successful pass exports.
@@ -256,15 +290,27 @@ func (e *Exporter) brokerAnswers(ctx context.Context) bool {
 	return err == nil
 }
 
+// ledger is the open ledger, opened again when the SQLite file it held
+// was removed or replaced at its path: a process that stays up would
+// otherwise judge a file no other command reads.
 func (e *Exporter) ledger(ctx context.Context) (*ledger.Store, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.ld != nil {
-		return e.ld, nil
+		how := e.ld.Replaced()
+		if how == "" {
+			return e.ld, nil
+		}
+		e.cfg.Logger.Warn("ledger file "+how+" since it was opened; opening it again", "ledger", e.ld.String())
+		e.ld.Close()
+		e.ld = nil
 	}
 	ld, err := e.cfg.Ledger(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if h := ld.LostOnOpen(); h != nil {
+		e.cfg.Logger.Warn(h.String(), "ledger", ld.String())
 	}
 	e.ld = ld
 	return ld, nil

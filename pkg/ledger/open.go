@@ -52,6 +52,8 @@ type Store struct {
 	// once: preparing was a third of a group commit's cost.
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt
+
+	file *fileState // a SQLite ledger's file; nil for PostgreSQL
 }
 
 // prepared returns q prepared once for the store.
@@ -77,6 +79,11 @@ func (s *Store) String() string { return s.shown }
 
 // Close closes the database.
 func (s *Store) Close() error {
+	if s.Replaced() == "" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		s.witness(ctx, time.Now())
+		cancel()
+	}
 	s.stmtMu.Lock()
 	for _, st := range s.stmts {
 		st.Close()
@@ -144,6 +151,8 @@ func open(ctx context.Context, dsn string, schema int) (*Store, error) {
 		if err := os.MkdirAll(filepath.Dir(source), 0o700); err != nil {
 			return nil, fmt.Errorf("%w: %s: creating its folder: %v", ErrUnavailable, shown, err)
 		}
+		_, statErr := os.Stat(source)
+		s.file = &fileState{path: source, created: errors.Is(statErr, os.ErrNotExist)}
 		// SQLite says only "unable to open (14)": ask the OS why first.
 		fh, err := os.OpenFile(source, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
@@ -153,6 +162,7 @@ func open(ctx context.Context, dsn string, schema int) (*Store, error) {
 			}
 			return nil, fmt.Errorf("%w: cannot open %s: %v", ErrUnavailable, shown, err)
 		}
+		s.file.info, _ = fh.Stat()
 		fh.Close()
 		q := url.Values{}
 		q.Add("_pragma", "busy_timeout(15000)")
@@ -192,6 +202,7 @@ func open(ctx context.Context, dsn string, schema int) (*Store, error) {
 		s.db.Close()
 		return nil, err
 	}
+	s.keepLineage(ctx, time.Now())
 	return s, nil
 }
 

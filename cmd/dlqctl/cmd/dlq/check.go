@@ -123,7 +123,20 @@ func evaluate(ctx context.Context, f *cmdutil.Factory, in gate.Input) (*gate.Res
 		return nil, err
 	}
 	in.Policies, in.Now = cfg.PolicySet(), f.Now()
-	return gate.Check(ctx, cl, in)
+	res, err := gate.Check(ctx, cl, in)
+	if err != nil {
+		return nil, err
+	}
+	// What a ledger created in the place of one with history cannot know
+	// is said on every check: its vanished rows start at its creation.
+	lost, err := ld.HistoryLost(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if lost != nil {
+		res.Notes = append(res.Notes, lost.String())
+	}
+	return res, nil
 }
 
 func fmtThreshold(p *float64) string {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -163,6 +164,36 @@ func TestVanishedRowIsSettledByADecision(t *testing.T) {
 	}
 	if _, stderr, code := cli.Exec("dlq", "check"); code != 0 {
 		t.Fatalf("check after the decision: exit %d\n%s", code, stderr)
+	}
+}
+
+// A SQLite ledger deleted after it held history takes what check knew of
+// vanished rows with it. The command that creates the new one warns, and
+// every check after says which rows it can no longer know of.
+func TestDeletedLedgerIsSaid(t *testing.T) {
+	b, cli := seeded(t)
+	cli.WriteConfig("policies:\n  - queue: \"*\"\n    max-age: 30d\n")
+	cli.Exec("dlq", "sync")
+	r := b.DeadLetterRows()[0]
+	b.RemoveDeadLetters(r.PartitionID, r.TransactionID)
+	cli.Clock = testutil.Now.Add(time.Minute)
+	cli.Exec("dlq", "sync")
+	if _, stderr, code := cli.Exec("dlq", "check"); code != 1 || !strings.Contains(stderr, "vanished") {
+		t.Fatalf("check with a vanished row: exit %d\n%s", code, stderr)
+	}
+	path := strings.TrimPrefix(cli.Env["DLQCTL_LEDGER"], "sqlite://")
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	_, stderr, code := cli.Exec("dlq", "check")
+	if !strings.Contains(stderr, "warning: the ledger "+path+" was created anew") || !strings.Contains(stderr, "are not known") {
+		t.Fatalf("check on a recreated ledger does not warn: exit %d\n%s", code, stderr)
+	}
+	out, stderr, _ := cli.Exec("dlq", "check", "-o", "json")
+	if !strings.Contains(out, "was created anew") || strings.Contains(stderr, "warning:") {
+		t.Fatalf("a later check: the note is not in its notes, or the warning repeats\n%s\n%s", out, stderr)
 	}
 }
 

@@ -60,7 +60,8 @@ plus failure classes and the progress of running batches, and serves the
 last pass's result at /metrics. A scrape never reaches the broker: the
 broker is read once a pass, however often Prometheus scrapes. When the
 broker or the ledger is down, /metrics keeps the last known values with
-dlqctl_broker_up or dlqctl_ledger_up at 0. --sync also mirrors the DLQ
+dlqctl_broker_up or dlqctl_ledger_up at 0; a pass that runs past its
+interval marks the broker down until it ends. --sync also mirrors the DLQ
 into the archive each pass (dlq sync), so a dead letter that vanishes with
 no decision is seen within one interval. /healthz answers while the
 process runs; / is a landing page. TLS and basic auth come from
@@ -85,7 +86,7 @@ rules that go with it are in deploy/prometheus/ of dlqctl's repository.`,
 	fl.StringVar(&o.TelemetryPath, "web.telemetry-path", "/metrics", "path the metrics are served at")
 	fl.StringVar(&o.WebConfig, "web.config.file", "", "exporter-toolkit web config: TLS and basic auth")
 	fl.StringVar(&o.Interval, "interval", "1m", "time from one pass's start to the next")
-	fl.StringVar(&o.PassTimeout, "pass-timeout", "", "longest a pass may take (default: five intervals)")
+	fl.StringVar(&o.PassTimeout, "pass-timeout", "", "longest a pass may take (default: five intervals); the broker is marked down once a pass outlasts one interval")
 	fl.BoolVar(&o.Sync, "sync", false, "each pass, also mirror the DLQ into the archive, as dlq sync does")
 	fl.IntVar(&o.MaxClasses, "max-classes", 10, "failure classes exported one by one; the rest are summed as class=\"other\"")
 	fl.BoolVar(&o.AllScopes, "all-scopes", false, "also export the scopes with no dead letter that no policy names")

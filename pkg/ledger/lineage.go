@@ -1,0 +1,160 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// A SQLite ledger is one file, and a file can be deleted, or renamed and
+// replaced, under a process that holds it open. Two things follow:
+//
+//   - A process that stays up (the exporter) asks Replaced before each
+//     pass and opens the ledger again when the file at the path is not the
+//     one it holds: otherwise it judges a file nobody else reads.
+//   - A ledger deleted between commands takes its archive with it, and so
+//     what `dlq check` knows of rows that vanished with no decision: a
+//     gate that failed goes quiet. Beside the file dlqctl keeps a witness
+//     (<file>.history) written the first time the ledger is opened
+//     holding history (a batch, or an archived row). A ledger created where a witness stands records the loss in
+//     its audit (kind "history-lost"); HistoryLost says it to every check.
+
+// witness is what <file>.history says of the ledger that was there.
+type witness struct {
+	Ledger string    `json:"ledger"`
+	Seen   time.Time `json:"seen"`
+}
+
+// HistoryLost is a ledger's record that it replaced one with history.
+type HistoryLost struct {
+	// At is when this ledger was created in the place of the other; Seen,
+	// when a ledger there was first seen holding history.
+	At, Seen time.Time
+	Path     string
+}
+
+// String says what was lost, for a check's notes and a command's warning.
+func (h HistoryLost) String() string {
+	return fmt.Sprintf("the ledger %s was created anew at %s: the one before it there (it held history on %s) is gone, and with it its archive; rows that vanished with no decision before %s are not known",
+		h.Path, h.At.UTC().Format(time.RFC3339), h.Seen.UTC().Format(time.RFC3339), h.At.UTC().Format(time.RFC3339))
+}
+
+const kindHistoryLost = "history-lost"
+
+func witnessPath(file string) string { return file + ".history" }
+
+// fileState is what open learnt of a SQLite ledger's file.
+type fileState struct {
+	path    string
+	created bool         // open created the file
+	info    os.FileInfo  // the file as opened
+	lost    *HistoryLost // this open found the history gone
+}
+
+// LostOnOpen is the loss this open found and recorded, or nil: a command
+// says it as a warning once; a check says HistoryLost every time.
+func (s *Store) LostOnOpen() *HistoryLost {
+	if s.file == nil {
+		return nil
+	}
+	return s.file.lost
+}
+
+// Replaced says whether the SQLite file at the ledger's path is no longer
+// the one this Store holds: "removed" or "replaced", or "" when it is (and
+// always for PostgreSQL).
+func (s *Store) Replaced() string {
+	if s.file == nil || s.file.info == nil {
+		return ""
+	}
+	fi, err := os.Stat(s.file.path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "removed"
+	case err != nil:
+		return ""
+	case !os.SameFile(fi, s.file.info):
+		return "replaced"
+	}
+	return ""
+}
+
+// HistoryLost is the record of the ledger this one replaced, if it did.
+func (s *Store) HistoryLost(ctx context.Context) (*HistoryLost, error) {
+	if s.engine != SQLite {
+		return nil, nil
+	}
+	var at, detail string
+	err := s.db.QueryRowContext(ctx, `SELECT at, detail FROM audit WHERE kind = ? ORDER BY at DESC LIMIT 1`, kindHistoryLost).Scan(&at, &detail)
+	if err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, nil
+		}
+		return nil, s.wrap("reading the ledger's lineage", err)
+	}
+	var w witness
+	if err := json.Unmarshal([]byte(detail), &w); err != nil {
+		return nil, nil
+	}
+	h := &HistoryLost{At: parseTime(sql.NullString{String: at, Valid: true}), Seen: w.Seen, Path: w.Ledger}
+	return h, nil
+}
+
+// keepLineage runs once the ledger is open and migrated: a new file where
+// a witness stands records the loss; a file holding history gets a
+// witness if it has none. Neither step fails the open: the witness is a courtesy to
+// the next command, and a read-only folder must not stop a read.
+func (s *Store) keepLineage(ctx context.Context, now time.Time) {
+	if s.file == nil {
+		return
+	}
+	wp := witnessPath(s.file.path)
+	if s.file.created {
+		if b, err := os.ReadFile(wp); err == nil {
+			var w witness
+			if json.Unmarshal(b, &w) == nil && !w.Seen.IsZero() {
+				w.Ledger = s.file.path
+				detail, _ := json.Marshal(w)
+				if s.auditTx(ctx, s.db, now, "", "", kindHistoryLost, "", string(detail)) == nil {
+					s.file.lost = &HistoryLost{At: now, Seen: w.Seen, Path: w.Ledger}
+				}
+			}
+		}
+		return
+	}
+	s.witness(ctx, now)
+}
+
+// witness writes <file>.history when there is none and the ledger holds
+// history: at open, and again at Close for the history a command wrote.
+func (s *Store) witness(ctx context.Context, now time.Time) {
+	if s.file == nil {
+		return
+	}
+	wp := witnessPath(s.file.path)
+	if _, err := os.Stat(wp); err == nil {
+		return
+	}
+	var held int
+	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM archive) + EXISTS (SELECT 1 FROM batches)`).Scan(&held); err != nil || held == 0 {
+		return
+	}
+	b, _ := json.Marshal(witness{Ledger: s.file.path, Seen: now.UTC().Truncate(time.Second)})
+	f, err := os.CreateTemp(filepath.Dir(wp), filepath.Base(wp)+".*")
+	if err != nil {
+		return
+	}
+	_, werr := f.Write(b)
+	if cerr := f.Close(); werr != nil || cerr != nil {
+		os.Remove(f.Name())
+		return
+	}
+	if os.Rename(f.Name(), wp) != nil {
+		os.Remove(f.Name())
+	}
+}
