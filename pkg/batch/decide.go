@@ -3,6 +3,7 @@ package batch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -24,6 +25,9 @@ func ParseUntil(s string, now time.Time) (time.Time, error) {
 		return t.UTC(), nil
 	}
 	d, err := duration.Parse(s)
+	if errors.Is(err, duration.ErrTooLong) {
+		return time.Time{}, fmt.Errorf("--until: %v", err)
+	}
 	if err != nil || d <= 0 {
 		return time.Time{}, fmt.Errorf("invalid --until %q: want RFC 3339 or a duration from now (4h, 2d)", s)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
@@ -43,7 +44,7 @@ const zeroTime = math.MinInt64
 func openStage(ctx context.Context) (st *stage, err error) {
 	f, err := os.CreateTemp("", "dlqctl-stage-*.db")
 	if err != nil {
-		return nil, fmt.Errorf("staging the snapshot (in TMPDIR, %s): %w", os.TempDir(), err)
+		return nil, stageErr(ctx, "staging the snapshot", err)
 	}
 	path := f.Name()
 	_ = f.Close()
@@ -59,7 +60,7 @@ func openStage(ctx context.Context) (st *stage, err error) {
 	q.Add("_pragma", "temp_store(FILE)")
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {
-		return nil, fmt.Errorf("staging the snapshot: %w", err)
+		return nil, stageErr(ctx, "staging the snapshot", err)
 	}
 	// One connection: the file is opened once, then unlinked.
 	db.SetMaxOpenConns(1)
@@ -300,7 +301,13 @@ func stageErr(ctx context.Context, doing string, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return fmt.Errorf("%s: %w", doing, err)
+	// The stage is the only file here, and where it lives is the one
+	// thing a person can change: a full disk names it.
+	hint := ""
+	if msg := err.Error(); strings.Contains(msg, "full") || strings.Contains(msg, "no space") {
+		hint = ": free space there, or set TMPDIR to a folder on a larger disk"
+	}
+	return fmt.Errorf("%s (in TMPDIR, %s): %w%s", doing, os.TempDir(), err, hint)
 }
 
 // close lets the stage go: its file is removed (if it could not be

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -140,4 +141,31 @@ func TestStageRefusesTwoAddressesInOnePlace(t *testing.T) {
 		return
 	}
 	t.Fatal("the stage gave nothing")
+}
+
+// A TMPDIR that fills up while the snapshot is staged is named in the
+// error, with what to do about it.
+func TestFullTmpdirIsNamed(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	ctx := context.Background()
+	st, err := openStage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	// A disk that is full after a few pages: SQLite says the same of both.
+	if _, err := st.tx.ExecContext(ctx, `PRAGMA max_page_count = 8`); err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte(`"` + strings.Repeat("x", 4000) + `"`)
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 100 {
+		r := client.Row{ID: "m", PartitionID: "p", TransactionID: fmt.Sprint(i), Queue: "q", Partition: "0", ConsumerGroup: "g", FailedAt: at, Data: payload}
+		if err = st.add(ctx, uint32(i), 0, r, true); err != nil {
+			break
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), "in TMPDIR, "+os.Getenv("TMPDIR")) || !strings.Contains(err.Error(), "set TMPDIR") {
+		t.Fatalf("err = %v, want TMPDIR named", err)
+	}
 }

@@ -167,6 +167,29 @@ func TestRowsStopsOnRepeatedPages(t *testing.T) {
 	}
 }
 
+// A failedAt that is a number (seconds? milliseconds? since when?) is
+// unreadable, not year 1: read as year 1, it would be the oldest dead
+// letter there is.
+func TestNumericFailedAtIsUnreadable(t *testing.T) {
+	for _, field := range []string{`"failedAt":1764000000`, `"failedAt":1764000000000`, `"createdAt":17.5`, `"failedAt":{"s":1}`} {
+		body := `{"messages":[{"id":"1","transactionId":"a","partitionId":"p","queue":"q","consumerGroup":"g",` + field + `}]}`
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body) }))
+		var err error
+		var rows []client.Row
+		for r, e := range newClient(t, srv.URL).Rows(context.Background(), client.ListQuery{}) {
+			if e != nil {
+				err = e
+				break
+			}
+			rows = append(rows, r)
+		}
+		srv.Close()
+		if err == nil || !strings.Contains(err.Error(), "is not a timestamp") || len(rows) != 0 {
+			t.Fatalf("%s: %d rows (%v), err %v; want an error saying it is not a timestamp", field, len(rows), rows, err)
+		}
+	}
+}
+
 func TestMessagesNullIsAnEmptyPage(t *testing.T) {
 	for _, body := range []string{`{"success":true,"value":null}`, `{"messages":null}`, `{"messages":[]}`} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body) }))

@@ -492,6 +492,16 @@ func unquote(v jsontext.Value) []byte {
 	return b
 }
 
+// notATimestamp is the error for a time that is not text: a number could
+// be seconds, milliseconds or microseconds since any epoch, and read as
+// none of them it would be year 1, the oldest dead letter there is.
+func notATimestamp(name, v []byte) error {
+	if len(v) > 40 {
+		v = append(v[:40:40], "…"...)
+	}
+	return fmt.Errorf("%s %s is not a timestamp dlqctl can read: it reads RFC 3339 text (\"2026-07-30T09:41:02.517Z\")", name, v)
+}
+
 // parseTimestamp reads the broker's timestamps: millisecond UTC
 // (2026-07-30T09:41:02.517Z) on a fast path, any RFC 3339 otherwise.
 func parseTimestamp(b []byte) (time.Time, error) {

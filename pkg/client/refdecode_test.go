@@ -234,6 +234,9 @@ func refScanRow(raw []byte, r *Row, noData bool) error {
 		case fIsEncrypted:
 			r.IsEncrypted = v.Kind() == 't'
 		case fFailedAt, fCreatedAt:
+			if v.Kind() != '"' && v.Kind() != 'n' {
+				return notATimestamp(name, v)
+			}
 			if v.Kind() == '"' {
 				t, err := parseTimestamp(unquote(v))
 				if err != nil {

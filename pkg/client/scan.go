@@ -423,6 +423,9 @@ func scanRow(b []byte, i, depth int, r *Row, noData bool) (int, error) {
 			case fIsEncrypted:
 				r.IsEncrypted = v[0] == 't'
 			case fFailedAt, fCreatedAt:
+				if v[0] != '"' && v[0] != 'n' {
+					return 0, notATimestamp(name, v)
+				}
 				if v[0] == '"' {
 					text := v[1 : len(v)-1]
 					if vesc {

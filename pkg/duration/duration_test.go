@@ -1,6 +1,7 @@
 package duration
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -27,5 +28,24 @@ func TestParse(t *testing.T) {
 		if _, err := Parse(s); err == nil {
 			t.Errorf("%q accepted", s)
 		}
+	}
+}
+
+// One limit for every spelling: the longest duration is read however it
+// is written, and anything past it is refused with the same words.
+func TestOneLimitForEverySpelling(t *testing.T) {
+	for _, s := range []string{"106751d", "2562047h", "106751d23h", "153722867m", "106751d23h47m16s", "2562047h47m16.854775807s"} {
+		if _, err := Parse(s); err != nil {
+			t.Errorf("%s refused: %v", s, err)
+		}
+	}
+	for _, s := range []string{"106752d", "2562048h", "106751d24h", "106751d23h47m17s", "99999999999999999999d", "9999999999999999999h"} {
+		_, err := Parse(s)
+		if err == nil || !strings.Contains(err.Error(), "longer than the longest dlqctl counts, 106751d23h47m16.854775807s") {
+			t.Errorf("%s: %v, want it refused as too long", s, err)
+		}
+	}
+	if got := String(Max); got != "106751d23h47m16.854775807s" {
+		t.Errorf("String(Max) = %s", got)
 	}
 }

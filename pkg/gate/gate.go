@@ -31,6 +31,7 @@ type Scope struct {
 	// OldestFailedAt is when the oldest dead letter failed (zero when
 	// there is none); OldestUnheldFailedAt, the oldest not under an active
 	// hold, the one max-age is judged on (zero when every row is held).
+	// A failedAt after now counts as long before now as it is after.
 	OldestFailedAt       time.Time `json:"-"`
 	OldestUnheldFailedAt time.Time `json:"-"`
 	// OldestHold is the hold on the oldest dead letter, if any.
@@ -46,7 +47,12 @@ type Scope struct {
 	DecidedNotCarriedOut int             `json:"decidedNotCarriedOut"`
 	NotCarriedOut        []NotCarriedOut `json:"notCarriedOut,omitempty"`
 	VanishedUndecided    int             `json:"vanishedUndecided"`
-	Breaches             []string        `json:"breaches"`
+	// FailedAhead counts the dead letters whose failedAt is after the
+	// check's clock, by up to AheadSeconds: a broker's clock running
+	// ahead. Each counts as old as it is ahead.
+	FailedAhead  int      `json:"failedAhead,omitempty"`
+	AheadSeconds float64  `json:"aheadSeconds,omitempty"`
+	Breaches     []string `json:"breaches"`
 	// Requests and Bytes are what this scope cost to read. On a broker
 	// that answers a queue in one body, that one read serves every scope
 	// of the queue and is counted on the first of them.
@@ -159,7 +165,13 @@ type acc struct {
 	depth        int
 	oldest       *client.Row
 	oldestUnheld *client.Row
-	undecided    int
+	// oldestAt and oldestUnheldAt are when they count as having failed
+	// (counted).
+	oldestAt, oldestUnheldAt time.Time
+	// ahead counts the rows that failed after now, by up to maxAhead.
+	ahead     int
+	maxAhead  time.Duration
+	undecided int
 	// stale are the decisions not carried out within the SLO that leave
 	// rows of the scope undecided, by batch.
 	stale map[string]*NotCarriedOut
@@ -187,19 +199,34 @@ func (a *acc) pastSLO(g *gate, r client.Row) {
 	a.undecided++
 }
 
+// counted is when a dead letter counts as having failed: its failedAt,
+// or, for one that failed after now (a broker whose clock runs ahead of
+// this one), as long before now as it is after: at least the skew, where
+// an age of 0 would hide every dead letter of a skewed broker.
+func (g *gate) counted(t time.Time) (time.Time, time.Duration) {
+	if !t.After(g.now) {
+		return t, 0
+	}
+	ahead := t.Sub(g.now)
+	return g.now.Add(-ahead), ahead
+}
+
 func (a *acc) add(g *gate, r client.Row) {
 	a.depth++
-	if a.oldest == nil || r.FailedAt.Before(a.oldest.FailedAt) {
+	at, ahead := g.counted(r.FailedAt)
+	if ahead > 0 {
+		a.ahead++
+		a.maxAhead = max(a.maxAhead, ahead)
+	}
+	if a.oldest == nil || at.Before(a.oldestAt) {
 		r := r
-		a.oldest = &r
+		a.oldest, a.oldestAt = &r, at
 	}
-	if a.oldestUnheld == nil || r.FailedAt.Before(a.oldestUnheld.FailedAt) {
-		if !g.held(r) {
-			r := r
-			a.oldestUnheld = &r
-		}
+	if (a.oldestUnheld == nil || at.Before(a.oldestUnheldAt)) && !g.held(r) {
+		r := r
+		a.oldestUnheld, a.oldestUnheldAt = &r, at
 	}
-	if a.lim.hasSLO && r.FailedAt.Before(a.lim.sloCutoff) {
+	if a.lim.hasSLO && at.Before(a.lim.sloCutoff) {
 		a.pastSLO(g, r)
 	}
 }
@@ -285,6 +312,9 @@ func Check(ctx context.Context, cl *client.Client, in Input) (*Result, error) {
 	for i := range scopes {
 		s := &scopes[i]
 		g.vanishedAndVerdict(s, in.Vanished)
+		if s.FailedAhead > 0 {
+			res.Notes = append(res.Notes, aheadNote(*s))
+		}
 		if len(s.Breaches) > 0 {
 			res.OK = false
 		}
@@ -669,7 +699,13 @@ func (g *gate) pagedScope(ctx context.Context, q, group string, ext *client.Exte
 	if group != "*" {
 		lq.ConsumerGroup = group
 	}
-	a := acc{lim: lim, depth: ext.Depth, oldest: ext.Oldest, oldestUnheld: ext.Oldest}
+	// Only the oldest end is read: a skewed clock shows here when even
+	// the oldest row failed after now.
+	at, ahead := g.counted(ext.Oldest.FailedAt)
+	a := acc{lim: lim, depth: ext.Depth, oldest: ext.Oldest, oldestUnheld: ext.Oldest, oldestAt: at, oldestUnheldAt: at}
+	if ahead > 0 {
+		a.ahead, a.maxAhead = ext.Depth, ahead
+	}
 	if err := g.prefetch(ctx, []client.Row{*ext.Oldest}); err != nil {
 		return s, err
 	}
@@ -679,6 +715,9 @@ func (g *gate) pagedScope(ctx context.Context, q, group string, ext *client.Exte
 			return s, err
 		}
 		a.oldestUnheld = r
+		if r != nil {
+			a.oldestUnheldAt, _ = g.counted(r.FailedAt)
+		}
 	}
 	if lim.hasSLO && ext.Oldest.FailedAt.Before(lim.sloCutoff) {
 		idx, err := g.cl.IndexOlderThan(ctx, lq, ext, lim.sloCutoff)
@@ -787,9 +826,9 @@ func newScope(q, group string, lim limits) Scope {
 func (g *gate) fill(s *Scope, a *acc) {
 	lim := a.lim
 	if a.oldest != nil {
-		s.OldestAgeSeconds = render.SecondsSince(g.now, a.oldest.FailedAt)
+		s.OldestAgeSeconds = render.SecondsSince(g.now, a.oldestAt)
 		s.OldestAddress = a.oldest.Address().String()
-		s.OldestFailedAt = a.oldest.FailedAt
+		s.OldestFailedAt = a.oldestAt
 		s.OldestHeld = g.held(*a.oldest)
 		if s.OldestHeld {
 			d := g.dec[a.oldest.Address()]
@@ -797,16 +836,17 @@ func (g *gate) fill(s *Scope, a *acc) {
 		}
 	}
 	if a.oldestUnheld != nil {
-		s.OldestUnheldFailedAt = a.oldestUnheld.FailedAt
+		s.OldestUnheldFailedAt = a.oldestUnheldAt
 	}
+	s.FailedAhead, s.AheadSeconds = a.ahead, a.maxAhead.Seconds()
 	s.UndecidedPastSLO = a.undecided
 	for _, n := range a.stale {
 		s.NotCarriedOut = append(s.NotCarriedOut, *n)
 		s.DecidedNotCarriedOut += n.DeadLetters
 	}
 	sort.Slice(s.NotCarriedOut, func(i, j int) bool { return s.NotCarriedOut[i].BatchID < s.NotCarriedOut[j].BatchID })
-	if u := a.oldestUnheld; lim.hasMA && u != nil && u.FailedAt.Before(lim.maCutoff) {
-		age := render.AgeSince(g.now, u.FailedAt)
+	if u := a.oldestUnheld; lim.hasMA && u != nil && a.oldestUnheldAt.Before(lim.maCutoff) {
+		age := render.AgeSince(g.now, a.oldestUnheldAt)
 		why := fmt.Sprintf("oldest dead letter %s is %s old (max-age %s)", u.Address(), age, render.Duration(lim.maxAge))
 		if lim.defaulted {
 			why = fmt.Sprintf("%s dead letter(s), oldest %s old; no policy for this queue, so it is held to max-age 0", strconv.Itoa(s.Depth), age)
@@ -820,6 +860,17 @@ func (g *gate) fill(s *Scope, a *acc) {
 		s.Breaches = append(s.Breaches, fmt.Sprintf("decided, not carried out: batch %s (%s by %s, %s ago, %s), %d dead letter(s) still here past the triage SLO of %s",
 			n.BatchID, n.Action, n.By, render.AgeSince(g.now, n.At), n.Status, n.DeadLetters, render.Duration(lim.slo)))
 	}
+}
+
+// aheadNote says a scope's dead letters failed after now: the broker's
+// clock runs ahead, and an age of 0 would hide them.
+func aheadNote(s Scope) string {
+	name := s.Queue
+	if s.ConsumerGroup != "" && s.ConsumerGroup != "*" {
+		name += "/" + s.ConsumerGroup
+	}
+	ahead := time.Duration(s.AheadSeconds * float64(time.Second))
+	return fmt.Sprintf("%s: %d dead letter(s) failed after now, by up to %s: the broker's clock is ahead of this one; each counts as old as it is ahead", name, s.FailedAhead, render.Duration(ahead.Round(time.Second)))
 }
 
 // vanishedAndVerdict counts the scope's rows that left the broker with no

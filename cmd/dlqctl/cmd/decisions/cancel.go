@@ -49,13 +49,13 @@ or a batch another run is working on now cannot be cancelled.`,
 }
 
 func cancelRun(ctx context.Context, f *cmdutil.Factory, o *CancelOptions) error {
-	ld, err := f.Ledger(ctx)
+	by, err := f.Who(o.By)
 	if err != nil {
 		return err
 	}
-	by := o.By
-	if by == "" {
-		by = f.User()
+	ld, err := f.Ledger(ctx)
+	if err != nil {
+		return err
 	}
 	b, err := ld.CancelBatch(ctx, o.BatchID, by, o.Why, f.Now())
 	if err != nil {

@@ -45,6 +45,11 @@ func TestBadInputAndSecrets(t *testing.T) {
 		{"ledger keyword DSN", []string{"--ledger", "host=db password=hunter2", "dlq", "decide", "--all", "--action", "hold", "--until", "1h", "--why", "x"}, 2, "libpq keyword DSN", "hunter2"},
 		{"relative ledger", []string{"--ledger", "sqlite:rel.db", "dlq", "sync"}, 2, "not an absolute path", ""},
 		{"unknown class", []string{"dlq", "ls", "--class", "nope"}, 2, "is not a class id", ""},
+		{"--by with escapes", []string{"dlq", "decide", "--queue", "orders", "--action", "hold", "--until", "1h", "--why", "x", "--by", "ann\x1b[2J\u202egro"}, 2, `--by ann\x1b[2J\u202egro holds a control`, "\x1b"},
+		{"--by blank", []string{"dlq", "decide", "--queue", "orders", "--action", "hold", "--until", "1h", "--why", "x", "--by", "  "}, 2, "--by is blank", ""},
+		{"replay --by with a line break", []string{"dlq", "replay", "--queue", "orders", "--why", "x", "--dry-run", "--by", "ann\nRecorded discard by root"}, 2, `ann\nRecorded`, "\n" + "Recorded"},
+		{"--until past the longest", []string{"dlq", "decide", "--queue", "orders", "--action", "hold", "--until", "106752d", "--why", "x"}, 2, "longer than the longest dlqctl counts", ""},
+		{"--until past the longest, in hours", []string{"dlq", "decide", "--queue", "orders", "--action", "hold", "--until", "2562048h", "--why", "x"}, 2, "longer than the longest dlqctl counts", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, stderr, code := cli.Exec(c.args...)
@@ -55,6 +60,12 @@ func TestBadInputAndSecrets(t *testing.T) {
 				t.Fatalf("printed the secret: %s", stderr)
 			}
 		})
+	}
+	// The longest --until is the same however it is written.
+	for _, until := range []string{"106751d", "2562047h"} {
+		if _, stderr, code := cli.Exec("dlq", "decide", "--queue", "orders", "--action", "hold", "--until", until, "--why", "x"); code != 0 {
+			t.Fatalf("--until %s: exit %d\n%s", until, code, stderr)
+		}
 	}
 	// A token file with a CRLF end is one line: fine. One others can read
 	// is warned about.

@@ -85,6 +85,10 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 	if err := cmdutil.RequireSelection(sel, "dlq decide"); err != nil {
 		return err
 	}
+	by, err := f.Who(o.By)
+	if err != nil {
+		return err
+	}
 	now := f.Now()
 	var until time.Time
 	if o.Until != "" {
@@ -112,10 +116,6 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 			fmt.Fprintln(f.IO.ErrOut, "note: "+n)
 		}
 	}()
-	by := o.By
-	if by == "" {
-		by = f.User()
-	}
 	b := &ledger.Batch{Action: o.Action, By: by, At: now, Why: o.Why, Owner: o.Owner, Until: until}
 	n, err := batch.Decide(ctx, cl, ld, sel, b)
 	if err != nil {

@@ -87,7 +87,14 @@ type execSpec struct {
 // from the flags, or the recorded batch; --batch takes no selection.
 func (sp execSpec) request(f *cmdutil.Factory) (batch.Request, error) {
 	req := sp.req
-	req.BatchID, req.Why, req.By, req.SkipHeld, req.PlanOnly = sp.ef.BatchID, sp.ef.Why, sp.ef.By, sp.ef.SkipHeld, sp.ef.DryRun
+	req.BatchID, req.Why, req.SkipHeld, req.PlanOnly = sp.ef.BatchID, sp.ef.Why, sp.ef.SkipHeld, sp.ef.DryRun
+	if sp.ef.By != "" {
+		by, err := f.Who(sp.ef.By)
+		if err != nil {
+			return req, err
+		}
+		req.By = by
+	}
 	if sp.ef.BatchID != "" {
 		if sp.sel.Any(sp.args) {
 			return req, cmdutil.FlagErrorf("--batch executes a recorded batch; it takes no selection")
