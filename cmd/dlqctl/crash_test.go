@@ -287,6 +287,51 @@ func TestInterruptPrintsResume(t *testing.T) {
 	w.books(true)
 }
 
+// TestSignalsEndSpinningJQ sends SIGINT and SIGTERM to the real binary
+// while each command's jq expression spins (under its budget, which is
+// longer than the wait): every one ends within a second of the signal,
+// exit 130, with nothing recorded.
+func TestSignalsEndSpinningJQ(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real binary")
+	}
+	w := newWorld(t, 40, 11, "")
+	spin := "[limit(1e12; repeat(1))] | length > 0" // bounded by time, not by memory
+	for _, args := range [][]string{
+		{"dlq", "ls", "--where", spin},
+		{"dlq", "ls", "--group-by", "error", "--where", spin},
+		{"dlq", "ls", "-o", "ndjson", "--where", spin},
+		{"dlq", "replay", "--all", "--where", spin, "--why", "x", "--yes"},
+		{"dlq", "rm", "--all", "--where", spin, "--why", "x", "--yes"},
+		{"dlq", "decide", "--all", "--where", spin, "--action", "discard", "--why", "x"},
+		{"dlq", "replay", "--all", "--transform", "[limit(1e12; repeat(1))] | length", "--why", "x", "--yes"},
+	} {
+		for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+			c := w.cmd(args...)
+			c.Env = append(c.Env, "DLQCTL_JQ_BUDGET=30s")
+			var out bytes.Buffer
+			c.Stdout, c.Stderr = &out, &out
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond)
+			sent := time.Now()
+			c.Process.Signal(sig)
+			err := c.Wait()
+			took := time.Since(sent)
+			const want = 130 // PRODUCT.md: interrupted, by either signal
+			ee, ok := err.(*exec.ExitError)
+			if !ok || ee.ExitCode() != want || took > time.Second {
+				t.Errorf("%v, %v: %v after %s (want exit %d within 1s)\n%s", args, sig, err, took.Round(time.Millisecond), want, out.String())
+			}
+		}
+	}
+	if out, _ := w.run("decisions", "ls", "-o", "json"); strings.Contains(out, `"id"`) {
+		t.Fatalf("an interrupted command recorded a batch:\n%s", out)
+	}
+	w.books(false)
+}
+
 // TestTwoProcessesOneBatchOnPostgres runs one recorded batch from two
 // processes at once against one PostgreSQL ledger.
 func TestTwoProcessesOneBatchOnPostgres(t *testing.T) {

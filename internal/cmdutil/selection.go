@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/jq"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/spf13/cobra"
 )
@@ -37,7 +38,7 @@ func AddSelectionFlags(cmd *cobra.Command, s *SelectionFlags, withAll bool) {
 	fl.StringVar(&s.Class, "class", "", "only this failure class (an id from ls --group-by error)")
 	fl.IntVar(&s.Limit, "limit", 0, "at most this many (0 = no limit)")
 	fl.StringVar(&s.FromFile, "from-file", "", "addresses to select, one a line or as NDJSON rows of ls -o ndjson (- for stdin)")
-	fl.StringVar(&s.Where, "where", "", "only rows this jq predicate is true for, over the row as ls -o ndjson prints it (.data.orderId == 8812)")
+	fl.StringVar(&s.Where, "where", "", "only rows this jq predicate is true for, over the row as ls -o ndjson prints it (.data.orderId == 8812); "+jq.BudgetHelp())
 	fl.BoolVar(&s.WhereDecrypt, "where-decrypt", false, "fetch each encrypted row's payload (one GET) for --where where the list shows envelopes; needs a narrowing selection")
 	if withAll {
 		fl.BoolVar(&s.All, "all", false, "select the whole DLQ (required when no other selection is given)")

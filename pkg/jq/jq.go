@@ -31,6 +31,11 @@ type Budget struct {
 // endless or exploding (def f: f; f, [range(1e12)]).
 var DefaultBudget = Budget{Time: 250 * time.Millisecond, Heap: 256 << 20}
 
+// BudgetHelp says the budget, for a flag's help.
+func BudgetHelp() string {
+	return fmt.Sprintf("each evaluation may take %s and grow the heap by %d MiB (DLQCTL_JQ_BUDGET sets the time)", DefaultBudget.Time, DefaultBudget.Heap>>20)
+}
+
 // ErrBudget is an evaluation stopped for going past its budget.
 var ErrBudget = errors.New("over its budget")
 

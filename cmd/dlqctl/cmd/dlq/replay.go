@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/dlqctl/dlqctl/pkg/jq"
+
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/replay"
@@ -79,7 +81,7 @@ calls in flight finish and prints how to resume.`,
 	def := batch.DefaultSettings(replay.Replay)
 	fl.IntVar(&o.Concurrency, "concurrency", def.Concurrency, "at most this many calls in flight")
 	fl.StringVar(&o.ToQueue, "to-queue", "", "publish to this (recovery) queue instead of the original")
-	fl.StringVar(&o.Transform, "transform", "", "jq expression applied to each payload before publishing (manual path)")
+	fl.StringVar(&o.Transform, "transform", "", "jq expression applied to each payload before publishing (manual path), tried on every payload while planning; "+jq.BudgetHelp())
 	fl.StringVar(&o.Via, "via", def.Via, "path: auto (the broker's move on Queen 1.6+, else manual), move, manual (push, then delete: a repeat is a duplicate), or endpoint (/retry; before 1.6 the broker mints the copy's id and a lost answer leaves it unknown)")
 	fl.IntVar(&o.MaxFailures, "max-failures", 0, "stop scheduling after this many failed addresses (0 = never)")
 	fl.IntVar(&o.MaxGeneration, "max-generation", def.MaxGeneration, "refuse to replay a message that has already been replayed this many times")

@@ -20,7 +20,9 @@ import (
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/version"
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/iostreams"
+	"github.com/dlqctl/dlqctl/pkg/duration"
 	"github.com/dlqctl/dlqctl/pkg/errs"
+	"github.com/dlqctl/dlqctl/pkg/jq"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/spf13/cobra"
 )
@@ -28,6 +30,15 @@ import (
 // Main runs dlqctl with the process's streams and arguments and returns
 // the exit code. Only main calls os.Exit.
 func Main() int {
+	// jq's time budget is the process's: read once, before any command.
+	if v := os.Getenv("DLQCTL_JQ_BUDGET"); v != "" {
+		d, err := duration.Parse(v)
+		if err != nil || d <= 0 {
+			fmt.Fprintf(os.Stderr, "error: DLQCTL_JQ_BUDGET=%s: want a positive duration (the time one jq evaluation may take; default %s)\n", render.Clean(v), jq.DefaultBudget.Time)
+			return cmdutil.ExitUsage
+		}
+		jq.DefaultBudget.Time = d
+	}
 	return Run(context.Background(), cmdutil.NewFactory(iostreams.System()), os.Args[1:])
 }
 
