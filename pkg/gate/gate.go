@@ -140,6 +140,10 @@ type limits struct {
 func (g *gate) limitsFor(queue, group string) limits {
 	pol, _ := g.policies.For(queue, group)
 	l := limits{maxAge: pol.MaxAge, slo: pol.TriageSLO, owner: pol.Owner}
+	// A scope no policy sets a threshold for is held to max-age 0; a
+	// flag overrides only its own threshold, so --triage-slo alone
+	// leaves that default in place rather than switching max-age off.
+	unset := pol.MaxAge <= 0 && pol.TriageSLO <= 0
 	if g.maxAge > 0 {
 		l.maxAge = g.maxAge
 	}
@@ -147,7 +151,7 @@ func (g *gate) limitsFor(queue, group string) limits {
 		l.slo = g.triageSLO
 	}
 	l.hasMA, l.hasSLO = l.maxAge > 0, l.slo > 0
-	if !l.hasMA && !l.hasSLO {
+	if !l.hasMA && unset {
 		l.hasMA, l.defaulted = true, true
 	}
 	l.maCutoff, l.sloCutoff = g.now.Add(-l.maxAge), g.now.Add(-l.slo)

@@ -45,3 +45,26 @@ func TestFutureFailedAtCountsAsTheSkew(t *testing.T) {
 		}
 	}
 }
+
+// --triage-slo alone overrides the triage SLO only: a queue with no
+// policy is still held to max-age 0, as it is without the flag.
+func TestTriageSLOFlagAloneKeepsTheDefaultMaxAge(t *testing.T) {
+	_, cl := seeded(t, false)
+	res, err := gate.Check(context.Background(), cl, gate.Input{Now: now, TriageSLO: 100000 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := scope(res, "payments", "ledger")
+	if res.OK || !s.DefaultedMaxAge || len(s.Breaches) != 1 || !strings.Contains(s.Breaches[0], "max-age 0") {
+		t.Fatalf("--triage-slo alone, no policy: ok %v, payments/ledger %+v", res.OK, s)
+	}
+	// A policy that sets only a triage SLO leaves max-age unchecked.
+	res, err = gate.Check(context.Background(), cl, gate.Input{Now: now, TriageSLO: 100000 * time.Hour,
+		Policies: policy.Set{{Queue: "payments", Policy: policy.Policy{TriageSLO: time.Hour}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := scope(res, "payments", "ledger"); s.DefaultedMaxAge || len(s.Breaches) != 0 {
+		t.Fatalf("a policy with a triage SLO only: payments/ledger %+v", s)
+	}
+}

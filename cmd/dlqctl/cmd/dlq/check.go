@@ -38,8 +38,10 @@ max-age breaches when the oldest dead letter not under an active hold is
 older than it; triage-slo when a dead letter with no decision (an active
 hold counts as one) is older than it; a row that vanished from the broker
 with no recorded decision (seen by dlq sync) always breaches. Thresholds
-come from the flags, then the config file's policies; a queue with none at
-all is held to max-age 0, so a single dead letter breaches. The oldest
+come from the config file's policies; --max-age and --triage-slo each
+override their own. A queue no policy sets a threshold for is held to
+max-age 0, so with no config file every dead letter breaches: --triage-slo
+alone leaves that in place (add --max-age to judge age by it). The oldest
 dead letter is found in O(log N) requests, not by reading the DLQ.
 Exit 0 when all hold, 1 on any breach.`,
 		Example: `  $ dlqctl dlq check
