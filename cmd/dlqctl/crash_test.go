@@ -287,6 +287,63 @@ func TestInterruptPrintsResume(t *testing.T) {
 	w.books(true)
 }
 
+// TestKilledBatchShowsInterrupted kills a replay with SIGKILL mid-run:
+// the ledger still says running, and nothing settles it. decisions ls and
+// show say interrupted (its process is gone), show gives the resume line,
+// and the outcome counts add up to the batch's size, before and after
+// the resume.
+func TestKilledBatchShowsInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real binary")
+	}
+	w := newWorld(t, 60, 13, "")
+	w.killWhen(func() bool { return len(w.b.LiveMessages()) >= 10 }, "dlq", "replay", "--all", "--rate", "40", "--why", "kill -9", "--yes")
+	bs := w.batches()
+	if len(bs) != 1 || bs[0].Status != ledger.StatusRunning {
+		t.Fatalf("after SIGKILL the ledger should still say running: %+v", bs)
+	}
+	id := bs[0].ID
+	addsUp := func(when string) {
+		t.Helper()
+		out, code := w.run("decisions", "ls", "-o", "json")
+		var got []struct {
+			Status  string         `json:"status"`
+			Stale   bool           `json:"stale"`
+			Size    int            `json:"size"`
+			Outcome map[string]int `json:"outcome"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got) != 1 {
+			t.Fatalf("%s: decisions ls -o json: exit %d\n%s", when, code, out)
+		}
+		n := 0
+		for _, v := range got[0].Outcome {
+			n += v
+		}
+		if n != got[0].Size {
+			t.Fatalf("%s: outcome %v adds up to %d, the batch holds %d", when, got[0].Outcome, n, got[0].Size)
+		}
+		if when == "killed" && (got[0].Status != "interrupted" || !got[0].Stale || got[0].Outcome[ledger.NotStarted] == 0) {
+			t.Fatalf("killed: %+v, want interrupted, stale, some not started", got[0])
+		}
+	}
+	addsUp("killed")
+	out, _ := w.run("decisions", "ls")
+	if !strings.Contains(out, "interrupted") || strings.Contains(out, "running") {
+		t.Fatalf("decisions ls after SIGKILL:\n%s", out)
+	}
+	out, _ = w.run("decisions", "show", id)
+	if !strings.Contains(out, "Status:      interrupted") || !strings.Contains(out, "Resume with: dlqctl dlq replay --batch "+id+" --yes") {
+		t.Fatalf("decisions show after SIGKILL:\n%s", out)
+	}
+	// The batch holds undecryptable messages (and one behind them in its
+	// partition): the resume ends failed, exit 1, with every count said.
+	if out, code := w.run("dlq", "replay", "--batch", id, "--yes", "--rate", "0"); code != 1 || !strings.Contains(out, "Batch "+id+": ") {
+		t.Fatalf("resume: exit %d\n%s", code, out)
+	}
+	addsUp("resumed")
+	w.books(false)
+}
+
 // TestSignalsEndSpinningJQ sends SIGINT and SIGTERM to the real binary
 // while each command's jq expression spins (under its budget, which is
 // longer than the wait): every one ends within a second of the signal,

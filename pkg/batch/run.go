@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"iter"
 	"strings"
+	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
@@ -54,13 +55,18 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	if err := ld.SetBatchStatus(jctx, batch.ID, ledger.StatusRunning, now, now, batch.Outcome); err != nil {
 		return nil, err
 	}
+	owner := ledger.NewOwner(nonce())
+	if err := ld.StartRun(jctx, batch.ID, owner); err != nil {
+		return nil, err
+	}
+	defer beat(jctx, ld, batch.ID, owner)()
 	_ = ld.Audit(jctx, ledger.AuditEntry{At: now, Broker: cl.Broker(), BatchID: batch.ID, Kind: "execution-started", By: by,
 		Detail: fmt.Sprintf("%s of %s at %s, %s", verbOf(p.req.Action), plural(p.Messages(), "address", "addresses"), rateWords(settings.Rate), viaWords(settings, opts.Via))})
 	if recorded != nil {
 		recorded(batch.ID, in.batch == nil)
 	}
 
-	opts.Broker, opts.BatchID, opts.Owner, opts.Absent = cl.Broker(), batch.ID, ledger.NewOwner(nonce()), in.absent
+	opts.Broker, opts.BatchID, opts.Owner, opts.Absent = cl.Broker(), batch.ID, owner, in.absent
 	opts.Progress = progress
 	var src replay.Source = replay.Items(in.items)
 	if in.batch == nil {
@@ -87,6 +93,27 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 		res.NewSince = newSince(ctx, cl, ld, batch.ID, sel, in.planAt, rep.Published)
 	}
 	return res, nil
+}
+
+// beat says the run is alive every ledger.BeatEvery until the returned
+// stop is called: a batch whose run was killed shows as interrupted.
+func beat(ctx context.Context, ld *ledger.Store, id, owner string) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(ledger.BeatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = ld.Beat(ctx, id, owner) // a missed beat is retried at the next
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 // record writes a fresh batch (the decision and its frozen manifest)

@@ -50,7 +50,7 @@ func activeBatches(ctx context.Context, ld *ledger.Store, broker string) ([]Batc
 		if err != nil {
 			return nil, nil, err
 		}
-		p := BatchProgress{ID: b.ID, Action: b.Action, Status: b.Status, Size: b.Size}
+		p := BatchProgress{ID: b.ID, Action: b.Action, Status: b.Shown(), Size: b.Size}
 		for k, n := range counts {
 			switch k {
 			case ledger.Pending, ledger.Inflight:

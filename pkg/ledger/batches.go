@@ -56,6 +56,12 @@ type Batch struct {
 	// Settings is what the batch was last executed with (rate, path,
 	// destination, …), as its command recorded them: a resume reuses them.
 	Settings json.RawMessage `json:"settings,omitempty"`
+	// Stale: the ledger says running, but the run is gone (RunGone);
+	// Shown says interrupted.
+	Stale bool `json:"stale,omitempty"`
+
+	runner string
+	beat   time.Time
 }
 
 // ManifestItem is one frozen address of a batch with a snapshot of its row.
@@ -197,16 +203,17 @@ func boolInt(b bool) int {
 	return 0
 }
 
-const batchCols = `id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, executed_at, status, outcome, settings`
+const batchCols = `id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, executed_at, status, outcome, settings, runner, beat_at`
 
 func scanBatch(sc interface{ Scan(...any) error }) (*Batch, error) {
 	var b Batch
-	var at, until, executed sql.NullString
-	var outcome, settings string
+	var at, until, executed, beat sql.NullString
+	var outcome, settings, runner string
 	if err := sc.Scan(&b.ID, &b.Broker, &b.Action, &b.By, &at, &b.Why, &b.Owner, &until, &b.Selection, &b.Size,
-		&b.Destination, &executed, &b.Status, &outcome, &settings); err != nil {
+		&b.Destination, &executed, &b.Status, &outcome, &settings, &runner, &beat); err != nil {
 		return nil, err
 	}
+	b.judge(runner, beat)
 	if settings != "" && settings != "{}" {
 		b.Settings = json.RawMessage(settings)
 	}
@@ -636,7 +643,7 @@ func (s *Store) LatestDecisionsFor(ctx context.Context, broker string, addrs []c
 
 // DecisionsFor returns every decision that covered an address, oldest first.
 func (s *Store) DecisionsFor(ctx context.Context, broker string, a client.Address) ([]Decision, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status, b.owner
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status, b.owner, b.runner, b.beat_at
 		FROM batch_items bi JOIN batches b ON b.id = bi.batch_id
 		WHERE bi.broker = ? AND bi.partition_id = ? AND bi.transaction_id = ? ORDER BY b.at, b.id`), broker, a.PartitionID, a.TransactionID)
 	if err != nil {
@@ -646,11 +653,15 @@ func (s *Store) DecisionsFor(ctx context.Context, broker string, a client.Addres
 	var out []Decision
 	for rows.Next() {
 		var d Decision
-		var at, until sql.NullString
-		if err := rows.Scan(&d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status, &d.Owner); err != nil {
+		var at, until, beat sql.NullString
+		var runner string
+		if err := rows.Scan(&d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status, &d.Owner, &runner, &beat); err != nil {
 			return nil, s.wrap("reading decisions", err)
 		}
 		d.At, d.Until = parseTime(at), parseTime(until)
+		if d.Status == StatusRunning && RunGone(runner, parseTime(beat)) {
+			d.Status = StatusInterrupted // shown as such: its run is gone
+		}
 		out = append(out, d)
 	}
 	return out, s.wrap("reading decisions", rows.Err())

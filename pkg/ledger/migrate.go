@@ -178,6 +178,10 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 	// that would push another payload under the same id (suppressed as a
 	// duplicate) is refused instead.
 	{sql: `ALTER TABLE journal ADD COLUMN replay_digest TEXT NOT NULL DEFAULT ''`},
+	// 14: who runs a running batch, and when it last said so (runs.go):
+	// a batch whose run was killed shows as interrupted.
+	{sql: `ALTER TABLE batches ADD COLUMN runner TEXT NOT NULL DEFAULT '';
+	ALTER TABLE batches ADD COLUMN beat_at TEXT`},
 }
 
 // SchemaVersion is the schema this binary writes.

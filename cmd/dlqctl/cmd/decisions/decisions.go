@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/pkg/client"
@@ -89,6 +90,11 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	if err != nil {
 		return err
 	}
+	for i := range batches {
+		if err := shown(ctx, ld, &batches[i]); err != nil {
+			return err
+		}
+	}
 	if !fm.Human() {
 		st := render.NewStream(f.IO.Out, fm)
 		for _, b := range batches {
@@ -125,6 +131,25 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		rows = append(rows, r)
 	}
 	return render.WriteTable(f.IO.Out, header, rows)
+}
+
+// shown makes a batch what decisions ls and show print: a running batch
+// whose run is gone is interrupted (with stale: true), its outcome is
+// read from its journal now, and the counts add up to its size.
+func shown(ctx context.Context, ld *ledger.Store, b *ledger.Batch) error {
+	if err := ld.Tally(ctx, b); err != nil {
+		return err
+	}
+	b.Status = b.Shown()
+	return nil
+}
+
+// resumeVerb is the command that carries on with a batch.
+func resumeVerb(b *ledger.Batch) string {
+	if b.Action == ledger.ActionDiscard {
+		return "rm"
+	}
+	return "replay"
 }
 
 // ShowOptions are `decisions show`'s flags.
@@ -199,6 +224,9 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := shown(ctx, ld, b); err != nil {
+		return err
+	}
 	man, err := ld.Manifest(ctx, b.ID)
 	if err != nil {
 		return err
@@ -242,6 +270,14 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 	kv("Destination", b.Destination)
 	kv("Size", strconv.Itoa(b.Size))
 	kv("Status", b.Status)
+	if b.Stale {
+		heard := "never"
+		if t := b.LastBeat(); !t.IsZero() {
+			heard = render.AgeSince(time.Now(), t) + " ago"
+		}
+		kv("Run", fmt.Sprintf("gone: the ledger says running, but its process has exited or stopped saying it is alive (last heard from %s). Resume with: %s",
+			heard, f.Again("dlq", resumeVerb(b), "--batch", b.ID, "--yes")))
+	}
 	if !b.ExecutedAt.IsZero() {
 		kv("Executed", render.Timestamp(b.ExecutedAt))
 	}
