@@ -68,20 +68,20 @@ func Show(w, warn io.Writer, pal *render.Palette, res inspect.ShowResult) {
 	} else {
 		fmt.Fprintf(w, "  %s\n", c(string(res.Data)))
 	}
+	if l := res.CopyOf; l != nil {
+		fmt.Fprintln(w, "\nLineage:")
+		fmt.Fprintf(w, "  %s: a copy batch %s replayed of %s (generation %d), dead-lettered again; no decision covers it\n",
+			pal.Yellow("back after replay"), l.BatchID, c(l.Original.String()), l.Generation)
+		for _, d := range res.OriginalDecisions {
+			fmt.Fprintf(w, "  the original: %s\n", decisionLine(d))
+		}
+	}
 	fmt.Fprintln(w, "\nDecisions:")
 	if len(res.Decisions) == 0 {
 		fmt.Fprintln(w, "  none recorded")
 	}
 	for _, d := range res.Decisions {
-		until := ""
-		if !d.Until.IsZero() {
-			until = " until " + render.Timestamp(d.Until)
-		}
-		owner := ""
-		if d.Owner != "" {
-			owner = " for " + c(d.Owner)
-		}
-		fmt.Fprintf(w, "  %s  %s%s by %s%s (batch %s, %s): %s\n", render.Timestamp(d.At), d.Action, until, c(d.By), owner, d.BatchID, d.Status, c(d.Why))
+		fmt.Fprintf(w, "  %s\n", decisionLine(d))
 	}
 	if j := res.Journal; j != nil {
 		fmt.Fprintln(w, "\nJournal:")
@@ -108,6 +108,20 @@ func Show(w, warn io.Writer, pal *render.Palette, res inspect.ShowResult) {
 			fmt.Fprintf(w, "  last error: %s\n", c(j.LastError))
 		}
 	}
+}
+
+// decisionLine is one decision of an address's history.
+func decisionLine(d ledger.Decision) string {
+	c := render.Clean
+	until := ""
+	if !d.Until.IsZero() {
+		until = " until " + render.Timestamp(d.Until)
+	}
+	owner := ""
+	if d.Owner != "" {
+		owner = " for " + c(d.Owner)
+	}
+	return fmt.Sprintf("%s  %s%s by %s%s (batch %s, %s): %s", render.Timestamp(d.At), d.Action, until, c(d.By), owner, d.BatchID, d.Status, c(d.Why))
 }
 
 // journalSentence says an address's journal state in words.

@@ -26,6 +26,15 @@ type input struct {
 	// released counts the items a fresh batch's run let go once they
 	// were recorded (it reads them from the manifest).
 	released int
+	// copiesBack are the copies a recorded batch published that are
+	// dead-lettered again (found as its queues are read to resume it).
+	copiesBack []copyBack
+}
+
+// copyBack is a batch's copy back in the DLQ.
+type copyBack struct {
+	Copy    client.Address
+	Lineage ledger.Lineage
 }
 
 // gather snapshots the selection, or loads a recorded batch's manifest and
@@ -58,8 +67,16 @@ func gather(ctx context.Context, cl *client.Client, ld *ledger.Store, req Reques
 		// A recorded manifest may be old: find what is still dead-lettered,
 		// so nothing is deleted that is not (an older server's DELETE
 		// removes live messages too), and every row a delete removes now.
-		current, err := currentRows(ctx, cl, in.items)
+		endpoint, err := ld.HasEndpointCopies(ctx, b.Broker)
 		if err != nil {
+			return nil, err
+		}
+		maybeCopy := func(txid string) bool { return endpoint || ledger.MayBeCopy(txid) }
+		current, cands, err := currentRows(ctx, cl, in.items, b.Destination, maybeCopy)
+		if err != nil {
+			return nil, err
+		}
+		if in.copiesBack, err = copiesBack(ctx, ld, b, cands); err != nil {
 			return nil, err
 		}
 		in.absent = map[client.Address]bool{}
@@ -405,8 +422,10 @@ func archiveItem(ctx context.Context, a *ledger.Archiver, it replay.Item) error 
 }
 
 // currentRows reads, without payloads, the rows each item's address has
-// in the DLQ now (every consumer group), reading only the items' queues.
-func currentRows(ctx context.Context, cl *client.Client, items []replay.Item) (map[client.Address][]client.Row, error) {
+// in the DLQ now (every consumer group), reading only the items' queues
+// (and dest, where the batch's copies went). The other addresses whose
+// transaction id maybeCopy says may be a replay's copy are returned too.
+func currentRows(ctx context.Context, cl *client.Client, items []replay.Item, dest string, maybeCopy func(string) bool) (map[client.Address][]client.Row, []client.Address, error) {
 	want := map[client.Address]bool{}
 	var queues []string
 	for _, it := range items {
@@ -415,15 +434,40 @@ func currentRows(ctx context.Context, cl *client.Client, items []replay.Item) (m
 			queues = append(queues, it.Queue)
 		}
 	}
+	if dest != "" && !slices.Contains(queues, dest) {
+		queues = append(queues, dest)
+	}
 	out := map[client.Address][]client.Row{}
+	var cands []client.Address
+	seen := map[client.Address]bool{}
 	for _, q := range queues {
 		for r, err := range cl.Rows(ctx, client.ListQuery{Queue: q, Limit: inspect.PageSize, NoData: true}) {
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			if r.Queue == q && want[r.Address()] {
-				out[r.Address()] = append(out[r.Address()], r)
+			switch a := r.Address(); {
+			case r.Queue != q:
+			case want[a]:
+				out[a] = append(out[a], r)
+			case !seen[a] && maybeCopy(r.TransactionID):
+				seen[a] = true
+				cands = append(cands, a)
 			}
+		}
+	}
+	return out, cands, nil
+}
+
+// copiesBack are the candidates that are copies batch b published.
+func copiesBack(ctx context.Context, ld *ledger.Store, b *ledger.Batch, cands []client.Address) ([]copyBack, error) {
+	lin, err := ld.LineageOf(ctx, b.Broker, cands)
+	if err != nil {
+		return nil, err
+	}
+	var out []copyBack
+	for _, a := range cands {
+		if l, ok := lin[a]; ok && l.BatchID == b.ID {
+			out = append(out, copyBack{Copy: a, Lineage: l})
 		}
 	}
 	return out, nil

@@ -86,6 +86,15 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	if runErr != nil {
 		return res, runErr
 	}
+	// Copies this batch published that failed again: the run did not act
+	// on them (one batch does not act twice), and its summary, status and
+	// exit say so, as decisions verify does.
+	for _, cb := range in.copiesBack {
+		rep.DeadLetteredAgain++
+		rep.Listed = append(rep.Listed, replay.AddrResult{Address: cb.Lineage.Original, Reason: fmt.Sprintf(
+			"its copy %s, which this batch published, is dead-lettered again: replay the copy as generation %d with dlqctl dlq replay %s --why …, or discard it with dlqctl dlq rm %s --why …",
+			cb.Copy, cb.Lineage.Generation+1, cb.Copy, cb.Copy)})
+	}
 	if err := p.settle(jctx, batch.ID, by, rep); err != nil {
 		return res, err
 	}

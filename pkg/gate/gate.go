@@ -50,14 +50,24 @@ type Scope struct {
 	// FailedAhead counts the dead letters whose failedAt is after the
 	// check's clock, by up to AheadSeconds: a broker's clock running
 	// ahead. Each counts as old as it is ahead.
-	FailedAhead  int      `json:"failedAhead,omitempty"`
-	AheadSeconds float64  `json:"aheadSeconds,omitempty"`
-	Breaches     []string `json:"breaches"`
+	FailedAhead  int     `json:"failedAhead,omitempty"`
+	AheadSeconds float64 `json:"aheadSeconds,omitempty"`
+	// FailedAgain are the scope's dead letters that are a batch's
+	// replayed copies, back in the DLQ (undecided), by batch: of the
+	// rows the check read (on a paging broker, those past the SLO).
+	FailedAgain []FailedAgain `json:"failedAgainAfterReplay,omitempty"`
+	Breaches    []string      `json:"breaches"`
 	// Requests and Bytes are what this scope cost to read. On a broker
 	// that answers a queue in one body, that one read serves every scope
 	// of the queue and is counted on the first of them.
 	Requests int   `json:"requests"`
 	Bytes    int64 `json:"bytes"`
+}
+
+// FailedAgain counts a batch's copies back in a scope's DLQ.
+type FailedAgain struct {
+	BatchID     string `json:"batchId"`
+	DeadLetters int    `json:"deadLetters"`
 }
 
 // HoldInfo names a hold: who recorded it, for which team, until when.
@@ -173,8 +183,11 @@ type acc struct {
 	// (counted).
 	oldestAt, oldestUnheldAt time.Time
 	// ahead counts the rows that failed after now, by up to maxAhead.
-	ahead     int
-	maxAhead  time.Duration
+	ahead    int
+	maxAhead time.Duration
+	// again counts the rows read that are a replay's copies, failed
+	// again, by the batch that published them.
+	again     map[string]int
 	undecided int
 	// stale are the decisions not carried out within the SLO that leave
 	// rows of the scope undecided, by batch.
@@ -215,8 +228,19 @@ func (g *gate) counted(t time.Time) (time.Time, time.Duration) {
 	return g.now.Add(-ahead), ahead
 }
 
+// copyBack counts a row that is a replay's copy back in the DLQ.
+func (a *acc) copyBack(g *gate, r client.Row) {
+	if d, ok := g.dec[r.Address()]; ok && d.Copy != nil {
+		if a.again == nil {
+			a.again = map[string]int{}
+		}
+		a.again[d.Copy.BatchID]++
+	}
+}
+
 func (a *acc) add(g *gate, r client.Row) {
 	a.depth++
+	a.copyBack(g, r)
 	at, ahead := g.counted(r.FailedAt)
 	if ahead > 0 {
 		a.ahead++
@@ -318,6 +342,9 @@ func Check(ctx context.Context, cl *client.Client, in Input) (*Result, error) {
 		g.vanishedAndVerdict(s, in.Vanished)
 		if s.FailedAhead > 0 {
 			res.Notes = append(res.Notes, aheadNote(*s))
+		}
+		for _, fa := range s.FailedAgain {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: %d dead letter(s) are copies batch %s replayed that failed again (dlq ls says back after replay; each is undecided)", scopeLabel(*s), fa.DeadLetters, fa.BatchID))
 		}
 		if len(s.Breaches) > 0 {
 			res.OK = false
@@ -735,6 +762,7 @@ func (g *gate) pagedScope(ctx context.Context, q, group string, ext *client.Exte
 			lq.Offset = idx
 			lq.Limit = pageSize
 			each, flush := g.chunked(ctx, func(r client.Row) {
+				a.copyBack(g, r)
 				if r.FailedAt.Before(lim.sloCutoff) {
 					a.pastSLO(g, r)
 				}
@@ -843,6 +871,10 @@ func (g *gate) fill(s *Scope, a *acc) {
 		s.OldestUnheldFailedAt = a.oldestUnheldAt
 	}
 	s.FailedAhead, s.AheadSeconds = a.ahead, a.maxAhead.Seconds()
+	for id, n := range a.again {
+		s.FailedAgain = append(s.FailedAgain, FailedAgain{BatchID: id, DeadLetters: n})
+	}
+	sort.Slice(s.FailedAgain, func(i, j int) bool { return s.FailedAgain[i].BatchID < s.FailedAgain[j].BatchID })
 	s.UndecidedPastSLO = a.undecided
 	for _, n := range a.stale {
 		s.NotCarriedOut = append(s.NotCarriedOut, *n)
@@ -869,12 +901,17 @@ func (g *gate) fill(s *Scope, a *acc) {
 // aheadNote says a scope's dead letters failed after now: the broker's
 // clock runs ahead, and an age of 0 would hide them.
 func aheadNote(s Scope) string {
-	name := s.Queue
-	if s.ConsumerGroup != "" && s.ConsumerGroup != "*" {
-		name += "/" + s.ConsumerGroup
-	}
+	name := scopeLabel(s)
 	ahead := time.Duration(s.AheadSeconds * float64(time.Second))
 	return fmt.Sprintf("%s: %d dead letter(s) failed after now, by up to %s: the broker's clock is ahead of this one; each counts as old as it is ahead", name, s.FailedAhead, render.Duration(ahead.Round(time.Second)))
+}
+
+// scopeLabel names a scope in a note: queue, or queue/group.
+func scopeLabel(s Scope) string {
+	if s.ConsumerGroup != "" && s.ConsumerGroup != "*" {
+		return s.Queue + "/" + s.ConsumerGroup
+	}
+	return s.Queue
 }
 
 // vanishedAndVerdict counts the scope's rows that left the broker with no

@@ -47,10 +47,14 @@ type Row struct {
 	// Envelope: the list shows the stored encryption envelope, not the
 	// payload (undecryptable on a current broker; an older broker's list
 	// never decrypts, and dlq show tells which).
-	Envelope      bool            `json:"envelope"`
-	Decision      string          `json:"decision,omitempty"`
-	DecisionBatch string          `json:"decisionBatch,omitempty"`
-	Data          json.RawMessage `json:"data,omitempty"`
+	Envelope      bool   `json:"envelope"`
+	Decision      string `json:"decision,omitempty"`
+	DecisionBatch string `json:"decisionBatch,omitempty"`
+	// CopyOf and Generation: the row is a replay's copy that failed
+	// again, of that dead letter (Decision "back after replay").
+	CopyOf     string          `json:"copyOf,omitempty"`
+	Generation int             `json:"generation,omitempty"`
+	Data       json.RawMessage `json:"data,omitempty"`
 }
 
 // AppendJSON writes the row as encoding/json would (a test holds the two
@@ -157,6 +161,12 @@ func (x Record) AppendJSON(b []byte) []byte {
 			b = append(b, `,"decisionBatch":`...)
 			b = render.AppendJSONString(b, x.D.BatchID)
 		}
+		if c := x.D.Copy; c != nil {
+			b = append(b, `,"copyOf":`...)
+			b = render.AppendJSONString(b, c.Original.String())
+			b = append(b, `,"generation":`...)
+			b = strconv.AppendInt(b, int64(c.Generation), 10)
+		}
 	}
 	if len(r.Data) > 0 {
 		b = append(b, `,"data":`...)
@@ -175,6 +185,9 @@ func ToRow(r client.Row, now time.Time, d *ledger.Decision, slo time.Duration) R
 		Envelope: env, Data: r.Data}
 	if d != nil {
 		out.Decision, out.DecisionBatch = DecisionLabel(*d, r, now, slo), d.BatchID
+		if c := d.Copy; c != nil {
+			out.CopyOf, out.Generation = c.Original.String(), c.Generation
+		}
 	}
 	return out
 }
@@ -186,6 +199,8 @@ func ToRow(r client.Row, now time.Time, d *ledger.Decision, slo time.Duration) R
 // message dead-lettered again, and that row is undecided.
 func DecisionLabel(d ledger.Decision, r client.Row, now time.Time, slo time.Duration) string {
 	switch {
+	case d.Copy != nil:
+		return "back after replay"
 	case d.Covers(r.FailedAt, now) && d.NotCarriedOut(now, slo):
 		return d.Label(now) + " (not carried out)"
 	case d.Covers(r.FailedAt, now) || !d.Active(now):

@@ -33,6 +33,11 @@ type ShowResult struct {
 	Archived []ledger.Archived `json:"archived,omitempty"`
 	// ReplayedAs is the copy a replay published, with its status now.
 	ReplayedAs *ReplayedCopy `json:"replayedAs,omitempty"`
+	// CopyOf: the address is a copy a replay published (of that dead
+	// letter, by that batch), back in the DLQ; OriginalDecisions are
+	// the original's.
+	CopyOf            *ledger.Lineage   `json:"copyOf,omitempty"`
+	OriginalDecisions []ledger.Decision `json:"originalDecisions,omitempty"`
 }
 
 // ReplayedCopy is where a replay put a message, and its status there.
@@ -103,7 +108,7 @@ func Lookup(ctx context.Context, cl *client.Client, ld *ledger.Store, addr clien
 			return res, err
 		}
 	}
-	if !res.InDLQ && m == nil && len(res.Decisions) == 0 && res.Journal == nil && len(res.Archived) == 0 {
+	if !res.InDLQ && m == nil && len(res.Decisions) == 0 && res.Journal == nil && len(res.Archived) == 0 && res.CopyOf == nil {
 		return res, errs.NotFoundf("no dead-letter row at %s, and the ledger knows nothing of it", addr)
 	}
 	if res.Queue == "" && len(res.Archived) > 0 {
@@ -169,6 +174,17 @@ func showHistory(ctx context.Context, cl *client.Client, ld *ledger.Store, addr 
 		return err
 	}
 	res.Decisions = append(res.Decisions, ds...)
+	lin, err := ld.LineageOf(ctx, cl.Broker(), []client.Address{addr})
+	if err != nil {
+		return err
+	}
+	if l, ok := lin[addr]; ok {
+		res.CopyOf = &l
+		// What was decided of the original is this copy's history too.
+		if res.OriginalDecisions, err = ld.DecisionsFor(ctx, cl.Broker(), l.Original); err != nil {
+			return err
+		}
+	}
 	if res.Journal, err = ld.Entry(ctx, cl.Broker(), addr); err != nil {
 		return err
 	}

@@ -445,6 +445,10 @@ type Decision struct {
 	// the batch's manifest saw: a row that failed later is not covered.
 	Queue string    `json:"-"`
 	Seen  time.Time `json:"-"`
+	// Copy: the address is no batch's, but a copy the batch published
+	// of another dead letter, back in the DLQ. It covers nothing: the
+	// copy failed again, and is undecided.
+	Copy *Lineage `json:"copyOf,omitempty"`
 }
 
 // Label is the DECISION column's text: "replay", "replayed", "hold",
@@ -470,7 +474,7 @@ func (d Decision) Label(now time.Time) string {
 // was recorded (its manifest saw it). A row that failed later (the message
 // dead-lettered again, by another group or after a replay) is undecided.
 func (d Decision) Covers(failedAt, now time.Time) bool {
-	return d.Active(now) && (d.Seen.IsZero() || !failedAt.After(d.Seen))
+	return d.Copy == nil && d.Active(now) && (d.Seen.IsZero() || !failedAt.After(d.Seen))
 }
 
 // NotCarriedOut reports whether the decision is a replay or discard
@@ -638,7 +642,43 @@ func (s *Store) LatestDecisionsFor(ctx context.Context, broker string, addrs []c
 			return nil, s.wrap("reading decisions", err)
 		}
 	}
-	return out, nil
+	return out, s.copiesBack(ctx, broker, addrs, out)
+}
+
+// copiesBack adds, for the addresses with no decision of their own that
+// are a replay's copies, the batch that published them (Decision.Copy).
+// Only ids a copy can have are asked about, unless the 0.x endpoint's
+// copies (ids of any shape) are in the journal.
+func (s *Store) copiesBack(ctx context.Context, broker string, addrs []client.Address, out map[client.Address]Decision) error {
+	var cands []client.Address
+	endpoint, asked := false, false
+	for _, a := range addrs {
+		if _, ok := out[a]; ok {
+			continue
+		}
+		if !MayBeCopy(a.TransactionID) {
+			if !asked {
+				var err error
+				if endpoint, err = s.HasEndpointCopies(ctx, broker); err != nil {
+					return err
+				}
+				asked = true
+			}
+			if !endpoint {
+				continue
+			}
+		}
+		cands = append(cands, a)
+	}
+	lin, err := s.LineageOf(ctx, broker, cands)
+	if err != nil {
+		return err
+	}
+	for a, l := range lin {
+		l := l
+		out[a] = Decision{BatchID: l.BatchID, Action: ActionReplay, Copy: &l}
+	}
+	return nil
 }
 
 // DecisionsFor returns every decision that covered an address, oldest first.

@@ -182,6 +182,9 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 	// a batch whose run was killed shows as interrupted.
 	{sql: `ALTER TABLE batches ADD COLUMN runner TEXT NOT NULL DEFAULT '';
 	ALTER TABLE batches ADD COLUMN beat_at TEXT`},
+	// 15: every copy a replay published, by the id it went out under: a
+	// dead letter that is a copy names its original (Copies).
+	{sql: `CREATE INDEX journal_replayed ON journal (broker, replay_txid) WHERE replay_txid <> ''`},
 }
 
 // SchemaVersion is the schema this binary writes.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
@@ -285,21 +286,81 @@ func progress(f *cmdutil.Factory, total int, verb string) (func(int), func(strin
 		progressbar.OptionSetWriter(f.IO.ErrOut),
 		progressbar.OptionSetDescription(verb),
 		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString("msg"),
 		progressbar.OptionSetPredictTime(true),
 		progressbar.OptionThrottle(100*time.Millisecond),
 		progressbar.OptionClearOnFinish(),
 		progressbar.OptionEnableColorCodes(f.IO.ColorEnabledStderr()),
 	)
-	paused := func(why string) {
-		if why == "" {
-			bar.Describe(verb)
+	// The rate is the description's, not the bar's: the bar's own falls
+	// towards "0 msg/hr" while a run is paused, which reads as stuck.
+	var mu sync.Mutex
+	r := newRecentRate(10 * time.Second)
+	why := ""
+	describe := func() {
+		if why != "" {
+			bar.Describe("paused: " + render.Clean(why))
 			return
 		}
-		bar.Describe("paused: " + render.Clean(why))
+		bar.Describe(verb + r.String())
 	}
-	return func(done int) { _ = bar.Set(done) }, paused, func() { _ = bar.Finish() }
+	paused := func(w string) {
+		mu.Lock()
+		defer mu.Unlock()
+		why = w
+		if w == "" {
+			r.restart() // the pause is no part of the rate after it
+		}
+		describe()
+	}
+	done := func(n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.add(time.Now(), n) {
+			describe()
+		}
+		_ = bar.Set(n)
+	}
+	return done, paused, func() { _ = bar.Finish() }
+}
+
+// recentRate is the rate of the last window of progress, said as
+// " (12.5 msg/s)": a bar's rate over the whole run hides a change of pace.
+type recentRate struct {
+	window time.Duration
+	times  []time.Time
+	counts []int
+	said   time.Time
+}
+
+func newRecentRate(window time.Duration) *recentRate { return &recentRate{window: window} }
+
+// add records that n messages are done at t; it reports whether the
+// rate is worth saying again (at most twice a second).
+func (r *recentRate) add(t time.Time, n int) bool {
+	r.times, r.counts = append(r.times, t), append(r.counts, n)
+	i := 0
+	for i < len(r.times)-1 && t.Sub(r.times[i]) > r.window {
+		i++
+	}
+	r.times, r.counts = r.times[i:], r.counts[i:]
+	if t.Sub(r.said) < 500*time.Millisecond {
+		return false
+	}
+	r.said = t
+	return true
+}
+
+func (r *recentRate) restart() { r.times, r.counts = nil, nil }
+
+func (r *recentRate) String() string {
+	if len(r.times) < 2 {
+		return ""
+	}
+	d := r.times[len(r.times)-1].Sub(r.times[0]).Seconds()
+	if d <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%.1f msg/s)", float64(r.counts[len(r.counts)-1]-r.counts[0])/d)
 }
 
 // printReport writes the end summary and returns the command's error.
