@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
+	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
 // lockedLog is a process's output, written by one goroutine and read
@@ -114,6 +117,47 @@ func TestExporterStopsOnSIGTERM(t *testing.T) {
 		t.Logf("SIGTERM to exit: %s", time.Since(sent).Round(time.Millisecond))
 		if err != nil {
 			t.Fatalf("exit after SIGTERM: %v\n%s", err, log.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("still running 10s after SIGTERM\n%s", log.String())
+	}
+}
+
+// The README says SIGTERM stops the exporter within a second, whatever
+// its clients do: a connection that was opened and never sent a request
+// (which http.Server.Shutdown waits on) and a scrape in the middle of a
+// slow body do not hold it up, nor does a pass waiting on the broker.
+func TestExporterStopsWithinASecondWhateverItsClientsDo(t *testing.T) {
+	b, burl := testkit.Sandbox(t)
+	b.Fill(2000, 3)
+	dir := t.TempDir()
+	env := append(os.Environ(), "DLQCTL_SERVER="+burl, "DLQCTL_LEDGER=sqlite://"+filepath.Join(dir, "l.db"), "DLQCTL_CONFIG="+filepath.Join(dir, "c.yaml"))
+	url, c, log := startExporter(t, env, "--interval", "1s", "--sync")
+	get(t, url+"/metrics")
+	silent, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	half, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer half.Close()
+	fmt.Fprintf(half, "GET /metrics HTTP/1.1\r\nHost: x\r\n") // the request's end never comes
+	time.Sleep(300 * time.Millisecond)
+	sent := time.Now()
+	if err := c.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { done <- c.Wait() }()
+	select {
+	case err := <-done:
+		took := time.Since(sent)
+		t.Logf("SIGTERM to exit: %s", took.Round(time.Millisecond))
+		if err != nil || took > time.Second {
+			t.Fatalf("exit %v after %s, want 0 within 1s\n%s", err, took.Round(time.Millisecond), log.String())
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatalf("still running 10s after SIGTERM\n%s", log.String())

@@ -202,7 +202,7 @@ func start(f *cmdutil.Factory, o *Options) (*server, error) {
 }
 
 // serve runs the passes and serves until ctx is done (SIGTERM, SIGINT),
-// then stops both within about a second.
+// then stops both within a second.
 func (s *server) serve(ctx context.Context) error {
 	pctx, stopPasses := context.WithCancel(ctx)
 	passes := make(chan struct{})
@@ -217,11 +217,22 @@ func (s *server) serve(ctx context.Context) error {
 		s.logger.Info("stopping")
 	case serveErr = <-errc:
 	}
+	// Within a second of the signal, whatever the clients do: scrapes
+	// in flight get half of it, then every connection is closed (one
+	// opened and never used would hold Shutdown to its deadline); a pass
+	// gets what is left, then the process goes without it.
 	stopPasses()
-	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	deadline := time.Now().Add(800 * time.Millisecond)
+	sctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 	defer cancel()
-	_ = s.srv.Shutdown(sctx)
-	<-passes
+	if s.srv.Shutdown(sctx) != nil {
+		_ = s.srv.Close()
+	}
+	select {
+	case <-passes:
+	case <-time.After(time.Until(deadline)):
+		s.logger.Warn("a pass did not stop in time; exiting without it")
+	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return cmdutil.UsageError(fmt.Errorf("serving: %v", firstLine(serveErr)))
 	}
