@@ -177,6 +177,8 @@ func keyPress(n string) tea.KeyPressMsg {
 		return tea.KeyPressMsg{Code: tea.KeyTab}
 	case "home":
 		return tea.KeyPressMsg{Code: tea.KeyHome}
+	case "left":
+		return tea.KeyPressMsg{Code: tea.KeyLeft}
 	case "backspace":
 		return tea.KeyPressMsg{Code: tea.KeyBackspace}
 	case "ctrl+c":
@@ -690,4 +692,37 @@ func compactJSON(p []byte) string {
 		return string(p)
 	}
 	return b.String()
+}
+
+// A field that opens pre-filled is selected: typing replaces it (until
+// 4h, not 24h4h), backspace clears it, an arrow keeps it to edit.
+func TestPrefilledFieldsAreReplacedByTyping(t *testing.T) {
+	w := newWorld(t, false)
+	w.moveTo(w.classOf("order <n> not found").Key)
+	w.keys("h")
+	hm := w.m.modal.(*holdModal)
+	w.typ("4h")
+	if got := hm.until.Value(); got != "4h" {
+		t.Fatalf("typing into the pre-filled until gave %q, want 4h", got)
+	}
+	w.keys("esc", "h")
+	hm = w.m.modal.(*holdModal)
+	w.keys("backspace")
+	if got := hm.until.Value(); got != "" {
+		t.Fatalf("backspace on the pre-filled until left %q", got)
+	}
+	w.keys("esc", "h")
+	hm = w.m.modal.(*holdModal)
+	w.keys("left")
+	w.typ("0")
+	if got := hm.until.Value(); got != "240h" && got != "204h" {
+		t.Fatalf("an arrow, then typing, gave %q: the value should be kept and edited", got)
+	}
+	w.keys("esc")
+	w.moveTo(w.classOf("timeout calling inventory-service").Key)
+	w.keys("r")
+	w.typ("5")
+	if pm := w.m.modal.(*planModal); pm.rate.Value() != "5" {
+		t.Fatalf("typing into the pre-filled rate gave %q", pm.rate.Value())
+	}
 }

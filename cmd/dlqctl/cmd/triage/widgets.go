@@ -27,16 +27,41 @@ func (m *model) newInput(prompt, value string) textinput.Model {
 	return ti
 }
 
-// form is a modal's text fields, one in focus; tab goes round them.
+// form is a modal's text fields, one in focus; tab goes round them. A
+// field that opens pre-filled (hold's until 4h) is selected, as in any
+// form: the first text typed replaces it, backspace clears it, and an
+// arrow or home/end keeps it and edits from there.
 type form struct {
 	fields []*textinput.Model
 	focus  int
+	// picked: the field still holds its pre-filled value, untouched.
+	picked map[int]bool
 }
 
 // start focuses field i.
 func (f *form) start(i int) tea.Cmd {
+	if f.picked == nil {
+		f.picked = map[int]bool{}
+		for j, in := range f.fields {
+			if in.Value() != "" {
+				f.pick(j, true)
+			}
+		}
+	}
 	f.focus = i
 	return f.fields[i].Focus()
+}
+
+// pick marks field i selected or not, and shows it (reversed text).
+func (f *form) pick(i int, on bool) {
+	in := f.fields[i]
+	if f.picked[i] == on {
+		return
+	}
+	f.picked[i] = on
+	st := in.Styles()
+	st.Focused.Text = st.Focused.Text.Reverse(on)
+	in.SetStyles(st)
 }
 
 // next moves the focus to the next field.
@@ -48,6 +73,20 @@ func (f *form) next() tea.Cmd {
 // update hands a message to the field in focus.
 func (f *form) update(msg tea.Msg) tea.Cmd {
 	in := f.fields[f.focus]
+	if _, ok := msg.(tea.PasteMsg); ok && f.picked[f.focus] {
+		f.pick(f.focus, false)
+		in.SetValue("") // pasted text replaces the selection
+	}
+	if k, ok := msg.(tea.KeyPressMsg); ok && f.picked[f.focus] {
+		f.pick(f.focus, false)
+		switch {
+		case k.Text != "":
+			in.SetValue("") // typed text replaces the selection
+		case k.Code == tea.KeyBackspace || k.Code == tea.KeyDelete:
+			in.SetValue("")
+			return nil
+		}
+	}
 	var cmd tea.Cmd
 	*in, cmd = in.Update(msg)
 	return cmd
