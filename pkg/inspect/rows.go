@@ -25,7 +25,7 @@ import (
 const PageSize = 500
 
 // Row is a dead-letter row as ls prints it in json, ndjson and yaml. The
-// field names are part of the contract (README "JSON fields").
+// field names are part of the contract (docs/ci.md, "JSON fields").
 type Row struct {
 	Address       string `json:"address"`
 	PartitionID   string `json:"partitionId"`

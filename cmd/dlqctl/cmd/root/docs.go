@@ -7,9 +7,9 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// CommandReference renders the command tree as the README's reference:
+// CommandReference renders the command tree as docs/reference/commands.md:
 // every command's usage, summary and flags, straight from cobra, so the
-// README cannot list a command or flag that does not exist.
+// reference cannot list a command or flag that does not exist.
 func CommandReference(cmd *cobra.Command) string {
 	var b strings.Builder
 	var walk func(c *cobra.Command)
@@ -18,7 +18,7 @@ func CommandReference(cmd *cobra.Command) string {
 			return
 		}
 		if c.Runnable() && c.HasParent() {
-			fmt.Fprintf(&b, "### `%s`\n\n%s\n\n```\n%s\n", c.CommandPath(), c.Short, c.UseLine())
+			fmt.Fprintf(&b, "## `%s`\n\n%s\n\n```\n%s\n", c.CommandPath(), c.Short, c.UseLine())
 			if fl := c.LocalFlags().FlagUsagesWrapped(100); fl != "" {
 				fmt.Fprintf(&b, "\n%s", fl)
 			}
@@ -29,6 +29,6 @@ func CommandReference(cmd *cobra.Command) string {
 		}
 	}
 	walk(cmd)
-	fmt.Fprintf(&b, "### Global flags\n\n```\n%s```\n", cmd.PersistentFlags().FlagUsagesWrapped(100))
+	fmt.Fprintf(&b, "## Global flags\n\n```\n%s```\n", cmd.PersistentFlags().FlagUsagesWrapped(100))
 	return b.String()
 }
