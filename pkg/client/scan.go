@@ -12,7 +12,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/dlqctl/dlqctl/internal/wordscan"
+	"github.com/dlqctl/dlqctl/pkg/wordscan"
 )
 
 // A list answer is read by a scanner of its own rather than a general

@@ -6,7 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/dlqctl/dlqctl/internal/wordscan"
+	"github.com/dlqctl/dlqctl/pkg/wordscan"
 )
 
 // JSONAppender is a record that writes its own JSON (exactly what

@@ -1,0 +1,53 @@
+package ledger
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"time"
+)
+
+// AuditEntry is one line of the append-only audit.
+type AuditEntry struct {
+	At      time.Time `json:"at"`
+	Broker  string    `json:"broker"`
+	BatchID string    `json:"batchId,omitempty"`
+	Kind    string    `json:"kind"`
+	By      string    `json:"by,omitempty"`
+	Detail  string    `json:"detail"`
+}
+
+// Audit appends an entry.
+func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
+	return s.auditTx(ctx, s.db, e.At, e.Broker, e.BatchID, e.Kind, e.By, e.Detail)
+}
+
+func (s *Store) auditTx(ctx context.Context, q execer, at time.Time, broker, batch, kind, by, detail string) error {
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	id := fmtTime(at) + "-" + hex.EncodeToString(r[:])
+	_, err := s.exec(ctx, q, `INSERT INTO audit (id, at, broker, batch_id, kind, by_name, detail) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		id, fmtTime(at), broker, batch, kind, by, detail)
+	return s.wrap("writing the audit", err)
+}
+
+// AuditFor returns a batch's audit entries, oldest first.
+func (s *Store) AuditFor(ctx context.Context, batchID string) ([]AuditEntry, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT at, broker, batch_id, kind, by_name, detail FROM audit WHERE batch_id = ? ORDER BY id`), batchID)
+	if err != nil {
+		return nil, s.wrap("reading the audit", err)
+	}
+	defer rows.Close()
+	var out []AuditEntry
+	for rows.Next() {
+		var e AuditEntry
+		var at sql.NullString
+		if err := rows.Scan(&at, &e.Broker, &e.BatchID, &e.Kind, &e.By, &e.Detail); err != nil {
+			return nil, s.wrap("reading the audit", err)
+		}
+		e.At = parseTime(at)
+		out = append(out, e)
+	}
+	return out, s.wrap("reading the audit", rows.Err())
+}

@@ -1,0 +1,72 @@
+package ledger
+
+import (
+	"context"
+	"time"
+)
+
+// HasHistory reports whether the ledger holds anything of a broker: a
+// batch, a journal entry or an archived row.
+func (s *Store) HasHistory(ctx context.Context, broker string) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT
+		(SELECT COUNT(*) FROM (SELECT 1 FROM batches WHERE broker = ? LIMIT 1) b) +
+		(SELECT COUNT(*) FROM (SELECT 1 FROM journal WHERE broker = ? LIMIT 1) j) +
+		(SELECT COUNT(*) FROM (SELECT 1 FROM archive WHERE broker = ? LIMIT 1) a)`), broker, broker, broker).Scan(&n)
+	return n > 0, s.wrap("reading the ledger", err)
+}
+
+// Brokers lists the brokers the ledger holds batches or archived rows of.
+func (s *Store) Brokers(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT broker FROM batches UNION SELECT broker FROM archive`)
+	if err != nil {
+		return nil, s.wrap("reading the ledger", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var b string
+		if err := rows.Scan(&b); err != nil {
+			return nil, s.wrap("reading the ledger", err)
+		}
+		out = append(out, b)
+	}
+	return out, s.wrap("reading the ledger", rows.Err())
+}
+
+// Alias is the identity a broker identity's history is filed under, as a
+// person said (SetAlias): "" when nobody said, the identity itself when
+// they said it is a broker of its own.
+func (s *Store) Alias(ctx context.Context, identity string) (string, error) {
+	var canonical string
+	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT canonical FROM broker_aliases WHERE identity = ?`), identity).Scan(&canonical)
+	if isNoRows(err) {
+		return "", nil
+	}
+	return canonical, s.wrap("reading the ledger", err)
+}
+
+// SetAlias records what a person said of a broker identity that may be
+// another one: that its history is canonical's (the same broker), or,
+// with canonical equal to identity, that it is a broker of its own. It
+// is audited, under the identity.
+func (s *Store) SetAlias(ctx context.Context, identity, canonical, by string, at time.Time) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap("recording the broker's name", err)
+	}
+	defer tx.Rollback()
+	if _, err := s.exec(ctx, tx, `INSERT INTO broker_aliases (identity, canonical, at, by_name) VALUES (?, ?, ?, ?)
+		ON CONFLICT (identity) DO UPDATE SET canonical = excluded.canonical, at = excluded.at, by_name = excluded.by_name`,
+		identity, canonical, fmtTime(at), by); err != nil {
+		return s.wrap("recording the broker's name", err)
+	}
+	detail := identity + " is a broker of its own"
+	if canonical != identity {
+		detail = identity + " is the same broker as " + canonical + ": its history is filed under " + canonical
+	}
+	if err := s.auditTx(ctx, tx, at, identity, "", "broker-identity", by, detail); err != nil {
+		return err
+	}
+	return s.wrap("recording the broker's name", tx.Commit())
+}

@@ -1,0 +1,285 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/client"
+)
+
+// Decision is the latest decision that covers an address.
+type Decision struct {
+	BatchID string    `json:"batchId"`
+	Action  string    `json:"action"`
+	By      string    `json:"by"`
+	At      time.Time `json:"at"`
+	Why     string    `json:"why"`
+	Until   time.Time `json:"until,omitzero"`
+	Status  string    `json:"status"`
+	Owner   string    `json:"owner,omitempty"`
+	// Queue and Seen are the address's queue and the newest failure of it
+	// the batch's manifest saw: a row that failed later is not covered.
+	Queue string    `json:"-"`
+	Seen  time.Time `json:"-"`
+	// Copy: the address is no batch's, but a copy the batch published
+	// of another dead letter, back in the DLQ. It covers nothing: the
+	// copy failed again, and is undecided.
+	Copy *Lineage `json:"copyOf,omitempty"`
+}
+
+// Label is the DECISION column's text: "replay", "replayed", "hold",
+// "hold (expired)", "hold (resolved)".
+func (d Decision) Label(now time.Time) string {
+	if d.Action == ActionHold {
+		switch {
+		case d.Status == StatusResolved:
+			return "hold (resolved)"
+		case !d.Until.IsZero() && now.After(d.Until):
+			return "hold (expired)"
+		}
+		return "hold"
+	}
+	if d.Status == StatusDone || d.Status == StatusVerified {
+		return map[string]string{ActionReplay: "replayed", ActionDiscard: "discarded"}[d.Action]
+	}
+	return d.Action
+}
+
+// Covers reports whether the decision speaks for a dead-letter row that
+// failed at failedAt: it is active, and the row had failed when the batch
+// was recorded (its manifest saw it). A row that failed later (the message
+// dead-lettered again, by another group or after a replay) is undecided.
+func (d Decision) Covers(failedAt, now time.Time) bool {
+	return d.Copy == nil && d.Active(now) && (d.Seen.IsZero() || !failedAt.After(d.Seen))
+}
+
+// NotCarriedOut reports whether the decision is a replay or discard
+// recorded more than slo before now whose batch is not done: past the
+// triage SLO a decision that was never carried out (recorded, or left
+// interrupted or failed) no longer counts as one. slo 0 is no SLO.
+func (d Decision) NotCarriedOut(now time.Time, slo time.Duration) bool {
+	return slo > 0 && (d.Action == ActionReplay || d.Action == ActionDiscard) && d.Status != StatusDone && d.Status != StatusVerified && now.Sub(d.At) > slo
+}
+
+// Active reports whether the decision stops the undecided alert at now: a
+// hold only until its until.
+func (d Decision) Active(now time.Time) bool {
+	if d.Action == ActionHold {
+		return d.Until.IsZero() || now.Before(d.Until)
+	}
+	return true
+}
+
+// LatestDecisions returns, for every address of a broker that any batch
+// covers, its latest decision. It reads the whole decision history of the
+// broker (one query): no command reads a DLQ through it any more, since
+// that cost grows with the history (LatestDecisionsFor is what they use);
+// it is the whole answer tests hold the lookups to.
+func (s *Store) LatestDecisions(ctx context.Context, broker string) (map[client.Address]Decision, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT bi.partition_id, bi.transaction_id, bi.queue, bi.failed_at, b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status, b.owner
+		FROM batch_items bi JOIN batches b ON b.id = bi.batch_id WHERE bi.broker = ? AND b.status <> 'cancelled' ORDER BY b.at, b.id`), broker)
+	if err != nil {
+		return nil, s.wrap("reading decisions", err)
+	}
+	defer rows.Close()
+	out := map[client.Address]Decision{}
+	for rows.Next() {
+		var a client.Address
+		var d Decision
+		var at, until, seen sql.NullString
+		if err := rows.Scan(&a.PartitionID, &a.TransactionID, &d.Queue, &seen, &d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status, &d.Owner); err != nil {
+			return nil, s.wrap("reading decisions", err)
+		}
+		d.At, d.Until, d.Seen = parseTime(at), parseTime(until), parseTime(seen)
+		out[a] = d
+	}
+	return out, s.wrap("reading decisions", rows.Err())
+}
+
+// DecidedQueues names the queues where some batch that is still a
+// decision at now (not cancelled; a hold before its until) covers an
+// address, and those with an active hold. It reads the batches, not their
+// items: it is a superset of what LatestDecisions would say (an address
+// whose hold was followed by a replay still counts its queue as held),
+// which callers use only to skip reading queues with no decision.
+func (s *Store) DecidedQueues(ctx context.Context, broker string, now time.Time) (holds, decided map[string]bool, err error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT DISTINCT bq.queue, b.action FROM batch_queues bq JOIN batches b ON b.id = bq.batch_id
+		WHERE b.broker = ? AND b.status <> 'cancelled' AND (b.action <> 'hold' OR b.until_at IS NULL OR b.until_at = '' OR b.until_at > ?)`), broker, fmtTime(now))
+	if err != nil {
+		return nil, nil, s.wrap("reading decisions", err)
+	}
+	defer rows.Close()
+	holds, decided = map[string]bool{}, map[string]bool{}
+	for rows.Next() {
+		var q, action string
+		if err := rows.Scan(&q, &action); err != nil {
+			return nil, nil, s.wrap("reading decisions", err)
+		}
+		decided[q] = true
+		if action == ActionHold {
+			holds[q] = true
+		}
+	}
+	return holds, decided, s.wrap("reading decisions", rows.Err())
+}
+
+// QueuesWithDecisions names the queues any batch not cancelled covers
+// (holds past their end included): a reader need not look up the
+// decisions of a row in any other queue. It reads batch_queues, a few rows
+// a batch.
+func (s *Store) QueuesWithDecisions(ctx context.Context, broker string) (map[string]bool, error) {
+	return s.textSet(ctx, "reading decisions", `SELECT DISTINCT bq.queue FROM batch_queues bq JOIN batches b ON b.id = bq.batch_id
+		WHERE b.broker = ? AND b.status <> 'cancelled'`, broker)
+}
+
+// textSet runs a query of one text column and gives its values as a set;
+// what says what was being read, for its errors.
+func (s *Store) textSet(ctx context.Context, what, q string, args ...any) (map[string]bool, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
+	if err != nil {
+		return nil, s.wrap(what, err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, s.wrap(what, err)
+		}
+		out[v] = true
+	}
+	return out, s.wrap(what, rows.Err())
+}
+
+// LatestDecisionsFor is LatestDecisions for the given addresses only,
+// looked up a few hundred a statement through the batch items' address
+// index: what reading part of the DLQ costs grows with that part, not
+// with the ledger's history.
+func (s *Store) LatestDecisionsFor(ctx context.Context, broker string, addrs []client.Address) (map[client.Address]Decision, error) {
+	out := map[client.Address]Decision{} // sized by what is found: most addresses have no decision
+	const chunk = 400
+	for start := 0; start < len(addrs); start += chunk {
+		part := addrs[start:min(start+chunk, len(addrs))]
+		const cols = `SELECT bi.partition_id, bi.transaction_id, bi.queue, bi.failed_at, b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status, b.owner`
+		var q string
+		var args []any
+		if s.engine == Postgres {
+			// A join on the addresses as arrays: PostgreSQL walks the
+			// address index for each (a row-value IN list it may scan).
+			pids, txids := make([]string, len(part)), make([]string, len(part))
+			for i, a := range part {
+				pids[i], txids[i] = a.PartitionID, a.TransactionID
+			}
+			q = cols + ` FROM unnest(?::text[], ?::text[]) AS a(p, t)
+				JOIN batch_items bi ON bi.broker = ? AND bi.partition_id = a.p AND bi.transaction_id = a.t
+				JOIN batches b ON b.id = bi.batch_id WHERE b.status <> 'cancelled'`
+			args = []any{pids, txids, broker}
+		} else {
+			// Padded to a whole chunk with its last address, so that every
+			// statement has one text and is prepared once: parsing 400
+			// pairs was most of a lookup's cost.
+			padded := part
+			if len(part) < chunk {
+				padded = make([]client.Address, chunk)
+				copy(padded, part)
+				for i := len(part); i < chunk; i++ {
+					padded[i] = part[len(part)-1]
+				}
+			}
+			q, args = inAddrs(cols+` FROM batch_items bi JOIN batches b ON b.id = bi.batch_id WHERE bi.broker = ? AND b.status <> 'cancelled' AND (bi.partition_id, bi.transaction_id) IN `, padded, broker)
+		}
+		q += ` ORDER BY b.at, b.id`
+		var rows *sql.Rows
+		var err error
+		if s.engine == SQLite {
+			var st *sql.Stmt
+			if st, err = s.prepared(ctx, q); err == nil {
+				rows, err = st.QueryContext(ctx, args...)
+			}
+		} else {
+			rows, err = s.db.QueryContext(ctx, s.rebind(q), args...)
+		}
+		if err != nil {
+			return nil, s.wrap("reading decisions", err)
+		}
+		for rows.Next() {
+			var a client.Address
+			var d Decision
+			var at, until, seen sql.NullString
+			if err := rows.Scan(&a.PartitionID, &a.TransactionID, &d.Queue, &seen, &d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status, &d.Owner); err != nil {
+				rows.Close()
+				return nil, s.wrap("reading decisions", err)
+			}
+			d.At, d.Until, d.Seen = parseTime(at), parseTime(until), parseTime(seen)
+			out[a] = d
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, s.wrap("reading decisions", err)
+		}
+	}
+	return out, s.copiesBack(ctx, broker, addrs, out)
+}
+
+// copiesBack adds, for the addresses with no decision of their own that
+// are a replay's copies, the batch that published them (Decision.Copy).
+// Only ids a copy can have are asked about, unless the 0.x endpoint's
+// copies (ids of any shape) are in the journal.
+func (s *Store) copiesBack(ctx context.Context, broker string, addrs []client.Address, out map[client.Address]Decision) error {
+	var cands []client.Address
+	endpoint, asked := false, false
+	for _, a := range addrs {
+		if _, ok := out[a]; ok {
+			continue
+		}
+		if !MayBeCopy(a.TransactionID) {
+			if !asked {
+				var err error
+				if endpoint, err = s.HasEndpointCopies(ctx, broker); err != nil {
+					return err
+				}
+				asked = true
+			}
+			if !endpoint {
+				continue
+			}
+		}
+		cands = append(cands, a)
+	}
+	lin, err := s.LineageOf(ctx, broker, cands)
+	if err != nil {
+		return err
+	}
+	for a, l := range lin {
+		l := l
+		out[a] = Decision{BatchID: l.BatchID, Action: ActionReplay, Copy: &l}
+	}
+	return nil
+}
+
+// DecisionsFor returns every decision that covered an address, oldest first.
+func (s *Store) DecisionsFor(ctx context.Context, broker string, a client.Address) ([]Decision, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status, b.owner, b.runner, b.beat_at
+		FROM batch_items bi JOIN batches b ON b.id = bi.batch_id
+		WHERE bi.broker = ? AND bi.partition_id = ? AND bi.transaction_id = ? ORDER BY b.at, b.id`), broker, a.PartitionID, a.TransactionID)
+	if err != nil {
+		return nil, s.wrap("reading decisions", err)
+	}
+	defer rows.Close()
+	var out []Decision
+	for rows.Next() {
+		var d Decision
+		var at, until, beat sql.NullString
+		var runner string
+		if err := rows.Scan(&d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status, &d.Owner, &runner, &beat); err != nil {
+			return nil, s.wrap("reading decisions", err)
+		}
+		d.At, d.Until = parseTime(at), parseTime(until)
+		if d.Status == StatusRunning && RunGone(runner, parseTime(beat)) {
+			d.Status = StatusInterrupted // shown as such: its run is gone
+		}
+		out = append(out, d)
+	}
+	return out, s.wrap("reading decisions", rows.Err())
+}
