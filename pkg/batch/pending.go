@@ -45,8 +45,9 @@ type Request struct {
 	// Changed reports whether a flag (rate, to-queue, …) was given.
 	Changed func(flag string) bool
 	Why, By string
-	// SkipHeld leaves messages under an active hold out of the batch.
-	SkipHeld bool
+	// SkipHeld leaves messages under an active hold out of the batch;
+	// OverrideHold acts on them all the same (Run refuses otherwise).
+	SkipHeld, OverrideHold bool
 	// PlanOnly: the batch is planned and never run (a dry run), so the
 	// snapshot keeps no payload but the envelopes the plan counts.
 	PlanOnly bool
@@ -519,6 +520,10 @@ func (p *Pending) Why() string { return p.why }
 
 // SetWhy gives the reason (the triage screen asks for it after the plan).
 func (p *Pending) SetWhy(why string) { p.why = why }
+
+// OverrideHold acts on messages under an active hold all the same (the
+// screen asks after the plan, where the command takes --override-hold).
+func (p *Pending) OverrideHold() { p.req.OverrideHold = true }
 
 // Missing are the explicit addresses that are not dead-lettered.
 func (p *Pending) Missing() []client.Address { return p.in.missing }

@@ -34,6 +34,9 @@ type Result struct {
 // anything was published; a result with an error is a run the ledger
 // failed under.
 func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool), progress func(done int)) (*Result, error) {
+	if err := p.Refusal(); err != nil {
+		return nil, err
+	}
 	cl, ld, in, settings := p.env.Client, p.env.Ledger, p.in, p.settings
 	opts := p.opts
 	by := p.req.By

@@ -2,14 +2,15 @@ package dlq
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"time"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/spf13/cobra"
 )
 
@@ -47,14 +48,8 @@ until then. Prints the batch id.`,
 			default:
 				return cmdutil.FlagErrorf("invalid --action %q: valid actions are replay, discard, hold", o.Action)
 			}
-			if o.Why == "" {
-				return cmdutil.FlagErrorf("--why is required: say why (it is recorded in the ledger)")
-			}
-			if o.Action == ledger.ActionHold && o.Until == "" {
-				return cmdutil.FlagErrorf("--action hold needs --until (a time, or a duration from now such as 24h)")
-			}
-			if o.Action != ledger.ActionHold && o.Until != "" {
-				return cmdutil.FlagErrorf("--until goes with --action hold only")
+			if err := batch.CheckDecision(o.request(nil)); err != nil {
+				return decisionError(err)
 			}
 			if runF != nil {
 				return runF(o)
@@ -85,46 +80,51 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 	if err := cmdutil.RequireSelection(sel, "dlq decide"); err != nil {
 		return err
 	}
-	by, err := f.Who(o.By)
-	if err != nil {
+	req := o.request(sel)
+	if req.By, err = f.Who(o.By); err != nil {
 		return err
 	}
-	now := f.Now()
-	var until time.Time
 	if o.Until != "" {
-		if until, err = batch.ParseUntil(o.Until, now); err != nil {
+		if _, err := batch.ParseUntil(o.Until, f.Now()); err != nil {
 			return cmdutil.FlagErrorf("%v", err)
 		}
 	}
-	cl, ld, err := f.Session(ctx)
+	e, err := env(ctx, f)
 	if err != nil {
 		return err
 	}
-	if err := inspect.CheckNames(ctx, cl, sel); err != nil {
+	if err := inspect.CheckNames(ctx, e.Client, sel); err != nil {
 		return err
 	}
-	cfg, err := f.Config()
+	d, err := batch.Record(ctx, e, req)
 	if err != nil {
-		return err
+		return decisionError(err)
 	}
-	ws, err := batch.PrepareWhere(ctx, batch.Env{Client: cl, Ledger: ld, Now: f.Now, Policies: cfg.PolicySet()}, sel)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		for _, n := range ws.Notes() {
-			fmt.Fprintln(f.IO.ErrOut, "note: "+n)
-		}
-	}()
-	b := &ledger.Batch{Action: o.Action, By: by, At: now, Why: o.Why, Owner: o.Owner, Until: until}
-	n, err := batch.Decide(ctx, cl, ld, sel, b)
-	if err != nil {
-		return err
+	for _, n := range d.Notes {
+		fmt.Fprintln(f.IO.ErrOut, "note: "+n)
 	}
 	if !fm.Human() {
-		return render.Document(f.IO.Out, fm, b)
+		return render.Document(f.IO.Out, fm, d.Batch)
 	}
-	fmt.Fprintf(f.IO.ErrOut, "Recorded %s of %s by %s.\n", o.Action, plural(n, "message", "messages"), by)
-	fmt.Fprintln(f.IO.Out, b.ID)
+	fmt.Fprintf(f.IO.ErrOut, "Recorded %s of %s by %s.\n", o.Action, plural(d.Messages, "message", "messages"), d.Batch.By)
+	fmt.Fprintln(f.IO.Out, d.Batch.ID)
 	return nil
+}
+
+// request is the decision the flags state.
+func (o *DecideOptions) request(sel *replay.Selection) batch.DecideRequest {
+	return batch.DecideRequest{Selection: sel, Action: o.Action, By: o.By, Why: o.Why, Owner: o.Owner, Until: o.Until}
+}
+
+// decisionError words a decision's refusal in the command's flags.
+func decisionError(err error) error {
+	switch {
+	case errors.Is(err, batch.ErrNoReason):
+		return cmdutil.FlagErrorf("--why is required: say why (it is recorded in the ledger)")
+	case errors.Is(err, batch.ErrNoUntil):
+		return cmdutil.FlagErrorf("--action hold needs --until (a time, or a duration from now such as 24h)")
+	case errors.Is(err, batch.ErrUntilNotHold):
+		return cmdutil.FlagErrorf("--until goes with --action hold only")
+	}
+	return err
 }

@@ -88,7 +88,7 @@ type execSpec struct {
 // from the flags, or the recorded batch; --batch takes no selection.
 func (sp execSpec) request(f *cmdutil.Factory) (batch.Request, error) {
 	req := sp.req
-	req.BatchID, req.Why, req.SkipHeld, req.PlanOnly = sp.ef.BatchID, sp.ef.Why, sp.ef.SkipHeld, sp.ef.DryRun
+	req.BatchID, req.Why, req.SkipHeld, req.OverrideHold, req.PlanOnly = sp.ef.BatchID, sp.ef.Why, sp.ef.SkipHeld, sp.ef.OverrideHold, sp.ef.DryRun
 	if sp.ef.By != "" {
 		by, err := f.Who(sp.ef.By)
 		if err != nil {
@@ -180,8 +180,8 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	if !p.Streamed() {
 		debug.SetMemoryLimit(limit)
 	}
-	if p.Why() == "" && !ef.DryRun {
-		return cmdutil.FlagErrorf("--why is required: say why this batch is %s (it is recorded in the ledger)", map[string]string{"replay": "replayed", "rm": "discarded"}[sp.verb])
+	if err := p.Refusal(); errors.Is(err, batch.ErrNoReason) && !ef.DryRun {
+		return refusal(err, sp.verb)
 	}
 	if p.Messages() == 0 {
 		present.Missing(f.IO.ErrOut, p.Missing())
@@ -215,8 +215,8 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		present.Missing(f.IO.ErrOut, p.Missing())
 		return nil
 	}
-	if p.Held() > 0 && !ef.OverrideHold {
-		return cmdutil.UsageError(fmt.Errorf("%s under an active hold (see the plan); pass --override-hold to %s them anyway", plural(p.Held(), "message is", "messages are"), sp.verb))
+	if err := p.Refusal(); err != nil {
+		return refusal(err, sp.verb)
 	}
 	if !ef.Yes {
 		question := map[string]string{replay.Replay: "Replay", replay.Discard: "Discard"}[sp.req.Action]
@@ -244,6 +244,18 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		fmt.Fprintf(f.IO.ErrOut, "%s matching the selection arrived since the plan; they are not in this batch.\n", plural(res.NewSince, "new dead letter", "new dead letters"))
 	}
 	return printReport(f, fm, res.Report, next, p.Missing())
+}
+
+// refusal words a batch's refusal (batch.Refusal) in the command's flags.
+func refusal(err error, verb string) error {
+	var held *batch.HeldError
+	switch {
+	case errors.Is(err, batch.ErrNoReason):
+		return cmdutil.FlagErrorf("--why is required: say why this batch is %s (it is recorded in the ledger)", map[string]string{"replay": "replayed", "rm": "discarded"}[verb])
+	case errors.As(err, &held):
+		return cmdutil.UsageError(fmt.Errorf("%s under an active hold (see the plan); pass --override-hold to %s them anyway", plural(held.Messages, "message is", "messages are"), verb))
+	}
+	return err
 }
 
 // confirm asks for a yes on a terminal; without one, --yes is required.

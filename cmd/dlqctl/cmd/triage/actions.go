@@ -2,6 +2,7 @@ package triage
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
+	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/render"
 )
@@ -136,6 +138,7 @@ func (m *model) planKey(pm *planModal, k tea.KeyPressMsg) tea.Cmd {
 	switch {
 	case key.Matches(k, m.keys.Cancel):
 		m.modal = nil
+		pm.planned.Close()
 		m.setStatus("Cancelled: nothing was written.")
 		return nil
 	case key.Matches(k, m.keys.Override) && pm.planned.Held() > 0:
@@ -168,12 +171,13 @@ func (m *model) startRun(pm *planModal) tea.Cmd {
 		return nil
 	}
 	why := strings.TrimSpace(pm.why.Value())
-	if why == "" {
+	var held *batch.HeldError
+	switch err := pm.planned.Refusal(why); {
+	case errors.Is(err, batch.ErrNoReason):
 		pm.err = "why: say why; it is recorded in the ledger"
 		return nil
-	}
-	if pm.planned.Held() > 0 && !pm.override {
-		pm.err = plural(pm.planned.Held(), "message is", "messages are") + " under an active hold: ctrl+o overrides (--override-hold)"
+	case errors.As(err, &held):
+		pm.err = plural(held.Messages, "message is", "messages are") + " under an active hold: ctrl+o overrides (--override-hold)"
 		return nil
 	}
 	ctx, cancel := context.WithCancel(m.ctx)

@@ -117,14 +117,12 @@ func (s *session) Show(ctx context.Context, addr client.Address) (inspect.ShowRe
 	return inspect.Lookup(ctx, s.cl, s.ld, addr, s.f.Now())
 }
 
-// hold records a hold as dlq decide --action hold does, with the checks
-// its flags get.
+// hold records a hold as dlq decide --action hold does: the same use
+// case and rules, worded for the screen's fields.
 func (s *session) hold(ctx context.Context, t target, until, why, owner string) (*ledger.Batch, int, error) {
-	if strings.TrimSpace(why) == "" {
-		return nil, 0, cmdutil.FlagErrorf("--why is required: say why (it is recorded in the ledger)")
-	}
-	if strings.TrimSpace(until) == "" {
-		return nil, 0, cmdutil.FlagErrorf("--action hold needs --until (a time, or a duration from now such as 24h)")
+	req := batch.DecideRequest{Action: ledger.ActionHold, By: s.f.User(), Why: why, Owner: owner, Until: strings.TrimSpace(until)}
+	if err := batch.CheckDecision(req); err != nil {
+		return nil, 0, fieldError(err)
 	}
 	sel, err := t.sel.Build(s.f, t.addrs)
 	if err != nil {
@@ -133,16 +131,27 @@ func (s *session) hold(ctx context.Context, t target, until, why, owner string) 
 	if err := cmdutil.RequireSelection(sel, "dlq decide"); err != nil {
 		return nil, 0, err
 	}
-	now := s.f.Now()
-	b := &ledger.Batch{Action: ledger.ActionHold, By: s.f.User(), At: now, Why: why, Owner: strings.TrimSpace(owner)}
-	if b.Until, err = batch.ParseUntil(until, now); err != nil {
-		return nil, 0, cmdutil.FlagErrorf("%v", err)
+	req.Selection = sel
+	d, err := batch.Record(ctx, s.env(), req)
+	if err != nil {
+		return nil, 0, fieldError(err)
 	}
-	if _, err := batch.PrepareWhere(ctx, s.env(), sel); err != nil {
-		return nil, 0, err
+	return d.Batch, d.Messages, nil
+}
+
+// fieldError words a refusal of the rules (pkg/batch) in the screen's
+// fields, where the command names its flags.
+func fieldError(err error) error {
+	var held *batch.HeldError
+	switch {
+	case errors.Is(err, batch.ErrNoReason):
+		return cmdutil.FlagErrorf("a reason is required: it is recorded in the ledger")
+	case errors.Is(err, batch.ErrNoUntil):
+		return cmdutil.FlagErrorf("a hold needs an until (a time, or a duration from now such as 24h)")
+	case errors.As(err, &held):
+		return cmdutil.UsageError(fmt.Errorf("%s under an active hold; nothing done", present.Plural(held.Messages, "message is", "messages are")))
 	}
-	n, err := batch.Decide(ctx, s.cl, s.ld, sel, b)
-	return b, n, err
+	return err
 }
 
 // plan plans a replay or discard of a target as dlq replay or dlq rm
@@ -156,7 +165,9 @@ func (s *session) plan(ctx context.Context, verb string, t target) (*planned, er
 	if err := cmdutil.RequireSelection(sel, "dlq "+verb); err != nil {
 		return nil, err
 	}
-	req := batch.Request{Action: action, Selection: sel, Settings: batch.DefaultSettings(action),
+	// Staged as the command stages it: a batch of any size is planned
+	// from the rows as they stream, and held on disk, not in memory.
+	req := batch.Request{Action: action, Selection: sel, Settings: batch.DefaultSettings(action), Stage: true,
 		Changed: func(string) bool { return false }, Engine: func(o *replay.Options, st batch.Settings) error { return st.Apply(o) }}
 	p, err := batch.Prepare(ctx, s.env(), req)
 	if err != nil {
@@ -164,6 +175,7 @@ func (s *session) plan(ctx context.Context, verb string, t target) (*planned, er
 	}
 	if p.Messages() > 0 {
 		if err := p.MakePlan(ctx); err != nil {
+			p.Close()
 			return nil, err
 		}
 	}
@@ -173,10 +185,9 @@ func (s *session) plan(ctx context.Context, verb string, t target) (*planned, er
 // planned is a replay or discard planned and not yet run: nothing has
 // been written to the broker or the ledger.
 type planned struct {
-	s        *session
-	verb     string
-	p        *batch.Pending
-	override bool
+	s    *session
+	verb string
+	p    *batch.Pending
 }
 
 // Messages is how many messages the batch holds (0: nothing matches).
@@ -192,7 +203,7 @@ func (pl *planned) Rate() float64 { return pl.p.Rate() }
 func (pl *planned) SetRate(r float64) error { return pl.p.SetRate(r) }
 
 // OverrideHold acts on messages under an active hold all the same.
-func (pl *planned) OverrideHold() { pl.override = true }
+func (pl *planned) OverrideHold() { pl.p.OverrideHold() }
 
 // BatchID is the id the batch is (or will be) recorded under.
 func (pl *planned) BatchID() string { return pl.p.BatchID() }
@@ -200,21 +211,30 @@ func (pl *planned) BatchID() string { return pl.p.BatchID() }
 // WritePlan writes the plan as the command prints it before it asks.
 func (pl *planned) WritePlan(w io.Writer, pal *render.Palette) { present.Plan(w, pal, pl.p.Plan()) }
 
+// Refusal is why the batch would not run with this reason (pkg/batch's
+// rules: a reason, holds overridden), or nil.
+func (pl *planned) Refusal(why string) error {
+	pl.p.SetWhy(why)
+	return pl.p.Refusal()
+}
+
+// Close lets go of the plan (its staged rows) when it is not run.
+func (pl *planned) Close() {
+	if pl != nil {
+		pl.p.Close()
+	}
+}
+
 // Run records and executes the batch as the command does once it is
 // confirmed, recording why; progress gets the number of addresses done.
 // Holds are refused as the command refuses them without --override-hold.
 // Cancelling ctx interrupts it like SIGINT.
 func (pl *planned) Run(ctx context.Context, why string, progress func(done int)) (*outcome, error) {
-	if strings.TrimSpace(why) == "" {
-		return nil, cmdutil.FlagErrorf("a reason is required: it is recorded in the ledger")
-	}
-	if pl.p.Held() > 0 && !pl.override {
-		return nil, cmdutil.UsageError(fmt.Errorf("%s under an active hold; nothing done", present.Plural(pl.p.Held(), "message is", "messages are")))
-	}
+	defer pl.p.Close()
 	pl.p.SetWhy(why)
 	res, err := pl.p.Run(ctx, nil, progress)
 	if res == nil {
-		return nil, err
+		return nil, fieldError(err)
 	}
 	return &outcome{Report: res.Report, Next: present.Next(res.Next, pl.verb, pl.p.BatchID(), pl.s.f.Again), NewSince: res.NewSince, Err: err}, nil
 }

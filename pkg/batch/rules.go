@@ -1,0 +1,111 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/replay"
+)
+
+// The rules every front end's decisions and batches go by, in one place:
+// the command line and the triage screen call these and word the errors
+// their own way (a flag's name on one, a field's on the other).
+
+// ErrNoReason: nothing is decided, replayed or discarded without a
+// reason: it is recorded in the ledger, for whoever looks next.
+var ErrNoReason = errors.New("a reason is required")
+
+// ErrNoUntil: a hold ends; it needs an until.
+var ErrNoUntil = errors.New("a hold needs an until")
+
+// ErrUntilNotHold: only a hold has an until.
+var ErrUntilNotHold = errors.New("only a hold has an until")
+
+// HeldError: messages of the batch are under an active hold, and the
+// caller did not say to act on them all the same.
+type HeldError struct{ Messages int }
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("%d message(s) under an active hold", e.Messages)
+}
+
+// DecideRequest is a decision as a person states it.
+type DecideRequest struct {
+	Selection *replay.Selection
+	// Action is ledger.ActionReplay, ActionDiscard or ActionHold.
+	Action string
+	By     string
+	Why    string
+	Owner  string
+	// Until ends a hold: RFC 3339, or a duration from now (24h).
+	Until string
+}
+
+// Decided is a recorded decision.
+type Decided struct {
+	Batch *ledger.Batch
+	// Messages is how many messages it covers.
+	Messages int
+	// Notes are what the selection's --where found worth saying.
+	Notes []string
+}
+
+// CheckDecision applies the rules a decision must meet before anything is
+// read: a reason, and an until for a hold (only for a hold).
+func CheckDecision(req DecideRequest) error {
+	switch {
+	case strings.TrimSpace(req.Why) == "":
+		return ErrNoReason
+	case req.Action == ledger.ActionHold && strings.TrimSpace(req.Until) == "":
+		return ErrNoUntil
+	case req.Action != ledger.ActionHold && req.Until != "":
+		return ErrUntilNotHold
+	}
+	return nil
+}
+
+// Record records a decision of a selection, as dlq decide and the triage
+// screen's hold do: the rules (CheckDecision), the until read, the
+// predicate's absent paths noted, the selection frozen into a batch.
+func Record(ctx context.Context, env Env, req DecideRequest) (*Decided, error) {
+	if err := CheckDecision(req); err != nil {
+		return nil, err
+	}
+	now := env.Now()
+	b := &ledger.Batch{Action: req.Action, By: req.By, At: now, Why: req.Why, Owner: strings.TrimSpace(req.Owner)}
+	if b.By == "" {
+		b.By = env.User
+	}
+	if req.Until != "" {
+		var err error
+		if b.Until, err = ParseUntil(req.Until, now); err != nil {
+			return nil, err
+		}
+	}
+	ws, err := PrepareWhere(ctx, env, req.Selection)
+	if err != nil {
+		return nil, err
+	}
+	n, err := Decide(ctx, env.Client, env.Ledger, req.Selection, b)
+	if err != nil {
+		return nil, err
+	}
+	return &Decided{Batch: b, Messages: n, Notes: ws.Notes()}, nil
+}
+
+// Refusal is why the batch cannot run as asked, or nil: no reason given,
+// or messages under an active hold the request does not override. Run
+// refuses on it; a front end asks first, to say so before it asks for a
+// confirmation.
+func (p *Pending) Refusal() error {
+	if strings.TrimSpace(p.why) == "" {
+		return ErrNoReason
+	}
+	if p.plan.Held > 0 && !p.req.OverrideHold {
+		return &HeldError{Messages: p.plan.Held}
+	}
+	return nil
+}
