@@ -53,11 +53,6 @@ func FlagErrorf(format string, a ...any) error { return &FlagError{Err: fmt.Erro
 // UsageError wraps err as a usage error (exit 2) without the help hint.
 func UsageError(err error) error { return &ExitError{Code: ExitUsage, Err: err} }
 
-// NotFoundf is an exit-5 error.
-func NotFoundf(format string, a ...any) error {
-	return &ExitError{Code: ExitNotFound, Err: fmt.Errorf(format, a...)}
-}
-
 // ErrBreach is returned after output that reports breaches or failures.
 var ErrBreach = &ExitError{Code: ExitBreach, Silent: true}
 

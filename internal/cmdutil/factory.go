@@ -2,8 +2,6 @@ package cmdutil
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
@@ -302,11 +300,4 @@ func (f *Factory) user() string {
 		return u
 	}
 	return "unknown"
-}
-
-// Nonce is a short random hex string.
-func Nonce() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

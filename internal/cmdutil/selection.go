@@ -1,7 +1,6 @@
 package cmdutil
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -106,20 +105,6 @@ func (s *SelectionFlags) Build(f *Factory, args []string) (*replay.Selection, er
 		return nil, FlagErrorf("%v", err)
 	}
 	return sel, nil
-}
-
-// CheckNames makes sure the selection's --queue and --cg name a queue and
-// a group the broker has (a typo is a usage error with a suggestion,
-// never an empty answer that looks like good news).
-func CheckNames(ctx context.Context, cl *client.Client, sel *replay.Selection) error {
-	if sel.Queue == "" && sel.ConsumerGroup == "" {
-		return nil
-	}
-	topo, err := cl.Topology(ctx)
-	if err != nil {
-		return err
-	}
-	return cl.CheckNames(ctx, topo, []string{sel.Queue}, sel.ConsumerGroup)
 }
 
 // RequireSelection refuses an empty selection for commands that act:

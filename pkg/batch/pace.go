@@ -11,14 +11,14 @@ import (
 )
 
 // paceBy reads the destination's consumer-group lag for the plan and
-// sets the gates the settings ask for: --max-lag (refused on a broker
+// sets the pausers the settings ask for: --max-lag (refused on a broker
 // that reports no lag: a pace it cannot keep is not a pace) and --window.
 func (p *Pending) paceBy(ctx context.Context, queues []string) error {
 	s := p.settings
 	dests := destinations(queues, s.ToQueue)
 	lag, known := destinationLag(ctx, p.env.Client, dests)
 	p.po.Lag = lag
-	p.opts.Gates = nil
+	p.opts.Pausers = nil
 	if s.MaxLag != "" {
 		max, err := ParseMaxLag(s.MaxLag)
 		if err != nil {
@@ -28,7 +28,7 @@ func (p *Pending) paceBy(ctx context.Context, queues []string) error {
 			return errs.Flagf("--max-lag: this broker reports no consumer-group lag (no maxTimeLag in GET /api/v1/consumer-groups), so a replay cannot be paced by it; pace it with --rate")
 		}
 		lag.MaxLag, lag.MaxLagSecs = max, max.Seconds()
-		p.opts.Gates = append(p.opts.Gates, &replay.LagGate{Source: p.env.Client, Queues: dests, Max: max})
+		p.opts.Pausers = append(p.opts.Pausers, &replay.LagPauser{Source: p.env.Client, Queues: dests, Max: max})
 	}
 	if s.Window != "" {
 		w, err := ParseWindow(s.Window)
@@ -36,7 +36,7 @@ func (p *Pending) paceBy(ctx context.Context, queues []string) error {
 			return err
 		}
 		p.po.Window = w.String()
-		p.opts.Gates = append(p.opts.Gates, w)
+		p.opts.Pausers = append(p.opts.Pausers, w)
 	}
 	p.opts.Paused = func(why string) {
 		if p.Paused != nil {

@@ -31,8 +31,9 @@ type Options struct {
 	Debug io.Writer
 	// Attempts bounds tries of an idempotent call (GET, DELETE); 0 means 4.
 	Attempts int
-	// Backoff is the first retry delay, doubled each time with full
-	// jitter; 0 means 200ms.
+	// Backoff is the first retry delay, doubled each time (up to 5 s),
+	// with equal jitter: each wait is between half and all of it; 0 means
+	// 200ms. A Retry-After the broker sends is waited instead.
 	Backoff time.Duration
 	// Sleep waits between retries; tests replace it. nil waits on a timer.
 	Sleep func(context.Context, time.Duration) error

@@ -78,11 +78,11 @@ type Options struct {
 	// checked with the broker before it is called done.
 	Absent map[client.Address]bool
 
-	// Gates hold scheduling back while any is closed (--max-lag,
+	// Pausers hold scheduling back while any is closed (--max-lag,
 	// --window); Paused is told each pause's reason as it starts or
 	// changes, and "" when scheduling goes on.
-	Gates  []Gate
-	Paused func(why string)
+	Pausers []Pauser
+	Paused  func(why string)
 
 	Lease time.Duration
 	Now   func() time.Time
@@ -119,7 +119,7 @@ type Engine struct {
 	// maxSilent the broker is taken to be down and the run stops.
 	silent int
 
-	gateMu      sync.Mutex // one worker at a time asks the gates
+	pauseMu     sync.Mutex // one worker at a time asks the pausers
 	pausedSince time.Time  // zero: not paused
 	pausedKind  string
 	pausedWhy   string

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// pace waits for the gates and the rate limiter before an address's
+// pace waits for the pausers and the rate limiter before an address's
 // first call that changes the broker: addresses settled from the journal
 // or the list cost nothing. An interrupt while waiting leaves the address
 // not started.
@@ -14,7 +14,7 @@ func (e *Engine) pace(ctx context.Context) error {
 	if ctx.Err() != nil || e.stopped() {
 		return errNotStarted
 	}
-	if err := e.waitGates(ctx); err != nil {
+	if err := e.waitPausers(ctx); err != nil {
 		return errNotStarted
 	}
 	if err := e.lim.Wait(ctx); err != nil {
@@ -26,11 +26,11 @@ func (e *Engine) pace(ctx context.Context) error {
 	return nil
 }
 
-// waitGates returns once every gate is open. While one is closed, the
+// waitPausers returns once no pauser holds the run back. While one is closed, the
 // pause is timed and announced once (again when its reason changes).
-func (e *Engine) waitGates(ctx context.Context) error {
-	for len(e.o.Gates) > 0 {
-		why, kind, recheck := e.askGates(ctx)
+func (e *Engine) waitPausers(ctx context.Context) error {
+	for len(e.o.Pausers) > 0 {
+		why, kind, recheck := e.askPausers(ctx)
 		if why == "" {
 			e.endPause()
 			return nil
@@ -46,11 +46,11 @@ func (e *Engine) waitGates(ctx context.Context) error {
 	return nil
 }
 
-func (e *Engine) askGates(ctx context.Context) (why, kind string, recheck time.Duration) {
-	e.gateMu.Lock()
-	defer e.gateMu.Unlock()
+func (e *Engine) askPausers(ctx context.Context) (why, kind string, recheck time.Duration) {
+	e.pauseMu.Lock()
+	defer e.pauseMu.Unlock()
 	now := e.o.Now()
-	for _, g := range e.o.Gates {
+	for _, g := range e.o.Pausers {
 		if why, recheck := g.Closed(ctx, now); why != "" {
 			return why, g.Kind(), recheck
 		}

@@ -55,7 +55,7 @@ type Report struct {
 	NotStarted  int    `json:"notStarted"`
 	Interrupted bool   `json:"interrupted"`
 	Stopped     string `json:"stopped,omitempty"` // why scheduling stopped early
-	// Pauses are the waits on gates (consumer lag, the window), by kind.
+	// Pauses are the waits on pausers (consumer lag, the window), by kind.
 	Pauses      []Pause       `json:"pauses,omitempty"`
 	Elapsed     time.Duration `json:"-"`
 	ElapsedSecs float64       `json:"elapsedSeconds"`

@@ -190,15 +190,8 @@ func quote(expr string) string { return "'" + strings.ReplaceAll(expr, "'", `'\'
 // envelope for data (the released server's list does not decrypt).
 func (w *Where) Envelopes() int { return int(w.envelopes.Load()) }
 
-// WhereValue is a row as --where sees it: the fields of `ls -o ndjson`
-// (a test holds the two equal), with data decoded.
-func WhereValue(r client.Row, now time.Time, decision, decisionBatch string) map[string]any {
-	v := make(map[string]any, 17)
-	FillWhereValue(v, r, now, decision, decisionBatch)
-	return v
-}
-
-// FillWhereValue is WhereValue into a map the caller reuses.
+// FillWhereValue fills v (a map the caller reuses) with a row as --where
+// sees it: the fields of ls -o ndjson, with data decoded.
 func FillWhereValue(v map[string]any, r client.Row, now time.Time, decision, decisionBatch string) {
 	env := r.Undecryptable()
 	v["address"] = r.PartitionID + "/" + r.TransactionID

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -142,13 +141,4 @@ func ForEachLedger(t *testing.T, f func(t *testing.T, s *ledger.Store, dsn strin
 			f(t, OpenLedger(t, l.DSN), l.DSN)
 		})
 	}
-}
-
-// Trim trims trailing blanks of every line (for comparing output).
-func Trim(s string) string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimRight(l, " ")
-	}
-	return strings.Join(lines, "\n")
 }

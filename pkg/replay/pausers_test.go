@@ -31,7 +31,7 @@ func TestReplayWaitsForTheConsumers(t *testing.T) {
 	var said []string
 	pausedNow := make(chan struct{}, 1)
 	o := replay.Options{Action: replay.Replay, Broker: c.Server(), BatchID: "b", Owner: "o:1:x", Concurrency: 4, Via: replay.ViaAuto,
-		Gates: []replay.Gate{&replay.LagGate{Source: c, Queues: []string{"orders"}, Max: 2 * time.Minute, Every: 20 * time.Millisecond}},
+		Pausers: []replay.Pauser{&replay.LagPauser{Source: c, Queues: []string{"orders"}, Max: 2 * time.Minute, Every: 20 * time.Millisecond}},
 		Paused: func(why string) {
 			mu.Lock()
 			said = append(said, why)
@@ -80,13 +80,13 @@ func TestUnknownLagWaits(t *testing.T) {
 	b, url := testkit.Sandbox(t) // the contract's broker: groups, no lag
 	b.FillChains(1, 2, 1)
 	c := testkit.Client(t, url)
-	g := &replay.LagGate{Source: c, Queues: []string{"orders"}, Max: time.Minute}
+	g := &replay.LagPauser{Source: c, Queues: []string{"orders"}, Max: time.Minute}
 	why, _ := g.Closed(context.Background(), time.Now())
 	if !strings.HasPrefix(why, "consumer lag unknown") {
 		t.Fatalf("closed: %q", why)
 	}
 	// No group reads the queue: nothing can lag.
-	g = &replay.LagGate{Source: c, Queues: []string{"elsewhere"}, Max: time.Minute}
+	g = &replay.LagPauser{Source: c, Queues: []string{"elsewhere"}, Max: time.Minute}
 	if why, _ := g.Closed(context.Background(), time.Now()); why != "" {
 		t.Fatalf("a queue nobody reads: %q", why)
 	}
@@ -141,7 +141,7 @@ func TestReplayKeepsToTheWindow(t *testing.T) {
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	var slept time.Duration
 	o := replay.Options{Action: replay.Replay, Broker: c.Server(), BatchID: "b", Owner: "o:1:x", Concurrency: 1, Via: replay.ViaManual,
-		Gates: []replay.Gate{w}, Now: now,
+		Pausers: []replay.Pauser{w}, Now: now,
 		Sleep: func(ctx context.Context, d time.Duration) error {
 			if n := len(b.LiveMessages()); n != 0 {
 				t.Errorf("%d published outside the window", n)

@@ -13,20 +13,20 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/render"
 )
 
-// A Gate holds a run's scheduling back while it is closed: no new
-// address is started (calls in flight finish). The engine asks its gates
-// before each address's first call; a gate answers from what it last
+// A Pauser holds a run's scheduling back while it is closed: no new
+// address is started (calls in flight finish). The engine asks its pausers
+// before each address's first call; a pauser answers from what it last
 // read, so a pause costs no request per message.
-type Gate interface {
+type Pauser interface {
 	// Closed says why scheduling must wait at now ("" when it may go on)
 	// and when to ask again.
 	Closed(ctx context.Context, now time.Time) (why string, recheck time.Duration)
-	// Kind names the gate's pauses in the report: "consumer lag",
+	// Kind names the pauser.s pauses in the report: "consumer lag",
 	// "outside the window".
 	Kind() string
 }
 
-// Pause is the time a run spent waiting on one kind of gate.
+// Pause is the time a run spent waiting on one kind of pauser.
 type Pause struct {
 	Kind    string        `json:"kind"`
 	Times   int           `json:"times"`
@@ -36,15 +36,15 @@ type Pause struct {
 	Last string `json:"last"`
 }
 
-// LagSource is where a LagGate reads lag; *client.Client is one.
+// LagSource is where a LagPauser reads lag; *client.Client is one.
 type LagSource interface {
 	ConsumerGroups(ctx context.Context) ([]client.ConsumerGroup, error)
 }
 
-// LagGate is closed while a consumer group of a destination queue lags
+// LagPauser is closed while a consumer group of a destination queue lags
 // more than Max behind: a replay at full rate into consumers that cannot
 // keep up is how a recovery becomes the second incident.
-type LagGate struct {
+type LagPauser struct {
 	Source LagSource
 	// Queues are the queues the run publishes to.
 	Queues []string
@@ -58,9 +58,9 @@ type LagGate struct {
 }
 
 // Kind is "consumer lag".
-func (g *LagGate) Kind() string { return "consumer lag" }
+func (g *LagPauser) Kind() string { return "consumer lag" }
 
-func (g *LagGate) every() time.Duration {
+func (g *LagPauser) every() time.Duration {
 	if g.Every <= 0 {
 		return 5 * time.Second
 	}
@@ -68,9 +68,9 @@ func (g *LagGate) every() time.Duration {
 }
 
 // Closed reads the destination groups' lag at most once every Every. A
-// lag that cannot be read keeps the gate closed: pacing by lag was asked
+// lag that cannot be read keeps the run paused: pacing by lag was asked
 // for, and a replay is not let loose on consumers nobody can see.
-func (g *LagGate) Closed(ctx context.Context, now time.Time) (string, time.Duration) {
+func (g *LagPauser) Closed(ctx context.Context, now time.Time) (string, time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.readAt.IsZero() || now.Sub(g.readAt) >= g.every() || now.Before(g.readAt) {
@@ -80,7 +80,7 @@ func (g *LagGate) Closed(ctx context.Context, now time.Time) (string, time.Durat
 	return g.why, g.every()
 }
 
-func (g *LagGate) read(ctx context.Context) string {
+func (g *LagPauser) read(ctx context.Context) string {
 	cgs, err := g.Source.ConsumerGroups(ctx)
 	if err != nil {
 		return "consumer lag unknown: " + firstLine(err.Error())
