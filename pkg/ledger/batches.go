@@ -189,6 +189,9 @@ func (s *Store) CreateBatchFrom(ctx context.Context, b *Batch, n int, next func(
 	}); err != nil {
 		return s.wrap("recording the batch's queues", err)
 	}
+	if err := s.setCurrent(ctx, tx, b.ID, fmtTime(b.At)); err != nil {
+		return s.wrap("recording the current decisions", err)
+	}
 	if err := s.auditTx(ctx, tx, b.At, b.Broker, b.ID, "decided", b.By,
 		fmt.Sprintf("%s of %d address(es): %s", b.Action, b.Size, b.Why)); err != nil {
 		return err
@@ -464,6 +467,9 @@ func (s *Store) CancelBatch(ctx context.Context, id, by, why string, now time.Ti
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil, fmt.Errorf("%w: batch %s changed while it was being cancelled; look again (decisions show %s)", ErrNotCancellable, b.ID, b.ID)
+	}
+	if err := s.dropCurrent(ctx, tx, b.ID); err != nil {
+		return nil, s.wrap("cancelling the batch", err)
 	}
 	if err := s.auditTx(ctx, tx, now, b.Broker, b.ID, "cancelled", by, why); err != nil {
 		return nil, err

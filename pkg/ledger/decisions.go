@@ -153,9 +153,10 @@ func (s *Store) textSet(ctx context.Context, what, q string, args ...any) (map[s
 }
 
 // LatestDecisionsFor is LatestDecisions for the given addresses only,
-// looked up a few hundred a statement through the batch items' address
-// index: what reading part of the DLQ costs grows with that part, not
-// with the ledger's history.
+// looked up a few hundred a statement in current_decisions (current.go):
+// one row an address, so what reading part of the DLQ costs grows with
+// that part, not with the ledger's history nor with how often each
+// address was decided.
 func (s *Store) LatestDecisionsFor(ctx context.Context, broker string, addrs []client.Address) (map[client.Address]Decision, error) {
 	out := map[client.Address]Decision{} // sized by what is found: most addresses have no decision
 	const chunk = 400
@@ -172,8 +173,9 @@ func (s *Store) LatestDecisionsFor(ctx context.Context, broker string, addrs []c
 				pids[i], txids[i] = a.PartitionID, a.TransactionID
 			}
 			q = cols + ` FROM unnest(?::text[], ?::text[]) AS a(p, t)
-				JOIN batch_items bi ON bi.broker = ? AND bi.partition_id = a.p AND bi.transaction_id = a.t
-				JOIN batches b ON b.id = bi.batch_id WHERE b.status <> 'cancelled'`
+				JOIN current_decisions cd ON cd.broker = ? AND cd.partition_id = a.p AND cd.transaction_id = a.t
+				JOIN batch_items bi ON bi.batch_id = cd.batch_id AND bi.partition_id = cd.partition_id AND bi.transaction_id = cd.transaction_id
+				JOIN batches b ON b.id = cd.batch_id`
 			args = []any{pids, txids, broker}
 		} else {
 			// Padded to a whole chunk with its last address, so that every
@@ -187,9 +189,11 @@ func (s *Store) LatestDecisionsFor(ctx context.Context, broker string, addrs []c
 					padded[i] = part[len(part)-1]
 				}
 			}
-			q, args = inAddrs(cols+` FROM batch_items bi JOIN batches b ON b.id = bi.batch_id WHERE bi.broker = ? AND b.status <> 'cancelled' AND (bi.partition_id, bi.transaction_id) IN `, padded, broker)
+			q, args = inAddrs(cols+` FROM current_decisions cd
+				JOIN batch_items bi ON bi.batch_id = cd.batch_id AND bi.partition_id = cd.partition_id AND bi.transaction_id = cd.transaction_id
+				JOIN batches b ON b.id = cd.batch_id
+				WHERE cd.broker = ? AND (cd.partition_id, cd.transaction_id) IN `, padded, broker)
 		}
-		q += ` ORDER BY b.at, b.id`
 		var rows *sql.Rows
 		var err error
 		if s.engine == SQLite {

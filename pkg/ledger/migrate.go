@@ -185,6 +185,23 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 	// 15: every copy a replay published, by the id it went out under: a
 	// dead letter that is a copy names its original (Copies).
 	{sql: `CREATE INDEX journal_replayed ON journal (broker, replay_txid) WHERE replay_txid <> ''`},
+	// 16: each address's current decision, one row (current.go): a
+	// lookup reads it once, however many decisions the address has had.
+	{sql: `CREATE TABLE current_decisions (
+		broker         TEXT NOT NULL,
+		partition_id   TEXT NOT NULL,
+		transaction_id TEXT NOT NULL,
+		batch_id       TEXT NOT NULL,
+		at             TEXT NOT NULL,
+		PRIMARY KEY (broker, partition_id, transaction_id)
+	);
+	CREATE INDEX current_decisions_batch ON current_decisions (batch_id);
+	INSERT INTO current_decisions (broker, partition_id, transaction_id, batch_id, at)
+		SELECT broker, partition_id, transaction_id, id, at FROM (
+			SELECT bi.broker, bi.partition_id, bi.transaction_id, b.id, b.at,
+				ROW_NUMBER() OVER (PARTITION BY bi.broker, bi.partition_id, bi.transaction_id ORDER BY b.at DESC, b.id DESC) AS n
+			FROM batch_items bi JOIN batches b ON b.id = bi.batch_id WHERE b.status <> 'cancelled') latest
+		WHERE n = 1`},
 }
 
 // SchemaVersion is the schema this binary writes.

@@ -54,6 +54,9 @@ type Store struct {
 	stmts  map[string]*sql.Stmt
 
 	file *fileState // a SQLite ledger's file; nil for PostgreSQL
+	// schema is the version the store was migrated to: the latest, but
+	// for tests that build a ledger as an older dlqctl left it.
+	schema int
 }
 
 // prepared returns q prepared once for the store.
@@ -145,7 +148,7 @@ func open(ctx context.Context, dsn string, schema int) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{engine: engine, shown: shown}
+	s := &Store{engine: engine, shown: shown, schema: schema}
 	switch engine {
 	case SQLite:
 		if err := os.MkdirAll(filepath.Dir(source), 0o700); err != nil {
