@@ -51,7 +51,8 @@ type Factory struct {
 	once     sync.Once
 	cfg      *config.Config
 	settings *config.Settings
-	cfgErr   error
+	cfgErr   error // the file's
+	setErr   error // the settings' (a context the file does not have)
 
 	clientOnce sync.Once
 	cl         *client.Client
@@ -87,7 +88,7 @@ func (f *Factory) load() {
 		if f.cfgErr != nil {
 			return
 		}
-		f.settings, f.cfgErr = config.Resolve(f.cfg, f.flags(), f.Getenv)
+		f.settings, f.setErr = config.Resolve(f.cfg, f.flags(), f.Getenv)
 		for _, w := range f.cfg.Warnings {
 			fmt.Fprintln(f.IO.ErrOut, "warning: "+w)
 		}
@@ -98,6 +99,9 @@ func (f *Factory) load() {
 		}
 	})
 }
+
+// FlagChanged reports whether the command line set a global flag.
+func (f *Factory) FlagChanged(name string) bool { return f.flags().Changed(name) }
 
 // SetFlags gives the factory the parsed persistent flags.
 func (f *Factory) SetFlags(fs *pflag.FlagSet) { f.flagSet = fs }
@@ -113,10 +117,44 @@ func (f *Factory) Config() (*config.Config, error) {
 	return f.cfg, f.cfgErr
 }
 
+// ContextName is the context in use ("" for none): whose policies are
+// in force (config.PolicySetFor).
+func (f *Factory) ContextName() string {
+	if s, err := f.Settings(); err == nil && s != nil {
+		return s.Context
+	}
+	return ""
+}
+
+// ForContext is a factory for one context of the config, for a command
+// that judges several (dlq check --all-contexts): its server, token,
+// ledger and policies are the context's alone. No --server, --token,
+// --ledger or environment variable that names them reaches it (the
+// caller refuses those flags); the other global flags (--timeout, TLS)
+// apply to every context.
+func (f *Factory) ForContext(name string) *Factory {
+	g := *f.Globals
+	g.Context, g.Server, g.Token, g.TokenFile, g.Ledger = "", "", "", "", ""
+	env := f.Getenv
+	return &Factory{IO: f.IO, Globals: &g, Now: f.Now, HTTPClient: f.HTTPClient, Backoff: f.Backoff, MaxRow: f.MaxRow,
+		Getenv: func(k string) string {
+			switch k {
+			case "DLQCTL_CONTEXT":
+				return name
+			case "DLQCTL_SERVER", "QUEEN_SERVER", "DLQCTL_TOKEN", "QUEEN_TOKEN", "DLQCTL_LEDGER":
+				return ""
+			}
+			return env(k)
+		}}
+}
+
 // Settings returns the resolved connection settings.
 func (f *Factory) Settings() (*config.Settings, error) {
 	f.load()
-	return f.settings, f.cfgErr
+	if f.cfgErr != nil {
+		return nil, f.cfgErr
+	}
+	return f.settings, f.setErr
 }
 
 // Client returns the broker client.

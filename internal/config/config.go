@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,6 +54,9 @@ type Context struct {
 	// the same broker share its history. Unset, the history is filed
 	// under the URL's identity.
 	Broker string `mapstructure:"broker" yaml:"broker,omitempty" json:"broker,omitempty"`
+	// Policies are this context's own: a context's rule for a scope is
+	// the one for it, before the file's (PolicySetFor).
+	Policies []Policy `mapstructure:"policies" yaml:"policies,omitempty" json:"policies,omitempty"`
 }
 
 // Policy holds a queue's thresholds, or one consumer group's of it;
@@ -101,11 +105,41 @@ func (c *Config) PolicySet() policy.Set {
 	if c == nil {
 		return nil
 	}
-	out := make(policy.Set, len(c.Policies))
-	for i, p := range c.Policies {
+	return rules(c.Policies)
+}
+
+// PolicySetFor is the policies in force in a context: the context's own
+// rules, then the file's. The first rule that names a scope is the one
+// for it (policy.Set.For), so a context's rule for orders replaces the
+// file's for orders, and the file's "*" still applies where the context
+// sets none.
+func (c *Config) PolicySetFor(context string) policy.Set {
+	if c == nil {
+		return nil
+	}
+	var own []Policy
+	if cx := c.Contexts[context]; cx != nil {
+		own = cx.Policies
+	}
+	return append(rules(own), rules(c.Policies)...)
+}
+
+func rules(ps []Policy) policy.Set {
+	out := make(policy.Set, len(ps))
+	for i, p := range ps {
 		out[i] = policy.Rule{Queue: p.Queue, ConsumerGroup: p.ConsumerGroup,
 			Policy: policy.Policy{Owner: p.Owner, MaxAge: p.MaxAge.D(), TriageSLO: p.TriageSLO.D()}}
 	}
+	return out
+}
+
+// ContextNames are the config's contexts, in order.
+func (c *Config) ContextNames() []string {
+	var out []string
+	for name := range c.Contexts {
+		out = append(out, name)
+	}
+	slices.Sort(out)
 	return out
 }
 
@@ -163,6 +197,13 @@ func Load(path string, mustExist bool) (*Config, error) {
 	for i, p := range c.Policies {
 		if p.Queue == "" {
 			return nil, fmt.Errorf("%w: %s: policy %d has no queue (use \"*\" for the default)", ErrInvalid, path, i+1)
+		}
+	}
+	for _, name := range c.ContextNames() {
+		for i, p := range c.Contexts[name].Policies {
+			if p.Queue == "" {
+				return nil, fmt.Errorf("%w: %s: context %s: policy %d has no queue (use \"*\" for the default)", ErrInvalid, path, name, i+1)
+			}
 		}
 	}
 	return c, nil
@@ -235,7 +276,10 @@ type Flags struct {
 	Set                                       *pflag.FlagSet
 }
 
-func (f Flags) changed(name string) bool {
+func (f Flags) changed(name string) bool { return f.Changed(name) }
+
+// Changed reports whether the command line set the global flag name.
+func (f Flags) Changed(name string) bool {
 	if f.Set == nil {
 		return false // no command line: a factory built by a test or a library
 	}

@@ -23,6 +23,8 @@ type CheckOptions struct {
 	TriageSLO string
 	Format    string
 	AllScopes bool
+	// AllContexts judges every context of the config (fleet.go).
+	AllContexts bool
 
 	maxAge, triageSLO time.Duration
 }
@@ -78,6 +80,7 @@ Exit 0 when all hold, 1 on any breach.`,
 	fl.StringVar(&o.TriageSLO, "triage-slo", "", "breach when a dead letter has had no decision for longer than this (overrides policies)")
 	fl.StringVar(&o.Format, "format", "", "github (workflow annotations) or prometheus (textfile exposition)")
 	fl.BoolVar(&o.AllScopes, "all-scopes", false, "also show the scopes with no dead letter that no policy names")
+	fl.BoolVar(&o.AllContexts, "all-contexts", false, "judge every context of the config (or name several: --context a,b), each with its own broker, token, ledger and policies, at once; exit with the worst verdict, 3 for a context that cannot be judged")
 	return cmd
 }
 
@@ -85,6 +88,13 @@ func checkRun(ctx context.Context, f *cmdutil.Factory, o *CheckOptions) error {
 	fm, err := f.Format()
 	if err != nil {
 		return err
+	}
+	names, err := fleetContexts(f, o)
+	if err != nil {
+		return err
+	}
+	if names != nil {
+		return checkFleet(ctx, f, o, names)
 	}
 	res, err := evaluate(ctx, f, gate.Input{Queues: o.Queues, MaxAge: o.maxAge, TriageSLO: o.triageSLO, AllScopes: o.AllScopes})
 	if err != nil {
@@ -124,7 +134,7 @@ func evaluate(ctx context.Context, f *cmdutil.Factory, in gate.Input) (*gate.Res
 	if in.Vanished, err = ld.ArchivedRows(ctx, cl.Broker(), ledger.ArchiveFilter{VanishedOnly: true}); err != nil {
 		return nil, err
 	}
-	in.Policies, in.Now = cfg.PolicySet(), f.Now()
+	in.Policies, in.Now = cfg.PolicySetFor(f.ContextName()), f.Now()
 	res, err := gate.Check(ctx, cl, in)
 	if err != nil {
 		return nil, err
@@ -149,8 +159,25 @@ func fmtThreshold(p *float64) string {
 }
 
 func writeCheckTable(f *cmdutil.Factory, res *gate.Result) {
-	pal := f.Palette()
 	header := []string{"QUEUE", "CG", "OWNER", "DEPTH", "OLDEST", "MAX-AGE", "UNDECIDED>SLO", "VANISHED", "STATUS"}
+	pal := f.Palette()
+	rows := checkRows(pal, res)
+	_ = render.WriteTable(f.IO.Out, header, rows)
+	if res.Hidden > 0 {
+		fmt.Fprintf(f.IO.ErrOut, "note: %s with no dead letter and no policy not shown (--all-scopes shows them)\n", plural(res.Hidden, "scope", "scopes"))
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintln(f.IO.ErrOut, "note: "+render.Clean(n))
+	}
+	for _, s := range res.Scopes {
+		for _, b := range s.Breaches {
+			fmt.Fprintf(f.IO.ErrOut, "%s %s: %s\n", pal.Red("breach"), render.Clean(scopeName(s)), render.Clean(b))
+		}
+	}
+}
+
+// checkRows are the check table's rows, a scope each.
+func checkRows(pal *render.Palette, res *gate.Result) [][]string {
 	var rows [][]string
 	for _, s := range res.Scopes {
 		status := pal.Green("ok")
@@ -177,18 +204,7 @@ func writeCheckTable(f *cmdutil.Factory, res *gate.Result) {
 		rows = append(rows, []string{render.Clean(s.Queue), orDash(render.Clean(groupName(s.ConsumerGroup))), orDash(render.Clean(s.Owner)), strconv.Itoa(s.Depth), oldest, ma,
 			undecided, strconv.Itoa(s.VanishedUndecided), status})
 	}
-	_ = render.WriteTable(f.IO.Out, header, rows)
-	if res.Hidden > 0 {
-		fmt.Fprintf(f.IO.ErrOut, "note: %s with no dead letter and no policy not shown (--all-scopes shows them)\n", plural(res.Hidden, "scope", "scopes"))
-	}
-	for _, n := range res.Notes {
-		fmt.Fprintln(f.IO.ErrOut, "note: "+render.Clean(n))
-	}
-	for _, s := range res.Scopes {
-		for _, b := range s.Breaches {
-			fmt.Fprintf(f.IO.ErrOut, "%s %s: %s\n", pal.Red("breach"), render.Clean(scopeName(s)), render.Clean(b))
-		}
-	}
+	return rows
 }
 
 func scopeName(s gate.Scope) string {
@@ -207,50 +223,41 @@ func orDash(s string) string {
 
 // writeGitHub prints workflow commands: an ::error per breach, a ::notice
 // per healthy scope. Values are escaped as the runner requires.
-func writeGitHub(w io.Writer, res *gate.Result) {
-	// The runner's escapes first, then no control character at all: the
-	// annotations end up in a log someone reads in a terminal too.
-	escR := strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A")
-	escPropR := strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C")
-	esc := func(s string) string { return render.Clean(escR.Replace(s)) }
-	escProp := func(s string) string { return render.Clean(escPropR.Replace(s)) }
+func writeGitHub(w io.Writer, res *gate.Result) { writeGitHubAs(w, res, "DLQ ") }
+
+// writeGitHubAs is writeGitHub with each title after prefix.
+func writeGitHubAs(w io.Writer, res *gate.Result, prefix string) {
 	for _, s := range res.Scopes {
-		title := "DLQ " + scopeName(s)
+		title := prefix + scopeName(s)
 		if s.Owner != "" {
 			title += " (owner " + s.Owner + ")"
 		}
 		if len(s.Breaches) == 0 {
-			fmt.Fprintf(w, "::notice title=%s::%s\n", escProp(title), esc(fmt.Sprintf("ok: depth %d", s.Depth)))
+			fmt.Fprintf(w, "::notice title=%s::%s\n", escapeProperty(title), escapeData(fmt.Sprintf("ok: depth %d", s.Depth)))
 			continue
 		}
 		for _, b := range s.Breaches {
-			fmt.Fprintf(w, "::error title=%s::%s\n", escProp(title), esc(b))
+			fmt.Fprintf(w, "::error title=%s::%s\n", escapeProperty(title), escapeData(b))
 		}
 	}
 }
 
+// The runner's escapes first, then no control character at all: the
+// annotations end up in a log someone reads in a terminal too.
+var (
+	escR     = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A")
+	escPropR = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C")
+)
+
+func escapeData(s string) string     { return render.Clean(escR.Replace(s)) }
+func escapeProperty(s string) string { return render.Clean(escPropR.Replace(s)) }
+
 // writePrometheus prints the text exposition format for a node_exporter
 // textfile collector.
 func writePrometheus(w io.Writer, res *gate.Result) {
-	lbl := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-	labels := func(s gate.Scope) string {
-		return fmt.Sprintf(`queue="%s",consumer_group="%s",owner="%s"`, lbl.Replace(s.Queue), lbl.Replace(s.ConsumerGroup), lbl.Replace(s.Owner))
+	series := make([]scopeSeries, len(res.Scopes))
+	for i, s := range res.Scopes {
+		series[i] = scopeSeries{s: s}
 	}
-	metric := func(name, help string, val func(gate.Scope) float64) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
-		for _, s := range res.Scopes {
-			fmt.Fprintf(w, "%s{%s} %s\n", name, labels(s), strconv.FormatFloat(val(s), 'f', -1, 64))
-		}
-	}
-	metric("dlqctl_dlq_oldest_age_seconds", "Age of the oldest dead letter.", func(s gate.Scope) float64 { return s.OldestAgeSeconds })
-	metric("dlqctl_dlq_depth", "Dead-letter rows.", func(s gate.Scope) float64 { return float64(s.Depth) })
-	metric("dlqctl_dlq_undecided_past_slo", "Dead letters with no decision older than the triage SLO.", func(s gate.Scope) float64 { return float64(s.UndecidedPastSLO) })
-	metric("dlqctl_dlq_decided_not_carried_out", "Dead letters under a replay or discard decision not carried out within the triage SLO.", func(s gate.Scope) float64 { return float64(s.DecidedNotCarriedOut) })
-	metric("dlqctl_dlq_vanished_undecided", "Dead letters that left the broker with no recorded decision.", func(s gate.Scope) float64 { return float64(s.VanishedUndecided) })
-	metric("dlqctl_dlq_breach", "1 when the scope breaches its thresholds.", func(s gate.Scope) float64 {
-		if len(s.Breaches) > 0 {
-			return 1
-		}
-		return 0
-	})
+	writeScopeMetrics(w, series)
 }

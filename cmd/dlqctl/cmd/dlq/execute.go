@@ -124,7 +124,7 @@ func env(ctx context.Context, f *cmdutil.Factory) (batch.Env, error) {
 	if err != nil {
 		return batch.Env{}, err
 	}
-	return batch.Env{Client: cl, Ledger: ld, Now: f.Now, User: f.User(), Policies: cfg.PolicySet()}, nil
+	return batch.Env{Client: cl, Ledger: ld, Now: f.Now, User: f.User(), Policies: cfg.PolicySetFor(f.ContextName())}, nil
 }
 
 // streamedHeap is the Go heap a streamed batch is held near: a plan of a

@@ -121,7 +121,7 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	if err != nil {
 		return err
 	}
-	ws, err := inspect.PrepareWhere(ctx, cl, sel, dec, cfg.PolicySet(), now)
+	ws, err := inspect.PrepareWhere(ctx, cl, sel, dec, cfg.PolicySetFor(f.ContextName()), now)
 	if err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 			rec.R, rec.D, rec.SLO = r, nil, 0
 			if x, ok := dec(r.Address()); ok {
 				d, rec.D = x, &d
-				rec.SLO = inspect.TriageSLO(cfg.PolicySet(), r.Queue, r.ConsumerGroup)
+				rec.SLO = inspect.TriageSLO(cfg.PolicySetFor(f.ContextName()), r.Queue, r.ConsumerGroup)
 			}
 			if err := st.Write(&rec); err != nil {
 				return err
@@ -209,7 +209,7 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 		age := now.Sub(r.FailedAt)
 		decision := "-"
 		if d, ok := dec(r.Address()); ok {
-			slo := inspect.TriageSLO(cfg.PolicySet(), r.Queue, r.ConsumerGroup)
+			slo := inspect.TriageSLO(cfg.PolicySetFor(f.ContextName()), r.Queue, r.ConsumerGroup)
 			decision = inspect.DecisionLabel(d, r, now, slo)
 			if !d.Covers(r.FailedAt, now) || d.NotCarriedOut(now, slo) {
 				undecided++
@@ -265,7 +265,7 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 		truncateColumn(table, header, 5, f.IO.TerminalWidth())
 		for i := range table {
 			maxAge := time.Duration(0)
-			if p, ok := cfg.PolicyFor(scopes[i][0], scopes[i][1]); ok {
+			if p, ok := cfg.PolicySetFor(f.ContextName()).For(scopes[i][0], scopes[i][1]); ok {
 				maxAge = p.MaxAge
 			}
 			table[i][0] = pal.Age(table[i][0], ages[i], maxAge)

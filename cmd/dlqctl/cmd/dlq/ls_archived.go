@@ -30,7 +30,7 @@ func lsArchived(ctx context.Context, f *cmdutil.Factory, fm render.Format, cl *c
 		return err
 	}
 	now := f.Now()
-	policies := cfg.PolicySet()
+	policies := cfg.PolicySetFor(f.ContextName())
 	defer func() {
 		if p := sel.WherePredicate(); p != nil {
 			if n, first := p.Errored(); n > 0 {

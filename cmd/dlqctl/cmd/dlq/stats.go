@@ -63,7 +63,7 @@ func statsRun(ctx context.Context, f *cmdutil.Factory, o *StatsOptions) error {
 	if err != nil {
 		return err
 	}
-	st, err := inspect.ComputeStats(ctx, cl, ld, inspect.StatsInput{Policies: cfg.PolicySet(), Now: f.Now(), Window: o.since, WindowText: o.Since, AllScopes: o.AllScopes})
+	st, err := inspect.ComputeStats(ctx, cl, ld, inspect.StatsInput{Policies: cfg.PolicySetFor(f.ContextName()), Now: f.Now(), Window: o.since, WindowText: o.Since, AllScopes: o.AllScopes})
 	if err != nil {
 		return err
 	}

@@ -180,7 +180,7 @@ func start(f *cmdutil.Factory, o *Options) (*server, error) {
 		// The ledger is opened by the passes, not here: one that is down
 		// at start is reported (dlqctl_ledger_up 0) and picked up later.
 		Ledger:      func(ctx context.Context) (*ledger.Store, error) { return ledger.Open(ctx, settings.Ledger) },
-		Policies:    cfg.PolicySet(),
+		Policies:    cfg.PolicySetFor(f.ContextName()),
 		Now:         f.Now,
 		Interval:    o.interval,
 		PassTimeout: o.passTimeout,

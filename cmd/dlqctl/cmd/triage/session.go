@@ -40,7 +40,7 @@ func newSession(ctx context.Context, f *cmdutil.Factory) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &session{f: f, cl: cl, ld: ld, policies: cfg.PolicySet()}, nil
+	return &session{f: f, cl: cl, ld: ld, policies: cfg.PolicySetFor(f.ContextName())}, nil
 }
 
 // Server is the broker's URL, without credentials.

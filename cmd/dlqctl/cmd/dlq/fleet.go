@@ -1,0 +1,249 @@
+package dlq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/pkg/gate"
+	"github.com/dlqctl/dlqctl/pkg/render"
+)
+
+// A fleet check judges several contexts of the config at once (dlq check
+// --all-contexts, or --context a,b): each with its own broker, token,
+// ledger and policies, concurrently, each bounded by its own deadline.
+// The command exits with the worst verdict: a context that cannot be
+// judged (its broker or ledger down, its token refused) is that failure
+// (exit 3, 4, …), never a pass; otherwise 1 on any breach.
+
+// ContextVerdict is one context's part of a fleet check (-o json).
+type ContextVerdict struct {
+	Context string       `json:"context"`
+	OK      bool         `json:"ok"`
+	Error   string       `json:"error,omitempty"`
+	Result  *gate.Result `json:"result,omitempty"`
+
+	code int
+}
+
+// FleetResult is a fleet check's answer.
+type FleetResult struct {
+	OK       bool             `json:"ok"`
+	Contexts []ContextVerdict `json:"contexts"`
+}
+
+// fleetContexts are the contexts a check judges: every one with
+// --all-contexts, the named ones with --context a,b; nil for one.
+func fleetContexts(f *cmdutil.Factory, o *CheckOptions) ([]string, error) {
+	list := strings.Contains(f.Globals.Context, ",")
+	if !o.AllContexts && !list {
+		return nil, nil
+	}
+	for _, name := range []string{"server", "token", "token-file", "ledger"} {
+		if f.FlagChanged(name) {
+			return nil, cmdutil.FlagErrorf("--%s goes with one broker: a check of several contexts takes each one's server, token and ledger from the config", name)
+		}
+	}
+	cfg, err := f.Config()
+	if err != nil {
+		return nil, err
+	}
+	if o.AllContexts {
+		if list || f.FlagChanged("context") {
+			return nil, cmdutil.FlagErrorf("--all-contexts and --context name the contexts twice: give one")
+		}
+		names := cfg.ContextNames()
+		if len(names) == 0 {
+			return nil, cmdutil.FlagErrorf("--all-contexts: %s defines no context (dlqctl config set-context NAME --server URL)", cfg.Path())
+		}
+		return names, nil
+	}
+	var names []string
+	seen := map[string]bool{}
+	for _, n := range strings.Split(f.Globals.Context, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" || seen[n] {
+			continue
+		}
+		if cfg.Contexts[n] == nil {
+			return nil, cmdutil.FlagErrorf("--context %s: no context %q in %s (see dlqctl config view)", f.Globals.Context, n, cfg.Path())
+		}
+		seen[n] = true
+		names = append(names, n)
+	}
+	return names, nil
+}
+
+// checkFleet judges each context concurrently and prints one answer.
+func checkFleet(ctx context.Context, f *cmdutil.Factory, o *CheckOptions, names []string) error {
+	fm, err := f.Format()
+	if err != nil {
+		return err
+	}
+	// Each context's own deadline, five broker timeouts (the client gives
+	// up on a broker silent for four): one broker that hangs does not
+	// hold the others' verdicts, nor the job, past it.
+	deadline := 5 * f.Globals.Timeout
+	out := make([]ContextVerdict, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			sf := f.ForContext(name)
+			defer sf.Close()
+			cctx, cancel := context.WithTimeout(ctx, deadline)
+			defer cancel()
+			res, err := evaluate(cctx, sf, gate.Input{Queues: o.Queues, MaxAge: o.maxAge, TriageSLO: o.triageSLO, AllScopes: o.AllScopes})
+			v := ContextVerdict{Context: name, Result: res}
+			switch {
+			case err != nil && ctx.Err() != nil:
+				v.code, v.Error = cmdutil.ExitInterrupted, "interrupted"
+			case errors.Is(err, context.DeadlineExceeded):
+				v.code, v.Error = cmdutil.ExitBroker, fmt.Sprintf("no verdict within %s", deadline)
+			case err != nil:
+				v.code, v.Error = cmdutil.ExitCode(err), sf.Redact(oneLineErr(err))
+			case !res.OK:
+				v.code = cmdutil.ExitBreach
+			default:
+				v.OK = true
+			}
+			if err != nil {
+				v.Result = nil
+			}
+			out[i] = v
+		})
+	}
+	wg.Wait()
+	fleet := &FleetResult{OK: true, Contexts: out}
+	worst := cmdutil.ExitOK
+	for _, v := range out {
+		fleet.OK = fleet.OK && v.OK
+		worst = max(worst, v.code)
+	}
+	switch {
+	case o.Format == "github":
+		writeFleetGitHub(f.IO.Out, fleet)
+	case o.Format == "prometheus":
+		writeFleetPrometheus(f.IO.Out, fleet)
+	case !fm.Human():
+		if err := render.Document(f.IO.Out, fm, fleet); err != nil {
+			return err
+		}
+	default:
+		writeFleetTable(f, fleet)
+	}
+	if worst == cmdutil.ExitInterrupted {
+		return cmdutil.ErrInterrupted
+	}
+	if worst != cmdutil.ExitOK {
+		return &cmdutil.ExitError{Code: worst, Silent: true}
+	}
+	return nil
+}
+
+func oneLineErr(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
+
+// writeFleetTable is the check table with each scope's context first;
+// a context with no verdict is said on stderr, and counted.
+func writeFleetTable(f *cmdutil.Factory, fleet *FleetResult) {
+	pal := f.Palette()
+	header := []string{"CONTEXT", "QUEUE", "CG", "OWNER", "DEPTH", "OLDEST", "MAX-AGE", "UNDECIDED>SLO", "VANISHED", "STATUS"}
+	var rows [][]string
+	for _, v := range fleet.Contexts {
+		if v.Result == nil {
+			rows = append(rows, []string{render.Clean(v.Context), "-", "-", "-", "-", "-", "-", "-", "-", pal.Red("NO VERDICT")})
+			continue
+		}
+		for _, r := range checkRows(pal, v.Result) {
+			rows = append(rows, append([]string{render.Clean(v.Context)}, r...))
+		}
+	}
+	_ = render.WriteTable(f.IO.Out, header, rows)
+	for _, v := range fleet.Contexts {
+		if v.Result == nil {
+			fmt.Fprintf(f.IO.ErrOut, "%s context %s: %s\n", pal.Red("error"), render.Clean(v.Context), render.Clean(v.Error))
+			continue
+		}
+		for _, n := range v.Result.Notes {
+			fmt.Fprintf(f.IO.ErrOut, "note: context %s: %s\n", render.Clean(v.Context), render.Clean(n))
+		}
+		for _, s := range v.Result.Scopes {
+			for _, b := range s.Breaches {
+				fmt.Fprintf(f.IO.ErrOut, "%s %s %s: %s\n", pal.Red("breach"), render.Clean(v.Context), render.Clean(scopeName(s)), render.Clean(b))
+			}
+		}
+	}
+}
+
+// writeFleetGitHub is writeGitHub with each title naming its context,
+// and an ::error for each context with no verdict.
+func writeFleetGitHub(w io.Writer, fleet *FleetResult) {
+	for _, v := range fleet.Contexts {
+		if v.Result == nil {
+			fmt.Fprintf(w, "::error title=%s::%s\n", escapeProperty("DLQ context "+v.Context), escapeData("no verdict: "+v.Error))
+			continue
+		}
+		writeGitHubAs(w, v.Result, "DLQ "+v.Context+" ")
+	}
+}
+
+// writeFleetPrometheus is writePrometheus with a context label on every
+// series, and dlqctl_context_up: 0 for a context with no verdict (its
+// scopes are then absent, not zero).
+func writeFleetPrometheus(w io.Writer, fleet *FleetResult) {
+	lbl := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+	fmt.Fprintf(w, "# HELP dlqctl_context_up 1 when the context's broker and ledger were judged, 0 when they could not be.\n# TYPE dlqctl_context_up gauge\n")
+	for _, v := range fleet.Contexts {
+		up := 0
+		if v.Result != nil {
+			up = 1
+		}
+		fmt.Fprintf(w, "dlqctl_context_up{context=\"%s\"} %d\n", lbl.Replace(v.Context), up)
+	}
+	var series []scopeSeries
+	for _, v := range fleet.Contexts {
+		if v.Result == nil {
+			continue
+		}
+		for _, s := range v.Result.Scopes {
+			series = append(series, scopeSeries{extra: `context="` + lbl.Replace(v.Context) + `",`, s: s})
+		}
+	}
+	writeScopeMetrics(w, series)
+}
+
+// scopeSeries is a scope's series with labels before its own.
+type scopeSeries struct {
+	extra string
+	s     gate.Scope
+}
+
+// writeScopeMetrics writes the check's gauges, one family each.
+func writeScopeMetrics(w io.Writer, series []scopeSeries) {
+	lbl := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+	labels := func(x scopeSeries) string {
+		s := x.s
+		return fmt.Sprintf(`%squeue="%s",consumer_group="%s",owner="%s"`, x.extra, lbl.Replace(s.Queue), lbl.Replace(s.ConsumerGroup), lbl.Replace(s.Owner))
+	}
+	metric := func(name, help string, val func(gate.Scope) float64) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
+		for _, x := range series {
+			fmt.Fprintf(w, "%s{%s} %s\n", name, labels(x), strconv.FormatFloat(val(x.s), 'f', -1, 64))
+		}
+	}
+	metric("dlqctl_dlq_oldest_age_seconds", "Age of the oldest dead letter.", func(s gate.Scope) float64 { return s.OldestAgeSeconds })
+	metric("dlqctl_dlq_depth", "Dead-letter rows.", func(s gate.Scope) float64 { return float64(s.Depth) })
+	metric("dlqctl_dlq_undecided_past_slo", "Dead letters with no decision older than the triage SLO.", func(s gate.Scope) float64 { return float64(s.UndecidedPastSLO) })
+	metric("dlqctl_dlq_decided_not_carried_out", "Dead letters under a replay or discard decision not carried out within the triage SLO.", func(s gate.Scope) float64 { return float64(s.DecidedNotCarriedOut) })
+	metric("dlqctl_dlq_vanished_undecided", "Dead letters that left the broker with no recorded decision.", func(s gate.Scope) float64 { return float64(s.VanishedUndecided) })
+	metric("dlqctl_dlq_breach", "1 when the scope breaches its thresholds.", func(s gate.Scope) float64 {
+		if len(s.Breaches) > 0 {
+			return 1
+		}
+		return 0
+	})
+}
