@@ -57,6 +57,9 @@ func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 		fmt.Fprintf(w, "  broker: %s — %s\n", c(b.Name()), words)
 	}
 	fmt.Fprintf(w, "  destination: %s\n", c(p.Destination))
+	if p.Trace {
+		fmt.Fprintf(w, "  trace: each copy gets a trace event in the broker naming this batch, its reason and the original (trace name %s:batch:ID; --no-trace leaves them out)\n", batch.TraceName)
+	}
 	if p.Via != "" {
 		fmt.Fprintf(w, "  path: %s\n", p.Via)
 	}
@@ -246,6 +249,12 @@ func Report(w io.Writer, pal *render.Palette, rep *replay.Report) {
 	}
 	if rep.Stopped != "" {
 		fmt.Fprintf(w, "%s %s\n", pal.Yellow("Stopped:"), render.Clean(rep.Stopped))
+	}
+	if rep.Traced > 0 {
+		fmt.Fprintf(w, "Traced %s in the broker (their lineage: this batch, its reason, the original).\n", Plural(rep.Traced, "copy", "copies"))
+	}
+	if rep.TraceFailed > 0 {
+		fmt.Fprintf(w, "%s %s not written (%s); the replay is not affected.\n", pal.Yellow("warning:"), Plural(rep.TraceFailed, "trace event", "trace events"), render.Clean(rep.TraceError))
 	}
 }
 

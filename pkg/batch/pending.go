@@ -268,8 +268,7 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 		return err
 	}
 	p.plan = replay.MakePlan(p.in.items, p.po)
-	p.plan.SkippedHeld = p.skippedHeld
-	p.plan.Where = p.where.Notes()
+	p.finishPlan()
 	return nil
 }
 
@@ -344,8 +343,7 @@ func (p *Pending) makeStreamedPlan(ctx context.Context) error {
 		}
 	}
 	p.plan = sp.plan(p.po)
-	p.plan.SkippedHeld = p.skippedHeld
-	p.plan.Where = p.where.Notes()
+	p.finishPlan()
 	return nil
 }
 
@@ -463,8 +461,7 @@ func (p *Pending) SetRate(r float64) error {
 	} else {
 		p.plan = replay.MakePlan(p.in.items, p.po)
 	}
-	p.plan.SkippedHeld = p.skippedHeld
-	p.plan.Where = p.where.Notes()
+	p.finishPlan()
 	return nil
 }
 
@@ -527,3 +524,12 @@ func (p *Pending) OverrideHold() { p.req.OverrideHold = true }
 
 // Missing are the explicit addresses that are not dead-lettered.
 func (p *Pending) Missing() []client.Address { return p.in.missing }
+
+// finishPlan adds to a plan what the batch knows beside its items: the
+// held messages left out, the predicate's notes, and whether each copy
+// gets a trace event in the broker.
+func (p *Pending) finishPlan() {
+	p.plan.SkippedHeld = p.skippedHeld
+	p.plan.Where = p.where.Notes()
+	p.plan.Trace = p.req.Action == replay.Replay && !p.settings.NoTrace && p.opts.Release.Traces()
+}

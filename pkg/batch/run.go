@@ -84,7 +84,14 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 			p.sp.seens = nil
 		}
 	}
+	var tr *tracer
+	if opts.Action == replay.Replay {
+		if tr = startTracer(cl, opts.Release, settings, batch); tr != nil {
+			opts.Replayed = tr.replayed
+		}
+	}
 	rep, runErr := replay.NewEngine(cl, ld, opts).RunSource(ctx, src)
+	tr.finish(rep)
 	res := &Result{Report: rep, Next: NextSteps(rep)}
 	if runErr != nil {
 		return res, runErr

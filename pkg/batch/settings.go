@@ -32,6 +32,9 @@ type Settings struct {
 	// keeps it to a time of day.
 	MaxLag string `json:"maxLag,omitempty"`
 	Window string `json:"window,omitempty"`
+	// NoTrace: no trace event in the broker for the copies (--no-trace);
+	// on a broker that keeps traces (Queen 1.x, 2.x) each copy gets one.
+	NoTrace bool `json:"noTrace,omitempty"`
 }
 
 // settingFlags are the flags that set Settings' fields, by JSON key.
@@ -51,6 +54,7 @@ var settingFlags = []struct {
 	{"order", "order", func(d, s *Settings) { d.Order = s.Order }},
 	{"max-lag", "maxLag", func(d, s *Settings) { d.MaxLag = s.MaxLag }},
 	{"window", "window", func(d, s *Settings) { d.Window = s.Window }},
+	{"no-trace", "noTrace", func(d, s *Settings) { d.NoTrace = s.NoTrace }},
 }
 
 // ParseMaxLag reads --max-lag: a duration above zero.

@@ -136,6 +136,15 @@ func New(o Options) (*Client, error) {
 	return c, nil
 }
 
+// Aside is a client of the same broker, options and connections whose
+// silences are its own: calls that matter less than the caller's (trace
+// events) cannot make the caller's client give the broker up.
+func (c *Client) Aside() *Client {
+	a := &Client{base: c.base, opts: c.opts, http: c.http, shown: c.shown, identity: c.identity, redact: c.redact}
+	a.dialect.Store(c.dialect.Load())
+	return a
+}
+
 // Server returns the broker URL without credentials, for messages.
 func (c *Client) Server() string { return c.shown }
 

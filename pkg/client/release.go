@@ -66,6 +66,10 @@ func (s Release) Moves() bool { return s.Line == Line16 || s.Line == Line2 }
 // id (the move's key) rather than the message's.
 func (s Release) RowIDs() bool { return s.Moves() }
 
+// Traces reports whether the broker keeps trace events (POST
+// /api/v1/traces): the Rust lines, 1.x and 2.x.
+func (s Release) Traces() bool { return s.Line == Line1 || s.Moves() }
+
 // KeepsMessageOnDelete reports whether DELETE of an address removes its
 // dead-letter rows only (1.x, 2.x), never a live message. On 0.x, and on
 // a broker dlqctl cannot place, a delete may remove the message itself.

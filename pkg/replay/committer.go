@@ -163,6 +163,13 @@ func (e *Engine) settle(ctx context.Context, ent *ledger.Entry, state, outcome, 
 		e.rep.RowsRemoved += e.rows[ent.Address]
 	}
 	e.mu.Unlock()
+	if outcome == "replayed" && ent.ReplayTxID != "" && e.o.Replayed != nil {
+		part := ent.ReplayPartitionID
+		if part == "" {
+			part = ent.Address.PartitionID // in place: the original's partition
+		}
+		e.o.Replayed(ent.Address, client.Address{PartitionID: part, TransactionID: ent.ReplayTxID}, ent.Generation+1)
+	}
 	if state == ledger.Failed {
 		e.mu.Lock()
 		e.failed++

@@ -89,6 +89,11 @@ type Options struct {
 	Sleep func(context.Context, time.Duration) error
 	// Progress is told each address as it completes.
 	Progress func(done int)
+	// Replayed, when set, is told each address whose copy this run
+	// published, once it is settled: the original, the copy's address
+	// and the copy's generation (its original is one less). It must not
+	// block (batch's tracer hands it on).
+	Replayed func(orig, copy client.Address, generation int)
 }
 
 // Engine executes one batch.

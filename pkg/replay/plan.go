@@ -86,14 +86,17 @@ type Plan struct {
 	ByClass     []ClassCount   `json:"byClass"`
 	Destination string         `json:"destination"`
 	// Broker is which Queen the broker runs, as dlqctl told it.
-	Broker        *client.Release `json:"broker,omitempty"`
-	Via           string          `json:"via,omitempty"`
-	Rate          float64         `json:"rate"`
-	Estimated     time.Duration   `json:"-"`
-	EstimatedSecs float64         `json:"estimatedSeconds"`
-	FanOut        []FanOut        `json:"fanOut,omitempty"`
-	Undecryptable int             `json:"undecryptable"`
-	OverGenCap    int             `json:"overGenerationCap"`
+	Broker *client.Release `json:"broker,omitempty"`
+	// Trace: each copy gets a trace event in the broker naming the batch
+	// (Queen 1.x, 2.x; --no-trace leaves them out).
+	Trace         bool          `json:"trace,omitempty"`
+	Via           string        `json:"via,omitempty"`
+	Rate          float64       `json:"rate"`
+	Estimated     time.Duration `json:"-"`
+	EstimatedSecs float64       `json:"estimatedSeconds"`
+	FanOut        []FanOut      `json:"fanOut,omitempty"`
+	Undecryptable int           `json:"undecryptable"`
+	OverGenCap    int           `json:"overGenerationCap"`
 	// OtherGroups counts the rows the selection left out that the deletes
 	// remove with their message (other groups', other classes'); AlsoRemoves
 	// names them by group and class.

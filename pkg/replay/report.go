@@ -39,7 +39,14 @@ type Report struct {
 	// message, or the replay failed under its original id): they are not
 	// acted on twice by one batch.
 	DeadLetteredAgain int `json:"deadLetteredAgain"`
-	Claimed           int `json:"claimedElsewhere"`
+	// Traced counts the copies given a trace event in the broker (the
+	// batch's lineage, on Queen 1.x and 2.x); TraceFailed those whose
+	// event could not be written, TraceError the first reason. A trace
+	// never fails the replay.
+	Traced      int    `json:"traced,omitempty"`
+	TraceFailed int    `json:"traceFailed,omitempty"`
+	TraceError  string `json:"traceError,omitempty"`
+	Claimed     int    `json:"claimedElsewhere"`
 	// HeldBack counts messages not replayed because an earlier message of
 	// their partition was not (BlockedPartitions names each partition and
 	// what holds it back).

@@ -30,6 +30,7 @@ type ReplayOptions struct {
 	Order         string
 	MaxLag        string
 	Window        string
+	NoTrace       bool
 	Args          []string
 
 	changed func(string) bool
@@ -91,6 +92,7 @@ calls in flight finish and prints how to resume.`,
 	fl.IntVar(&o.MaxRefailures, "max-refailures", 0, "pause the batch when this many replayed messages failed again (0 = never)")
 	fl.StringVar(&o.Order, "order", def.Order, "partition (each partition in enqueue order, a message not replayed holds back the rest), skip-gaps, or none")
 	fl.StringVar(&o.MaxLag, "max-lag", "", "wait while a consumer group of the destination lags more than this (such as 2m)")
+	fl.BoolVar(&o.NoTrace, "no-trace", false, "write no trace event in the broker for the copies (on Queen 1.x and 2.x, each copy otherwise gets one naming the batch, its reason and the original; a failed one never fails the replay)")
 	fl.StringVar(&o.Window, "window", "", "publish only in this time of day: HH:MM-HH:MM, local or followed by a zone (22:00-06:00 UTC)")
 	return cmd
 }
@@ -154,7 +156,7 @@ func replaySpec(o *ReplayOptions) execSpec {
 		Action: replay.Replay, Changed: o.changed,
 		Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: o.Concurrency, Via: o.Via, ToQueue: o.ToQueue,
 			Transform: o.Transform, MaxGeneration: o.MaxGeneration, MaxFailures: o.MaxFailures, MaxRefailures: o.MaxRefailures, Order: o.Order,
-			MaxLag: o.MaxLag, Window: o.Window},
+			MaxLag: o.MaxLag, Window: o.Window, NoTrace: o.NoTrace},
 		Engine: func(opts *replay.Options, s batch.Settings) error {
 			// What a run does but a batch does not record: the canary and
 			// the unknowns a person has checked.

@@ -1,0 +1,100 @@
+package dlq_test
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	dlqctl "github.com/dlqctl/dlqctl"
+	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
+	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/sandbox"
+)
+
+func onLine(t *testing.T, line sandbox.Line) (*sandbox.Broker, *testutil.CLI) {
+	t.Helper()
+	b := sandbox.New(func() time.Time { return testutil.Now })
+	b.SetLine(line)
+	if err := b.Load(dlqctl.SandboxSeed); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b.Handler())
+	t.Cleanup(srv.Close)
+	return b, testutil.NewCLI(t, srv.URL, root.Run)
+}
+
+// Replay lineage in the broker: on a broker that keeps traces, each copy
+// gets one trace event naming the batch, its reason, who decided and the
+// original; the plan says so, the summary counts them.
+func TestReplayTracesEachCopy(t *testing.T) {
+	for _, line := range []sandbox.Line{sandbox.Queen15, sandbox.Queen16, sandbox.Queen22} {
+		t.Run(string(line), func(t *testing.T) {
+			b, cli := onLine(t, line)
+			out, _, _ := cli.Exec("dlq", "replay", "--class", "3ce87dde", "--why", "inventory fixed", "--dry-run")
+			if !strings.Contains(out, "trace: each copy gets a trace event") {
+				t.Fatalf("the plan does not say the copies will be traced:\n%s", out)
+			}
+			_, stderr, code := cli.Exec("dlq", "replay", "--class", "3ce87dde", "--why", "inventory fixed", "--yes", "--rate", "0")
+			id := regexp.MustCompile(`Batch (\S+): (\d+) replayed`).FindStringSubmatch(stderr)
+			if code != 0 || id == nil {
+				t.Fatalf("replay: exit %d\n%s", code, stderr)
+			}
+			traces := b.Traces()
+			copies := map[string]bool{}
+			for _, m := range b.LiveMessages() {
+				copies[m.PartitionID+"/"+m.TransactionID] = true
+			}
+			if len(traces) != len(copies) || !strings.Contains(stderr, "Traced "+id[2]+" copies in the broker") {
+				t.Fatalf("%d traces for %d copies (%s replayed)\n%s", len(traces), len(copies), id[2], stderr)
+			}
+			for _, tr := range traces {
+				var d struct {
+					Dlqctl struct{ Batch, Action, Why, By, Original string }
+				}
+				if !copies[tr.PartitionID+"/"+tr.TransactionID] || json.Unmarshal(tr.Data, &d) != nil ||
+					d.Dlqctl.Batch != id[1] || d.Dlqctl.Why != "inventory fixed" || d.Dlqctl.By != "oncall" || d.Dlqctl.Original == "" ||
+					!strings.Contains(strings.Join(tr.TraceNames, ","), "dlqctl:batch:"+id[1]) {
+					t.Fatalf("trace %+v (%s)", tr, tr.Data)
+				}
+			}
+		})
+	}
+}
+
+// A trace that cannot be written never changes the replay: every copy is
+// published once and every dead letter removed, the exit is 0, and the
+// summary says how many were not written. --no-trace writes none; a
+// broker with no traces (0.x) is never asked.
+func TestTraceFailuresDoNotChangeTheReplay(t *testing.T) {
+	for _, fault := range []sandbox.Action{sandbox.Refuse, sandbox.Silence} {
+		b, cli := onLine(t, sandbox.Queen16)
+		cli.Exec("--timeout", "1s", "dlq", "ls") // the release, told before the faults
+		b.SetFaults(sandbox.Faults{Script: func(c sandbox.Call) sandbox.Action {
+			if c.Route == "POST /api/v1/traces" {
+				return fault
+			}
+			return sandbox.Serve
+		}})
+		before := b.Depth()
+		_, stderr, code := cli.Exec("--timeout", "1s", "dlq", "replay", "--class", "3ce87dde", "--why", "fixed", "--yes", "--rate", "0")
+		n := regexp.MustCompile(`(\d+) replayed`).FindStringSubmatch(stderr)
+		if code != 0 || n == nil || !strings.Contains(stderr, "trace events not written") || len(b.Traces()) != 0 {
+			t.Fatalf("fault %v: exit %d, %d traces\n%s", fault, code, len(b.Traces()), stderr)
+		}
+		if live := len(b.LiveMessages()); n[1] != strconv.Itoa(live) || b.Depth() >= before {
+			t.Fatalf("fault %v: %s replayed, %d live, depth %d of %d", fault, n[1], live, b.Depth(), before)
+		}
+	}
+	b, cli := onLine(t, sandbox.Queen16)
+	if _, stderr, code := cli.Exec("dlq", "replay", "--class", "3ce87dde", "--why", "fixed", "--yes", "--rate", "0", "--no-trace"); code != 0 || len(b.Traces()) != 0 || strings.Contains(stderr, "Traced") {
+		t.Fatalf("--no-trace: exit %d, %d traces\n%s", code, len(b.Traces()), stderr)
+	}
+	b, cli = onLine(t, sandbox.Queen015)
+	if _, stderr, code := cli.Exec("dlq", "replay", "--class", "3ce87dde", "--why", "fixed", "--yes", "--rate", "0"); code != 0 || b.Calls()["POST /api/v1/traces"] != 0 {
+		t.Fatalf("0.x: exit %d, %d trace calls\n%s", code, b.Calls()["POST /api/v1/traces"], stderr)
+	}
+}
