@@ -33,6 +33,8 @@ type Config struct {
 	CurrentContext string              `mapstructure:"current-context" yaml:"current-context,omitempty" json:"currentContext,omitempty"`
 	Contexts       map[string]*Context `mapstructure:"contexts" yaml:"contexts,omitempty" json:"contexts,omitempty"`
 	Policies       []Policy            `mapstructure:"policies" yaml:"policies,omitempty" json:"policies,omitempty"`
+	// Approval asks for four eyes on large batches.
+	Approval Approval `mapstructure:"approval" yaml:"approval,omitempty" json:"approval,omitzero"`
 
 	path   string
 	exists bool
@@ -57,6 +59,13 @@ type Context struct {
 	// Policies are this context's own: a context's rule for a scope is
 	// the one for it, before the file's (PolicySetFor).
 	Policies []Policy `mapstructure:"policies" yaml:"policies,omitempty" json:"policies,omitempty"`
+}
+
+// Approval: a replay or discard of more than MinMessages messages is
+// recorded awaiting a second person's approval (decisions approve) and
+// runs only once it has it. Zero asks for none.
+type Approval struct {
+	MinMessages int `mapstructure:"min-messages" yaml:"min-messages,omitempty" json:"minMessages,omitempty"`
 }
 
 // Policy holds a queue's thresholds, or one consumer group's of it;
@@ -198,6 +207,9 @@ func Load(path string, mustExist bool) (*Config, error) {
 		if p.Queue == "" {
 			return nil, fmt.Errorf("%w: %s: policy %d has no queue (use \"*\" for the default)", ErrInvalid, path, i+1)
 		}
+	}
+	if c.Approval.MinMessages < 0 {
+		return nil, fmt.Errorf("%w: %s: approval min-messages %d: want 0 (none) or more", ErrInvalid, path, c.Approval.MinMessages)
 	}
 	for _, name := range c.ContextNames() {
 		for i, p := range c.Contexts[name].Policies {

@@ -57,6 +57,9 @@ func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 		fmt.Fprintf(w, "  broker: %s — %s\n", c(b.Name()), words)
 	}
 	fmt.Fprintf(w, "  destination: %s\n", c(p.Destination))
+	if p.ApprovalAbove > 0 {
+		fmt.Fprintf(w, "  %s more than %d messages: the batch is recorded awaiting a second person's approval (decisions approve), not run\n", pal.Yellow("approval:"), p.ApprovalAbove)
+	}
 	if p.Trace {
 		fmt.Fprintf(w, "  trace: each copy gets a trace event in the broker naming this batch, its reason and the original (trace name %s:batch:ID; --no-trace leaves them out)\n", batch.TraceName)
 	}

@@ -48,6 +48,9 @@ type Request struct {
 	// SkipHeld leaves messages under an active hold out of the batch;
 	// OverrideHold acts on them all the same (Run refuses otherwise).
 	SkipHeld, OverrideHold bool
+	// ApprovalAbove: a fresh batch of more messages is recorded awaiting
+	// a second person's approval instead of run (approval.go); 0: none.
+	ApprovalAbove int
 	// PlanOnly: the batch is planned and never run (a dry run), so the
 	// snapshot keeps no payload but the envelopes the plan counts.
 	PlanOnly bool
@@ -76,6 +79,10 @@ type Pending struct {
 	plan     replay.Plan
 	why      string // the recorded batch's, unless given again
 	now      time.Time
+	// approval is a recorded batch's approval (nil: none), and
+	// manifestDigest its frozen manifest's, for Refusal to bind them.
+	approval       *ledger.Approval
+	manifestDigest string
 	// skippedHeld counts the messages SkipHeld left out of the batch.
 	skippedHeld int
 	// id is the id a fresh batch will be recorded under, minted with the
@@ -123,6 +130,9 @@ func Prepare(ctx context.Context, env Env, req Request) (*Pending, error) {
 	p.in, p.settings = in, req.Settings
 	if in.batch != nil {
 		if p.settings, err = ResumeSettings(in.batch.Settings, p.settings, req.Changed); err != nil {
+			return nil, err
+		}
+		if err := p.loadApproval(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -512,6 +522,17 @@ func (p *Pending) Close() {
 	p.stage = nil
 }
 
+// ApprovalAbove is the size past which a fresh batch awaits approval.
+func (p *Pending) ApprovalAbove() int { return p.req.ApprovalAbove }
+
+// By is who the batch is recorded under.
+func (p *Pending) By() string {
+	if p.req.By != "" {
+		return p.req.By
+	}
+	return p.env.User
+}
+
 // Why is the reason the batch is recorded with.
 func (p *Pending) Why() string { return p.why }
 
@@ -532,4 +553,7 @@ func (p *Pending) finishPlan() {
 	p.plan.SkippedHeld = p.skippedHeld
 	p.plan.Where = p.where.Notes()
 	p.plan.Trace = p.req.Action == replay.Replay && !p.settings.NoTrace && p.opts.Release.Traces()
+	if p.awaits() {
+		p.plan.ApprovalAbove = p.req.ApprovalAbove
+	}
 }

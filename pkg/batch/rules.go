@@ -97,12 +97,16 @@ func Record(ctx context.Context, env Env, req DecideRequest) (*Decided, error) {
 }
 
 // Refusal is why the batch cannot run as asked, or nil: no reason given,
-// or messages under an active hold the request does not override. Run
+// an approval it needs and lacks (or that was for another plan), or
+// messages under an active hold the request does not override. Run
 // refuses on it; a front end asks first, to say so before it asks for a
 // confirmation.
 func (p *Pending) Refusal() error {
 	if strings.TrimSpace(p.why) == "" {
 		return ErrNoReason
+	}
+	if err := p.approvalRefusal(); err != nil {
+		return err
 	}
 	if p.plan.Held > 0 && !p.req.OverrideHold {
 		return &HeldError{Messages: p.plan.Held}

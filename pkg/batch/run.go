@@ -25,6 +25,9 @@ type Result struct {
 	// NewSince counts dead letters matching the selection that arrived
 	// after the plan (they are not in the batch).
 	NewSince int
+	// Awaiting: the batch was recorded awaiting a second person's
+	// approval, not run (Request.ApprovalAbove).
+	Awaiting bool
 }
 
 // Run records the batch (or takes up the recorded one), archives every
@@ -47,6 +50,14 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	batch, err := p.record(ctx, by)
 	if err != nil {
 		return nil, err
+	}
+	if batch.Status == ledger.StatusAwaiting {
+		if recorded != nil {
+			recorded(batch.ID, true)
+		}
+		_ = ld.Audit(context.WithoutCancel(ctx), ledger.AuditEntry{At: now, Broker: cl.Broker(), BatchID: batch.ID, Kind: "awaiting-approval", By: by,
+			Detail: fmt.Sprintf("%s of %s: more than %d needs a second person's approval", verbOf(p.req.Action), plural(p.Messages(), "address", "addresses"), p.req.ApprovalAbove)})
+		return &Result{Report: &replay.Report{BatchID: batch.ID}, Awaiting: true}, nil
 	}
 	jctx := context.WithoutCancel(ctx)
 	// Every row the batch's deletes may remove is archived before the
@@ -145,6 +156,9 @@ func (p *Pending) record(ctx context.Context, by string) (*ledger.Batch, error) 
 	}
 	b := &ledger.Batch{ID: p.BatchID(), Broker: p.env.Client.Broker(), Action: map[string]string{replay.Replay: ledger.ActionReplay, replay.Discard: ledger.ActionDiscard}[p.req.Action],
 		By: by, At: p.now, Why: p.why, Selection: p.req.Selection.String(), Destination: p.settings.ToQueue, Status: ledger.StatusRunning, Settings: settings}
+	if p.awaits() {
+		b.Status, b.NeedsApproval = ledger.StatusAwaiting, true
+	}
 	if p.stage != nil {
 		return b, p.recordStaged(ctx, b)
 	}

@@ -23,14 +23,15 @@ const (
 
 // Batch statuses.
 const (
-	StatusRecorded    = "recorded"    // decided, not executed
-	StatusRunning     = "running"     // execution started (or was interrupted by a crash)
-	StatusInterrupted = "interrupted" // stopped by SIGINT or a guard; resumable
-	StatusDone        = "done"        // executed, no failures
-	StatusFailed      = "failed"      // executed, some addresses failed or are unknown
-	StatusResolved    = "resolved"    // a hold whose messages have all left the DLQ
-	StatusCancelled   = "cancelled"   // ended by decisions cancel: no longer a decision
-	StatusVerified    = "verified"    // done, and every copy it published was consumed (decisions verify)
+	StatusRecorded    = "recorded"          // decided, not executed
+	StatusRunning     = "running"           // execution started (or was interrupted by a crash)
+	StatusInterrupted = "interrupted"       // stopped by SIGINT or a guard; resumable
+	StatusDone        = "done"              // executed, no failures
+	StatusFailed      = "failed"            // executed, some addresses failed or are unknown
+	StatusResolved    = "resolved"          // a hold whose messages have all left the DLQ
+	StatusCancelled   = "cancelled"         // ended by decisions cancel: no longer a decision
+	StatusVerified    = "verified"          // done, and every copy it published was consumed (decisions verify)
+	StatusAwaiting    = "awaiting-approval" // a large batch recorded, not to run until a second person approves it
 )
 
 // ErrNotCancellable: a batch that was carried out (done), a hold that
@@ -59,6 +60,9 @@ type Batch struct {
 	// Stale: the ledger says running, but the run is gone (RunGone);
 	// Shown says interrupted.
 	Stale bool `json:"stale,omitempty"`
+	// NeedsApproval: the batch runs only once someone other than its
+	// author approved its plan (approval.go).
+	NeedsApproval bool `json:"needsApproval,omitempty"`
 
 	runner string
 	beat   time.Time
@@ -141,9 +145,14 @@ func (s *Store) CreateBatchFrom(ctx context.Context, b *Batch, n int, next func(
 	if len(b.Settings) > 0 {
 		settings = string(b.Settings)
 	}
-	if _, err := s.exec(ctx, tx, `INSERT INTO batches (id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, status, settings, active_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		b.ID, b.Broker, b.Action, b.By, fmtTime(b.At), b.Why, b.Owner, nullTime(b.Until), b.Selection, b.Size, b.Destination, b.Status, settings, fmtTime(b.At)); err != nil {
+	q := `INSERT INTO batches (id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, status, settings, active_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	args := []any{b.ID, b.Broker, b.Action, b.By, fmtTime(b.At), b.Why, b.Owner, nullTime(b.Until), b.Selection, b.Size, b.Destination, b.Status, settings, fmtTime(b.At)}
+	if b.NeedsApproval {
+		q = `INSERT INTO batches (id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, status, settings, active_at, needs_approval)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`
+	}
+	if _, err := s.exec(ctx, tx, q, args...); err != nil {
 		return s.wrap("recording the batch", err)
 	}
 	var queues []string
@@ -206,16 +215,18 @@ func boolInt(b bool) int {
 	return 0
 }
 
-const batchCols = `id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, executed_at, status, outcome, settings, runner, beat_at`
+const batchCols = `id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, executed_at, status, outcome, settings, runner, beat_at, needs_approval`
 
 func scanBatch(sc interface{ Scan(...any) error }) (*Batch, error) {
 	var b Batch
 	var at, until, executed, beat sql.NullString
 	var outcome, settings, runner string
+	var approval int
 	if err := sc.Scan(&b.ID, &b.Broker, &b.Action, &b.By, &at, &b.Why, &b.Owner, &until, &b.Selection, &b.Size,
-		&b.Destination, &executed, &b.Status, &outcome, &settings, &runner, &beat); err != nil {
+		&b.Destination, &executed, &b.Status, &outcome, &settings, &runner, &beat, &approval); err != nil {
 		return nil, err
 	}
+	b.NeedsApproval = approval != 0
 	b.judge(runner, beat)
 	if settings != "" && settings != "{}" {
 		b.Settings = json.RawMessage(settings)

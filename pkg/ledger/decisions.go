@@ -43,6 +43,9 @@ func (d Decision) Label(now time.Time) string {
 	if d.Status == StatusDone || d.Status == StatusVerified {
 		return map[string]string{ActionReplay: "replayed", ActionDiscard: "discarded"}[d.Action]
 	}
+	if d.Status == StatusAwaiting {
+		return d.Action + " (awaiting approval)"
+	}
 	return d.Action
 }
 

@@ -202,6 +202,16 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 				ROW_NUMBER() OVER (PARTITION BY bi.broker, bi.partition_id, bi.transaction_id ORDER BY b.at DESC, b.id DESC) AS n
 			FROM batch_items bi JOIN batches b ON b.id = bi.batch_id WHERE b.status <> 'cancelled') latest
 		WHERE n = 1`},
+	// 17: four eyes (approval.go): a batch that needs a second person's
+	// approval before it runs, and the approvals, bound to the plan.
+	{sql: `ALTER TABLE batches ADD COLUMN needs_approval INTEGER NOT NULL DEFAULT 0;
+	CREATE TABLE approvals (
+		batch_id TEXT PRIMARY KEY,
+		by_name  TEXT NOT NULL,
+		at       TEXT NOT NULL,
+		why      TEXT NOT NULL,
+		digest   TEXT NOT NULL
+	)`},
 }
 
 // SchemaVersion is the schema this binary writes.

@@ -89,7 +89,10 @@ type Plan struct {
 	Broker *client.Release `json:"broker,omitempty"`
 	// Trace: each copy gets a trace event in the broker naming the batch
 	// (Queen 1.x, 2.x; --no-trace leaves them out).
-	Trace         bool          `json:"trace,omitempty"`
+	Trace bool `json:"trace,omitempty"`
+	// ApprovalAbove: the batch is larger than this, and is recorded
+	// awaiting a second person's approval rather than run.
+	ApprovalAbove int           `json:"approvalAbove,omitempty"`
 	Via           string        `json:"via,omitempty"`
 	Rate          float64       `json:"rate"`
 	Estimated     time.Duration `json:"-"`

@@ -23,7 +23,7 @@ func NewCmdDecisions(f *cmdutil.Factory) *cobra.Command {
 		Use:   "decisions",
 		Short: "The audit log: every batch decided or executed, by whom and why",
 	})
-	cmd.AddCommand(NewCmdLs(f, nil), NewCmdShow(f, nil), NewCmdCancel(f, nil), NewCmdVerify(f, nil))
+	cmd.AddCommand(NewCmdLs(f, nil), NewCmdShow(f, nil), NewCmdCancel(f, nil), NewCmdApprove(f, nil), NewCmdVerify(f, nil))
 	return cmd
 }
 
@@ -186,6 +186,8 @@ type ShowResult struct {
 	BlockedPartitions []replay.Blocked `json:"blockedPartitions,omitempty"`
 	// Verification is the last decisions verify of a replay batch.
 	Verification *ledger.Verification `json:"lastVerification,omitempty"`
+	// Approval is the second person's approval of a batch that needs one.
+	Approval *ledger.Approval `json:"approval,omitempty"`
 }
 
 // blocked reads an ordered replay batch's manifest (in replay order)
@@ -247,8 +249,14 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 	if err != nil {
 		return err
 	}
+	var ap *ledger.Approval
+	if b.NeedsApproval {
+		if ap, err = ld.ApprovalOf(ctx, b.ID); err != nil {
+			return err
+		}
+	}
 	if !fm.Human() {
-		return render.Document(f.IO.Out, fm, ShowResult{Batch: b, Manifest: man, Journal: jr, Audit: au, BlockedPartitions: bl, Verification: ver})
+		return render.Document(f.IO.Out, fm, ShowResult{Batch: b, Manifest: man, Journal: jr, Audit: au, BlockedPartitions: bl, Verification: ver, Approval: ap})
 	}
 	w := f.IO.Out
 	kv := func(k, v string) {
@@ -277,6 +285,12 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 		}
 		kv("Run", fmt.Sprintf("gone: the ledger says running, but its process has exited or stopped saying it is alive (last heard from %s). Resume with: %s",
 			heard, f.Again("dlq", resumeVerb(b), "--batch", b.ID, "--yes")))
+	}
+	switch {
+	case ap != nil:
+		kv("Approved", fmt.Sprintf("%s by %s: %s", render.Timestamp(ap.At), ap.By, ap.Why))
+	case b.NeedsApproval:
+		kv("Approval", fmt.Sprintf("awaiting a second person's approval (not %s): %s", b.By, f.Again("decisions", "approve", b.ID, "--why", "…")))
 	}
 	if !b.ExecutedAt.IsZero() {
 		kv("Executed", render.Timestamp(b.ExecutedAt))

@@ -156,6 +156,9 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	if err != nil {
 		return err
 	}
+	if cfg, err := f.Config(); err == nil {
+		req.ApprovalAbove = cfg.Approval.MinMessages
+	}
 	// The batch's items are most of the heap from the snapshot to the
 	// end, and a run allocates little beside them: collecting at half the
 	// default growth keeps the heap near what it holds (at the default it
@@ -231,7 +234,13 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	}, tick)
 	finish()
 	if res == nil {
-		return err
+		return refusal(err, sp.verb)
+	}
+	if res.Awaiting {
+		fmt.Fprintf(f.IO.ErrOut, "%s: more than %d need a second person's approval, so the batch is recorded and not run.\nSomeone other than %s approves it with: %s\nthen it runs with: %s\n",
+			plural(p.Messages(), "message", "messages"), req.ApprovalAbove, render.Clean(p.By()), f.Again("decisions", "approve", p.BatchID(), "--why", "…"), f.Again("dlq", sp.verb, "--batch", p.BatchID(), "--yes"))
+		fmt.Fprintln(f.IO.Out, p.BatchID())
+		return nil
 	}
 	next := present.Next(res.Next, sp.verb, p.BatchID(), f.Again)
 	if err != nil {
@@ -249,7 +258,13 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 // refusal words a batch's refusal (batch.Refusal) in the command's flags.
 func refusal(err error, verb string) error {
 	var held *batch.HeldError
+	var awaiting *batch.AwaitingError
+	var changed *batch.ChangedError
 	switch {
+	case errors.As(err, &awaiting):
+		return cmdutil.UsageError(fmt.Errorf("%v: it runs once approved (dlqctl decisions approve %s --why …)", err, awaiting.BatchID))
+	case errors.As(err, &changed):
+		return cmdutil.UsageError(fmt.Errorf("%v: run it as approved, or have the new plan approved (a new batch)", err))
 	case errors.Is(err, batch.ErrNoReason):
 		return cmdutil.FlagErrorf("--why is required: say why this batch is %s (it is recorded in the ledger)", map[string]string{"replay": "replayed", "rm": "discarded"}[verb])
 	case errors.As(err, &held):

@@ -167,7 +167,11 @@ func (s *session) plan(ctx context.Context, verb string, t target) (*planned, er
 	}
 	// Staged as the command stages it: a batch of any size is planned
 	// from the rows as they stream, and held on disk, not in memory.
-	req := batch.Request{Action: action, Selection: sel, Settings: batch.DefaultSettings(action), Stage: true,
+	var above int
+	if cfg, err := s.f.Config(); err == nil {
+		above = cfg.Approval.MinMessages
+	}
+	req := batch.Request{Action: action, Selection: sel, Settings: batch.DefaultSettings(action), Stage: true, ApprovalAbove: above,
 		Changed: func(string) bool { return false }, Engine: func(o *replay.Options, st batch.Settings) error { return st.Apply(o) }}
 	p, err := batch.Prepare(ctx, s.env(), req)
 	if err != nil {
@@ -236,6 +240,10 @@ func (pl *planned) Run(ctx context.Context, why string, progress func(done int))
 	if res == nil {
 		return nil, fieldError(err)
 	}
+	if res.Awaiting {
+		return &outcome{Report: res.Report, Awaiting: true, Next: []string{fmt.Sprintf("Recorded batch %s: it is larger than %d messages and awaits a second person's approval (%s), then runs with %s.",
+			pl.p.BatchID(), pl.p.ApprovalAbove(), pl.s.f.Again("decisions", "approve", pl.p.BatchID(), "--why", "…"), pl.s.f.Again("dlq", pl.verb, "--batch", pl.p.BatchID(), "--yes"))}}, nil
+	}
 	return &outcome{Report: res.Report, Next: present.Next(res.Next, pl.verb, pl.p.BatchID(), pl.s.f.Again), NewSince: res.NewSince, Err: err}, nil
 }
 
@@ -249,12 +257,16 @@ type outcome struct {
 	NewSince int
 	// Err is the ledger failure the run stopped on, if any.
 	Err error
+	// Awaiting: the batch was recorded awaiting approval, not run.
+	Awaiting bool
 }
 
 // Write writes the outcome as the command's summary, with the lines that
 // say how to finish the batch.
 func (o *outcome) Write(w io.Writer, pal *render.Palette) {
-	present.Report(w, pal, o.Report)
+	if !o.Awaiting {
+		present.Report(w, pal, o.Report)
+	}
 	if o.NewSince > 0 {
 		fmt.Fprintf(w, "%s matching the selection arrived since the plan; they are not in this batch.\n", present.Plural(o.NewSince, "new dead letter", "new dead letters"))
 	}

@@ -1,0 +1,72 @@
+package decisions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/pkg/batch"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/render"
+	"github.com/spf13/cobra"
+)
+
+// ApproveOptions are `decisions approve`'s flags.
+type ApproveOptions struct {
+	BatchID string
+	Why     string
+}
+
+// NewCmdApprove is the second pair of eyes on a large batch.
+func NewCmdApprove(f *cmdutil.Factory, runF func(*ApproveOptions) error) *cobra.Command {
+	o := &ApproveOptions{}
+	cmd := &cobra.Command{
+		Use:   "approve BATCH --why TEXT",
+		Short: "Approve a large replay or discard recorded awaiting a second person's approval",
+		Long: `Approve lets a batch that awaits approval run. With approval: {min-messages: N}
+in the config, a replay or discard of more than N messages is recorded with
+its frozen plan and not run; someone other than its author approves it
+here (the approver is the user dlqctl records decisions under: DLQCTL_USER,
+or the OS user; --by is not taken). Then dlq replay --batch (or dlq rm
+--batch) runs it, as approved: a changed --to-queue or --transform is a
+new plan, refused until approved again. The approval, who and why, is in
+the audit and in decisions show.`,
+		Example: `  $ dlqctl decisions approve 20261130T031502-9f3a --why "checked the plan: 40k orders, inventory fixed"
+  $ dlqctl dlq replay --batch 20261130T031502-9f3a --yes`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.BatchID = args[0]
+			if strings.TrimSpace(o.Why) == "" {
+				return cmdutil.FlagErrorf("--why is required: say why the plan is approved (it is recorded in the audit)")
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return approveRun(cmd.Context(), f, o)
+		},
+	}
+	cmd.Flags().StringVar(&o.Why, "why", "", "why the plan is approved (required; recorded in the audit)")
+	return cmd
+}
+
+func approveRun(ctx context.Context, f *cmdutil.Factory, o *ApproveOptions) error {
+	ld, err := f.Ledger(ctx)
+	if err != nil {
+		return err
+	}
+	b, err := batch.Approve(ctx, ld, o.BatchID, f.User(), o.Why, f.Now())
+	switch {
+	case errors.Is(err, ledger.ErrOwnApproval):
+		return cmdutil.UsageError(fmt.Errorf("%v: ask someone else to approve it", err))
+	case errors.Is(err, ledger.ErrNotApprovable):
+		return cmdutil.UsageError(err)
+	case err != nil:
+		return err
+	}
+	verb := map[string]string{ledger.ActionReplay: "replay", ledger.ActionDiscard: "rm"}[b.Action]
+	fmt.Fprintf(f.IO.ErrOut, "Approved %s batch %s (%d messages) by %s: %s\nRun it with: %s\n", b.Action, b.ID, b.Size, render.Clean(f.User()), render.Clean(o.Why),
+		f.Again("dlq", verb, "--batch", b.ID, "--yes"))
+	return nil
+}

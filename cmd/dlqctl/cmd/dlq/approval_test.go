@@ -1,0 +1,74 @@
+package dlq_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/internal/testutil"
+)
+
+// Four eyes: past approval.min-messages a replay is recorded with its
+// plan and not run; its author cannot approve it, a second person can;
+// then --batch runs it, as approved (a changed --to-queue is refused);
+// the audit and decisions show say who approved, and check counts the
+// batch as decided while it waits (not carried out past the SLO).
+func TestLargeBatchesNeedASecondPerson(t *testing.T) {
+	b, cli := seeded(t)
+	cli.WriteConfig("approval:\n  min-messages: 10\npolicies:\n  - queue: \"*\"\n    max-age: 1000d\n    triage-slo: 1000d\n")
+	depth := b.Depth()
+	out, _, _ := cli.Exec("dlq", "replay", "--class", "ad8e8ffc", "--why", "v4 parser", "--dry-run")
+	if !strings.Contains(out, "approval: more than 10 messages") {
+		t.Fatalf("the plan does not say it awaits approval:\n%s", out)
+	}
+	out, stderr, code := cli.Exec("dlq", "replay", "--class", "ad8e8ffc", "--why", "v4 parser", "--yes", "--rate", "0")
+	id := strings.TrimSpace(out)
+	if code != 0 || !regexp.MustCompile(`^\d{8}T\d{6}-[0-9a-f]{4}$`).MatchString(id) || !strings.Contains(stderr, "need a second person's approval") || b.Depth() != depth || len(b.LiveMessages()) != 0 {
+		t.Fatalf("a large replay ran, or did not say it awaits approval: exit %d, depth %d of %d\n%s\n%s", code, b.Depth(), depth, out, stderr)
+	}
+	if out, _, _ := cli.Exec("decisions", "ls"); !strings.Contains(out, "awaiting-approval") {
+		t.Fatalf("decisions ls:\n%s", out)
+	}
+	// Waiting for approval past the triage SLO is a decision not carried
+	// out: check (and the exporter, which judges the same) breaches.
+	cli.WriteConfig("approval:\n  min-messages: 10\npolicies:\n  - queue: \"*\"\n    max-age: 1000d\n    triage-slo: 1h\n")
+	cli.Clock = testutil.Now.Add(2 * time.Hour)
+	if _, stderr, code := cli.Exec("dlq", "check", "--queue", "orders"); code != 1 || !strings.Contains(stderr, "decided, not carried out: batch "+id) || !strings.Contains(stderr, "awaiting-approval") {
+		t.Fatalf("check while it awaits approval past the SLO: exit %d\n%s", code, stderr)
+	}
+	cli.Clock = time.Time{}
+	cli.WriteConfig("approval:\n  min-messages: 10\npolicies:\n  - queue: \"*\"\n    max-age: 1000d\n    triage-slo: 1000d\n")
+	if _, stderr, code := cli.Exec("dlq", "replay", "--batch", id, "--yes", "--rate", "0"); code != 2 || !strings.Contains(stderr, "awaits approval") || len(b.LiveMessages()) != 0 {
+		t.Fatalf("running it unapproved: exit %d\n%s", code, stderr)
+	}
+	// Its author (the CLI's user, oncall) cannot approve it.
+	if _, stderr, code := cli.Exec("decisions", "approve", id, "--why", "looks fine to me"); code != 2 || !strings.Contains(stderr, "someone other than its author") {
+		t.Fatalf("self-approval: exit %d\n%s", code, stderr)
+	}
+	cli.Env["DLQCTL_USER"] = "bob"
+	if _, stderr, code := cli.Exec("decisions", "approve", id, "--why", "checked the plan"); code != 0 || !strings.Contains(stderr, "Approved replay batch "+id) {
+		t.Fatalf("bob's approval: exit %d\n%s", code, stderr)
+	}
+	if _, stderr, code := cli.Exec("decisions", "approve", id, "--why", "again"); code != 2 {
+		t.Fatalf("approving twice: exit %d\n%s", code, stderr)
+	}
+	cli.Env["DLQCTL_USER"] = "oncall"
+	// Approved for the original destination: another one is another plan
+	// (a recorded batch's destination does not change either way).
+	if _, stderr, code := cli.Exec("dlq", "replay", "--batch", id, "--yes", "--rate", "0", "--to-queue", "orders-recovery"); code != 2 || len(b.LiveMessages()) != 0 {
+		t.Fatalf("a changed plan: exit %d\n%s", code, stderr)
+	}
+	if _, stderr, code := cli.Exec("dlq", "replay", "--batch", id, "--yes", "--rate", "0"); code != 0 || len(b.LiveMessages()) == 0 {
+		t.Fatalf("the approved batch: exit %d, %d live\n%s", code, len(b.LiveMessages()), stderr)
+	}
+	out, _, _ = cli.Exec("decisions", "show", id)
+	if !strings.Contains(out, "Approved:") || !strings.Contains(out, "by bob: checked the plan") || !strings.Contains(out, "approved") || !strings.Contains(out, "awaiting-approval") {
+		t.Fatalf("decisions show of an approved batch:\n%s", out)
+	}
+	// Below the threshold, a replay runs as before.
+	r := b.DeadLetterRows()[0]
+	if _, stderr, code := cli.Exec("dlq", "replay", r.PartitionID+"/"+r.TransactionID, "--why", "small", "--yes", "--rate", "0"); code != 0 || strings.Contains(stderr, "approval") {
+		t.Fatalf("a small replay: exit %d\n%s", code, stderr)
+	}
+}

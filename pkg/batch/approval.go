@@ -1,0 +1,105 @@
+package batch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+)
+
+// Four eyes for large batches (config approval: {min-messages: N}): a
+// fresh replay or discard of more than N messages is recorded awaiting
+// approval, not run (Run's Result.Awaiting); `decisions approve` by
+// someone other than its author approves its plan (Approve); `--batch`
+// runs it once approved, and only as approved (Refusal): a changed
+// destination or transform, or a changed manifest, needs a new approval.
+
+// AwaitingError: the batch awaits a second person's approval.
+type AwaitingError struct{ BatchID, By string }
+
+func (e *AwaitingError) Error() string {
+	return fmt.Sprintf("batch %s awaits approval by someone other than %s", e.BatchID, e.By)
+}
+
+// ChangedError: the plan is not the one approved.
+type ChangedError struct{ BatchID, What string }
+
+func (e *ChangedError) Error() string {
+	return fmt.Sprintf("batch %s was approved for another plan (%s changed since)", e.BatchID, e.What)
+}
+
+// planDigest binds an approval: the manifest's digest and what decides
+// where the copies go and what they carry.
+func planDigest(manifest string, st Settings) string {
+	h := sha256.Sum256([]byte(strings.Join([]string{manifest, st.ToQueue, st.Transform}, "\x00")))
+	return hex.EncodeToString(h[:])
+}
+
+// loadApproval reads a recorded batch's approval and manifest digest.
+func (p *Pending) loadApproval(ctx context.Context) error {
+	b := p.in.batch
+	if !b.NeedsApproval {
+		return nil
+	}
+	var err error
+	if p.approval, err = p.env.Ledger.ApprovalOf(ctx, b.ID); err != nil {
+		return err
+	}
+	p.manifestDigest, err = p.env.Ledger.ManifestDigest(ctx, b.ID)
+	return err
+}
+
+// approvalRefusal is why a recorded batch that needs approval cannot run
+// as asked, or nil.
+func (p *Pending) approvalRefusal() error {
+	b := p.in.batch
+	if b == nil || !b.NeedsApproval {
+		return nil
+	}
+	if p.approval == nil {
+		return &AwaitingError{BatchID: b.ID, By: b.By}
+	}
+	if planDigest(p.manifestDigest, p.settings) != p.approval.Digest {
+		var rec Settings
+		_ = json.Unmarshal(b.Settings, &rec)
+		what := "the manifest"
+		switch {
+		case rec.ToQueue != p.settings.ToQueue:
+			what = "--to-queue"
+		case rec.Transform != p.settings.Transform:
+			what = "--transform"
+		}
+		return &ChangedError{BatchID: b.ID, What: what}
+	}
+	return nil
+}
+
+// awaits reports whether a fresh batch is to be recorded awaiting
+// approval rather than run.
+func (p *Pending) awaits() bool {
+	return p.in.batch == nil && p.req.ApprovalAbove > 0 && p.Messages() > p.req.ApprovalAbove
+}
+
+// Approve is decisions approve: by (not the batch's author) approves the
+// plan of a batch awaiting approval, as it was recorded.
+func Approve(ctx context.Context, ld *ledger.Store, id, by, why string, now time.Time) (*ledger.Batch, error) {
+	if strings.TrimSpace(why) == "" {
+		return nil, ErrNoReason
+	}
+	b, err := ld.Batch(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var st Settings
+	_ = json.Unmarshal(b.Settings, &st)
+	m, err := ld.ManifestDigest(ctx, b.ID)
+	if err != nil {
+		return nil, err
+	}
+	return ld.Approve(ctx, b.ID, by, why, planDigest(m, st), now)
+}

@@ -1,0 +1,112 @@
+package ledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Four eyes: a policy can make a replay or discard of many messages a
+// recorded plan (StatusAwaiting) that runs only once someone other than
+// its author approved it. The approval is bound to the plan: a digest of
+// the frozen manifest and of what decides where the copies go, which the
+// run computes again (pkg/batch); a plan changed since is a new plan.
+
+// ErrNotApprovable: the batch does not await an approval (exit 2).
+var ErrNotApprovable = errors.New("the batch does not await approval")
+
+// ErrOwnApproval: the author of a batch cannot approve it (exit 2).
+var ErrOwnApproval = errors.New("a batch is approved by someone other than its author")
+
+// Approval is a second person's approval of a batch's plan.
+type Approval struct {
+	By     string    `json:"by"`
+	At     time.Time `json:"at"`
+	Why    string    `json:"why"`
+	Digest string    `json:"digest"`
+}
+
+// ManifestDigest is a digest of a batch's action and frozen manifest (its
+// addresses, in order): what an approval is bound to, with the settings
+// the caller adds.
+func (s *Store) ManifestDigest(ctx context.Context, id string) (string, error) {
+	b, err := s.Batch(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%d\x00", b.ID, b.Action, b.Size)
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT partition_id, transaction_id FROM batch_items WHERE batch_id = ? ORDER BY seq`), b.ID)
+	if err != nil {
+		return "", s.wrap("reading the manifest", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p, t string
+		if err := rows.Scan(&p, &t); err != nil {
+			return "", s.wrap("reading the manifest", err)
+		}
+		fmt.Fprintf(h, "%s/%s\x00", p, t)
+	}
+	if err := rows.Err(); err != nil {
+		return "", s.wrap("reading the manifest", err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Approve records by's approval of a batch awaiting one, bound to digest;
+// the batch is then recorded (it may run). Its author is refused.
+func (s *Store) Approve(ctx context.Context, id, by, why, digest string, now time.Time) (*Batch, error) {
+	b, err := s.Batch(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case b.Status != StatusAwaiting:
+		return nil, fmt.Errorf("%w: batch %s is %s", ErrNotApprovable, b.ID, b.Shown())
+	case by == b.By:
+		return nil, fmt.Errorf("%w: %s recorded batch %s", ErrOwnApproval, by, b.ID)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, s.wrap("approving the batch", err)
+	}
+	defer tx.Rollback()
+	res, err := s.exec(ctx, tx, `UPDATE batches SET status = ? WHERE id = ? AND status = ?`, StatusRecorded, b.ID, StatusAwaiting)
+	if err != nil {
+		return nil, s.wrap("approving the batch", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil, fmt.Errorf("%w: batch %s changed while it was being approved; look again (decisions show %s)", ErrNotApprovable, b.ID, b.ID)
+	}
+	if _, err := s.exec(ctx, tx, `INSERT INTO approvals (batch_id, by_name, at, why, digest) VALUES (?, ?, ?, ?, ?)`, b.ID, by, fmtTime(now), why, digest); err != nil {
+		return nil, s.wrap("approving the batch", err)
+	}
+	if err := s.auditTx(ctx, tx, now, b.Broker, b.ID, "approved", by, why); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, s.wrap("approving the batch", err)
+	}
+	b.Status = StatusRecorded
+	return b, nil
+}
+
+// ApprovalOf is a batch's approval, or nil.
+func (s *Store) ApprovalOf(ctx context.Context, id string) (*Approval, error) {
+	var a Approval
+	var at string
+	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT by_name, at, why, digest FROM approvals WHERE batch_id = ?`), id).Scan(&a.By, &at, &a.Why, &a.Digest)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.wrap("reading the approval", err)
+	}
+	a.At = parseTime(sql.NullString{String: at, Valid: true})
+	return &a, nil
+}
