@@ -10,8 +10,10 @@ import (
 // Started is a started exporter, for the tests: its address, its
 // exporter, and serve.
 type Started struct {
-	Addr  string
-	Exp   *exporter.Exporter
+	Addr string
+	Exp  *exporter.Exporter // the first context's
+	// Exps are every context's, by name ("" for the one of the flags).
+	Exps  map[string]*exporter.Exporter
 	Serve func(context.Context) error
 }
 
@@ -28,8 +30,16 @@ func Start(f *cmdutil.Factory, args ...string) (*Started, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Started{Addr: s.listeners[0].Addr().String(), Exp: s.exp, Serve: func(ctx context.Context) error {
-		defer s.exp.Close()
+	exps := map[string]*exporter.Exporter{}
+	for _, e := range s.exps {
+		exps[e.context] = e.exp
+	}
+	return &Started{Addr: s.listeners[0].Addr().String(), Exp: s.exps[0].exp, Exps: exps, Serve: func(ctx context.Context) error {
+		defer func() {
+			for _, e := range s.exps {
+				e.exp.Close()
+			}
+		}()
 		return s.serve(ctx)
 	}}, nil
 }

@@ -12,7 +12,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dlqctl/dlqctl/internal/build"
@@ -44,6 +46,9 @@ type Options struct {
 	AllScopes     bool
 	LogLevel      string
 	LogFormat     string
+	// AllContexts evaluates every context of the config (or the
+	// contexts --context a,b names), each labelled context=NAME.
+	AllContexts bool
 
 	interval, passTimeout time.Duration
 }
@@ -92,6 +97,7 @@ rules that go with it are in deploy/prometheus/ of dlqctl's repository.`,
 	fl.BoolVar(&o.AllScopes, "all-scopes", false, "also export the scopes with no dead letter that no policy names")
 	fl.StringVar(&o.LogLevel, "log.level", "info", "debug, info, warn or error")
 	fl.StringVar(&o.LogFormat, "log.format", "logfmt", "logfmt or json")
+	fl.BoolVar(&o.AllContexts, "all-contexts", false, "evaluate every context of the config (or name several: --context a,b), each on its own, every series labelled context=NAME")
 	return cmd
 }
 
@@ -139,7 +145,11 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	if err != nil {
 		return err
 	}
-	defer s.exp.Close()
+	defer func() {
+		for _, e := range s.exps {
+			e.exp.Close()
+		}
+	}()
 	for _, l := range s.listeners {
 		fmt.Fprintf(f.IO.ErrOut, "Serving metrics on http://%s%s\n", l.Addr(), o.TelemetryPath)
 	}
@@ -149,38 +159,117 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 // server is a started exporter: its listeners are bound, nothing is
 // served or evaluated yet.
 type server struct {
-	exp       *exporter.Exporter
+	exps      []named
 	srv       *http.Server
 	listeners []net.Listener
 	logger    *slog.Logger
 	o         *Options
 }
 
+// named is one context's exporter ("" when the exporter serves one).
+type named struct {
+	context string
+	exp     *exporter.Exporter
+}
+
 func start(f *cmdutil.Factory, o *Options) (*server, error) {
+	names, err := contexts(f, o)
+	if err != nil {
+		return nil, err
+	}
+	logger := newLogger(f, o)
+	version, revision, _ := build.Info()
+	var exps []named
+	var starting []func()
+	for _, name := range names {
+		sf := f
+		if name != "" {
+			sf = f.ForContext(name)
+		}
+		exp, said, err := newExporter(sf, o, logger, version, revision, name)
+		if err != nil {
+			return nil, err
+		}
+		exps = append(exps, named{name, exp})
+		starting = append(starting, said)
+	}
+	listeners, err := listen(o.Listen)
+	if err != nil {
+		return nil, err
+	}
+	for _, said := range starting {
+		said()
+	}
+	return &server{exps: exps, srv: &http.Server{Handler: handler(exps, o, version), ReadHeaderTimeout: 10 * time.Second},
+		listeners: listeners, logger: logger, o: o}, nil
+}
+
+// contexts are the contexts the exporter evaluates: [""] for the one the
+// flags and environment name, or each of --all-contexts (--context a,b).
+func contexts(f *cmdutil.Factory, o *Options) ([]string, error) {
+	list := strings.Contains(f.Globals.Context, ",")
+	if !o.AllContexts && !list {
+		return []string{""}, nil
+	}
+	for _, name := range []string{"server", "token", "token-file", "ledger"} {
+		if f.FlagChanged(name) {
+			return nil, cmdutil.FlagErrorf("--%s goes with one broker: an exporter of several contexts takes each one's server, token and ledger from the config", name)
+		}
+	}
 	cfg, err := f.Config()
 	if err != nil {
 		return nil, err
 	}
+	if o.AllContexts {
+		if list || f.FlagChanged("context") {
+			return nil, cmdutil.FlagErrorf("--all-contexts and --context name the contexts twice: give one")
+		}
+		if names := cfg.ContextNames(); len(names) > 0 {
+			return names, nil
+		}
+		return nil, cmdutil.FlagErrorf("--all-contexts: %s defines no context (dlqctl config set-context NAME --server URL)", cfg.Path())
+	}
+	var names []string
+	for _, n := range strings.Split(f.Globals.Context, ",") {
+		if n = strings.TrimSpace(n); n == "" || slices.Contains(names, n) {
+			continue
+		}
+		if cfg.Contexts[n] == nil {
+			return nil, cmdutil.FlagErrorf("--context %s: no context %q in %s (see dlqctl config view)", f.Globals.Context, n, cfg.Path())
+		}
+		names = append(names, n)
+	}
+	return names, nil
+}
+
+// newExporter is one context's exporter, from its factory, and the log
+// line that says it starts.
+func newExporter(f *cmdutil.Factory, o *Options, logger *slog.Logger, version, revision, name string) (*exporter.Exporter, func(), error) {
+	cfg, err := f.Config()
+	if err != nil {
+		return nil, nil, err
+	}
 	cl, err := f.Client()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	settings, err := f.Settings()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	_, _, shownLedger, err := ledger.ParseDSN(settings.Ledger)
 	if err != nil {
-		return nil, cmdutil.UsageError(err)
+		return nil, nil, cmdutil.UsageError(err)
 	}
-	logger := newLogger(f, o)
-	version, revision, _ := build.Info()
+	if name != "" {
+		logger = logger.With("context", name)
+	}
 	exp := exporter.New(exporter.Config{
 		Client: cl,
 		// The ledger is opened by the passes, not here: one that is down
 		// at start is reported (dlqctl_ledger_up 0) and picked up later.
 		Ledger:      func(ctx context.Context) (*ledger.Store, error) { return ledger.Open(ctx, settings.Ledger) },
-		Policies:    cfg.PolicySetFor(f.ContextName()),
+		Policies:    cfg.PolicySetFor(settings.Context),
 		Now:         f.Now,
 		Interval:    o.interval,
 		PassTimeout: o.passTimeout,
@@ -191,14 +280,10 @@ func start(f *cmdutil.Factory, o *Options) (*server, error) {
 		Revision:    revision,
 		Logger:      logger,
 	})
-	listeners, err := listen(o.Listen)
-	if err != nil {
-		return nil, err
-	}
-	logger.Info("dlqctl exporter starting", "version", version, "broker", cl.Server(), "ledger", shownLedger,
-		"interval", o.interval, "sync", o.Sync)
-	return &server{exp: exp, srv: &http.Server{Handler: handler(exp, o, version), ReadHeaderTimeout: 10 * time.Second},
-		listeners: listeners, logger: logger, o: o}, nil
+	return exp, func() {
+		logger.Info("dlqctl exporter starting", "version", version, "broker", cl.Server(), "ledger", shownLedger,
+			"interval", o.interval, "sync", o.Sync)
+	}, nil
 }
 
 // serve runs the passes and serves until ctx is done (SIGTERM, SIGINT),
@@ -206,7 +291,16 @@ func start(f *cmdutil.Factory, o *Options) (*server, error) {
 func (s *server) serve(ctx context.Context) error {
 	pctx, stopPasses := context.WithCancel(ctx)
 	passes := make(chan struct{})
-	go func() { defer close(passes); s.exp.Run(pctx) }()
+	go func() {
+		// Each context passes on its own: one broker that is down or slow
+		// holds back no other's.
+		var wg sync.WaitGroup
+		for _, e := range s.exps {
+			wg.Go(func() { e.exp.Run(pctx) })
+		}
+		wg.Wait()
+		close(passes)
+	}()
 	flags := &web.FlagConfig{WebListenAddresses: &s.o.Listen, WebConfigFile: &s.o.WebConfig}
 	errc := make(chan error, 1)
 	go func() { errc <- web.ServeMultiple(s.listeners, s.srv, flags, s.logger) }()
@@ -264,16 +358,33 @@ func newLogger(f *cmdutil.Factory, o *Options) *slog.Logger {
 }
 
 // handler serves the metrics, /healthz and the landing page.
-func handler(exp *exporter.Exporter, o *Options, version string) http.Handler {
+func handler(exps []named, o *Options, version string) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(exp,
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, e := range exps {
+		if e.context == "" {
+			reg.MustRegister(e.exp)
+			continue
+		}
+		// Every series of a context's exporter carries its name.
+		prometheus.WrapRegistererWith(prometheus.Labels{"context": e.context}, reg).MustRegister(e.exp)
+	}
 	mux := http.NewServeMux()
 	mux.Handle(o.TelemetryPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(healthOf(exp.Snapshot()))
+		if len(exps) == 1 && exps[0].context == "" {
+			_ = json.NewEncoder(w).Encode(healthOf(exps[0].exp.Snapshot()))
+			return
+		}
+		out := struct {
+			Status   string            `json:"status"`
+			Contexts map[string]health `json:"contexts"`
+		}{Status: "ok", Contexts: map[string]health{}}
+		for _, e := range exps {
+			out.Contexts[e.context] = healthOf(e.exp.Snapshot())
+		}
+		_ = json.NewEncoder(w).Encode(out)
 	})
 	landing, err := web.NewLandingPage(web.LandingConfig{
 		Name:        "dlqctl exporter",

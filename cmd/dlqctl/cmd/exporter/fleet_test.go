@@ -1,0 +1,126 @@
+package exporter_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	dlqctl "github.com/dlqctl/dlqctl"
+	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/exporter"
+	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
+	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/sandbox"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// One exporter over the fleet: each context is evaluated on its own, and
+// every series carries its context; a context whose broker is down for
+// pass after pass has broker_up 0 and blanks, stalls or changes no other.
+func TestExporterOverContexts(t *testing.T) {
+	url := func() string {
+		b := sandbox.New(func() time.Time { return testutil.Now })
+		if err := b.Load(dlqctl.SandboxSeed); err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(b.Handler())
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := "http://" + l.Addr().String()
+	l.Close()
+	dir := t.TempDir()
+	cli := testutil.NewCLI(t, "", root.Run)
+	delete(cli.Env, "DLQCTL_SERVER")
+	delete(cli.Env, "DLQCTL_LEDGER")
+	cli.WriteConfig(fmt.Sprintf(`contexts:
+  calm:
+    server: %s
+    ledger: sqlite://%s
+    policies:
+      - queue: "*"
+        max-age: 1000d
+  busy:
+    server: %s
+    ledger: sqlite://%s
+  gone:
+    server: %s
+    ledger: sqlite://%s
+`, url(), filepath.Join(dir, "calm.db"), url(), filepath.Join(dir, "busy.db"), gone, filepath.Join(dir, "gone.db")))
+	f, _, _, _ := cli.Factory()
+	f.Globals.Timeout = time.Second
+	s, err := exporter.Start(f, "--web.listen-address", "127.0.0.1:0", "--interval", "1h", "--all-contexts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Exps) != 3 {
+		t.Fatalf("%d exporters for 3 contexts", len(s.Exps))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for round := 0; round < 3; round++ {
+		for name, e := range s.Exps {
+			if err := e.Pass(ctx); (err != nil) != (name == "gone") {
+				t.Fatalf("round %d, %s: pass error %v", round, name, err)
+			}
+		}
+		fams := scrape(t, "http://"+s.Addr+"/metrics")
+		up := map[string]float64{}
+		for _, m := range fams["dlqctl_broker_up"].GetMetric() {
+			up[label(m, "context")] = m.GetGauge().GetValue()
+		}
+		if up["calm"] != 1 || up["busy"] != 1 || up["gone"] != 0 || len(up) != 3 {
+			t.Fatalf("round %d: broker_up by context %v", round, up)
+		}
+		breach := map[string]bool{}
+		for _, m := range fams["dlqctl_dlq_breach"].GetMetric() {
+			if label(m, "context") == "" {
+				t.Fatalf("a series without its context: %v", m)
+			}
+			breach[label(m, "context")] = breach[label(m, "context")] || m.GetGauge().GetValue() == 1
+		}
+		if breach["calm"] || !breach["busy"] {
+			t.Fatalf("round %d: breaches by context %v (calm's own policy lets its dead letters wait)", round, breach)
+		}
+		if depth(fams, "gone") != 0 || depth(fams, "busy") == 0 || depth(fams, "busy") != depth(fams, "calm") {
+			t.Fatalf("round %d: depths gone %v, busy %v, calm %v", round, depth(fams, "gone"), depth(fams, "busy"), depth(fams, "calm"))
+		}
+	}
+	health := get(t, "http://"+s.Addr+"/healthz")
+	if !strings.Contains(health, `"gone":{"status":"ok","brokerUp":false`) || !strings.Contains(health, `"calm":{"status":"ok","brokerUp":true`) {
+		t.Fatalf("/healthz: %s", health)
+	}
+}
+
+func depth(fams map[string]*dto.MetricFamily, context string) float64 {
+	n := 0.0
+	for _, m := range fams["dlqctl_dlq_depth"].GetMetric() {
+		if label(m, "context") == context {
+			n += m.GetGauge().GetValue()
+		}
+	}
+	return n
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
