@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/user"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -124,6 +125,46 @@ func (f *Factory) ContextName() string {
 		return s.Context
 	}
 	return ""
+}
+
+// Contexts are the contexts a command of several judges: every one of
+// the config with all (--all-contexts), or those --context a,b names; nil
+// when the command is to use the one the flags and environment name.
+// --server, --token and --ledger name one broker, and are refused.
+func (f *Factory) Contexts(all bool, what string) ([]string, error) {
+	list := strings.Contains(f.Globals.Context, ",")
+	if !all && !list {
+		return nil, nil
+	}
+	for _, name := range []string{"server", "token", "token-file", "ledger"} {
+		if f.FlagChanged(name) {
+			return nil, FlagErrorf("--%s goes with one broker: %s of several contexts takes each one's server, token and ledger from the config", name, what)
+		}
+	}
+	cfg, err := f.Config()
+	if err != nil {
+		return nil, err
+	}
+	if all {
+		if list || f.FlagChanged("context") {
+			return nil, FlagErrorf("--all-contexts and --context name the contexts twice: give one")
+		}
+		if names := cfg.ContextNames(); len(names) > 0 {
+			return names, nil
+		}
+		return nil, FlagErrorf("--all-contexts: %s defines no context (dlqctl config set-context NAME --server URL)", cfg.Path())
+	}
+	var names []string
+	for _, n := range strings.Split(f.Globals.Context, ",") {
+		if n = strings.TrimSpace(n); n == "" || slices.Contains(names, n) {
+			continue
+		}
+		if cfg.Contexts[n] == nil {
+			return nil, FlagErrorf("--context %s: no context %q in %s (see dlqctl config view)", f.Globals.Context, n, cfg.Path())
+		}
+		names = append(names, n)
+	}
+	return names, nil
 }
 
 // ForContext is a factory for one context of the config, for a command

@@ -113,7 +113,7 @@ func NewRedactor(token string) Redactor {
 
 // encodings are the forms a server may echo a token in: as it is;
 // JSON-escaped (encoding/json's, with / as \/ as PHP writes it, and every
-// character as \uXXXX); percent-encoded (query and path escaping, every
+// character as \u and four hex digits); percent-encoded (query and path escaping, every
 // byte as %XX in both cases); base64 in its four alphabets, at each of
 // the three alignments it may start at inside a longer encoded text
 // (user:TOKEN in a Basic header): the characters that depend on the

@@ -89,7 +89,7 @@ func checkRun(ctx context.Context, f *cmdutil.Factory, o *CheckOptions) error {
 	if err != nil {
 		return err
 	}
-	names, err := fleetContexts(f, o)
+	names, err := f.Contexts(o.AllContexts, "a check")
 	if err != nil {
 		return err
 	}

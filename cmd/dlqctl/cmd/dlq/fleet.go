@@ -37,48 +37,6 @@ type FleetResult struct {
 	Contexts []ContextVerdict `json:"contexts"`
 }
 
-// fleetContexts are the contexts a check judges: every one with
-// --all-contexts, the named ones with --context a,b; nil for one.
-func fleetContexts(f *cmdutil.Factory, o *CheckOptions) ([]string, error) {
-	list := strings.Contains(f.Globals.Context, ",")
-	if !o.AllContexts && !list {
-		return nil, nil
-	}
-	for _, name := range []string{"server", "token", "token-file", "ledger"} {
-		if f.FlagChanged(name) {
-			return nil, cmdutil.FlagErrorf("--%s goes with one broker: a check of several contexts takes each one's server, token and ledger from the config", name)
-		}
-	}
-	cfg, err := f.Config()
-	if err != nil {
-		return nil, err
-	}
-	if o.AllContexts {
-		if list || f.FlagChanged("context") {
-			return nil, cmdutil.FlagErrorf("--all-contexts and --context name the contexts twice: give one")
-		}
-		names := cfg.ContextNames()
-		if len(names) == 0 {
-			return nil, cmdutil.FlagErrorf("--all-contexts: %s defines no context (dlqctl config set-context NAME --server URL)", cfg.Path())
-		}
-		return names, nil
-	}
-	var names []string
-	seen := map[string]bool{}
-	for _, n := range strings.Split(f.Globals.Context, ",") {
-		n = strings.TrimSpace(n)
-		if n == "" || seen[n] {
-			continue
-		}
-		if cfg.Contexts[n] == nil {
-			return nil, cmdutil.FlagErrorf("--context %s: no context %q in %s (see dlqctl config view)", f.Globals.Context, n, cfg.Path())
-		}
-		seen[n] = true
-		names = append(names, n)
-	}
-	return names, nil
-}
-
 // checkFleet judges each context concurrently and prints one answer.
 func checkFleet(ctx context.Context, f *cmdutil.Factory, o *CheckOptions, names []string) error {
 	fm, err := f.Format()

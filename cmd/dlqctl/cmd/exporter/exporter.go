@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -173,9 +172,12 @@ type named struct {
 }
 
 func start(f *cmdutil.Factory, o *Options) (*server, error) {
-	names, err := contexts(f, o)
+	names, err := f.Contexts(o.AllContexts, "an exporter")
 	if err != nil {
 		return nil, err
+	}
+	if names == nil {
+		names = []string{""} // the context the flags and environment name
 	}
 	logger := newLogger(f, o)
 	version, revision, _ := build.Info()
@@ -202,44 +204,6 @@ func start(f *cmdutil.Factory, o *Options) (*server, error) {
 	}
 	return &server{exps: exps, srv: &http.Server{Handler: handler(exps, o, version), ReadHeaderTimeout: 10 * time.Second},
 		listeners: listeners, logger: logger, o: o}, nil
-}
-
-// contexts are the contexts the exporter evaluates: [""] for the one the
-// flags and environment name, or each of --all-contexts (--context a,b).
-func contexts(f *cmdutil.Factory, o *Options) ([]string, error) {
-	list := strings.Contains(f.Globals.Context, ",")
-	if !o.AllContexts && !list {
-		return []string{""}, nil
-	}
-	for _, name := range []string{"server", "token", "token-file", "ledger"} {
-		if f.FlagChanged(name) {
-			return nil, cmdutil.FlagErrorf("--%s goes with one broker: an exporter of several contexts takes each one's server, token and ledger from the config", name)
-		}
-	}
-	cfg, err := f.Config()
-	if err != nil {
-		return nil, err
-	}
-	if o.AllContexts {
-		if list || f.FlagChanged("context") {
-			return nil, cmdutil.FlagErrorf("--all-contexts and --context name the contexts twice: give one")
-		}
-		if names := cfg.ContextNames(); len(names) > 0 {
-			return names, nil
-		}
-		return nil, cmdutil.FlagErrorf("--all-contexts: %s defines no context (dlqctl config set-context NAME --server URL)", cfg.Path())
-	}
-	var names []string
-	for _, n := range strings.Split(f.Globals.Context, ",") {
-		if n = strings.TrimSpace(n); n == "" || slices.Contains(names, n) {
-			continue
-		}
-		if cfg.Contexts[n] == nil {
-			return nil, cmdutil.FlagErrorf("--context %s: no context %q in %s (see dlqctl config view)", f.Globals.Context, n, cfg.Path())
-		}
-		names = append(names, n)
-	}
-	return names, nil
 }
 
 // newExporter is one context's exporter, from its factory, and the log
