@@ -195,7 +195,6 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 		at             TEXT NOT NULL,
 		PRIMARY KEY (broker, partition_id, transaction_id)
 	);
-	CREATE INDEX current_decisions_batch ON current_decisions (batch_id);
 	INSERT INTO current_decisions (broker, partition_id, transaction_id, batch_id, at)
 		SELECT broker, partition_id, transaction_id, id, at FROM (
 			SELECT bi.broker, bi.partition_id, bi.transaction_id, b.id, b.at,
