@@ -2,66 +2,18 @@ package dlq_test
 
 import (
 	"encoding/json"
-	"fmt"
-	"net"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
 	"github.com/dlqctl/dlqctl/internal/testutil"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
-
-// fleet is three contexts: calm (its own policy lets its dead letters
-// wait 1000 days), busy (no policy: max-age 0, it breaches) and gone (a
-// port nothing listens on).
-func fleet(t *testing.T) *testutil.CLI {
-	t.Helper()
-	url := func() string {
-		b := sandbox.New(func() time.Time { return testutil.Now })
-		if err := b.Load(dlqctl.SandboxSeed); err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(b.Handler())
-		t.Cleanup(srv.Close)
-		return srv.URL
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone := "http://" + l.Addr().String()
-	l.Close()
-	dir := t.TempDir()
-	cli := testutil.NewCLI(t, "", root.Run)
-	delete(cli.Env, "DLQCTL_SERVER") // each context names its own
-	delete(cli.Env, "DLQCTL_LEDGER")
-	cli.WriteConfig(fmt.Sprintf(`contexts:
-  calm:
-    server: %s
-    ledger: sqlite://%s
-    policies:
-      - queue: "*"
-        max-age: 1000d
-  busy:
-    server: %s
-    ledger: sqlite://%s
-  gone:
-    server: %s
-    ledger: sqlite://%s
-`, url(), filepath.Join(dir, "calm.db"), url(), filepath.Join(dir, "busy.db"), gone, filepath.Join(dir, "gone.db")))
-	return cli
-}
 
 // One gate over the fleet: every context judged with its own broker,
 // ledger and policies; the worst verdict is the exit (an unreachable
 // context is exit 3, never a pass); each format names the context.
 func TestCheckAllContexts(t *testing.T) {
-	cli := fleet(t)
+	cli := testutil.Fleet(t, root.Run)
 	out, stderr, code := cli.Exec("--timeout", "2s", "dlq", "check", "--all-contexts", "-o", "json")
 	if code != 3 {
 		t.Fatalf("a context is unreachable: exit %d, want 3\n%s", code, stderr)

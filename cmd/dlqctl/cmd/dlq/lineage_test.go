@@ -2,15 +2,10 @@ package dlq_test
 
 import (
 	"encoding/json"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
-	dlqctl "github.com/dlqctl/dlqctl"
-	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
-	"github.com/dlqctl/dlqctl/internal/testutil"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
@@ -23,14 +18,7 @@ import (
 func TestCopyThatFailsAgainShowsItsLineage(t *testing.T) {
 	for _, line := range []sandbox.Line{sandbox.Queen015, sandbox.Queen15, sandbox.Queen16} {
 		t.Run(string(line), func(t *testing.T) {
-			b := sandbox.New(func() time.Time { return testutil.Now })
-			b.SetLine(line)
-			if err := b.Load(dlqctl.SandboxSeed); err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewServer(b.Handler())
-			t.Cleanup(srv.Close)
-			cli := testutil.NewCLI(t, srv.URL, root.Run)
+			b, cli := onLine(t, line)
 			// Single-row messages of one queue: each is replayed whole (on
 			// 1.6, by the broker's move).
 			_, stderr, code := cli.Exec("dlq", "replay", "--class", "3ce87dde", "--why", "fixed", "--yes", "--rate", "0")

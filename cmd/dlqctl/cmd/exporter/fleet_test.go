@@ -2,21 +2,15 @@ package exporter_test
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/exporter"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
 	"github.com/dlqctl/dlqctl/internal/testutil"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -24,39 +18,7 @@ import (
 // every series carries its context; a context whose broker is down for
 // pass after pass has broker_up 0 and blanks, stalls or changes no other.
 func TestExporterOverContexts(t *testing.T) {
-	url := func() string {
-		b := sandbox.New(func() time.Time { return testutil.Now })
-		if err := b.Load(dlqctl.SandboxSeed); err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(b.Handler())
-		t.Cleanup(srv.Close)
-		return srv.URL
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone := "http://" + l.Addr().String()
-	l.Close()
-	dir := t.TempDir()
-	cli := testutil.NewCLI(t, "", root.Run)
-	delete(cli.Env, "DLQCTL_SERVER")
-	delete(cli.Env, "DLQCTL_LEDGER")
-	cli.WriteConfig(fmt.Sprintf(`contexts:
-  calm:
-    server: %s
-    ledger: sqlite://%s
-    policies:
-      - queue: "*"
-        max-age: 1000d
-  busy:
-    server: %s
-    ledger: sqlite://%s
-  gone:
-    server: %s
-    ledger: sqlite://%s
-`, url(), filepath.Join(dir, "calm.db"), url(), filepath.Join(dir, "busy.db"), gone, filepath.Join(dir, "gone.db")))
+	cli := testutil.Fleet(t, root.Run)
 	f, _, _, _ := cli.Factory()
 	f.Globals.Timeout = time.Second
 	s, err := exporter.Start(f, "--web.listen-address", "127.0.0.1:0", "--interval", "1h", "--all-contexts")
