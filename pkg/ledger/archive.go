@@ -35,7 +35,14 @@ type Archiver struct {
 	broker string
 	now    time.Time
 	buf    []client.Row
+	at     map[archiveKey]int // where each buffered row is in buf
 	n      int
+}
+
+// archiveKey is what makes an archived row one row.
+type archiveKey struct {
+	partition, txid, group string
+	failedAt               string // as written: the key's column
 }
 
 // NewArchiver starts archiving rows seen at now.
@@ -43,8 +50,20 @@ func (s *Store) NewArchiver(broker string, now time.Time) *Archiver {
 	return &Archiver{s: s, broker: broker, now: now}
 }
 
-// Add queues a row; it is written when the chunk fills or on Flush.
+// Add queues a row; it is written when the chunk fills or on Flush. A
+// row given twice (a paging broker's listing can repeat one that a
+// newer dead letter pushed onto the next page) is written once: the
+// later copy wins.
 func (a *Archiver) Add(ctx context.Context, r client.Row) error {
+	k := archiveKey{r.PartitionID, r.TransactionID, r.ConsumerGroup, fmtTime(r.FailedAt)}
+	if i, ok := a.at[k]; ok {
+		a.buf[i] = r
+		return nil
+	}
+	if a.at == nil {
+		a.at = map[archiveKey]int{}
+	}
+	a.at[k] = len(a.buf)
 	a.buf = append(a.buf, r)
 	if len(a.buf) >= 1000 {
 		return a.Flush(ctx)
@@ -89,6 +108,7 @@ func (a *Archiver) Flush(ctx context.Context) error {
 	}
 	a.n += len(a.buf)
 	a.buf = a.buf[:0]
+	clear(a.at)
 	return nil
 }
 

@@ -251,6 +251,34 @@ func TestInBatch(t *testing.T) {
 	})
 }
 
+// A listing that gives a row twice (offset paging over a DLQ that grew
+// while it was read shifts a row onto the next page) archives it once,
+// in one chunk or across two: PostgreSQL refuses an upsert that touches
+// a row twice in one statement.
+func TestArchiveRowListedTwice(t *testing.T) {
+	testkit.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
+		ctx := context.Background()
+		a := s.NewArchiver("http://b", t0)
+		row := client.Row{ID: "1", PartitionID: "p-1", TransactionID: "t-1", Queue: "orders", ConsumerGroup: "billing", ErrorMessage: "boom", FailedAt: t0}
+		for i := 0; i < 1500; i++ {
+			r := row
+			if i != 0 && i != 5 && i != 1200 { // 0 and 5 in one statement, 1200 in the next chunk
+				r.TransactionID = fmt.Sprintf("t-%d", i+2)
+			}
+			if err := a.Add(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.ArchivedRows(ctx, "http://b", ledger.ArchiveFilter{})
+		if err != nil || len(got) != 1500-2 {
+			t.Fatalf("archived %d rows, %v; want %d", len(got), err, 1500-2)
+		}
+	})
+}
+
 func TestSyncMarksVanished(t *testing.T) {
 	testkit.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
 		ctx := context.Background()
