@@ -505,3 +505,46 @@ func BenchmarkDecisionsPerRow(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkVerifyMemory replays n dead letters (one consumer group, so
+// n copies) with the real binary, then runs `decisions verify BATCH -o
+// json` over them, every copy still pending so every one is listed, and
+// reports verify's peak RSS and the bytes it held a copy (goal: under
+// 64 MB at 1M copies; DLQCTL_BENCH_VERIFY_COPIES sets n, 100k by default).
+func BenchmarkVerifyMemory(b *testing.B) {
+	bin := binary(b)
+	n := 100_000
+	if v, err := strconv.Atoi(os.Getenv("DLQCTL_BENCH_VERIFY_COPIES")); err == nil && v > 0 {
+		n = v
+	}
+	sb := sandbox.New(nil)
+	sb.Fill(n, 1)
+	srv := httptest.NewServer(sb.Handler())
+	defer srv.Close()
+	dsn := "sqlite://" + filepath.Join(b.TempDir(), "l.db")
+	runDlq(b, bin, srv.URL, dsn, "dlq", "replay", "--all", "--why", "bench", "--yes", "--rate", "0", "--order", "none")
+	ld, err := ledger.Open(context.Background(), dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bs, err := ld.Batches(context.Background(), ledger.BatchFilter{Action: ledger.ActionReplay, Limit: 1})
+	ld.Close()
+	if err != nil || len(bs) != 1 {
+		b.Fatalf("the replay's batch: %v %v", bs, err)
+	}
+	copies := len(sb.LiveMessages())
+	if copies < n*8/10 {
+		b.Fatalf("%d copies live after replaying %d rows", copies, n)
+	}
+	b.Run(fmt.Sprintf("copies=%d", n), func(b *testing.B) {
+		var peak int64
+		var t time.Duration
+		for i := 0; i < b.N; i++ {
+			d, kb := runDlq(b, bin, srv.URL, dsn, "decisions", "verify", bs[0].ID, "-o", "json", "--concurrency", "16")
+			peak, t = max(peak, kb), t+d
+		}
+		b.ReportMetric(float64(peak)/1024, "maxrss-MB")
+		b.ReportMetric(float64(peak)*1024/float64(copies), "peak-bytes/copy")
+		b.ReportMetric(float64(copies*b.N)/t.Seconds(), "copies/s")
+	})
+}

@@ -21,6 +21,11 @@ type VerifyOptions struct {
 	Now         func() time.Time
 	// Progress is told how many copies have been asked about.
 	Progress func(done, total int)
+	// NotCompleted, when set, is given each copy that is not completed,
+	// in manifest order, and Verification.NotCompleted stays empty: a
+	// verification of a million copies holds a page of them, never the
+	// list. An error from it ends the verification.
+	NotCompleted func(CopyState) error
 }
 
 // Verification is what became of the copies a replay batch published
@@ -42,7 +47,11 @@ type Verification struct {
 	// an earlier verification (completed is final).
 	Asked   int             `json:"asked"`
 	ByQueue []QueueVerified `json:"byQueue"`
-	// NotCompleted lists every copy that is not completed.
+	// NotAsked counts the copies an interrupted verification did not
+	// reach (counted in Unchecked, not listed).
+	NotAsked int `json:"notAsked,omitempty"`
+	// NotCompleted lists every copy that is not completed (unless
+	// VerifyOptions.NotCompleted took them).
 	NotCompleted []CopyState `json:"notCompleted,omitempty"`
 	// Complete: every copy completed; the batch is now "verified".
 	Complete bool `json:"complete"`
@@ -76,11 +85,17 @@ type CopyState struct {
 // unchecked is the status of a copy that could not be asked about.
 const unchecked = "unchecked"
 
+// copyPage is how many copies a verification reads, asks about and
+// records at a time.
+const copyPage = 1000
+
 // Verify asks the broker what became of each copy a replay batch
 // published, records every answer and the counts in the ledger, and marks
 // the batch verified when every copy completed. Copies an earlier
 // verification found completed are not asked again, so a large batch's
-// verification can be run again until it is done.
+// verification can be run again until it is done. It holds a page of
+// copies at a time: each page's answers are recorded before the next is
+// read, so an interrupted verification keeps what it learned.
 func Verify(ctx context.Context, cl *client.Client, ld *ledger.Store, batchID string, o VerifyOptions) (*Verification, error) {
 	b, err := ld.Batch(ctx, batchID)
 	if err != nil {
@@ -92,34 +107,51 @@ func Verify(ctx context.Context, cl *client.Client, ld *ledger.Store, batchID st
 	if b.Broker != cl.Broker() {
 		return nil, errs.Usagef("batch %s was run against %s, not %s: verify it with --server pointing there", b.ID, b.Broker, cl.Broker())
 	}
-	copies, err := ld.Copies(ctx, b.ID)
+	total, err := ld.CountCopies(ctx, b.ID)
 	if err != nil {
 		return nil, err
-	}
-	man, err := ld.Manifest(ctx, b.ID)
-	if err != nil {
-		return nil, err
-	}
-	origQueue := make(map[client.Address]string, len(man))
-	for _, m := range man {
-		origQueue[m.Address] = m.Queue
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	states := askCopies(ctx, cl, copies, origQueue, o)
-	v := tally(b.ID, copies, states)
-	var save []ledger.Verified
-	for i, c := range copies {
-		if st := states[i]; st.Status != unchecked && st.Status != c.Verified {
-			save = append(save, ledger.Verified{Of: c.Of, Status: st.Status})
+	t := newTally(b.ID)
+	collect := o.NotCompleted
+	if collect == nil {
+		collect = func(st CopyState) error {
+			t.v.NotCompleted = append(t.v.NotCompleted, st)
+			return nil
 		}
 	}
-	now := o.Now()
+	asked := &progress{total: total, report: o.Progress}
 	jctx := context.WithoutCancel(ctx)
-	if err := ld.SaveVerified(jctx, b.Broker, save, now); err != nil {
-		return nil, err
+	now := o.Now()
+	for after := -1; ctx.Err() == nil; {
+		page, err := ld.CopiesAfter(ctx, b.ID, after, copyPage)
+		if err != nil {
+			return nil, err
+		}
+		if len(page) == 0 {
+			break
+		}
+		after = page[len(page)-1].Seq
+		states := askCopies(ctx, cl, page, o, asked)
+		var save []ledger.Verified
+		for i, c := range page {
+			st := states[i]
+			if t.add(c, st) {
+				if err := collect(st); err != nil {
+					return nil, err
+				}
+			}
+			if st.Status != unchecked && st.Status != c.Verified {
+				save = append(save, ledger.Verified{Of: c.Of, Status: st.Status})
+			}
+		}
+		if err := ld.SaveVerified(jctx, b.Broker, save, now); err != nil {
+			return nil, err
+		}
 	}
+	v := t.done(total)
 	counts := map[string]int{ledger.CopyCompleted: v.Completed, ledger.CopyPending: v.Pending, ledger.CopyDeadAgain: v.DeadLetteredAgain,
 		ledger.CopyMissing: v.Missing, unchecked: v.Unchecked}
 	if err := ld.RecordVerification(jctx, b.Broker, ledger.Verification{BatchID: b.ID, At: now, By: o.By, Counts: counts, Complete: v.Complete}); err != nil {
@@ -128,9 +160,27 @@ func Verify(ctx context.Context, cl *client.Client, ld *ledger.Store, batchID st
 	return v, ctx.Err()
 }
 
-// askCopies asks the broker about each copy not known to be completed,
-// at most o.Concurrency at a time and o.Rate a second.
-func askCopies(ctx context.Context, cl *client.Client, copies []ledger.Copy, origQueue map[client.Address]string, o VerifyOptions) []CopyState {
+// progress counts the copies asked about, across pages and workers.
+type progress struct {
+	mu     sync.Mutex
+	done   int
+	total  int
+	report func(done, total int)
+}
+
+func (p *progress) one() {
+	if p.report == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done++
+	p.report(p.done, max(p.total, p.done))
+}
+
+// askCopies asks the broker about each copy of a page not known to be
+// completed, at most o.Concurrency at a time and o.Rate a second.
+func askCopies(ctx context.Context, cl *client.Client, copies []ledger.Copy, o VerifyOptions, asked *progress) []CopyState {
 	states := make([]CopyState, len(copies))
 	workers := o.Concurrency
 	if workers <= 0 {
@@ -142,20 +192,13 @@ func askCopies(ctx context.Context, cl *client.Client, copies []ledger.Copy, ori
 	}
 	jobs := make(chan int)
 	var wg sync.WaitGroup
-	var mu sync.Mutex
-	done := 0
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				states[i] = askCopy(ctx, cl, lim, copies[i], origQueue)
-				mu.Lock()
-				done++
-				if o.Progress != nil {
-					o.Progress(done, len(copies))
-				}
-				mu.Unlock()
+				states[i] = askCopy(ctx, cl, lim, copies[i])
+				asked.one()
 			}
 		}()
 	}
@@ -167,17 +210,17 @@ func askCopies(ctx context.Context, cl *client.Client, copies []ledger.Copy, ori
 	return states
 }
 
-func askCopy(ctx context.Context, cl *client.Client, lim *rate.Limiter, c ledger.Copy, origQueue map[client.Address]string) CopyState {
+func askCopy(ctx context.Context, cl *client.Client, lim *rate.Limiter, c ledger.Copy) CopyState {
 	queue := c.Queue
 	if queue == "" {
-		queue = origQueue[c.Of]
+		queue = c.Origin
 	}
 	st := CopyState{Of: c.Of, Address: c.Address, Queue: queue}
 	if c.Verified == ledger.CopyCompleted {
 		st.Status = ledger.CopyCompleted // final: not asked again
 		return st
 	}
-	if st.Address.PartitionID == "" && (c.Queue == "" || c.Queue == origQueue[c.Of]) {
+	if st.Address.PartitionID == "" && (c.Queue == "" || c.Queue == c.Origin) {
 		// Published to the dead letter's own queue and partition: the
 		// copy's partition is the original's.
 		st.Address.PartitionID = c.Of.PartitionID
@@ -213,48 +256,68 @@ func askCopy(ctx context.Context, cl *client.Client, lim *rate.Limiter, c ledger
 	return st
 }
 
-func tally(batchID string, copies []ledger.Copy, states []CopyState) *Verification {
-	v := &Verification{BatchID: batchID, Copies: len(copies)}
-	byQueue := map[string]*QueueVerified{}
-	for i, st := range states {
-		q := byQueue[st.Queue]
-		if q == nil {
-			q = &QueueVerified{Queue: st.Queue}
-			byQueue[st.Queue] = q
-		}
-		if copies[i].Verified != ledger.CopyCompleted {
-			v.Asked++
-		}
-		if copies[i].Elsewhere {
-			v.MovedElsewhere++
-		}
-		switch st.Status {
-		case ledger.CopyCompleted:
-			v.Completed++
-			q.Completed++
-			continue
-		case ledger.CopyPending:
-			v.Pending++
-			q.Pending++
-			for _, g := range st.Groups {
-				if q.PendingGroups == nil {
-					q.PendingGroups = map[string]int{}
-				}
-				q.PendingGroups[g]++
-			}
-		case ledger.CopyDeadAgain:
-			v.DeadLetteredAgain++
-			q.DeadLetteredAgain++
-		case ledger.CopyMissing:
-			v.Missing++
-			q.Missing++
-		default:
-			v.Unchecked++
-			q.Unchecked++
-		}
-		v.NotCompleted = append(v.NotCompleted, st)
+// tally counts a verification's copies as their answers come, a page at
+// a time: what it holds grows with the destination queues and consumer
+// groups, not the copies.
+type tally struct {
+	v       *Verification
+	byQueue map[string]*QueueVerified
+}
+
+func newTally(batchID string) *tally {
+	return &tally{v: &Verification{BatchID: batchID}, byQueue: map[string]*QueueVerified{}}
+}
+
+// add counts one copy's answer, and says whether it is not completed.
+func (t *tally) add(c ledger.Copy, st CopyState) (notCompleted bool) {
+	v := t.v
+	v.Copies++
+	q := t.byQueue[st.Queue]
+	if q == nil {
+		q = &QueueVerified{Queue: st.Queue}
+		t.byQueue[st.Queue] = q
 	}
-	for _, q := range byQueue {
+	if c.Verified != ledger.CopyCompleted {
+		v.Asked++
+	}
+	if c.Elsewhere {
+		v.MovedElsewhere++
+	}
+	switch st.Status {
+	case ledger.CopyCompleted:
+		v.Completed++
+		q.Completed++
+		return false
+	case ledger.CopyPending:
+		v.Pending++
+		q.Pending++
+		for _, g := range st.Groups {
+			if q.PendingGroups == nil {
+				q.PendingGroups = map[string]int{}
+			}
+			q.PendingGroups[g]++
+		}
+	case ledger.CopyDeadAgain:
+		v.DeadLetteredAgain++
+		q.DeadLetteredAgain++
+	case ledger.CopyMissing:
+		v.Missing++
+		q.Missing++
+	default:
+		v.Unchecked++
+		q.Unchecked++
+	}
+	return true
+}
+
+// done ends the count: copies of the batch's total the verification
+// did not reach (it was interrupted) are unchecked.
+func (t *tally) done(total int) *Verification {
+	v := t.v
+	if rest := total - v.Copies; rest > 0 {
+		v.NotAsked, v.Unchecked, v.Copies = rest, v.Unchecked+rest, total
+	}
+	for _, q := range t.byQueue {
 		v.ByQueue = append(v.ByQueue, *q)
 	}
 	sort.Slice(v.ByQueue, func(i, j int) bool { return v.ByQueue[i].Queue < v.ByQueue[j].Queue })

@@ -2,7 +2,9 @@ package batch_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
@@ -127,4 +129,78 @@ func run(t *testing.T, env batch.Env, action string, s replay.Selection) *batch.
 		t.Fatal(err)
 	}
 	return res
+}
+
+// A batch of more copies than a page is verified a page at a time: every
+// copy counted once, each not completed given to the sink once, in
+// manifest order. Interrupted part way, the pages asked are recorded,
+// the rest are counted as not asked, and the next verify finishes it.
+func TestVerifyPages(t *testing.T) {
+	testkit.ForEachLedger(t, func(t *testing.T, _ *ledger.Store, dsn string) {
+		b, url := seeded(t, func(b *sandbox.Broker) { b.Fill(2600, 1) })
+		env := batch.Env{Client: testkit.Client(t, url), Ledger: testkit.OpenLedger(t, dsn), Now: func() time.Time { return now }, User: "tester"}
+		ctx := context.Background()
+		res := run(t, env, replay.Replay, replay.Selection{All: true})
+		live := b.LiveMessages()
+		n := len(live)
+		if n < 1500 || res.Report.Replayed != n {
+			t.Fatalf("%d copies live for %d replayed", n, res.Report.Replayed)
+		}
+		for _, m := range live[:n/2] {
+			b.Complete(m.PartitionID, m.TransactionID)
+		}
+
+		// Interrupted once 500 copies (of the first page's 1,000) were
+		// asked about: the rest of the page is unchecked, the next never
+		// read.
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var sunk int
+		v, err := batch.Verify(cctx, env.Client, env.Ledger, res.Report.BatchID, batch.VerifyOptions{
+			NotCompleted: func(batch.CopyState) error { sunk++; return nil },
+			Progress: func(done, total int) {
+				if done == 500 {
+					cancel()
+				}
+			}})
+		if err == nil || v == nil {
+			t.Fatalf("interrupted: %v %+v", err, v)
+		}
+		if v.Copies != n || v.NotAsked != n-1000 || v.Completed+v.Pending+v.Unchecked != n || len(v.NotCompleted) != 0 || sunk != n-v.Completed-v.NotAsked {
+			t.Fatalf("interrupted: %d copies, sunk %d: %+v", n, sunk, v)
+		}
+
+		// Run again: the pages asked before are not asked again where
+		// they completed; every copy is counted, each not completed once.
+		seen := map[string]bool{}
+		var order []string
+		v, err = batch.Verify(ctx, env.Client, env.Ledger, res.Report.BatchID, batch.VerifyOptions{
+			NotCompleted: func(st batch.CopyState) error {
+				if seen[st.Of.String()] {
+					t.Errorf("%s given twice", st.Of)
+				}
+				seen[st.Of.String()] = true
+				order = append(order, st.Of.String())
+				return nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Copies != n || v.Completed != n/2 || v.Pending != n-n/2 || v.NotAsked != 0 || len(seen) != n-n/2 || v.Asked >= n {
+			t.Fatalf("second verify of %d copies: %+v (%d not completed given)", n, v, len(seen))
+		}
+		man, err := env.Ledger.Manifest(ctx, res.Report.BatchID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, m := range man {
+			if seen[m.Address.String()] {
+				want = append(want, m.Address.String())
+			}
+		}
+		if strings.Join(order, " ") != strings.Join(want, " ") {
+			t.Fatal("the copies not completed are not given in manifest order")
+		}
+	})
 }

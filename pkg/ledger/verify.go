@@ -23,7 +23,14 @@ type Copy struct {
 	Of client.Address `json:"of"`
 	// Address is the copy's own, where the journal knows it.
 	Address client.Address `json:"address"`
-	Queue   string         `json:"queue,omitempty"`
+	// Queue is where the copy was published ("" when the journal did not
+	// record it: the dead letter's own queue, Origin).
+	Queue string `json:"queue,omitempty"`
+	// Origin is the dead letter's queue, from the batch's manifest.
+	Origin string `json:"-"`
+	// Seq is the dead letter's place in the manifest: CopiesAfter reads
+	// on from the last copy's.
+	Seq int `json:"-"`
 	// Verified is the copy's status when last asked ("" never asked).
 	Verified string `json:"verified,omitempty"`
 	// Elsewhere: another hand published it (the broker's console, while
@@ -31,22 +38,35 @@ type Copy struct {
 	Elsewhere bool `json:"movedElsewhere,omitempty"`
 }
 
-// Copies are the copies a batch published: its addresses the journal
-// says were replayed (published, or published and removed), and those
-// another hand replayed while the batch held them.
-func (s *Store) Copies(ctx context.Context, batchID string) ([]Copy, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT partition_id, transaction_id, replay_partition_id, replay_txid, replay_queue, verified, outcome
-		FROM journal WHERE batch_id = ? AND action = 'replay' AND replay_txid <> '' AND (state = 'published' OR (state = 'removed' AND outcome IN ('replayed', 'movedElsewhere')))
-		ORDER BY partition_id, transaction_id`), batchID)
+// copyWhere picks a batch's copies from the journal: its addresses the
+// journal says were replayed (published, or published and removed), and
+// those another hand replayed while the batch held them.
+const copyWhere = `j.batch_id = ? AND j.action = 'replay' AND j.replay_txid <> '' AND (j.state = 'published' OR (j.state = 'removed' AND j.outcome IN ('replayed', 'movedElsewhere')))`
+
+// CountCopies counts the copies a batch published.
+func (s *Store) CountCopies(ctx context.Context, batchID string) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT COUNT(*) FROM journal j WHERE `+copyWhere), batchID).Scan(&n)
+	return n, s.wrap("reading the journal", err)
+}
+
+// CopiesAfter reads at most limit of the copies a batch published, in
+// manifest order, after the one at manifest place after (-1 for the
+// first): a verification holds a page, never the batch.
+func (s *Store) CopiesAfter(ctx context.Context, batchID string, after, limit int) ([]Copy, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT bi.seq, bi.queue, j.partition_id, j.transaction_id, j.replay_partition_id, j.replay_txid, j.replay_queue, j.verified, j.outcome
+		FROM batch_items bi JOIN journal j ON j.broker = bi.broker AND j.partition_id = bi.partition_id AND j.transaction_id = bi.transaction_id
+		WHERE bi.batch_id = ? AND bi.seq > ? AND `+copyWhere+`
+		ORDER BY bi.seq LIMIT ?`), batchID, after, batchID, limit)
 	if err != nil {
 		return nil, s.wrap("reading the journal", err)
 	}
 	defer rows.Close()
-	var out []Copy
+	out := make([]Copy, 0, limit)
 	for rows.Next() {
 		var c Copy
 		var outcome string
-		if err := rows.Scan(&c.Of.PartitionID, &c.Of.TransactionID, &c.Address.PartitionID, &c.Address.TransactionID, &c.Queue, &c.Verified, &outcome); err != nil {
+		if err := rows.Scan(&c.Seq, &c.Origin, &c.Of.PartitionID, &c.Of.TransactionID, &c.Address.PartitionID, &c.Address.TransactionID, &c.Queue, &c.Verified, &outcome); err != nil {
 			return nil, s.wrap("reading the journal", err)
 		}
 		c.Elsewhere = outcome == "movedElsewhere"

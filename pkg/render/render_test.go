@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 func TestAge(t *testing.T) {
@@ -139,6 +141,76 @@ func TestCleanEscapesInvisibleCharacters(t *testing.T) {
 	for _, keep := range []string{"naïve café", "日本語", "emoji 😀", "Ελληνικά"} {
 		if Clean(keep) != keep {
 			t.Errorf("Clean(%q) = %q: visible text must stay", keep, Clean(keep))
+		}
+	}
+}
+
+// A document with a spooled list reads back as the same document with
+// the list in it, in every machine format, empty or not, and the JSON is
+// what Document prints with the list last.
+func TestDocumentWithList(t *testing.T) {
+	type head struct {
+		Batch string         `json:"batchId"`
+		Count int            `json:"count"`
+		By    map[string]int `json:"by,omitempty"`
+	}
+	type item struct {
+		Of     string   `json:"of"`
+		Groups []string `json:"groups,omitempty"`
+		Why    string   `json:"why,omitempty"`
+	}
+	type whole struct {
+		head
+		List []item `json:"list"`
+	}
+	for _, list := range [][]item{nil, {{Of: "a"}}, {{Of: "a", Groups: []string{"g1", "g2"}}, {Of: "b: c", Why: "line\nbreak \"quoted\""}, {Of: "d"}}} {
+		var spool bytes.Buffer
+		for _, it := range list {
+			line, _ := json.Marshal(it)
+			spool.Write(append(line, '\n'))
+		}
+		h := head{Batch: "b-1", Count: len(list), By: map[string]int{"orders": 2}}
+		want := whole{head: h, List: list}
+		if want.List == nil {
+			want.List = []item{}
+		}
+		for _, f := range []Format{JSON, NDJSON, YAML} {
+			var out bytes.Buffer
+			if err := DocumentWithList(&out, f, h, "list", bytes.NewReader(spool.Bytes())); err != nil {
+				t.Fatal(err)
+			}
+			var got whole
+			raw := out.Bytes()
+			if f == YAML {
+				var err error
+				if raw, err = yaml.YAMLToJSON(raw); err != nil {
+					t.Fatalf("%s: %v\n%s", f, err, out.String())
+				}
+			}
+			if err := json.Unmarshal(raw, &got); err != nil {
+				t.Fatalf("%s: %v\n%s", f, err, out.String())
+			}
+			if got.List == nil {
+				got.List = []item{}
+			}
+			g, _ := json.Marshal(got)
+			w, _ := json.Marshal(want)
+			if !bytes.Equal(g, w) {
+				t.Errorf("%s: read back\n%s\nwant\n%s\nfrom\n%s", f, g, w, out.String())
+			}
+			if f == NDJSON && bytes.Count(out.Bytes(), []byte("\n")) != 1 {
+				t.Errorf("ndjson is one line: %q", out.String())
+			}
+			if f == JSON {
+				var doc bytes.Buffer
+				_ = Document(&doc, JSON, struct {
+					head
+					List []item `json:"list"`
+				}{h, want.List})
+				if doc.String() != out.String() {
+					t.Errorf("json differs from Document's:\n%s\nwant\n%s", out.String(), doc.String())
+				}
+			}
 		}
 	}
 }

@@ -134,3 +134,116 @@ func Document(w io.Writer, f Format, v any) error {
 	}
 	return fmt.Errorf("format %s is not a document format", f)
 }
+
+// DocumentWithList writes v as Document does, with one more field, key,
+// whose value is the list of JSON values in items, one a line (a spool
+// a command wrote as it went): the list is copied through a line at a
+// time, never held. v must marshal to an object without key; the list
+// comes last.
+func DocumentWithList(w io.Writer, f Format, v any, key string, items io.Reader) error {
+	head, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(head) < 2 || head[0] != '{' {
+		return fmt.Errorf("a %T is not an object", v)
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	lines := bufio.NewReaderSize(items, 64<<10)
+	name, _ := json.Marshal(key)
+	open := head[:len(head)-1] // without its closing brace
+	sep := []byte(",")
+	if len(head) == 2 {
+		sep = nil
+	}
+	var ind bytes.Buffer
+	n := 0
+	each := func(do func(item []byte) error) error {
+		for {
+			line, err := lines.ReadBytes('\n')
+			if line = bytes.TrimSpace(line); len(line) > 0 {
+				if err := do(line); err != nil {
+					return err
+				}
+				n++
+			}
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	switch f {
+	case JSON:
+		if err := json.Indent(&ind, head, "", "  "); err != nil {
+			return err
+		}
+		top := bytes.TrimSuffix(bytes.TrimSpace(ind.Bytes()), []byte("}"))
+		bw.Write(bytes.TrimRight(top, "\n"))
+		fmt.Fprintf(bw, "%s\n  %s: [", sep, name)
+		err = each(func(item []byte) error {
+			ind.Reset()
+			if err := json.Indent(&ind, item, "    ", "  "); err != nil {
+				return err
+			}
+			if n > 0 {
+				bw.WriteByte(',')
+			}
+			bw.WriteString("\n    ")
+			_, err := bw.Write(ind.Bytes())
+			return err
+		})
+		if n > 0 {
+			bw.WriteString("\n  ")
+		}
+		bw.WriteString("]\n}\n")
+	case NDJSON:
+		bw.Write(open)
+		fmt.Fprintf(bw, "%s%s:[", sep, name)
+		err = each(func(item []byte) error {
+			if n > 0 {
+				bw.WriteByte(',')
+			}
+			_, err := bw.Write(item)
+			return err
+		})
+		bw.WriteString("]}\n")
+	case YAML:
+		y, yerr := yaml.JSONToYAML(head)
+		if yerr != nil {
+			return yerr
+		}
+		if len(head) > 2 {
+			bw.Write(y)
+		}
+		k, _ := yaml.JSONToYAML([]byte(`{` + string(name) + `:0}`))
+		bw.Write(bytes.TrimRight(bytes.TrimSuffix(bytes.TrimSpace(k), []byte("0")), " "))
+		err = each(func(item []byte) error {
+			y, err := yaml.JSONToYAML(item)
+			if err != nil {
+				return err
+			}
+			for i, l := range bytes.Split(bytes.TrimRight(y, "\n"), []byte("\n")) {
+				if i == 0 {
+					bw.WriteString("\n- ")
+				} else {
+					bw.WriteString("\n  ")
+				}
+				bw.Write(l)
+			}
+			return nil
+		})
+		if n == 0 {
+			bw.WriteString(" []")
+		}
+		bw.WriteByte('\n')
+	default:
+		return fmt.Errorf("format %s is not a document format", f)
+	}
+	if err != nil {
+		return err
+	}
+	return bw.Flush()
+}

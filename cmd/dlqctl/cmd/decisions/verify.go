@@ -1,10 +1,13 @@
 package decisions
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,6 +15,7 @@ import (
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/spf13/cobra"
 )
@@ -72,16 +76,26 @@ func verifyRun(ctx context.Context, f *cmdutil.Factory, o *VerifyOptions) error 
 	if err != nil {
 		return err
 	}
-	v, err := batch.Verify(ctx, cl, ld, o.BatchID, batch.VerifyOptions{Concurrency: o.Concurrency, Rate: o.Rate, By: f.User(), Now: f.Now})
+	nc := &notCompleted{}
+	if !fm.Human() {
+		// -o json lists every copy not completed: a million of them go
+		// to a file as they come, not to memory, and are copied out last.
+		if nc.spool, err = os.CreateTemp("", "dlqctl-verify-*.ndjson"); err != nil {
+			return spoolErr(err)
+		}
+		defer func() { nc.spool.Close(); os.Remove(nc.spool.Name()) }()
+		nc.w = bufio.NewWriter(nc.spool)
+	}
+	v, err := batch.Verify(ctx, cl, ld, o.BatchID, batch.VerifyOptions{Concurrency: o.Concurrency, Rate: o.Rate, By: f.User(), Now: f.Now, NotCompleted: nc.add})
 	if v == nil {
 		return err
 	}
 	if !fm.Human() {
-		if derr := render.Document(f.IO.Out, fm, v); derr != nil {
+		if derr := nc.writeDocument(f.IO.Out, fm, v); derr != nil {
 			return derr
 		}
 	} else {
-		writeVerification(f.IO.Out, v)
+		writeVerification(f.IO.Out, v, nc)
 	}
 	switch {
 	case err != nil:
@@ -92,7 +106,57 @@ func verifyRun(ctx context.Context, f *cmdutil.Factory, o *VerifyOptions) error 
 	return nil
 }
 
-func writeVerification(w io.Writer, v *batch.Verification) {
+// shownNotCompleted is how many copies not completed a person is shown.
+const shownNotCompleted = 20
+
+// notCompleted takes the copies a verification found not completed: the
+// first few for a person, the queue of the first dead-lettered again,
+// and, for a machine format, every one spooled to a file.
+type notCompleted struct {
+	first     []batch.CopyState
+	n         int
+	deadQueue string
+	spool     *os.File
+	w         *bufio.Writer
+}
+
+func (nc *notCompleted) add(st batch.CopyState) error {
+	nc.n++
+	if len(nc.first) < shownNotCompleted {
+		nc.first = append(nc.first, st)
+	}
+	if nc.deadQueue == "" && st.Status == ledger.CopyDeadAgain {
+		nc.deadQueue = st.Queue
+	}
+	if nc.w == nil {
+		return nil
+	}
+	line, err := json.Marshal(st)
+	if err == nil {
+		_, err = nc.w.Write(append(line, '\n'))
+	}
+	if err != nil {
+		return spoolErr(err)
+	}
+	return nil
+}
+
+// writeDocument prints the verification with every copy not completed.
+func (nc *notCompleted) writeDocument(w io.Writer, fm render.Format, v *batch.Verification) error {
+	if err := nc.w.Flush(); err != nil {
+		return spoolErr(err)
+	}
+	if _, err := nc.spool.Seek(0, io.SeekStart); err != nil {
+		return spoolErr(err)
+	}
+	return render.DocumentWithList(w, fm, v, "notCompleted", nc.spool)
+}
+
+func spoolErr(err error) error {
+	return fmt.Errorf("keeping the copies not completed (in TMPDIR, %s): %w", os.TempDir(), err)
+}
+
+func writeVerification(w io.Writer, v *batch.Verification, nc *notCompleted) {
 	c := render.Clean
 	fmt.Fprintf(w, "Batch %s: %d copies: %d completed, %d pending, %d dead-lettered again, %d missing", v.BatchID, v.Copies, v.Completed, v.Pending, v.DeadLetteredAgain, v.Missing)
 	if v.Unchecked > 0 {
@@ -102,6 +166,9 @@ func writeVerification(w io.Writer, v *batch.Verification) {
 		fmt.Fprintf(w, " (%d asked now; the rest were completed at an earlier verify)", v.Asked)
 	}
 	fmt.Fprintln(w)
+	if v.NotAsked > 0 {
+		fmt.Fprintf(w, "Interrupted: %d copies were not reached; run it again to ask about them\n", v.NotAsked)
+	}
 	if v.MovedElsewhere > 0 {
 		fmt.Fprintf(w, "%d of the copies were published by another hand (moved elsewhere while the batch ran: the broker's console); they are counted with the rest\n", v.MovedElsewhere)
 	}
@@ -118,14 +185,10 @@ func writeVerification(w io.Writer, v *batch.Verification) {
 	if len(rows) > 0 {
 		_ = render.WriteTable(w, []string{"QUEUE", "COMPLETED", "PENDING", "DEAD-LETTERED-AGAIN", "MISSING", "NOT CONSUMED BY"}, rows)
 	}
-	const shown = 20
-	if len(v.NotCompleted) > 0 {
+	if len(nc.first) > 0 {
 		fmt.Fprintln(w, "\nNot completed:")
 		rows = nil
-		for i, s := range v.NotCompleted {
-			if i == shown {
-				break
-			}
+		for _, s := range nc.first {
 			groups := make([]string, len(s.Groups))
 			for k, g := range s.Groups {
 				groups[k] = client.GroupLabel(g)
@@ -137,7 +200,7 @@ func writeVerification(w io.Writer, v *batch.Verification) {
 			rows = append(rows, []string{c(s.Address.String()), c(s.Of.String()), c(s.Queue), s.Status, render.Truncate(c(orDash(detail)), 60)})
 		}
 		_ = render.WriteTable(w, []string{"COPY", "OF", "QUEUE", "STATUS", "GROUPS / WHY"}, rows)
-		if n := len(v.NotCompleted) - shown; n > 0 {
+		if n := nc.n - len(nc.first); n > 0 {
 			fmt.Fprintf(w, "… and %d more (-o json lists every one)\n", n)
 		}
 	}
@@ -146,13 +209,8 @@ func writeVerification(w io.Writer, v *batch.Verification) {
 		fmt.Fprintln(w, "Every copy completed: the batch is verified.")
 	case v.Copies == 0:
 		fmt.Fprintln(w, "The batch published no copy (nothing replayed yet, or every one a duplicate).")
-	case v.DeadLetteredAgain > 0:
-		for _, s := range v.NotCompleted {
-			if s.Status == "deadLetteredAgain" {
-				fmt.Fprintf(w, "Dead-lettered again: their failures are in dlqctl dlq ls --queue %s; the batch does not replay them twice.\n", c(s.Queue))
-				break
-			}
-		}
+	case nc.deadQueue != "":
+		fmt.Fprintf(w, "Dead-lettered again: their failures are in dlqctl dlq ls --queue %s; the batch does not replay them twice.\n", c(nc.deadQueue))
 	}
 }
 
