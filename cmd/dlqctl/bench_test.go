@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"github.com/creack/pty"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
@@ -547,4 +550,126 @@ func BenchmarkVerifyMemory(b *testing.B) {
 		b.ReportMetric(float64(peak)*1024/float64(copies), "peak-bytes/copy")
 		b.ReportMetric(float64(copies*b.N)/t.Seconds(), "copies/s")
 	})
+}
+
+// BenchmarkReplayEndToEnd: `dlq replay --all --rate 0 --order none` of
+// 8,000 dead letters (one consumer group) by the real binary, the
+// sandbox in its own process, beside a bare loop that pushes and deletes
+// the same messages 16 at a time (what the replay's calls cost, with
+// nothing recorded), and the replay with --no-trace (a 1.5 broker takes
+// a lineage trace a copy, calls the bare loop does not make), taking
+// turns on a fresh broker each.
+// It reports the medians' ratio (goal: within 1.25x) and each phase's
+// share of the replay, from its -o json phases (goal: recording within
+// 15% of the run). DLQCTL_BENCH_REPLAY_ROWS sets the size.
+func BenchmarkReplayEndToEnd(b *testing.B) {
+	bin := binary(b)
+	n := 8_000
+	if v, err := strconv.Atoi(os.Getenv("DLQCTL_BENCH_REPLAY_ROWS")); err == nil && v > 0 {
+		n = v
+	}
+	seed := sandbox.Seed{Queues: []sandbox.SeedQueue{{Name: "orders", RetryLimit: 3, ConsumerGroups: []string{"billing"}}}}
+	for i := 0; i < n; i++ {
+		seed.DeadLetters = append(seed.DeadLetters, sandbox.SeedDeadLetter{Queue: "orders", Partition: strconv.Itoa(i % 16), TransactionID: fmt.Sprintf("order:%d", i),
+			ConsumerGroup: "billing", Error: "boom", RetryCount: 3, Age: fmt.Sprintf("%ds", n-i), Data: json.RawMessage(fmt.Sprintf(`{"orderId":%d}`, i))})
+	}
+	seedFile := filepath.Join(b.TempDir(), "seed.json")
+	raw, _ := json.Marshal(seed)
+	if err := os.WriteFile(seedFile, raw, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	broker := func() (url string, stop func()) {
+		addr := freeAddr(b)
+		cmd := exec.Command(bin, "sandbox", "--addr", addr, "--seed", seedFile)
+		cmd.Env = append(os.Environ(), "DLQCTL_CONFIG="+filepath.Join(b.TempDir(), "c.yaml"))
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		url = "http://" + addr
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if resp, err := http.Get(url + "/health"); err == nil {
+				resp.Body.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatal("the sandbox did not start")
+			}
+		}
+		return url, func() { cmd.Process.Kill(); cmd.Wait() }
+	}
+	bare := func(url string) time.Duration {
+		c := testkit.Client(b, url)
+		sel := &replay.Selection{All: true}
+		sel.Compile()
+		items, err := replay.Snapshot(context.Background(), c, sel, 500)
+		if err != nil || len(items) != n {
+			b.Fatalf("%d items, %v", len(items), err)
+		}
+		start := time.Now()
+		feed := make(chan replay.Item)
+		var wg sync.WaitGroup
+		for w := 0; w < 16; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for it := range feed {
+					if _, err := c.Push(context.Background(), []client.PushItem{{Queue: it.Queue, Partition: it.Partition, Payload: it.Newest().Data, TransactionID: client.CopyID(it.Rows[0].ID)}}); err != nil {
+						b.Error(err)
+					}
+					if err := c.Delete(context.Background(), it.Address); err != nil {
+						b.Error(err)
+					}
+				}
+			}()
+		}
+		for _, it := range items {
+			feed <- it
+		}
+		close(feed)
+		wg.Wait()
+		return time.Since(start)
+	}
+	replayOnce := func(extra ...string) (float64, replay.Phases) {
+		url, stop := broker()
+		defer stop()
+		start := time.Now()
+		cmd := exec.Command(bin, append([]string{"dlq", "replay", "--all", "--why", "bench", "--yes", "--rate", "0", "--order", "none", "--concurrency", "16", "-o", "json"}, extra...)...)
+		cmd.Env = append(os.Environ(), "DLQCTL_SERVER="+url, "DLQCTL_LEDGER=sqlite://"+filepath.Join(b.TempDir(), "l.db"), "DLQCTL_CONFIG="+filepath.Join(b.TempDir(), "c.yaml"))
+		out, err := cmd.Output()
+		took := time.Since(start).Seconds()
+		var rep replay.Report
+		if err != nil || json.Unmarshal(out, &rep) != nil || rep.Replayed != n || rep.Phases == nil {
+			b.Fatalf("replay: %v %+v", err, rep.Outcome())
+		}
+		return took, *rep.Phases
+	}
+	var tBare, tReplay, tNoTrace []float64
+	var phases []replay.Phases
+	for i := 0; i < b.N; i++ {
+		url, stop := broker()
+		tBare = append(tBare, bare(url).Seconds())
+		stop()
+		t, ph := replayOnce()
+		tReplay, phases = append(tReplay, t), append(phases, ph)
+		t, _ = replayOnce("--no-trace") // the lineage traces are calls the bare loop does not make
+		tNoTrace = append(tNoTrace, t)
+	}
+	mid := func(xs []float64) float64 { s := slices.Clone(xs); slices.Sort(s); return s[len(s)/2] }
+	pick := func(f func(p replay.Phases) float64) float64 {
+		var xs []float64
+		for _, p := range phases {
+			xs = append(xs, f(p))
+		}
+		return mid(xs)
+	}
+	run := pick(func(p replay.Phases) float64 { return p.Run })
+	b.ReportMetric(mid(tReplay), "replay-s")
+	b.ReportMetric(mid(tBare), "bare-s")
+	b.ReportMetric(mid(tReplay)/mid(tBare), "replay/bare")
+	b.ReportMetric(mid(tNoTrace)/mid(tBare), "no-trace/bare")
+	b.ReportMetric(run/mid(tBare), "run/bare")
+	b.ReportMetric(pick(func(p replay.Phases) float64 { return p.Plan }), "plan-s")
+	b.ReportMetric(pick(func(p replay.Phases) float64 { return p.Record + p.Archive }), "record+archive-s")
+	b.ReportMetric(pick(func(p replay.Phases) float64 { return (p.Record + p.Archive) / p.Run }), "record/run")
+	b.ReportMetric(pick(func(p replay.Phases) float64 { return p.Settle }), "settle-s")
 }

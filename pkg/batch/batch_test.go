@@ -88,6 +88,11 @@ func TestReplayLifecycle(t *testing.T) {
 		if err != nil || bt.Status != ledger.StatusDone || bt.By != "tester" {
 			t.Fatalf("batch %+v %v", bt, err)
 		}
+		// Each phase is timed (replay -o json: phases), on the wall clock.
+		if ph := res.Report.Phases; ph == nil || ph.Plan <= 0 || ph.Record <= 0 || ph.Archive <= 0 || ph.Run <= 0 || ph.Settle <= 0 ||
+			ph.Plan+ph.Record+ph.Archive+ph.Run+ph.Settle > 60 {
+			t.Fatalf("phases %+v", res.Report.Phases)
+		}
 		again, err := batch.Prepare(ctx, env, request(replay.Replay, sel))
 		if err != nil || again.Messages() != 0 {
 			t.Fatalf("the same selection again: %d messages (%v)", again.Messages(), err)

@@ -71,6 +71,8 @@ type Request struct {
 // prints as the plan, and what the triage screen shows before it asks.
 type Pending struct {
 	env      Env
+	began    time.Time     // when Prepare began (the wall clock: phases)
+	planTook time.Duration // Prepare to the end of MakePlan
 	req      Request
 	in       *input
 	settings Settings
@@ -108,7 +110,7 @@ type Pending struct {
 // Prepare snapshots the selection (or loads the recorded batch), settles
 // the settings and the replay order; nothing is written anywhere.
 func Prepare(ctx context.Context, env Env, req Request) (*Pending, error) {
-	p := &Pending{env: env, req: req}
+	p := &Pending{env: env, req: req, began: time.Now()}
 	if req.Selection != nil {
 		if err := inspect.CheckNames(ctx, env.Client, req.Selection); err != nil {
 			return nil, err
@@ -148,7 +150,11 @@ func Prepare(ctx context.Context, env Env, req Request) (*Pending, error) {
 			// Planned from the items, as any other batch.
 			p.Close()
 			req.items = true
-			return Prepare(ctx, env, req)
+			q, err := Prepare(ctx, env, req)
+			if q != nil {
+				q.began = p.began
+			}
+			return q, err
 		case err != nil:
 			p.Close()
 			return nil, err
@@ -550,6 +556,9 @@ func (p *Pending) Missing() []client.Address { return p.in.missing }
 // held messages left out, the predicate's notes, and whether each copy
 // gets a trace event in the broker.
 func (p *Pending) finishPlan() {
+	if p.planTook == 0 { // SetRate plans again, after the user may have waited
+		p.planTook = time.Since(p.began)
+	}
 	p.plan.SkippedHeld = p.skippedHeld
 	p.plan.Where = p.where.Notes()
 	p.plan.Trace = p.req.Action == replay.Replay && !p.settings.NoTrace && p.opts.Release.Traces()

@@ -47,10 +47,13 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 		by = p.env.User
 	}
 	now := p.now
+	phases := &replay.Phases{Plan: p.planTook.Seconds()}
+	took := phaseClock()
 	batch, err := p.record(ctx, by)
 	if err != nil {
 		return nil, err
 	}
+	phases.Record = took()
 	if batch.Status == ledger.StatusAwaiting {
 		if recorded != nil {
 			recorded(batch.ID, true)
@@ -66,6 +69,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	if err := p.archive(jctx); err != nil {
 		return nil, err
 	}
+	phases.Archive = took()
 	if err := ld.SetBatchStatus(jctx, batch.ID, ledger.StatusRunning, now, now, batch.Outcome); err != nil {
 		return nil, err
 	}
@@ -101,8 +105,11 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 			opts.Replayed = tr.replayed
 		}
 	}
+	phases.Archive += took() // the run's start in the ledger, with the archive
 	rep, runErr := replay.NewEngine(cl, ld, opts).RunSource(ctx, src)
 	tr.finish(rep)
+	phases.Run = took()
+	rep.Phases = phases
 	res := &Result{Report: rep, Next: NextSteps(rep)}
 	if runErr != nil {
 		return res, runErr
@@ -119,10 +126,23 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	if err := p.settle(jctx, batch.ID, by, rep); err != nil {
 		return res, err
 	}
+	phases.Settle = took()
 	if sel := p.req.Selection; in.fresh && !rep.Interrupted && sel != nil && len(sel.Addresses) == 0 {
 		res.NewSince = newSince(ctx, cl, ld, batch.ID, sel, in.planAt, rep.Published)
 	}
 	return res, nil
+}
+
+// phaseClock returns a function that says, in seconds, how long it has
+// been since it was last called (or since phaseClock).
+func phaseClock() func() float64 {
+	last := time.Now()
+	return func() float64 {
+		now := time.Now()
+		d := now.Sub(last)
+		last = now
+		return d.Seconds()
+	}
 }
 
 // beat says the run is alive every ledger.BeatEvery until the returned

@@ -66,7 +66,10 @@ type Report struct {
 	Pauses      []Pause       `json:"pauses,omitempty"`
 	Elapsed     time.Duration `json:"-"`
 	ElapsedSecs float64       `json:"elapsedSeconds"`
-	Listed      []AddrResult  `json:"addresses,omitempty"` // failed, unknown, skipped
+	// Phases is how long each phase of the command took, where the batch
+	// was planned and run in one process.
+	Phases *Phases      `json:"phases,omitempty"`
+	Listed []AddrResult `json:"addresses,omitempty"` // failed, unknown, skipped
 	// LedgerError is why the run stopped when the journal could not be
 	// written: nothing more was published after it.
 	LedgerError string `json:"ledgerError,omitempty"`
@@ -172,4 +175,16 @@ func (r *Report) Clean() bool {
 	return r.Failed == 0 && r.Unknown == 0 && r.NotStarted == 0 && r.Unreachable == 0 && r.DeadLetteredAgain == 0 &&
 		r.Claimed == 0 && r.HeldBack == 0 && r.SkippedEncrypted == 0 && r.SkippedGeneration == 0 && r.Unrecorded == 0 &&
 		!r.Interrupted && r.Stopped == "" && r.LedgerError == ""
+}
+
+// Phases is how long, in seconds, each phase of a batch took: planning
+// (reading the DLQ and the ledger, staging), recording the decision and
+// its manifest, archiving the rows (and starting the run), the run, and
+// settling its outcome in the ledger.
+type Phases struct {
+	Plan    float64 `json:"plan"`
+	Record  float64 `json:"record"`
+	Archive float64 `json:"archive"`
+	Run     float64 `json:"run"`
+	Settle  float64 `json:"settle"`
 }
