@@ -88,7 +88,7 @@ type newcomer struct {
 // (holds) and journal entries (pinned paths) are looked up a chunk of
 // new addresses at a time.
 func (p *Pending) stream(ctx context.Context) error {
-	cl, ld, sel, s := p.env.Client, p.env.Ledger, p.req.Selection, p.settings
+	cl, sel, s := p.env.Client, p.req.Selection, p.settings
 	sp := &streamed{seed: maphash.MakeSeed(), by: map[uint64]uint32{}, queueIdx: map[string]uint16{}, classIdx: map[string]uint32{}, chainIdx: map[replay.Chain]uint32{}}
 	holdIdx := map[string]uint8{}
 	if !p.req.PlanOnly {
@@ -99,65 +99,9 @@ func (p *Pending) stream(ctx context.Context) error {
 	}
 	var chunk []newcomer
 	lookup := func() error {
-		if len(chunk) == 0 {
-			return nil
-		}
-		addrs := make([]client.Address, len(chunk))
-		for i, n := range chunk {
-			addrs[i] = n.addr
-		}
-		dec, err := ld.LatestDecisionsFor(ctx, cl.Broker(), addrs)
-		if err != nil {
-			return err
-		}
-		var ents map[client.Address]*ledger.Entry
-		var gens replay.Generations
-		if p.req.Action == replay.Replay {
-			if ents, err = ld.Entries(ctx, cl.Broker(), addrs); err != nil {
-				return err
-			}
-			if s.MaxGeneration > 0 || p.stage != nil {
-				if gens, err = copyGenerations(ctx, ld, cl.Broker(), addrs); err != nil {
-					return err
-				}
-				if p.stage != nil && len(gens) > 0 {
-					// The run starts each copy's replay from its generation.
-					if p.gens == nil {
-						p.gens = replay.Generations{}
-					}
-					maps.Copy(p.gens, gens)
-				}
-			}
-		}
-		now := p.env.Now()
-		for _, n := range chunk {
-			st := sp.at(sp.by[n.key])
-			if d, ok := dec[n.addr]; ok && d.Action == ledger.ActionHold && d.Covers(n.failed, now) {
-				if p.req.SkipHeld {
-					st.flags |= seenSkipped
-					sp.skipped++
-				} else {
-					k, ok := holdIdx[d.BatchID]
-					if !ok {
-						if len(sp.holds) == 255 {
-							return errTooMany
-						}
-						sp.holds = append(sp.holds, replay.HoldShare{BatchID: d.BatchID, By: d.By, Until: d.Until, Why: d.Why})
-						k = uint8(len(sp.holds))
-						holdIdx[d.BatchID] = k
-					}
-					st.hold = k
-				}
-			}
-			if e, ok := ents[n.addr]; ok && replay.Pinned(e) {
-				st.flags |= seenPinned
-			}
-			if g, ok := gens[n.addr]; ok && g > s.MaxGeneration {
-				st.flags |= seenOverGenCap
-			}
-		}
+		err := p.lookUpNewcomers(ctx, sp, holdIdx, chunk)
 		chunk = chunk[:0]
-		return nil
+		return err
 	}
 	sel.Bind(ctx)
 	inScope, matched := 0, 0
@@ -228,6 +172,71 @@ func (p *Pending) stream(ctx context.Context) error {
 		p.po.Order = replay.OrderInfo{Mode: s.Order}
 		if replay.Ordered(s.Order) {
 			p.po.Order = replay.OrderInfoOf(s.Order, sp.chains)
+		}
+	}
+	return nil
+}
+
+// lookUpNewcomers looks up the decisions (holds) and journal entries
+// (pinned paths, generations) of a chunk of addresses new to the plan,
+// and marks each one's seen; holdIdx numbers the holds met so far.
+func (p *Pending) lookUpNewcomers(ctx context.Context, sp *streamed, holdIdx map[string]uint8, chunk []newcomer) error {
+	cl, ld, s := p.env.Client, p.env.Ledger, p.settings
+	if len(chunk) == 0 {
+		return nil
+	}
+	addrs := make([]client.Address, len(chunk))
+	for i, n := range chunk {
+		addrs[i] = n.addr
+	}
+	dec, err := ld.LatestDecisionsFor(ctx, cl.Broker(), addrs)
+	if err != nil {
+		return err
+	}
+	var ents map[client.Address]*ledger.Entry
+	var gens replay.Generations
+	if p.req.Action == replay.Replay {
+		if ents, err = ld.Entries(ctx, cl.Broker(), addrs); err != nil {
+			return err
+		}
+		if s.MaxGeneration > 0 || p.stage != nil {
+			if gens, err = copyGenerations(ctx, ld, cl.Broker(), addrs); err != nil {
+				return err
+			}
+			if p.stage != nil && len(gens) > 0 {
+				// The run starts each copy's replay from its generation.
+				if p.gens == nil {
+					p.gens = replay.Generations{}
+				}
+				maps.Copy(p.gens, gens)
+			}
+		}
+	}
+	now := p.env.Now()
+	for _, n := range chunk {
+		st := sp.at(sp.by[n.key])
+		if d, ok := dec[n.addr]; ok && d.Action == ledger.ActionHold && d.Covers(n.failed, now) {
+			if p.req.SkipHeld {
+				st.flags |= seenSkipped
+				sp.skipped++
+			} else {
+				k, ok := holdIdx[d.BatchID]
+				if !ok {
+					if len(sp.holds) == 255 {
+						return errTooMany
+					}
+					sp.holds = append(sp.holds, replay.HoldShare{BatchID: d.BatchID, By: d.By, Until: d.Until, Why: d.Why})
+					k = uint8(len(sp.holds))
+					holdIdx[d.BatchID] = k
+				}
+				st.hold = k
+			}
+		}
+		if e, ok := ents[n.addr]; ok && replay.Pinned(e) {
+			st.flags |= seenPinned
+		}
+		if g, ok := gens[n.addr]; ok && g > s.MaxGeneration {
+			st.flags |= seenOverGenCap
 		}
 	}
 	return nil

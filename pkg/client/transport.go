@@ -290,17 +290,10 @@ func (c *Client) once(ctx context.Context, method, target, shown string, payload
 	// never reached the broker, and is safe to send again.
 	var wrote atomic.Bool
 	tctx := httptrace.WithClientTrace(cctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) }})
-	req, err := http.NewRequestWithContext(tctx, method, target, rd)
+	req, err := c.request(tctx, method, target, rd, payload != nil)
 	if err != nil {
 		cancel(nil)
 		return nil, err, false
-	}
-	req.Header.Set("Accept", "application/json")
-	if payload != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.opts.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
 	}
 	c.trace("→ %s %s", method, shown)
 	if c.opts.Token != "" {
@@ -319,23 +312,8 @@ func (c *Client) once(ctx context.Context, method, target, shown string, payload
 	if err != nil {
 		timer.Stop()
 		cancel(nil)
-		if ctx.Err() != nil {
-			return nil, ctx.Err(), false
-		}
-		var rerr *errRedirect
-		if errors.As(err, &rerr) {
-			return nil, &HTTPError{Method: method, URL: shown, Kind: ErrBadResponse, Err: errors.New(rerr.Error())}, false
-		}
-		msg := c.redact.Redact(unwrapURLError(err))
-		var ne net.Error
-		if context.Cause(cctx) == errIdle || errors.As(err, &ne) && ne.Timeout() {
-			// Our own timer or the transport's header timeout, whichever
-			// fired first: the same wait, said one way.
-			msg = fmt.Sprintf("no answer within %s (--timeout)", c.opts.Timeout)
-		}
-		c.trace("← error after %s: %s", time.Since(start).Round(time.Millisecond), msg)
-		c.noAnswerSince(start)
-		return nil, &HTTPError{Method: method, URL: shown, Kind: ErrUnavailable, Err: errors.New(msg), NotSent: !wrote.Load()}, true
+		err, retry := c.noAnswer(ctx, cctx, method, shown, err, start, !wrote.Load())
+		return nil, err, retry
 	}
 	timer.Stop()
 	c.quietSince.Store(0)
@@ -352,38 +330,83 @@ func (c *Client) once(ctx context.Context, method, target, shown string, payload
 	// A failure: its body is read (bounded) for the message.
 	defer r.close()
 	body, _ := io.ReadAll(io.LimitReader(ir, 64<<10))
+	he, retry := c.statusError(method, shown, hr, body)
+	return nil, he, retry
+}
+
+// request is a call's request, with its headers.
+func (c *Client) request(ctx context.Context, method, target string, body io.Reader, isJSON bool) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	if isJSON {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.opts.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
+	}
+	return req, nil
+}
+
+// noAnswer is the error of a call that got no answer (err from the
+// transport; cctx the call's own context), and whether to try again.
+func (c *Client) noAnswer(ctx, cctx context.Context, method, shown string, err error, start time.Time, notSent bool) (error, bool) {
+	if ctx.Err() != nil {
+		return ctx.Err(), false
+	}
+	var rerr *errRedirect
+	if errors.As(err, &rerr) {
+		return &HTTPError{Method: method, URL: shown, Kind: ErrBadResponse, Err: errors.New(rerr.Error())}, false
+	}
+	msg := c.redact.Redact(unwrapURLError(err))
+	var ne net.Error
+	if context.Cause(cctx) == errIdle || errors.As(err, &ne) && ne.Timeout() {
+		// Our own timer or the transport's header timeout, whichever
+		// fired first: the same wait, said one way.
+		msg = fmt.Sprintf("no answer within %s (--timeout)", c.opts.Timeout)
+	}
+	c.trace("← error after %s: %s", time.Since(start).Round(time.Millisecond), msg)
+	c.noAnswerSince(start)
+	return &HTTPError{Method: method, URL: shown, Kind: ErrUnavailable, Err: errors.New(msg), NotSent: notSent}, true
+}
+
+// statusError is the error of an answer that is not a success (body:
+// its first 64 KiB), and whether to try again.
+func (c *Client) statusError(method, shown string, hr *http.Response, body []byte) (*HTTPError, bool) {
 	fail := func(kind error) *HTTPError {
 		return &HTTPError{Method: method, URL: shown, Status: hr.StatusCode, Body: c.snippet(body), Kind: kind, raw: body,
 			RetryAfter: parseRetryAfter(hr.Header.Get("Retry-After"))}
 	}
 	switch s := hr.StatusCode; {
 	case s == http.StatusUnauthorized:
-		return nil, fail(ErrUnauthorized), false
+		return fail(ErrUnauthorized), false
 	case s == http.StatusForbidden:
-		return nil, fail(ErrForbidden), false
+		return fail(ErrForbidden), false
 	case s == http.StatusNotFound:
 		if !noSuchRoute(body) && (bytes.Contains(body, []byte(NoDeadLetterText)) || jsonErrorIsNotFound(body)) {
-			return nil, fail(ErrNoDeadLetterRow), false
+			return fail(ErrNoDeadLetterRow), false
 		}
-		return nil, fail(ErrRouteMissing), false
+		return fail(ErrRouteMissing), false
 	case s == http.StatusConflict:
-		return nil, fail(ErrRefused), false
+		return fail(ErrRefused), false
 	case s == http.StatusInsufficientStorage:
-		return nil, fail(ErrFull), false
+		return fail(ErrFull), false
 	case s == http.StatusTooManyRequests:
-		return nil, fail(ErrUnavailable), true
+		return fail(ErrUnavailable), true
 	case s == http.StatusBadGateway || s == http.StatusServiceUnavailable || s == http.StatusGatewayTimeout:
-		return nil, fail(ErrUnavailable), true
+		return fail(ErrUnavailable), true
 	case s >= 500:
-		return nil, fail(ErrUnavailable), false
+		return fail(ErrUnavailable), false
 	case s >= 300 && s < 400:
 		he := fail(ErrBadResponse)
 		if loc := hr.Header.Get("Location"); loc != "" {
 			he.Err = fmt.Errorf("%w: the broker redirected to %s, which dlqctl does not follow", ErrBadResponse, secret.URL(loc))
 		}
-		return nil, he, false
+		return he, false
 	}
-	return nil, fail(ErrBadResponse), false
+	return fail(ErrBadResponse), false
 }
 
 // bodyError finds an {"error": "..."} (or success:false with error) in a

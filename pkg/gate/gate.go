@@ -307,7 +307,15 @@ func (g *gate) everyQueue(ctx context.Context, topo *client.Topology, res *Resul
 		}
 		return g.fromWholeRead(topo, passes, pass, m, res), nil
 	}
+	return g.queueByQueue(ctx, topo, m, res)
+}
+
+// queueByQueue evaluates a paging broker's queues one at a time (m
+// counts the probe before), then the queues that have dead letters the
+// broker's list left out.
+func (g *gate) queueByQueue(ctx context.Context, topo *client.Topology, m *client.Meter, res *Result) ([]Scope, error) {
 	names := topo.Queues()
+	var err error
 	if len(names) == 0 {
 		res.Notes = append(res.Notes, "the broker did not list its queues; the DLQ was read whole to find them")
 		if names, err = queuesInDLQ(ctx, g.cl); err != nil {

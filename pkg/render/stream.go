@@ -148,102 +148,128 @@ func DocumentWithList(w io.Writer, f Format, v any, key string, items io.Reader)
 	if len(head) < 2 || head[0] != '{' {
 		return fmt.Errorf("a %T is not an object", v)
 	}
-	bw := bufio.NewWriterSize(w, 64<<10)
-	lines := bufio.NewReaderSize(items, 64<<10)
-	name, _ := json.Marshal(key)
-	open := head[:len(head)-1] // without its closing brace
-	sep := []byte(",")
-	if len(head) == 2 {
-		sep = nil
-	}
-	var ind bytes.Buffer
-	n := 0
-	each := func(do func(item []byte) error) error {
-		for {
-			line, err := lines.ReadBytes('\n')
-			if line = bytes.TrimSpace(line); len(line) > 0 {
-				if err := do(line); err != nil {
-					return err
-				}
-				n++
-			}
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-		}
+	l := &listDoc{w: bufio.NewWriterSize(w, 64<<10), lines: bufio.NewReaderSize(items, 64<<10), head: head}
+	l.name, _ = json.Marshal(key)
+	if len(head) > 2 {
+		l.sep = ","
 	}
 	switch f {
 	case JSON:
-		if err := json.Indent(&ind, head, "", "  "); err != nil {
-			return err
-		}
-		top := bytes.TrimSuffix(bytes.TrimSpace(ind.Bytes()), []byte("}"))
-		bw.Write(bytes.TrimRight(top, "\n"))
-		fmt.Fprintf(bw, "%s\n  %s: [", sep, name)
-		err = each(func(item []byte) error {
-			ind.Reset()
-			if err := json.Indent(&ind, item, "    ", "  "); err != nil {
-				return err
-			}
-			if n > 0 {
-				bw.WriteByte(',')
-			}
-			bw.WriteString("\n    ")
-			_, err := bw.Write(ind.Bytes())
-			return err
-		})
-		if n > 0 {
-			bw.WriteString("\n  ")
-		}
-		bw.WriteString("]\n}\n")
+		err = l.json()
 	case NDJSON:
-		bw.Write(open)
-		fmt.Fprintf(bw, "%s%s:[", sep, name)
-		err = each(func(item []byte) error {
-			if n > 0 {
-				bw.WriteByte(',')
-			}
-			_, err := bw.Write(item)
-			return err
-		})
-		bw.WriteString("]}\n")
+		err = l.ndjson()
 	case YAML:
-		y, yerr := yaml.JSONToYAML(head)
-		if yerr != nil {
-			return yerr
-		}
-		if len(head) > 2 {
-			bw.Write(y)
-		}
-		k, _ := yaml.JSONToYAML([]byte(`{` + string(name) + `:0}`))
-		bw.Write(bytes.TrimRight(bytes.TrimSuffix(bytes.TrimSpace(k), []byte("0")), " "))
-		err = each(func(item []byte) error {
-			y, err := yaml.JSONToYAML(item)
-			if err != nil {
-				return err
-			}
-			for i, l := range bytes.Split(bytes.TrimRight(y, "\n"), []byte("\n")) {
-				if i == 0 {
-					bw.WriteString("\n- ")
-				} else {
-					bw.WriteString("\n  ")
-				}
-				bw.Write(l)
-			}
-			return nil
-		})
-		if n == 0 {
-			bw.WriteString(" []")
-		}
-		bw.WriteByte('\n')
+		err = l.yaml()
 	default:
 		return fmt.Errorf("format %s is not a document format", f)
 	}
 	if err != nil {
 		return err
 	}
-	return bw.Flush()
+	return l.w.Flush()
+}
+
+// listDoc is a document whose last field's list is read from lines.
+type listDoc struct {
+	w     *bufio.Writer
+	lines *bufio.Reader
+	head  []byte // the document without the list
+	name  []byte // the list's key, quoted
+	sep   string // "," when the head has fields
+}
+
+// each gives do every item, counting from 0.
+func (l *listDoc) each(do func(n int, item []byte) error) error {
+	for n := 0; ; {
+		line, err := l.lines.ReadBytes('\n')
+		if line = bytes.TrimSpace(line); len(line) > 0 {
+			if err := do(n, line); err != nil {
+				return err
+			}
+			n++
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (l *listDoc) json() error {
+	var ind bytes.Buffer
+	if err := json.Indent(&ind, l.head, "", "  "); err != nil {
+		return err
+	}
+	top := bytes.TrimSuffix(bytes.TrimSpace(ind.Bytes()), []byte("}"))
+	l.w.Write(bytes.TrimRight(top, "\n"))
+	fmt.Fprintf(l.w, "%s\n  %s: [", l.sep, l.name)
+	some := false
+	err := l.each(func(n int, item []byte) error {
+		ind.Reset()
+		if err := json.Indent(&ind, item, "    ", "  "); err != nil {
+			return err
+		}
+		if n > 0 {
+			l.w.WriteByte(',')
+		}
+		some = true
+		l.w.WriteString("\n    ")
+		_, err := l.w.Write(ind.Bytes())
+		return err
+	})
+	if some {
+		l.w.WriteString("\n  ")
+	}
+	l.w.WriteString("]\n}\n")
+	return err
+}
+
+func (l *listDoc) ndjson() error {
+	l.w.Write(l.head[:len(l.head)-1]) // without its closing brace
+	fmt.Fprintf(l.w, "%s%s:[", l.sep, l.name)
+	err := l.each(func(n int, item []byte) error {
+		if n > 0 {
+			l.w.WriteByte(',')
+		}
+		_, err := l.w.Write(item)
+		return err
+	})
+	l.w.WriteString("]}\n")
+	return err
+}
+
+func (l *listDoc) yaml() error {
+	y, err := yaml.JSONToYAML(l.head)
+	if err != nil {
+		return err
+	}
+	if len(l.head) > 2 {
+		l.w.Write(y)
+	}
+	k, _ := yaml.JSONToYAML([]byte(`{` + string(l.name) + `:0}`))
+	l.w.Write(bytes.TrimRight(bytes.TrimSuffix(bytes.TrimSpace(k), []byte("0")), " "))
+	some := false
+	err = l.each(func(n int, item []byte) error {
+		y, err := yaml.JSONToYAML(item)
+		if err != nil {
+			return err
+		}
+		some = true
+		for i, line := range bytes.Split(bytes.TrimRight(y, "\n"), []byte("\n")) {
+			if i == 0 {
+				l.w.WriteString("\n- ")
+			} else {
+				l.w.WriteString("\n  ")
+			}
+			l.w.Write(line)
+		}
+		return nil
+	})
+	if !some {
+		l.w.WriteString(" []")
+	}
+	l.w.WriteByte('\n')
+	return err
 }

@@ -267,32 +267,8 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 		}
 	}
 	e.copies.add(ent.ReplayTxID)
-	var res client.PushResult
-	var err error
-	// Safe to retry: the id is derived, so a push that did land answers
-	// "duplicate" the second time.
-	for try := 0; try < 4; try++ {
-		if try > 0 {
-			if serr := e.o.Sleep(ctx, max(time.Duration(try)*200*time.Millisecond, client.RetryAfter(err))); serr != nil {
-				break
-			}
-			ours = ours || !errors.Is(err, client.ErrNotSent)
-		}
-		res, err = e.pushes.push(client.PushItem{Queue: queue, Partition: partition, Payload: payload, TransactionID: ent.ReplayTxID})
-		if err == nil || errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) ||
-			errors.Is(err, client.ErrRefused) || errors.Is(err, client.ErrFull) {
-			break
-		}
-	}
-	if err == nil && res.Buffered() {
-		// Not in the broker's database yet: the dead letter stays, and
-		// the derived id makes a later attempt safe either way.
-		e.stop("the broker buffered a push (its database is down); re-run when its /health says the database is connected")
-		err = fmt.Errorf("the broker buffered the push instead of storing it (its database is down); the dead letter is kept")
-	}
-	if err == nil && !res.Accepted() {
-		err = fmt.Errorf("push refused: status %q %s", res.Status, res.Error)
-	}
+	res, sent, err := e.pushCopy(ctx, client.PushItem{Queue: queue, Partition: partition, Payload: payload, TransactionID: ent.ReplayTxID})
+	ours = ours || sent
 	if err != nil {
 		e.stopOnRefusal(err)
 		// Stays retryable: the derived id makes the next attempt safe.
@@ -319,6 +295,36 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 			r.Replayed++
 		}
 	})
+}
+
+// pushCopy pushes a copy under its derived id, trying again where that
+// is safe (a push that did land answers "duplicate" the second time).
+// sent says an earlier try may have reached the broker; a push the
+// broker buffered or did not accept is an error.
+func (e *Engine) pushCopy(ctx context.Context, p client.PushItem) (res client.PushResult, sent bool, err error) {
+	for try := 0; try < 4; try++ {
+		if try > 0 {
+			if serr := e.o.Sleep(ctx, max(time.Duration(try)*200*time.Millisecond, client.RetryAfter(err))); serr != nil {
+				break
+			}
+			sent = sent || !errors.Is(err, client.ErrNotSent)
+		}
+		res, err = e.pushes.push(p)
+		if err == nil || errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) ||
+			errors.Is(err, client.ErrRefused) || errors.Is(err, client.ErrFull) {
+			break
+		}
+	}
+	if err == nil && res.Buffered() {
+		// Not in the broker's database yet: the dead letter stays, and
+		// the derived id makes a later attempt safe either way.
+		e.stop("the broker buffered a push (its database is down); re-run when its /health says the database is connected")
+		err = fmt.Errorf("the broker buffered the push instead of storing it (its database is down); the dead letter is kept")
+	}
+	if err == nil && !res.Accepted() {
+		err = fmt.Errorf("push refused: status %q %s", res.Status, res.Error)
+	}
+	return res, sent, err
 }
 
 // stopOnRefusal stops the batch when the broker refuses what every other

@@ -318,83 +318,20 @@ func (e *Engine) holdBack(c Chain, by *client.Address, reason string, permanent 
 // time and feeds them to workers until done, stopped or interrupted;
 // claims not worked on are released.
 func (e *Engine) runItems(ctx context.Context, from, to, workers int) error {
+	run := &itemRun{e: e}
 	feed := make(chan job)
 	var wg sync.WaitGroup
-	var fatal error
-	var fatalOnce sync.Once
-	setFatal := func(err error) {
-		fatalOnce.Do(func() { fatal = err })
-		e.stop("ledger error: " + err.Error())
-	}
-	var unworked []*ledger.Entry // claimed, then not worked on: released at the end
-	var unworkedMu sync.Mutex
-	release := func(ent *ledger.Entry) {
-		unworkedMu.Lock()
-		unworked = append(unworked, ent)
-		unworkedMu.Unlock()
-	}
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for j := range feed {
-				// A job handed over just before a stop is not started.
-				if ctx.Err() != nil || e.stopped() {
-					release(j.ent)
-					continue
-				}
-				err := e.one(ctx, j.it, j.ent)
-				if errors.Is(err, errNotStarted) {
-					release(j.ent)
-					continue
-				}
-				e.markDone()
-				if err != nil {
-					e.record(func(r *Report) { r.Unrecorded++ })
-					setFatal(err)
-				}
-			}
+			run.work(ctx, feed)
 		}()
 	}
 	jctx := context.WithoutCancel(ctx)
 	lastCheck := e.o.Now()
-	// The next chunk is claimed while the workers take this one: a claim
-	// is a journal write, and made in line it stalled every worker (an
-	// unlimited run went at 0.8 of the ordered one). Claimed ahead and
-	// never fed, a chunk is released.
-	type claim struct {
-		part    []Item
-		claimed map[client.Address]*ledger.Entry
-	}
-	claims, quit := make(chan claim, 1), make(chan struct{})
-	go func() {
-		defer close(claims)
-		chunk := 0
-		for i := from; i < to; i += chunk {
-			chunk = e.claimChunk(chunk)
-			if ctx.Err() != nil || e.stopped() {
-				return
-			}
-			part, err := e.src.Load(jctx, span(i, min(i+chunk, to)))
-			if err != nil {
-				setFatal(err)
-				return
-			}
-			claimed, err := e.acquire(jctx, part)
-			if err != nil {
-				setFatal(err)
-				return
-			}
-			select {
-			case claims <- claim{part, claimed}:
-			case <-quit:
-				for _, ent := range claimed {
-					release(ent)
-				}
-				return
-			}
-		}
-	}()
+	claims, quit := make(chan itemClaim, 1), make(chan struct{})
+	go run.claimAhead(ctx, from, to, claims, quit)
 feeding:
 	for c := range claims {
 		part, claimed := c.part, c.claimed
@@ -407,7 +344,7 @@ feeding:
 			rest := func() {
 				for _, x := range part[k:] {
 					if ent := claimed[x.Address]; ent != nil {
-						release(ent)
+						run.release(ent)
 					}
 				}
 			}
@@ -417,11 +354,7 @@ feeding:
 			}
 			if e.o.MaxRefailures > 0 && e.o.Now().Sub(lastCheck) >= e.o.RefailEvery {
 				lastCheck = e.o.Now()
-				if n, err := e.refailures(ctx); err == nil && n >= e.o.MaxRefailures {
-					e.mu.Lock()
-					e.rep.Refailed = n
-					e.mu.Unlock()
-					e.stop(fmt.Sprintf("paused: %d replayed message(s) failed again (--max-refailures %d)", n, e.o.MaxRefailures))
+				if e.checkRefailures(ctx, false) {
 					rest()
 					break feeding
 				}
@@ -437,25 +370,122 @@ feeding:
 	close(quit)
 	for c := range claims {
 		for _, ent := range c.claimed {
-			release(ent)
+			run.release(ent)
 		}
 	}
 	close(feed)
 	wg.Wait()
-	if err := e.j.Release(jctx, e.o.Broker, unworked, e.o.Owner); err != nil && fatal == nil {
-		fatal = err
+	if err := e.j.Release(jctx, e.o.Broker, run.unworked, e.o.Owner); err != nil && run.fatal == nil {
+		run.fatal = err
 	}
 	if e.o.MaxRefailures > 0 && !e.stopped() && ctx.Err() == nil {
-		if n, err := e.refailures(ctx); err == nil {
-			e.mu.Lock()
-			e.rep.Refailed = n
-			e.mu.Unlock()
-			if n >= e.o.MaxRefailures {
-				e.stop(fmt.Sprintf("paused: %d replayed message(s) failed again (--max-refailures %d)", n, e.o.MaxRefailures))
-			}
+		e.checkRefailures(ctx, true)
+	}
+	return run.fatal
+}
+
+// itemRun is what one runItems call's feeder, workers and claimer share.
+type itemRun struct {
+	e         *Engine
+	fatalOnce sync.Once
+	fatal     error // the first ledger error: the run stops on it
+	mu        sync.Mutex
+	unworked  []*ledger.Entry // claimed, then not worked on: released at the end
+}
+
+// itemClaim is a chunk of items and the journal entries claimed for them.
+type itemClaim struct {
+	part    []Item
+	claimed map[client.Address]*ledger.Entry
+}
+
+func (r *itemRun) setFatal(err error) {
+	r.fatalOnce.Do(func() { r.fatal = err })
+	r.e.stop("ledger error: " + err.Error())
+}
+
+func (r *itemRun) release(ent *ledger.Entry) {
+	r.mu.Lock()
+	r.unworked = append(r.unworked, ent)
+	r.mu.Unlock()
+}
+
+// work is a worker: it works on each job fed until the feed closes.
+func (r *itemRun) work(ctx context.Context, feed <-chan job) {
+	e := r.e
+	for j := range feed {
+		// A job handed over just before a stop is not started.
+		if ctx.Err() != nil || e.stopped() {
+			r.release(j.ent)
+			continue
+		}
+		err := e.one(ctx, j.it, j.ent)
+		if errors.Is(err, errNotStarted) {
+			r.release(j.ent)
+			continue
+		}
+		e.markDone()
+		if err != nil {
+			e.record(func(rep *Report) { rep.Unrecorded++ })
+			r.setFatal(err)
 		}
 	}
-	return fatal
+}
+
+// claimAhead loads and claims the items a chunk at a time, the next
+// chunk while the workers take this one: a claim is a journal write, and
+// made in line it stalled every worker (an unlimited run went at 0.8 of
+// the ordered one). Claimed ahead and never fed (quit), a chunk is
+// released. It closes claims when done.
+func (r *itemRun) claimAhead(ctx context.Context, from, to int, claims chan<- itemClaim, quit <-chan struct{}) {
+	e := r.e
+	jctx := context.WithoutCancel(ctx)
+	defer close(claims)
+	chunk := 0
+	for i := from; i < to; i += chunk {
+		chunk = e.claimChunk(chunk)
+		if ctx.Err() != nil || e.stopped() {
+			return
+		}
+		part, err := e.src.Load(jctx, span(i, min(i+chunk, to)))
+		if err != nil {
+			r.setFatal(err)
+			return
+		}
+		claimed, err := e.acquire(jctx, part)
+		if err != nil {
+			r.setFatal(err)
+			return
+		}
+		select {
+		case claims <- itemClaim{part, claimed}:
+		case <-quit:
+			for _, ent := range claimed {
+				r.release(ent)
+			}
+			return
+		}
+	}
+}
+
+// checkRefailures asks how many of the batch's copies failed again and
+// stops the run at --max-refailures, saying whether it did; the count is
+// reported when it stops the run, or always.
+func (e *Engine) checkRefailures(ctx context.Context, always bool) bool {
+	n, err := e.refailures(ctx)
+	if err != nil {
+		return false
+	}
+	over := n >= e.o.MaxRefailures
+	if over || always {
+		e.mu.Lock()
+		e.rep.Refailed = n
+		e.mu.Unlock()
+	}
+	if over {
+		e.stop(fmt.Sprintf("paused: %d replayed message(s) failed again (--max-refailures %d)", n, e.o.MaxRefailures))
+	}
+	return over
 }
 
 func (e *Engine) claimedItem(a client.Address) {
