@@ -606,27 +606,14 @@ func BenchmarkReplayEndToEnd(b *testing.B) {
 			b.Fatalf("%d items, %v", len(items), err)
 		}
 		start := time.Now()
-		feed := make(chan replay.Item)
-		var wg sync.WaitGroup
-		for w := 0; w < 16; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for it := range feed {
-					if _, err := c.Push(context.Background(), []client.PushItem{{Queue: it.Queue, Partition: it.Partition, Payload: it.Newest().Data, TransactionID: client.CopyID(it.Rows[0].ID)}}); err != nil {
-						b.Error(err)
-					}
-					if err := c.Delete(context.Background(), it.Address); err != nil {
-						b.Error(err)
-					}
-				}
-			}()
-		}
-		for _, it := range items {
-			feed <- it
-		}
-		close(feed)
-		wg.Wait()
+		testkit.Concurrently(16, items, func(it replay.Item) {
+			if _, err := c.Push(context.Background(), []client.PushItem{{Queue: it.Queue, Partition: it.Partition, Payload: it.Newest().Data, TransactionID: client.CopyID(it.Rows[0].ID)}}); err != nil {
+				b.Error(err)
+			}
+			if err := c.Delete(context.Background(), it.Address); err != nil {
+				b.Error(err)
+			}
+		})
 		return time.Since(start)
 	}
 	replayOnce := func(extra ...string) (float64, replay.Phases) {

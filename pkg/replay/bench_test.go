@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -67,28 +66,15 @@ func BenchmarkRate(b *testing.B) {
 func BenchmarkUnlimited(b *testing.B) {
 	const n = 10_000
 	bare := func(c *client.Client, _ *ledger.Store, items []replay.Item) {
-		feed := make(chan replay.Item)
-		var wg sync.WaitGroup
-		for w := 0; w < 16; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for it := range feed {
-					if _, err := c.Push(context.Background(), []client.PushItem{{Queue: it.Queue, Partition: it.Partition,
-						Payload: it.Newest().Data, TransactionID: replay.ReplayTxID(it.Address, 1)}}); err != nil {
-						b.Error(err)
-					}
-					if err := c.Delete(context.Background(), it.Address); err != nil {
-						b.Error(err)
-					}
-				}
-			}()
-		}
-		for _, it := range items {
-			feed <- it
-		}
-		close(feed)
-		wg.Wait()
+		testkit.Concurrently(16, items, func(it replay.Item) {
+			if _, err := c.Push(context.Background(), []client.PushItem{{Queue: it.Queue, Partition: it.Partition,
+				Payload: it.Newest().Data, TransactionID: replay.ReplayTxID(it.Address, 1)}}); err != nil {
+				b.Error(err)
+			}
+			if err := c.Delete(context.Background(), it.Address); err != nil {
+				b.Error(err)
+			}
+		})
 	}
 	engine := func(o replay.Options) func(c *client.Client, st *ledger.Store, items []replay.Item) {
 		return func(c *client.Client, st *ledger.Store, items []replay.Item) {
@@ -150,22 +136,7 @@ func BenchmarkMoveBesideManual(b *testing.B) {
 	const n = 10_000
 	loop := func(each func(c *client.Client, it replay.Item)) func(*client.Client, *ledger.Store, []replay.Item) {
 		return func(c *client.Client, _ *ledger.Store, items []replay.Item) {
-			feed := make(chan replay.Item)
-			var wg sync.WaitGroup
-			for w := 0; w < 16; w++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for it := range feed {
-						each(c, it)
-					}
-				}()
-			}
-			for _, it := range items {
-				feed <- it
-			}
-			close(feed)
-			wg.Wait()
+			testkit.Concurrently(16, items, func(it replay.Item) { each(c, it) })
 		}
 	}
 	bareMove := loop(func(c *client.Client, it replay.Item) {

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -141,4 +142,26 @@ func ForEachLedger(t *testing.T, f func(t *testing.T, s *ledger.Store, dsn strin
 			f(t, OpenLedger(t, l.DSN), l.DSN)
 		})
 	}
+}
+
+// Concurrently calls each on every item, workers at a time, and returns
+// when all are done: the benchmarks' bare loops (what a replay's broker
+// calls cost with nothing recorded).
+func Concurrently[T any](workers int, items []T, each func(T)) {
+	feed := make(chan T)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range feed {
+				each(it)
+			}
+		}()
+	}
+	for _, it := range items {
+		feed <- it
+	}
+	close(feed)
+	wg.Wait()
 }
