@@ -10,7 +10,6 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +22,7 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
-func newClient(t *testing.T, url string, mod ...func(*client.Options)) *client.Client {
+func newClient(t testing.TB, url string, mod ...func(*client.Options)) *client.Client {
 	t.Helper()
 	o := client.Options{Server: url, Sleep: func(context.Context, time.Duration) error { return nil }}
 	for _, m := range mod {
@@ -478,71 +477,5 @@ func TestRetryEndpointAndManualPathOnTheSandbox(t *testing.T) {
 	b.SetLine(sandbox.Queen015)
 	if _, err := c.Retry(context.Background(), a); !errors.Is(err, client.ErrRouteMissing) {
 		t.Fatalf("old server retry: %v", err)
-	}
-}
-
-// Reading rows costs the row's own texts and payload, and little else:
-// the chunks handed to the caller and the sets of keys that drop a
-// page's repeats are reused, not made again for every chunk and page.
-// (They were 330 bytes a row more, 470 in all: a 176-byte row in a new chunk, a map
-// entry in a new set per page.) The pages are encoded once, so what is
-// counted is the reading.
-func TestRowsAllocateLittleARow(t *testing.T) {
-	const page, pages = 500, 40
-	bodies := make([][]byte, pages+1)
-	for p := range bodies {
-		var b bytes.Buffer
-		b.WriteString(`{"messages":[`)
-		for i := 0; p < pages && i < page; i++ {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			n := p*page + i
-			fmt.Fprintf(&b, `{"id":"m-%d","transactionId":"t-%d","partitionId":"p-%d","queue":"orders","partition":"%d","consumerGroup":"billing",`+
-				`"errorMessage":"order %d not found","retryCount":3,"failedAt":"2026-07-30T09:41:02.517Z","data":{"orderId":%d}}`, n, n, n%16, n%16, n, n)
-		}
-		b.WriteString(`]}`)
-		bodies[p] = b.Bytes()
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var off int
-		fmt.Sscan(r.URL.Query().Get("offset"), &off)
-		w.Write(bodies[min(off/page, pages)])
-	}))
-	defer srv.Close()
-	c := newClient(t, srv.URL)
-	read := func() int {
-		n := 0
-		for _, err := range c.Rows(context.Background(), client.ListQuery{Limit: page}) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			n++
-		}
-		return n
-	}
-	read() // warm the connection
-	// The fewest of three reads: what a collection costs the pools that
-	// it empties (and a busy machine's scheduling) only adds, so the
-	// least is the read's own (one read alone ranged 208-251 under -race
-	// beside the rest of the suite).
-	perRow := math.Inf(1)
-	for range 3 {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		n := read()
-		runtime.ReadMemStats(&after)
-		if n != page*pages {
-			t.Fatalf("read %d rows, want %d", n, page*pages)
-		}
-		perRow = min(perRow, float64(after.TotalAlloc-before.TotalAlloc)/float64(n))
-	}
-	// The row's texts are one string (about 110 bytes here) and its
-	// payload a copy (about 16); the server's side of each request and
-	// the decoder come on top.
-	t.Logf("%.0f bytes allocated a row", perRow)
-	if perRow > 250 {
-		t.Fatalf("%.0f bytes allocated a row read, want at most 250", perRow)
 	}
 }

@@ -10,10 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/stream"
-	"github.com/go-json-experiment/json/jsontext"
 )
 
 // ListQuery selects dead-letter rows. Only Queue and ConsumerGroup are
@@ -266,6 +264,8 @@ type pageInfo struct {
 	// notAListing): messages null, success true or false, value null or
 	// something else.
 	messagesNull, succeeded, failed, valueNull, value bool
+	// stopped: the caller stopped the read before the answer's end.
+	stopped bool
 }
 
 func listValues(q ListQuery) url.Values {
@@ -296,7 +296,7 @@ func (c *Client) listStream(ctx context.Context, q ListQuery, visit func(Row) bo
 	}
 	defer resp.close()
 	pr := &prefixReader{r: resp.body}
-	lr := &listReader{r: pr, max: c.opts.MaxRow}
+	lr := &limitReader{r: pr, max: c.opts.MaxRow}
 	info, n, err := decodeList(lr, q.NoData, func(r Row) bool {
 		resp.hold()
 		defer resp.progress()
@@ -362,178 +362,12 @@ var errValueTooLarge = errors.New("value too large")
 // decodePage decodes a whole list answer held in memory (tests, fuzzing).
 func decodePage(body []byte) (Page, error) {
 	var p Page
-	info, _, err := decodeList(&listReader{r: bytes.NewReader(body), max: MaxRow}, false, func(r Row) bool {
+	info, _, err := decodeList(&limitReader{r: bytes.NewReader(body), max: MaxRow}, false, func(r Row) bool {
 		p.Rows = append(p.Rows, r)
 		return true
 	})
 	p.Total = info.total
 	return p, err
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// stringEnd returns the index after the string that starts at b[i] ('"').
-func stringEnd(b []byte, i int) int {
-	j := i + 1
-	for {
-		q := bytes.IndexByte(b[j:], '"')
-		if q < 0 {
-			return len(b)
-		}
-		// The quote ends the string unless an odd run of backslashes
-		// escapes it.
-		k := j + q
-		n := 0
-		for k-1-n >= j && b[k-1-n] == '\\' {
-			n++
-		}
-		if n%2 == 0 {
-			return k + 1
-		}
-		j = k + 1
-	}
-}
-
-// valueEnd returns the index after the (valid) JSON value at b[i].
-func valueEnd(b []byte, i int) int {
-	if i >= len(b) {
-		return i
-	}
-	switch b[i] {
-	case '"':
-		return stringEnd(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				j = stringEnd(b, j) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return len(b)
-	}
-	j := i
-	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
-		j++
-	}
-	return j
-}
-
-type rowField int
-
-const (
-	fOther rowField = iota
-	fID
-	fTransactionID
-	fPartitionID
-	fQueue
-	fPartition
-	fConsumerGroup
-	fErrorMessage
-	fRetryCount
-	fData
-	fIsEncrypted
-	fFailedAt
-	fCreatedAt
-)
-
-// rowFieldOf names a row's field (a switch on the bytes, which allocates
-// nothing and beats a map here).
-func rowFieldOf(name []byte) rowField {
-	switch string(name) {
-	case "id":
-		return fID
-	case "transactionId":
-		return fTransactionID
-	case "partitionId":
-		return fPartitionID
-	case "queue":
-		return fQueue
-	case "partition":
-		return fPartition
-	case "consumerGroup":
-		return fConsumerGroup
-	case "errorMessage":
-		return fErrorMessage
-	case "retryCount":
-		return fRetryCount
-	case "data":
-		return fData
-	case "isEncrypted":
-		return fIsEncrypted
-	case "failedAt":
-		return fFailedAt
-	case "createdAt":
-		return fCreatedAt
-	}
-	return fOther
-}
-
-func unquote(v jsontext.Value) []byte {
-	if len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 {
-		return v[1 : len(v)-1]
-	}
-	b, err := jsontext.AppendUnquote(nil, v)
-	if err != nil {
-		return v
-	}
-	return b
-}
-
-// notATimestamp is the error for a time that is not text: a number could
-// be seconds, milliseconds or microseconds since any epoch, and read as
-// none of them it would be year 1, the oldest dead letter there is.
-func notATimestamp(name, v []byte) error {
-	if len(v) > 40 {
-		v = append(v[:40:40], "…"...)
-	}
-	return fmt.Errorf("%s %s is not a timestamp dlqctl can read: it reads RFC 3339 text (\"2026-07-30T09:41:02.517Z\")", name, v)
-}
-
-// parseTimestamp reads the broker's timestamps: millisecond UTC
-// (2026-07-30T09:41:02.517Z) on a fast path, any RFC 3339 otherwise.
-func parseTimestamp(b []byte) (time.Time, error) {
-	if len(b) == 24 && b[4] == '-' && b[7] == '-' && b[10] == 'T' && b[13] == ':' && b[16] == ':' && b[19] == '.' && b[23] == 'Z' {
-		num := func(i, j int) (int, bool) {
-			n := 0
-			for _, c := range b[i:j] {
-				if c < '0' || c > '9' {
-					return 0, false
-				}
-				n = n*10 + int(c-'0')
-			}
-			return n, true
-		}
-		y, ok1 := num(0, 4)
-		mo, ok2 := num(5, 7)
-		d, ok3 := num(8, 10)
-		h, ok4 := num(11, 13)
-		mi, ok5 := num(14, 16)
-		s, ok6 := num(17, 19)
-		ms, ok7 := num(20, 23)
-		if ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7 && mo >= 1 && mo <= 12 && d >= 1 && d <= 31 && h < 24 && mi < 60 && s < 60 {
-			if t := time.Date(y, time.Month(mo), d, h, mi, s, ms*int(time.Millisecond), time.UTC); t.Day() == d {
-				return t, nil
-			}
-		}
-	}
-	t, err := time.Parse(time.RFC3339Nano, string(b))
-	if err != nil {
-		return time.Time{}, err
-	}
-	return t.UTC(), nil
 }
 
 // RowsOldestFirst is Rows in the other order: the oldest failure first.

@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Row is one dead-letter row as the list route returns it. A message that
@@ -26,17 +29,7 @@ type Row struct {
 	Data          json.RawMessage `json:"data,omitempty"`
 	IsEncrypted   bool            `json:"isEncrypted,omitempty"`
 	FailedAt      time.Time       `json:"failedAt"`
-
-	plain bool // see PlainText
 }
-
-// PlainText reports that encoding/json writes each of the row's strings
-// (ID to ErrorMessage) as it is, with no byte escaped: a writer may copy
-// them. Only the list scanner, which looked at every byte anyway, says
-// so (a Row built elsewhere reports false); a listed row whose strings
-// are then changed must not be written on its word (nothing in dlqctl
-// changes them).
-func (r Row) PlainText() bool { return r.plain }
 
 // Address names the message a row belongs to.
 func (r Row) Address() Address {
@@ -47,68 +40,17 @@ func (r Row) Address() Address {
 // envelope rather than the message: replaying it would publish garbage.
 func (r Row) Undecryptable() bool { return IsEnvelope(r.Data) }
 
-// IsEnvelope reports whether a payload is an encryption envelope: an object
-// whose keys are exactly encrypted, iv and authTag. Unless the payload has
-// escapes it allocates nothing (a released server's list shows every
-// encrypted row so, and listings ask about each row).
+// IsEnvelope reports whether a payload is an encryption envelope: an
+// object whose keys are exactly encrypted, iv and authTag (a key given
+// twice is one key). A payload whose text never names authTag is none,
+// which is most of them, and is not decoded.
 func IsEnvelope(data json.RawMessage) bool {
 	d := bytes.TrimSpace(data)
-	if len(d) == 0 || d[0] != '{' {
+	if len(d) == 0 || d[0] != '{' || !bytes.Contains(d, []byte("authTag")) && bytes.IndexByte(d, '\\') < 0 {
 		return false
 	}
-	// Most payloads are not envelopes, and their first name says so at
-	// once (one spelled with an escape is decoded below).
-	if i := skipSpace(d, 1); i < len(d) && d[i] == '"' {
-		if n := bytes.IndexByte(d[i+1:], '"'); n >= 0 {
-			switch name := d[i+1 : i+1+n]; string(name) {
-			case "encrypted", "iv", "authTag":
-			default:
-				if bytes.IndexByte(name, '\\') < 0 {
-					return false
-				}
-			}
-		}
-	}
-	if bytes.IndexByte(d, '\\') >= 0 {
-		// A key may be spelled with escapes: decode it as it is.
-		return envelopeByDecoding(d)
-	}
-	// Without the key's name there is nothing to look at.
-	if !bytes.Contains(d, []byte(`"authTag"`)) || !json.Valid(d) {
-		return false
-	}
-	// The object's names, one after another: each is one of the three
-	// (a name given twice is one key, as decoding keeps the last), and all
-	// three are there.
-	var seen uint8
-	i := skipSpace(d, 1)
-	for i < len(d) && d[i] == '"' {
-		end := stringEnd(d, i)
-		switch string(d[i+1 : end-1]) {
-		case "encrypted":
-			seen |= 1
-		case "iv":
-			seen |= 2
-		case "authTag":
-			seen |= 4
-		default:
-			return false
-		}
-		i = skipSpace(d, end)
-		i = skipSpace(d, i+1) // the colon
-		i = skipSpace(d, valueEnd(d, i))
-		if i < len(d) && d[i] == ',' {
-			i = skipSpace(d, i+1)
-		}
-	}
-	return seen == 7
-}
-
-// envelopeByDecoding is IsEnvelope's definition, by decoding the object
-// (the fuzz test holds the scan to it).
-func envelopeByDecoding(d []byte) bool {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(d, &m) != nil || len(m) != 3 {
+	var m map[string]jsontext.Value
+	if jsonv2.Unmarshal(d, &m, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)) != nil || len(m) != 3 {
 		return false
 	}
 	for _, k := range []string{"encrypted", "iv", "authTag"} {

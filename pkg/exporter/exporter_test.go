@@ -422,11 +422,25 @@ func TestRunStopsOnCancel(t *testing.T) {
 	b := newBroker(t, false)
 	e := newExporter(t, b, "sqlite://"+t.TempDir()+"/l.db", func(c *exporter.Config) { c.Interval = 10 * time.Millisecond })
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan struct{})
 	go func() { e.Run(ctx); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
 	for e.Snapshot().LastPass.IsZero() {
+		if time.Now().After(deadline) {
+			t.Fatal("no pass in 10s at an interval of 10ms")
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	cancel()
-	<-done
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return 10s after its context was cancelled")
+	}
+	last := e.Snapshot().LastPass
+	time.Sleep(50 * time.Millisecond) // five intervals
+	if got := e.Snapshot().LastPass; !got.Equal(last) {
+		t.Fatalf("a pass ran after Run returned: %v, then %v", last, got)
+	}
 }

@@ -2,7 +2,6 @@ package inspect
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -132,15 +131,17 @@ func (a ArchivedRow) ArchiveValue() map[string]any {
 	return v
 }
 
-// AppendJSON writes the row as ls -o ndjson writes a live one, with the
-// "archive" object added.
-func (a ArchivedRow) AppendJSON(b []byte, now time.Time, slo time.Duration) []byte {
-	b = Record{R: a.Row(), Now: now, D: a.Decision, SLO: slo}.AppendJSON(b)
-	b = b[:len(b)-1]
-	b = append(b, `,"archive":`...)
-	arch, _ := json.Marshal(a.ArchiveValue())
-	b = append(b, arch...)
-	return append(b, '}')
+// Listed is an archived row as ls --archived prints it: as ls prints a
+// live one, with the "archive" object added.
+type Listed struct {
+	Row
+	Archive map[string]any `json:"archive"`
+}
+
+// Listed is the row as ls --archived prints it, at now, with the
+// row's triage SLO.
+func (a ArchivedRow) Listed(now time.Time, slo time.Duration) Listed {
+	return Listed{Row: ToRow(a.Row(), now, a.Decision, slo), Archive: a.ArchiveValue()}
 }
 
 // EachArchived streams the archived rows of a broker that sel matches,

@@ -185,7 +185,8 @@ func TestWhereSeesTheNDJSONRow(t *testing.T) {
 			dp = &d
 		}
 		var fromJSON map[string]any
-		if err := json.Unmarshal(inspect.Record{R: r, Now: now, D: dp}.AppendJSON(nil), &fromJSON); err != nil {
+		listed, _ := json.Marshal(inspect.ToRow(r, now, dp, 0))
+		if err := json.Unmarshal(listed, &fromJSON); err != nil {
 			t.Fatal(err)
 		}
 		b1, _ := json.Marshal(fromJSON)

@@ -2,19 +2,21 @@ package inspect_test
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
+	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
-// BenchmarkRecordAppendJSON is the writing half of `ls -o ndjson`: one
-// row's JSON, for rows as the list scanner reads them from the sandbox's
-// seed (error texts carry ids, as real ones do, so the failure-class
-// memo mostly misses).
-func BenchmarkRecordAppendJSON(b *testing.B) {
+// BenchmarkRowJSON is the writing half of `ls -o ndjson`: one row's
+// JSON, for rows as the list decoder reads them from the sandbox's seed
+// (error texts carry ids, as real ones do, so the failure-class memo
+// mostly misses).
+func BenchmarkRowJSON(b *testing.B) {
 	sb, url := testkit.Sandbox(b)
 	sb.Fill(10_000, 1)
 	var rows []client.Row
@@ -25,9 +27,13 @@ func BenchmarkRecordAppendJSON(b *testing.B) {
 		rows = append(rows, r)
 	}
 	now := time.Now()
-	var buf []byte
+	st := render.NewStream(io.Discard, render.NDJSON)
+	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		buf = inspect.Record{R: rows[i%len(rows)], Now: now}.AppendJSON(buf[:0])
+		row := inspect.ToRow(rows[i%len(rows)], now, nil, 0)
+		if err := st.Write(&row); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -7,10 +7,8 @@ package inspect
 
 import (
 	"context"
-	"encoding/json"
 	"iter"
 	"runtime"
-	"strconv"
 	"sync"
 	"time"
 
@@ -19,13 +17,15 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/policy"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // PageSize is how many rows dlqctl asks the list route for at a time.
 const PageSize = 500
 
-// Row is a dead-letter row as ls prints it in json, ndjson and yaml. The
-// field names are part of the contract (docs/ci.md, "JSON fields").
+// Row is a dead-letter row as ls prints it in json, ndjson and yaml, and
+// the one way a row is written (render.Stream). The field names are part
+// of the contract (docs/ci.md, "JSON fields").
 type Row struct {
 	Address       string `json:"address"`
 	PartitionID   string `json:"partitionId"`
@@ -52,137 +52,19 @@ type Row struct {
 	DecisionBatch string `json:"decisionBatch,omitempty"`
 	// CopyOf and Generation: the row is a replay's copy that failed
 	// again, of that dead letter (Decision "back after replay").
-	CopyOf     string          `json:"copyOf,omitempty"`
-	Generation int             `json:"generation,omitempty"`
-	Data       json.RawMessage `json:"data,omitempty"`
+	CopyOf     string         `json:"copyOf,omitempty"`
+	Generation int            `json:"generation,omitempty"`
+	Data       jsontext.Value `json:"data,omitempty"`
 }
 
-// AppendJSON writes the row as encoding/json would (a test holds the two
-// equal): `ls -o ndjson` writes one per dead letter, and reflection was
-// the larger part of its cost.
-func (r Row) AppendJSON(b []byte) []byte {
-	str := func(name, v string) { // one of the row's strings
-		b = append(b, name...)
-		b = render.AppendJSONString(b, v)
-	}
-	str(`{"address":`, r.Address)
-	str(`,"partitionId":`, r.PartitionID)
-	str(`,"transactionId":`, r.TransactionID)
-	str(`,"messageId":`, r.MessageID)
-	str(`,"queue":`, r.Queue)
-	str(`,"partition":`, r.Partition)
-	str(`,"consumerGroup":`, r.ConsumerGroup)
-	str(`,"errorMessage":`, r.ErrorMessage)
-	str(`,"errorClass":`, r.ErrorClass)
-	b = append(b, `,"retryCount":`...)
-	b = strconv.AppendInt(b, int64(r.RetryCount), 10)
-	str(`,"failedAt":`, r.FailedAt)
-	b = append(b, `,"ageSeconds":`...)
-	b = strconv.AppendInt(b, r.AgeSeconds, 10)
-	b = append(b, `,"isEncrypted":`...)
-	b = strconv.AppendBool(b, r.IsEncrypted)
-	b = append(b, `,"envelope":`...)
-	b = strconv.AppendBool(b, r.Envelope)
-	if r.Decision != "" {
-		str(`,"decision":`, r.Decision)
-	}
-	if r.DecisionBatch != "" {
-		str(`,"decisionBatch":`, r.DecisionBatch)
-	}
-	if len(r.Data) > 0 {
-		b = append(b, `,"data":`...)
-		b = render.AppendJSONRaw(b, r.Data)
-	}
-	return append(b, '}')
-}
-
-// Record is a dead-letter row on its way to a machine format: it writes
-// the JSON of ToRow(R, …) straight from the broker's row, with no row
-// struct and no string built in between (the hot path of `ls -o ndjson`;
-// a test holds the two equal).
-type Record struct {
-	R   client.Row
-	Now time.Time
-	D   *ledger.Decision // the address's latest decision, if any
-	SLO time.Duration    // the row's triage SLO, 0 for none
-}
-
-func (x Record) AppendJSON(b []byte) []byte {
-	r := x.R
-	// The list scanner tells when no string of the row needs escaping:
-	// they are copied then.
-	plain := r.PlainText()
-	content := func(v string) {
-		if plain {
-			b = append(b, v...)
-		} else {
-			b = render.AppendJSONStringContent(b, v)
-		}
-	}
-	str := func(name, v string) { // one of the row's strings
-		b = append(b, name...)
-		b = append(b, '"')
-		content(v)
-		b = append(b, '"')
-	}
-	b = append(b, `{"address":"`...)
-	content(r.PartitionID)
-	b = append(b, '/')
-	content(r.TransactionID)
-	b = append(b, '"')
-	str(`,"partitionId":`, r.PartitionID)
-	str(`,"transactionId":`, r.TransactionID)
-	str(`,"messageId":`, r.ID)
-	str(`,"queue":`, r.Queue)
-	str(`,"partition":`, r.Partition)
-	str(`,"consumerGroup":`, r.ConsumerGroup)
-	str(`,"errorMessage":`, r.ErrorMessage)
-	b = append(b, `,"errorClass":"`...)
-	b = append(b, replay.ClassID(r.ErrorMessage)...) // hex digits
-	b = append(b, '"')
-	b = append(b, `,"retryCount":`...)
-	b = strconv.AppendInt(b, int64(r.RetryCount), 10)
-	b = append(b, `,"failedAt":"`...)
-	b = render.AppendTimestamp(b, r.FailedAt)
-	b = append(b, `","ageSeconds":`...)
-	b = strconv.AppendInt(b, int64(render.SecondsSince(x.Now, r.FailedAt)), 10)
-	env := r.Undecryptable()
-	b = append(b, `,"isEncrypted":`...)
-	b = strconv.AppendBool(b, r.IsEncrypted || env)
-	b = append(b, `,"envelope":`...)
-	b = strconv.AppendBool(b, env)
-	if x.D != nil {
-		// Not the row's strings: written as encoding/json writes them.
-		if l := DecisionLabel(*x.D, r, x.Now, x.SLO); l != "" {
-			b = append(b, `,"decision":`...)
-			b = render.AppendJSONString(b, l)
-		}
-		if x.D.BatchID != "" {
-			b = append(b, `,"decisionBatch":`...)
-			b = render.AppendJSONString(b, x.D.BatchID)
-		}
-		if c := x.D.Copy; c != nil {
-			b = append(b, `,"copyOf":`...)
-			b = render.AppendJSONString(b, c.Original.String())
-			b = append(b, `,"generation":`...)
-			b = strconv.AppendInt(b, int64(c.Generation), 10)
-		}
-	}
-	if len(r.Data) > 0 {
-		b = append(b, `,"data":`...)
-		b = render.AppendJSONRaw(b, r.Data)
-	}
-	return append(b, '}')
-}
-
-// ToRow is a row as ls prints it in json and yaml.
+// ToRow is a row as ls prints it.
 func ToRow(r client.Row, now time.Time, d *ledger.Decision, slo time.Duration) Row {
 	env := r.Undecryptable()
 	out := Row{Address: r.Address().String(), PartitionID: r.PartitionID, TransactionID: r.TransactionID, MessageID: r.ID,
 		Queue: r.Queue, Partition: r.Partition, ConsumerGroup: r.ConsumerGroup, ErrorMessage: r.ErrorMessage,
 		ErrorClass: replay.ClassID(r.ErrorMessage), RetryCount: r.RetryCount, FailedAt: render.Timestamp(r.FailedAt),
 		AgeSeconds: int64(render.SecondsSince(now, r.FailedAt)), IsEncrypted: r.IsEncrypted || env,
-		Envelope: env, Data: r.Data}
+		Envelope: env, Data: jsontext.Value(r.Data)}
 	if d != nil {
 		out.Decision, out.DecisionBatch = DecisionLabel(*d, r, now, slo), d.BatchID
 		if c := d.Copy; c != nil {

@@ -59,7 +59,7 @@ func Timestamp(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return string(AppendTimestamp(nil, t))
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
 // SecondsSince is now-t in seconds, exact however far apart they are

@@ -70,60 +70,6 @@ func TestPaletteOff(t *testing.T) {
 	}
 }
 
-func FuzzAppendJSONStringIsEncodingJSON(f *testing.F) {
-	for _, s := range []string{"", "plain", "<&>", "\u2028\u2029", "\x00\x1f\x7f", "bad \xff", "é💥", "\"\\"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want, _ := json.Marshal(s)
-		if got := AppendJSONString(nil, s); string(got) != string(want) {
-			t.Fatalf("%q: %s, encoding/json writes %s", s, got, want)
-		}
-	})
-}
-
-func FuzzAppendJSONRawIsEncodingJSON(f *testing.F) {
-	for _, s := range []string{`{}`, `{ "a" : [1, 2] }`, `"<b>"`, "{\"x\":\"\u2028\"}", `[1,2,3]`} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		if !json.Valid([]byte(s)) {
-			return
-		}
-		want, err := json.Marshal(json.RawMessage(s))
-		if err != nil {
-			return
-		}
-		if got := AppendJSONRaw(nil, []byte(s)); string(got) != string(want) {
-			t.Fatalf("%q: %s, encoding/json writes %s", s, got, want)
-		}
-	})
-}
-
-// The calendar arithmetic holds from year 0 to 9999 and past both ends
-// (where AppendTimestamp formats as Format does), every 37 hours and a
-// few seconds, so every hour, month end and leap day comes round.
-func TestAppendTimestampAcrossTheCalendar(t *testing.T) {
-	end := time.Date(10001, 1, 2, 0, 0, 0, 0, time.UTC)
-	for tm := time.Date(-1, 12, 30, 0, 0, 0, 7e6, time.UTC); tm.Before(end); tm = tm.Add(37*time.Hour + 1234567*time.Microsecond) {
-		if got, want := string(AppendTimestamp(nil, tm)), tm.Format("2006-01-02T15:04:05.000Z"); got != want {
-			t.Fatalf("%v: %s, want %s", tm, got, want)
-		}
-	}
-}
-
-func FuzzAppendTimestampIsFormat(f *testing.F) {
-	for _, ns := range []int64{0, 1, -1, 1764558000123456789, -14200000000000000} {
-		f.Add(ns)
-	}
-	f.Fuzz(func(t *testing.T, ns int64) {
-		tm := time.Unix(0, ns)
-		if got, want := string(AppendTimestamp(nil, tm)), tm.UTC().Format("2006-01-02T15:04:05.000Z"); got != want {
-			t.Fatalf("%d: %s, want %s", ns, got, want)
-		}
-	})
-}
-
 // Every character that reorders text or shows nothing is escaped, not
 // only the bidi controls: format characters (soft hyphen, word joiner,
 // invisible operators, the Arabic letter mark, Mongolian vowel

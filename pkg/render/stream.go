@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -18,12 +21,22 @@ type Stream struct {
 	f     Format
 	n     int
 	flush bool
-	buf   []byte // reused by records that append their own JSON
+	enc   *jsontext.Encoder // ndjson's, a record a line
 }
+
+// recordOptions write a record through the JSON library as encoding/json
+// writes it (fields left out, map keys in order, HTML characters and
+// invalid UTF-8 escaped), so a record reads the same in every format and
+// in every command.
+var recordOptions = jsonv1.DefaultOptionsV1()
 
 // NewStream starts a stream; f must be JSON, NDJSON or YAML.
 func NewStream(w io.Writer, f Format) *Stream {
-	return &Stream{w: bufio.NewWriterSize(w, 64<<10), f: f}
+	s := &Stream{w: bufio.NewWriterSize(w, 64<<10), f: f}
+	if f == NDJSON {
+		s.enc = jsontext.NewEncoder(s.w, recordOptions)
+	}
+	return s
 }
 
 // FlushEach makes every record reach the writer at once (a human
@@ -32,21 +45,53 @@ func (s *Stream) FlushEach() { s.flush = true }
 
 // Write adds one record.
 func (s *Stream) Write(v any) error {
-	var b []byte
-	if a, ok := v.(JSONAppender); ok {
-		s.buf = a.AppendJSON(s.buf[:0])
-		b = s.buf
-	} else {
-		var err error
-		if b, err = json.Marshal(v); err != nil {
+	if s.f == NDJSON {
+		if err := jsonv2.MarshalEncode(s.enc, v); err != nil {
 			return err
 		}
+		return s.wrote()
 	}
+	b, err := Encode(v)
+	if err != nil {
+		return err
+	}
+	return s.WriteEncoded(b)
+}
+
+// Encode is a record's JSON as a Stream writes it; safe for concurrent
+// use, for records encoded on several cores and written in order
+// (WriteEncoded).
+func Encode(v any) ([]byte, error) { return jsonv2.Marshal(v, recordOptions) }
+
+// WriteEncoded adds one record that Encode encoded.
+func (s *Stream) WriteEncoded(b []byte) error {
 	switch s.f {
 	case NDJSON:
 		s.w.Write(b)
 		s.w.WriteByte('\n')
-	case JSON:
+	case JSON, YAML:
+		if err := s.writeRecord(b); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("format %s is not a stream format", s.f)
+	}
+	return s.wrote()
+}
+
+// wrote counts a record written, and flushes it when each is to be.
+func (s *Stream) wrote() error {
+	s.n++
+	if s.flush {
+		return s.w.Flush()
+	}
+	return nil
+}
+
+// writeRecord writes a record's JSON as an element of the json array or
+// the yaml list.
+func (s *Stream) writeRecord(b []byte) error {
+	if s.f == JSON {
 		if s.n == 0 {
 			s.w.WriteString("[\n")
 		} else {
@@ -57,31 +102,22 @@ func (s *Stream) Write(v any) error {
 			return err
 		}
 		s.w.WriteString("  ")
-		s.w.Write(ind.Bytes())
-	case YAML:
-		y, err := yaml.JSONToYAML(b)
-		if err != nil {
-			return err
-		}
-		first := true
-		for _, line := range bytes.SplitAfter(bytes.TrimRight(y, "\n"), []byte("\n")) {
-			if first {
-				s.w.WriteString("- ")
-				first = false
-			} else {
-				s.w.WriteString("  ")
-			}
-			s.w.Write(line)
-		}
-		s.w.WriteByte('\n')
-	default:
-		return fmt.Errorf("format %s is not a stream format", s.f)
+		_, err := s.w.Write(ind.Bytes())
+		return err
 	}
-	s.n++
-	if s.flush {
-		return s.w.Flush()
+	y, err := yaml.JSONToYAML(b)
+	if err != nil {
+		return err
 	}
-	return nil
+	for i, line := range bytes.SplitAfter(bytes.TrimRight(y, "\n"), []byte("\n")) {
+		if i == 0 {
+			s.w.WriteString("- ")
+		} else {
+			s.w.WriteString("  ")
+		}
+		s.w.Write(line)
+	}
+	return s.w.WriteByte('\n')
 }
 
 // Close ends the stream (an empty json stream is "[]").

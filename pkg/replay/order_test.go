@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
@@ -362,20 +360,6 @@ func TestArrangeInPlaceKeepsOrder(t *testing.T) {
 				t.Fatalf("longest chain %v has %d items, info says %d", info.Chain, longest, info.LongestChain)
 			}
 		}
-	}
-}
-
-// Arranging a large batch copies indices, not items: a few bytes an
-// item beyond the items themselves (the copying Arrange took more than
-// twice an item's size).
-func TestArrangeCopiesOnlyIndices(t *testing.T) {
-	items := randomItems(rand.New(rand.NewPCG(9, 10)), 50_000)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	replay.Arrange(items, replay.OrderPartition, "")
-	runtime.ReadMemStats(&after)
-	if per := float64(after.TotalAlloc-before.TotalAlloc) / float64(len(items)); per > 24 {
-		t.Fatalf("Arrange allocated %.0f bytes an item (an item is %d bytes)", per, unsafe.Sizeof(replay.Item{}))
 	}
 }
 

@@ -204,7 +204,7 @@ func FillWhereValue(v map[string]any, r client.Row, now time.Time, decision, dec
 	v["errorMessage"] = r.ErrorMessage
 	v["errorClass"] = ClassID(r.ErrorMessage)
 	v["retryCount"] = r.RetryCount
-	v["failedAt"] = string(render.AppendTimestamp(nil, r.FailedAt))
+	v["failedAt"] = render.Timestamp(r.FailedAt)
 	v["ageSeconds"] = int(render.SecondsSince(now, r.FailedAt)) // gojq takes int, not int64
 	v["isEncrypted"] = r.IsEncrypted || env
 	v["envelope"] = env

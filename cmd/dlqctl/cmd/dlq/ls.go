@@ -162,20 +162,20 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		if f.IO.IsStdoutTTY() {
 			st.FlushEach()
 		}
-		// One record and one decision, reused row after row: a row's
-		// output is written before the next is read.
-		rec, d := inspect.Record{Now: now}, ledger.Decision{}
+		policies := cfg.PolicySetFor(f.ContextName())
+		var row inspect.Row
 		for r, err := range rows {
 			if err != nil {
 				st.Abort()
 				return err
 			}
-			rec.R, rec.D, rec.SLO = r, nil, 0
-			if x, ok := dec(r.Address()); ok {
-				d, rec.D = x, &d
-				rec.SLO = inspect.TriageSLO(cfg.PolicySetFor(f.ContextName()), r.Queue, r.ConsumerGroup)
+			var decided *ledger.Decision
+			var slo time.Duration
+			if d, ok := dec(r.Address()); ok {
+				decided, slo = &d, inspect.TriageSLO(policies, r.Queue, r.ConsumerGroup)
 			}
-			if err := st.Write(&rec); err != nil {
+			row = inspect.ToRow(r, now, decided, slo)
+			if err := st.Write(&row); err != nil {
 				return err
 			}
 		}

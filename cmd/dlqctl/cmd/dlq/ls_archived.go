@@ -11,14 +11,6 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
-// archivedRecord is an archived row on its way to a machine format.
-type archivedRecord struct {
-	a   inspect.ArchivedRow
-	rec inspect.Record
-}
-
-func (x archivedRecord) AppendJSON(b []byte) []byte { return x.a.AppendJSON(b, x.rec.Now, x.rec.SLO) }
-
 // lsArchived lists the ledger's archive: the broker is not asked.
 func lsArchived(ctx context.Context, f *cmdutil.Factory, fm render.Format, cl *client.Client, sel *replay.Selection) error {
 	ld, err := f.Ledger(ctx)
@@ -44,7 +36,8 @@ func lsArchived(ctx context.Context, f *cmdutil.Factory, fm render.Format, cl *c
 	if !fm.Human() {
 		st := render.NewStream(f.IO.Out, fm)
 		err := inspect.EachArchived(ctx, ld, cl.Broker(), sel, policies, now, func(a inspect.ArchivedRow) error {
-			return st.Write(archivedRecord{a: a, rec: inspect.Record{Now: now, SLO: inspect.TriageSLO(policies, a.Queue, a.ConsumerGroup)}})
+			l := a.Listed(now, inspect.TriageSLO(policies, a.Queue, a.ConsumerGroup))
+			return st.Write(&l)
 		})
 		if err != nil {
 			st.Abort()

@@ -258,50 +258,10 @@ func TestOneAddressReadsOnlyItsQueue(t *testing.T) {
 	}
 }
 
-// Row.AppendJSON is what encoding/json writes for a Row, byte for byte,
-// whatever the strings hold.
-func TestRowAppendJSONIsEncodingJSON(t *testing.T) {
-	for _, r := range []inspect.Row{
-		{Address: "p/t", ErrorMessage: "plain", Data: json.RawMessage(`{"a":1}`)},
-		{Address: "p/<&>", PartitionID: "\u2028\u2029", TransactionID: "\x00\x1f\b\f\n\r\t\"\\", ErrorMessage: "bad \xff utf8 é 💥",
-			RetryCount: -3, AgeSeconds: 1 << 40, IsEncrypted: true, Envelope: true, Decision: "hold", DecisionBatch: "b",
-			Data: json.RawMessage("{ \"html\" : \"<b>&amp;\u2028\" ,\n \"n\": [1, 2] }")},
-		{},
-	} {
-		want, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := r.AppendJSON(nil); string(got) != string(want) {
-			t.Fatalf("AppendJSON:\n%s\nencoding/json:\n%s", got, want)
-		}
-	}
-}
-
-// What ls -o ndjson writes straight from a broker row is what toRow's
-// Row would encode to.
-func TestLsRecordIsToRow(t *testing.T) {
-	b, _ := seeded(t)
-	now := testutil.Now
-	hold := &ledger.Decision{BatchID: "b1", Action: ledger.ActionHold, Until: now.Add(time.Hour), Seen: now}
-	replayed := &ledger.Decision{BatchID: "b2", Action: ledger.ActionReplay, At: now.Add(-time.Hour), Status: ledger.StatusRecorded, Seen: now}
-	for i, sr := range b.DeadLetterRows() {
-		r := client.Row{ID: "m<&>", TransactionID: sr.TransactionID, PartitionID: sr.PartitionID, Queue: sr.Queue, Partition: sr.Partition,
-			ConsumerGroup: sr.ConsumerGroup, ErrorMessage: sr.Error + "\x1b\u2028\xff", RetryCount: i, FailedAt: sr.FailedAt, Data: sr.Payload, IsEncrypted: i%3 == 0}
-		for _, d := range []*ledger.Decision{nil, hold, replayed} {
-			for _, slo := range []time.Duration{0, time.Minute} {
-				want, _ := json.Marshal(inspect.ToRow(r, now, d, slo))
-				if got := (inspect.Record{R: r, Now: now, D: d, SLO: slo}).AppendJSON(nil); string(got) != string(want) {
-					t.Fatalf("row %d:\n%s\nwant\n%s", i, got, want)
-				}
-			}
-		}
-	}
-}
-
-// Rows as the list scanner reads them, some of whose strings copy as they
-// are (PlainText) and some not, write what toRow's Row encodes to.
-func TestLsRecordIsToRowForListedRows(t *testing.T) {
+// ls -o ndjson writes each row as encoding/json writes inspect.ToRow's
+// row, byte for byte, whatever its strings hold (escapes, HTML, invalid
+// UTF-8, line separators) and whatever its decision.
+func TestLsNDJSONIsEncodingJSON(t *testing.T) {
 	b := sandbox.New(func() time.Time { return testutil.Now })
 	b.AddQueue("orders", false, 3, "billing", "billing<&>")
 	texts := []string{"order 8812 not found", `field "email" invalid`, "<b>&amp;</b>", "tab\there", "line\u2028sep", "bad \xff utf8",
@@ -310,29 +270,50 @@ func TestLsRecordIsToRowForListedRows(t *testing.T) {
 	for i, text := range texts {
 		for _, g := range []string{"billing", "billing<&>"} {
 			dls = append(dls, sandbox.DeadLetter{Queue: "orders", Partition: []string{"p1", "p\"2\""}[i%2], TransactionID: fmt.Sprintf("t-%d%s", i, g[min(len(g), 7):]),
-				ConsumerGroup: g, Error: text, RetryCount: i, FailedAt: testutil.Now.Add(-time.Duration(i) * time.Minute), Data: json.RawMessage(`{"n":1}`)})
+				ConsumerGroup: g, Error: text, RetryCount: i, FailedAt: testutil.Now.Add(-time.Duration(i) * time.Minute),
+				Data: json.RawMessage(`{ "html" : "<b>&amp;\u2028" ,` + "\n" + ` "n": [1, 2] }`)})
 		}
 	}
 	b.AddDeadLetters(dls...)
 	srv := httptest.NewServer(b.Handler())
 	defer srv.Close()
-	plain, escaped := 0, 0
+	cli := testutil.NewCLI(t, srv.URL, root.Run)
+	if _, errOut, code := cli.Exec("dlq", "decide", "--queue", "orders", "--cg", "billing", "--action", "hold", "--why", "<b>look</b>", "--until", "2h"); code != 0 {
+		t.Fatal(errOut)
+	}
+	out, errOut, code := cli.Exec("dlq", "ls", "-o", "ndjson")
+	if code != 0 {
+		t.Fatal(errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var rows []client.Row
 	for r, err := range testkit.Client(t, srv.URL).Rows(context.Background(), client.ListQuery{Limit: 7}) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.PlainText() {
-			plain++
-		} else {
-			escaped++
+		rows = append(rows, r)
+	}
+	if len(lines) != len(rows) || len(rows) != len(dls) {
+		t.Fatalf("%d lines, %d rows, %d dead letters", len(lines), len(rows), len(dls))
+	}
+	held := 0
+	for i, r := range rows {
+		var row inspect.Row
+		if err := json.Unmarshal([]byte(lines[i]), &row); err != nil {
+			t.Fatal(err)
 		}
-		want, _ := json.Marshal(inspect.ToRow(r, testutil.Now, nil, 0))
-		if got := (inspect.Record{R: r, Now: testutil.Now}).AppendJSON(nil); string(got) != string(want) {
-			t.Fatalf("row %s (PlainText %v):\n%s\nwant\n%s", r.Address(), r.PlainText(), got, want)
+		var d *ledger.Decision
+		if row.DecisionBatch != "" {
+			held++
+			d = &ledger.Decision{BatchID: row.DecisionBatch, Action: ledger.ActionHold, At: testutil.Now, Until: testutil.Now.Add(2 * time.Hour), Seen: testutil.Now}
+		}
+		want, _ := json.Marshal(inspect.ToRow(r, testutil.Now, d, 0))
+		if lines[i] != string(want) {
+			t.Fatalf("row %s:\n%s\nwant\n%s", r.Address(), lines[i], want)
 		}
 	}
-	if plain == 0 || escaped == 0 {
-		t.Fatalf("%d plain rows and %d with strings to escape: want both", plain, escaped)
+	if held != len(texts) {
+		t.Fatalf("%d rows held, want %d", held, len(texts))
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 )
 
 // BenchmarkDecodePage reads one 500-row list answer held in memory: the
-// scanner's rows (what every listing pays per row), beside a loop that
+// decoder's rows (what every listing pays per row), beside a loop that
 // only validates the answer and finds its rows (jsontext), the floor a
 // listing is measured against (BenchmarkLsNDJSON's bare loop).
 func BenchmarkDecodePage(b *testing.B) {
@@ -26,11 +26,12 @@ func BenchmarkDecodePage(b *testing.B) {
 			`"createdAt":"2026-07-30T09:41:02.517Z","failedAt":"2026-07-30T09:41:02.517Z"}`, i, i, i%40, i%40, i*2654435761, i, i%500)
 	}
 	body.WriteString(`],"pagination":{"limit":500,"offset":0},"total":500}`)
-	b.Run("scanner", func(b *testing.B) {
+	b.Run("decoder", func(b *testing.B) {
 		b.SetBytes(int64(body.Len()))
+		b.ReportAllocs()
 		for range b.N {
 			n := 0
-			if _, _, err := decodeList(&listReader{r: bytes.NewReader(body.Bytes()), max: MaxRow}, false, func(Row) bool { n++; return true }); err != nil || n != rows {
+			if _, _, err := decodeList(&limitReader{r: bytes.NewReader(body.Bytes()), max: MaxRow}, false, func(Row) bool { n++; return true }); err != nil || n != rows {
 				b.Fatal(n, err)
 			}
 		}
