@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
@@ -137,7 +137,7 @@ func migrateSpellings(t *testing.T, dsn string) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	id, _ := client.Identity(ip)
+	id, _ := deadletter.Identity(ip)
 	if id != "http://localhost:6632" {
 		t.Fatalf("identity %q", id)
 	}
@@ -218,7 +218,7 @@ func TestMigrationRecordsBatchQueues(t *testing.T) {
 				t.Fatalf("queues with decisions: %v %v", with, err)
 			}
 			all, _ := s.LatestDecisions(ctx, broker)
-			some, err := s.LatestDecisionsFor(ctx, broker, []client.Address{addr(0), addr(1), addr(7)})
+			some, err := s.LatestDecisionsFor(ctx, broker, []deadletter.Address{addr(0), addr(1), addr(7)})
 			if err != nil || len(some) != 2 || some[addr(0)] != all[addr(0)] || some[addr(1)] != all[addr(1)] {
 				t.Fatalf("for: %v (%v); all %v", some, err, all)
 			}
@@ -252,10 +252,10 @@ func TestCopyGenerations(t *testing.T) {
 	testkit.ForEachLedger(t, func(t *testing.T, s *ledger.Store, dsn string) {
 		ctx := context.Background()
 		const me = "otherhost:1:me"
-		if got, err := s.CopyGenerations(ctx, "http://b", []client.Address{addr(0)}); err != nil || len(got) != 0 {
+		if got, err := s.CopyGenerations(ctx, "http://b", []deadletter.Address{addr(0)}); err != nil || len(got) != 0 {
 			t.Fatalf("no endpoint replay yet: %v %v", got, err)
 		}
-		addrs := []client.Address{addr(0), addr(1), addr(2)}
+		addrs := []deadletter.Address{addr(0), addr(1), addr(2)}
 		got, err := s.Acquire(ctx, "http://b", "b1", "replay", addrs, ledger.PlainEnrolments(1, 2, 1), me, t0, time.Minute)
 		if err != nil {
 			t.Fatal(err)
@@ -267,7 +267,7 @@ func TestCopyGenerations(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		other, err := s.Acquire(ctx, "http://other", "b2", "replay", []client.Address{addr(3)}, ledger.PlainEnrolments(1), me, t0, time.Minute)
+		other, err := s.Acquire(ctx, "http://other", "b2", "replay", []deadletter.Address{addr(3)}, ledger.PlainEnrolments(1), me, t0, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,18 +276,30 @@ func TestCopyGenerations(t *testing.T) {
 		if err := s.Save(ctx, e, me, t0, true); err != nil {
 			t.Fatal(err)
 		}
-		copyOf := func(a client.Address, i int) client.Address {
-			return client.Address{PartitionID: a.PartitionID, TransactionID: fmt.Sprintf("0199-copy-%d", i)}
+		copyOf := func(a deadletter.Address, i int) deadletter.Address {
+			return deadletter.Address{PartitionID: a.PartitionID, TransactionID: fmt.Sprintf("0199-copy-%d", i)}
 		}
-		asked := []client.Address{copyOf(addrs[0], 0), copyOf(addrs[1], 1), copyOf(addrs[2], 2), copyOf(addr(3), 3),
+		asked := []deadletter.Address{copyOf(addrs[0], 0), copyOf(addrs[1], 1), copyOf(addrs[2], 2), copyOf(addr(3), 3),
 			{PartitionID: "6f1c0000-0000-5000-8000-000000000002", TransactionID: "0199-copy-1"}} // a minted id, in another partition
 		gens, err := s.CopyGenerations(ctx, "http://b", asked)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[client.Address]int{copyOf(addrs[0], 0): 2, copyOf(addrs[1], 1): 3}
+		want := map[deadletter.Address]int{copyOf(addrs[0], 0): 2, copyOf(addrs[1], 1): 3}
 		if len(gens) != len(want) || gens[copyOf(addrs[0], 0)] != 2 || gens[copyOf(addrs[1], 1)] != 3 {
 			t.Fatalf("copy generations %v, want %v", gens, want)
 		}
 	})
+}
+
+// A ledger opened under a context that is cancelled (Ctrl-C while it
+// opens) says so: the command exits as interrupted, not as if its
+// ledger flag named no ledger.
+func TestOpenInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := ledger.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "l.db"))
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ledger.ErrBadDSN) {
+		t.Fatalf("opened under a cancelled context: %v", err)
+	}
 }

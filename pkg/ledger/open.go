@@ -196,6 +196,9 @@ func open(ctx context.Context, dsn string, schema int) (*Store, error) {
 	defer cancel()
 	if err := s.db.PingContext(pctx); err != nil {
 		s.db.Close()
+		if ctx.Err() != nil { // interrupted while opening: not a bad ledger
+			return nil, fmt.Errorf("opening %s: %w", shown, context.Cause(ctx))
+		}
 		if engine == SQLite {
 			return nil, s.notLedger(fmt.Errorf("%w: cannot open %s: %v", ErrBadDSN, shown, firstLine(err)), err)
 		}
