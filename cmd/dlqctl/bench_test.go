@@ -20,6 +20,7 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
@@ -170,7 +171,7 @@ func runDlq(b *testing.B, bin, server, ledgerDSN string, args ...string) (time.D
 // addresses the DLQ no longer has (a year of history: each also has its
 // journal entry and its archived row), plus a hold on the first 500 rows
 // the DLQ does have.
-func decide(b *testing.B, dsn, broker string, n int, live []client.Address) {
+func decide(b *testing.B, dsn, broker string, n int, live []deadletter.Address) {
 	ctx := context.Background()
 	ld, err := ledger.Open(ctx, dsn)
 	if err != nil {
@@ -181,7 +182,7 @@ func decide(b *testing.B, dsn, broker string, n int, live []client.Address) {
 	for done := 0; done < n; done += 10_000 {
 		items := make([]ledger.ManifestItem, 0, 10_000)
 		for i := done; i < min(done+10_000, n); i++ {
-			items = append(items, ledger.ManifestItem{Address: client.Address{PartitionID: fmt.Sprintf("p-%d", i%97), TransactionID: fmt.Sprintf("old-%d", i)},
+			items = append(items, ledger.ManifestItem{Address: deadletter.Address{PartitionID: fmt.Sprintf("p-%d", i%97), TransactionID: fmt.Sprintf("old-%d", i)},
 				Queue: "orders", Partition: "1", FailedAt: at})
 		}
 		bt := &ledger.Batch{Broker: broker, Action: ledger.ActionReplay, By: "history", At: at.Add(time.Duration(done) * time.Second), Why: "a year ago", Status: ledger.StatusDone}
@@ -232,11 +233,11 @@ func BenchmarkLedgerHistory(b *testing.B) {
 	sb.Fill(20_000, 3)
 	srv := httptest.NewServer(sb.Handler())
 	defer srv.Close()
-	broker, _ := client.Identity(srv.URL)
-	var live []client.Address
-	seen := map[client.Address]bool{}
+	broker, _ := deadletter.Identity(srv.URL)
+	var live []deadletter.Address
+	seen := map[deadletter.Address]bool{}
 	for _, r := range sb.DeadLetterRows() {
-		if a := (client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}); !seen[a] {
+		if a := (deadletter.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}); !seen[a] {
 			seen[a] = true
 			live = append(live, a)
 		}
@@ -449,11 +450,11 @@ func BenchmarkDecisionsPerRow(b *testing.B) {
 	sb.Fill(30_000, 5)
 	srv := httptest.NewServer(sb.Handler())
 	defer srv.Close()
-	broker, _ := client.Identity(srv.URL)
+	broker, _ := deadletter.Identity(srv.URL)
 	var items []ledger.ManifestItem
-	seen := map[client.Address]bool{}
+	seen := map[deadletter.Address]bool{}
 	for _, r := range sb.DeadLetterRows() {
-		a := client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
+		a := deadletter.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
 		if !seen[a] {
 			seen[a] = true
 			items = append(items, ledger.ManifestItem{Address: a, Queue: r.Queue, Partition: r.Partition, FailedAt: r.FailedAt})
@@ -599,7 +600,7 @@ func BenchmarkReplayEndToEnd(b *testing.B) {
 	}
 	bare := func(url string) time.Duration {
 		c := testkit.Client(b, url)
-		sel := &replay.Selection{All: true}
+		sel := &deadletter.Selection{All: true}
 		sel.Compile()
 		items, err := replay.Snapshot(context.Background(), c, sel, 500)
 		if err != nil || len(items) != n {

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 	"github.com/dlqctl/dlqctl/pkg/testkit"
@@ -60,7 +60,7 @@ type world struct {
 	url    string
 	ledger string
 	dir    string
-	orig   map[string]client.Address
+	orig   map[string]deadletter.Address
 	undec  map[string]bool
 }
 
@@ -73,13 +73,13 @@ func newWorldOn(t *testing.T, line sandbox.Line, n int, seed uint64, ledgerDSN s
 	b, url := testkit.Sandbox(t)
 	b.SetLine(line)
 	b.Fill(n, seed)
-	w := &world{t: t, b: b, url: url, dir: t.TempDir(), orig: map[string]client.Address{}, undec: map[string]bool{}}
+	w := &world{t: t, b: b, url: url, dir: t.TempDir(), orig: map[string]deadletter.Address{}, undec: map[string]bool{}}
 	w.ledger = ledgerDSN
 	if w.ledger == "" {
 		w.ledger = "sqlite://" + filepath.Join(w.dir, "ledger.db")
 	}
 	for _, r := range b.DeadLetterRows() {
-		w.orig[string(r.Payload)] = client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
+		w.orig[string(r.Payload)] = deadletter.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
 		if strings.HasPrefix(r.Error, "decryption failed") {
 			w.undec[string(r.Payload)] = true
 		}
@@ -458,10 +458,10 @@ func TestOrderedKillAndResume(t *testing.T) {
 				} else {
 					b.FillChains(parts, per, uint64(100*vi+trial))
 				}
-				w := &world{t: t, b: b, url: url, dir: t.TempDir(), orig: map[string]client.Address{}, undec: map[string]bool{}}
+				w := &world{t: t, b: b, url: url, dir: t.TempDir(), orig: map[string]deadletter.Address{}, undec: map[string]bool{}}
 				w.ledger = "sqlite://" + filepath.Join(w.dir, "ledger.db")
 				for _, r := range b.DeadLetterRows() {
-					w.orig[string(r.Payload)] = client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
+					w.orig[string(r.Payload)] = deadletter.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
 				}
 				b.SetFaults(v.faults)
 				kill := time.Duration(rng.IntN(500)) * time.Millisecond
@@ -533,7 +533,7 @@ func TestKillBetweenManualPushAndJournal(t *testing.T) {
 		t.Skip("builds and kills the real binary")
 	}
 	w := newWorld(t, 5, 11, "")
-	var addr client.Address
+	var addr deadletter.Address
 	var payload string
 	for p, a := range w.orig {
 		if !w.undec[p] {

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	dlqctl "github.com/dlqctl/dlqctl"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
@@ -189,7 +189,7 @@ func TestTriageInATerminal(t *testing.T) {
 	}
 	heldRows, replayedLeft := 0, 0
 	for _, r := range b.DeadLetterRows() {
-		switch replay.ClassID(r.Error) {
+		switch deadletter.ClassID(r.Error) {
 		case held:
 			heldRows++
 		case replayed:

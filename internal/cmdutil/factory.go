@@ -14,6 +14,7 @@ import (
 	"github.com/dlqctl/dlqctl/internal/config"
 	"github.com/dlqctl/dlqctl/internal/iostreams"
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/secret"
@@ -219,7 +220,7 @@ func (f *Factory) Client() (*client.Client, error) {
 		}
 		opts := client.Options{Server: s.Server, Token: s.Token, HTTPClient: hc, Backoff: f.Backoff, Timeout: f.Globals.Timeout, MaxRow: f.MaxRow}
 		if s.Broker != "" {
-			if opts.Identity, err = client.NamedIdentity(s.Broker); err != nil {
+			if opts.Identity, err = deadletter.NamedIdentity(s.Broker); err != nil {
 				f.clErr = UsageError(fmt.Errorf("context %s: %v", s.Context, err))
 				return
 			}
@@ -295,7 +296,7 @@ func (f *Factory) BrokerKey(ctx context.Context, ld *ledger.Store) (string, erro
 	}
 	key := s.Broker
 	if key == "" {
-		if key, err = client.Identity(s.Server); err != nil {
+		if key, err = deadletter.Identity(s.Server); err != nil {
 			return "", UsageError(err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 )
@@ -35,7 +36,7 @@ func (f *Factory) brokerSuspects(ctx context.Context, cl *client.Client, ld *led
 	if err != nil || len(others) == 0 {
 		return nil, err
 	}
-	mine, err := client.Identity(cl.Server())
+	mine, err := deadletter.Identity(cl.Server())
 	if err != nil {
 		return nil, nil
 	}
@@ -45,8 +46,8 @@ func (f *Factory) brokerSuspects(ctx context.Context, cl *client.Client, ld *led
 		if o == cl.Broker() {
 			continue
 		}
-		if _, err := client.Identity(o); err == nil {
-			if client.SameAddress(ctx, mine, o) {
+		if _, err := deadletter.Identity(o); err == nil {
+			if deadletter.SameAddress(ctx, mine, o) {
 				out = append(out, suspect{o, fmt.Sprintf("%s and %s reach the same address now", mine, o)})
 			}
 			continue
@@ -59,7 +60,7 @@ func (f *Factory) brokerSuspects(ctx context.Context, cl *client.Client, ld *led
 			if c.Broker != o || c.Server == "" {
 				continue
 			}
-			if id, err := client.Identity(c.Server); err == nil && client.SameAddress(ctx, mine, id) {
+			if id, err := deadletter.Identity(c.Server); err == nil && deadletter.SameAddress(ctx, mine, id) {
 				out = append(out, suspect{o, fmt.Sprintf("context %s names %s the broker at %s, which reaches the same address as %s now", name, o, c.Server, mine)})
 				break
 			}
@@ -121,7 +122,7 @@ func (f *Factory) ConfirmBroker(ctx context.Context, ans BrokerAnswer) error {
 	switch {
 	case ans.SameAs != "":
 		canonical := ans.SameAs
-		if id, err := client.Identity(canonical); err == nil {
+		if id, err := deadletter.Identity(canonical); err == nil {
 			canonical = id
 		}
 		if has, err := ld.HasHistory(ctx, canonical); err != nil {

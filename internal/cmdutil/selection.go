@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/jq"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/spf13/cobra"
 )
 
@@ -50,12 +49,12 @@ func (s *SelectionFlags) Any(args []string) bool {
 }
 
 // Build turns the flags and address arguments into a compiled selection.
-func (s *SelectionFlags) Build(f *Factory, args []string) (*replay.Selection, error) {
-	sel := &replay.Selection{Queue: s.Queue, ConsumerGroup: client.GroupName(s.ConsumerGroup), Partition: s.Partition,
+func (s *SelectionFlags) Build(f *Factory, args []string) (*deadletter.Selection, error) {
+	sel := &deadletter.Selection{Queue: s.Queue, ConsumerGroup: deadletter.GroupName(s.ConsumerGroup), Partition: s.Partition,
 		Error: s.Error, Class: strings.ToLower(s.Class), Limit: s.Limit, All: s.All, Where: s.Where, WhereDecrypt: s.WhereDecrypt}
 	if s.Where != "" {
 		// Its own error, with where the expression went wrong: no --help hint.
-		if _, err := replay.CompileWhere(s.Where); err != nil {
+		if _, err := deadletter.CompileWhere(s.Where); err != nil {
 			return nil, UsageError(err)
 		}
 	}
@@ -65,32 +64,32 @@ func (s *SelectionFlags) Build(f *Factory, args []string) (*replay.Selection, er
 	now := f.Now()
 	var err error
 	if s.FailedAfter != "" {
-		if sel.FailedAfter, err = replay.ParseTime(s.FailedAfter, now); err != nil {
+		if sel.FailedAfter, err = deadletter.ParseTime(s.FailedAfter, now); err != nil {
 			return nil, FlagErrorf("--failed-after: %v", err)
 		}
 	}
 	if s.FailedBefore != "" {
-		if sel.FailedBefore, err = replay.ParseTime(s.FailedBefore, now); err != nil {
+		if sel.FailedBefore, err = deadletter.ParseTime(s.FailedBefore, now); err != nil {
 			return nil, FlagErrorf("--failed-before: %v", err)
 		}
 	}
 	for _, a := range args {
-		addr, err := client.ParseAddress(a)
+		addr, err := deadletter.ParseAddress(a)
 		if err != nil {
 			return nil, FlagErrorf("%v", err)
 		}
 		sel.Addresses = append(sel.Addresses, addr)
 	}
 	if s.FromFile != "" {
-		var addrs []client.Address
+		var addrs []deadletter.Address
 		if s.FromFile == "-" {
-			addrs, err = replay.ReadAddresses(f.IO.In)
+			addrs, err = deadletter.ReadAddresses(f.IO.In)
 		} else {
 			fh, ferr := os.Open(s.FromFile)
 			if ferr != nil {
 				return nil, UsageError(fmt.Errorf("--from-file: %v", ferr))
 			}
-			addrs, err = replay.ReadAddresses(fh)
+			addrs, err = deadletter.ReadAddresses(fh)
 			fh.Close()
 		}
 		if err != nil {
@@ -109,7 +108,7 @@ func (s *SelectionFlags) Build(f *Factory, args []string) (*replay.Selection, er
 
 // RequireSelection refuses an empty selection for commands that act:
 // the whole DLQ must be asked for with --all.
-func RequireSelection(sel *replay.Selection, verb string) error {
+func RequireSelection(sel *deadletter.Selection, verb string) error {
 	if sel.Empty() {
 		return FlagErrorf("%s needs a selection (--queue, --cg, --error, --class, --where, addresses, --from-file, …) or --all for the whole DLQ", verb)
 	}

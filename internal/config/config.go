@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/adrg/xdg"
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/duration"
 	"github.com/dlqctl/dlqctl/pkg/policy"
 	"github.com/go-viper/mapstructure/v2"
@@ -373,13 +373,13 @@ func Resolve(c *Config, f Flags, getenv func(string) string) (*Settings, error) 
 }
 
 // sameIdentity reports whether two server URLs are one broker's by
-// client.Identity (a port with leading zeros, 0.0.0.0 for 127.0.0.1, …).
+// deadletter.Identity (a port with leading zeros, 0.0.0.0 for 127.0.0.1, …).
 func sameIdentity(a, b string) bool {
 	if a == b {
 		return true
 	}
-	ia, ea := client.Identity(a)
-	ib, eb := client.Identity(b)
+	ia, ea := deadletter.Identity(a)
+	ib, eb := deadletter.Identity(b)
 	return ea == nil && eb == nil && ia == ib
 }
 

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
@@ -125,7 +126,7 @@ func (l *Loader) consume(ctx context.Context, queue, partition, group string, fa
 	dead := 0
 	for round := 0; round < 100; round++ {
 		q := url.Values{"batch": {"1000"}}
-		if group != client.QueueModeGroup {
+		if group != deadletter.QueueModeGroup {
 			q.Set("consumerGroup", group)
 		}
 		var page struct {
@@ -158,7 +159,7 @@ func (l *Loader) consume(ctx context.Context, queue, partition, group string, fa
 			acks = append(acks, ack)
 		}
 		body := map[string]any{"acknowledgments": acks}
-		if group != client.QueueModeGroup {
+		if group != deadletter.QueueModeGroup {
 			body["consumerGroup"] = group
 		}
 		var res []struct {

@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/batch"
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
 // Missing names explicit addresses that are not dead-lettered.
-func Missing(w io.Writer, missing []client.Address) {
+func Missing(w io.Writer, missing []deadletter.Address) {
 	for _, a := range missing {
 		fmt.Fprintf(w, "not found: no dead-letter row at %s (nothing done to it)\n", render.Clean(a.String()))
 	}
@@ -27,7 +27,7 @@ func Missing(w io.Writer, missing []client.Address) {
 // Plan writes the plan for people.
 func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 	c := render.Clean
-	verb := map[string]string{replay.Replay: "Replay", replay.Discard: "Discard"}[p.Action]
+	verb := map[string]string{deadletter.Replay: "Replay", deadletter.Discard: "Discard"}[p.Action]
 	rows := Plural(p.Rows, "dead-letter row", "dead-letter rows")
 	if p.OtherGroups > 0 {
 		rows = fmt.Sprintf("%d dead-letter rows: %d selected, %d more of the same messages", p.Rows+p.OtherGroups, p.Rows, p.OtherGroups)
@@ -51,7 +51,7 @@ func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 	}
 	if b := p.Broker; b != nil {
 		words := b.ReplayWords()
-		if p.Action == replay.Discard {
+		if p.Action == deadletter.Discard {
 			words = b.DeleteWords()
 		}
 		fmt.Fprintf(w, "  broker: %s — %s\n", c(b.Name()), words)
@@ -113,12 +113,12 @@ func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 				parts = append(parts, fmt.Sprintf("… %d more", len(p.AlsoRemoves)-8))
 				break
 			}
-			parts = append(parts, fmt.Sprintf("%d of group %s, class %s (%s)", a.Rows, c(client.GroupLabel(a.ConsumerGroup)), a.Class, render.Truncate(c(a.Pattern), 40)))
+			parts = append(parts, fmt.Sprintf("%d of group %s, class %s (%s)", a.Rows, c(deadletter.GroupLabel(a.ConsumerGroup)), a.Class, render.Truncate(c(a.Pattern), 40)))
 		}
 		fmt.Fprintf(w, "  %s a %s acts on the message, so it also removes %s the selection left out: %s. They are archived and recorded in this batch.\n",
-			warn, map[string]string{replay.Replay: "replay's delete", replay.Discard: "delete"}[p.Action],
+			warn, map[string]string{deadletter.Replay: "replay's delete", deadletter.Discard: "delete"}[p.Action],
 			Plural(p.OtherGroups, "dead-letter row", "dead-letter rows"), strings.Join(parts, "; "))
-		if p.Action == replay.Replay {
+		if p.Action == deadletter.Replay {
 			fmt.Fprintf(w, "  To replay for one consumer group alone, publish to a recovery queue only that group reads: --to-queue.\n")
 		}
 	}
@@ -127,7 +127,7 @@ func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 			warn, c(fo.Queue), c(strings.Join(groupLabels(fo.AlsoReaches), ", ")), Plural(fo.Messages, "message", "messages"))
 	}
 	if p.Undecryptable > 0 {
-		if p.Action == replay.Replay {
+		if p.Action == deadletter.Replay {
 			fmt.Fprintf(w, "  %s %s an encryption envelope the broker cannot decrypt; they are skipped and left in place.\n", warn, Plural(p.Undecryptable, "message is", "messages are"))
 		} else {
 			fmt.Fprintf(w, "  %s %s an encryption envelope the broker cannot decrypt; they are discarded like the rest (the archive keeps the envelope).\n", warn, Plural(p.Undecryptable, "message is", "messages are"))
@@ -153,7 +153,7 @@ func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 func groupLabels(gs []string) []string {
 	out := make([]string, len(gs))
 	for i, g := range gs {
-		out[i] = client.GroupLabel(g)
+		out[i] = deadletter.GroupLabel(g)
 	}
 	return out
 }
@@ -162,7 +162,7 @@ func groupLabels(gs []string) []string {
 // destination's consumer lag (and --max-lag), and --window.
 func lagAndWindow(w io.Writer, p replay.Plan) {
 	c := render.Clean
-	if l := p.Lag; l != nil && p.Action == replay.Replay {
+	if l := p.Lag; l != nil && p.Action == deadletter.Replay {
 		switch {
 		case len(l.Groups) > 0:
 			fmt.Fprintln(w, "  consumer lag of the destination:")
@@ -179,7 +179,7 @@ func lagAndWindow(w io.Writer, p replay.Plan) {
 				if g.Lag >= time.Second {
 					lag = render.Duration(g.Lag.Round(time.Second))
 				}
-				fmt.Fprintf(w, "    %s/%s  %s (%s%s)\n", c(g.Queue), c(client.GroupLabel(g.ConsumerGroup)), lag, c(g.State), behind)
+				fmt.Fprintf(w, "    %s/%s  %s (%s%s)\n", c(g.Queue), c(deadletter.GroupLabel(g.ConsumerGroup)), lag, c(g.State), behind)
 			}
 		case l.Reported || l.MaxLag > 0:
 			fmt.Fprintln(w, "  consumer lag: no consumer group reads the destination")
@@ -212,7 +212,7 @@ func Report(w io.Writer, pal *render.Palette, rep *replay.Report) {
 		}
 	}
 	id := func(s string) string { return s }
-	if rep.Action == replay.Replay {
+	if rep.Action == deadletter.Replay {
 		add(rep.Replayed, "replayed", pal.Green)
 		add(rep.Duplicate, "duplicate-suppressed", id)
 	} else {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
@@ -39,7 +39,7 @@ func Show(w, warn io.Writer, pal *render.Palette, res inspect.ShowResult) {
 	if len(res.Rows) > 0 {
 		fmt.Fprintf(w, "\nFailures (%d):\n", len(res.Rows))
 		for _, r := range res.Rows {
-			fmt.Fprintf(w, "  %s  group %s, %d retries, failed %s (%s ago)\n", pal.Red("✗"), c(client.GroupLabel(r.ConsumerGroup)), r.RetryCount, r.FailedAt, render.AgeOfSeconds(float64(r.AgeSeconds)))
+			fmt.Fprintf(w, "  %s  group %s, %d retries, failed %s (%s ago)\n", pal.Red("✗"), c(deadletter.GroupLabel(r.ConsumerGroup)), r.RetryCount, r.FailedAt, render.AgeOfSeconds(float64(r.AgeSeconds)))
 			fmt.Fprintf(w, "     %s  [class %s]\n", orNone(c(r.ErrorMessage)), r.ErrorClass)
 		}
 	} else if len(res.Archived) > 0 {
@@ -52,8 +52,8 @@ func Show(w, warn io.Writer, pal *render.Palette, res inspect.ShowResult) {
 					gone += ", with no decision (vanished)"
 				}
 			}
-			fmt.Fprintf(w, "  %s  group %s, %d retries, failed %s; %s\n", pal.Red("✗"), c(client.GroupLabel(a.ConsumerGroup)), a.RetryCount, render.Timestamp(a.FailedAt), gone)
-			fmt.Fprintf(w, "     %s  [class %s]\n", orNone(c(a.Error)), replay.ClassID(a.Error))
+			fmt.Fprintf(w, "  %s  group %s, %d retries, failed %s; %s\n", pal.Red("✗"), c(deadletter.GroupLabel(a.ConsumerGroup)), a.RetryCount, render.Timestamp(a.FailedAt), gone)
+			fmt.Fprintf(w, "     %s  [class %s]\n", orNone(c(a.Error)), deadletter.ClassID(a.Error))
 		}
 	}
 	if res.Undecryptable {
@@ -99,7 +99,7 @@ func Show(w, warn io.Writer, pal *render.Palette, res inspect.ShowResult) {
 				}
 			}
 			via := j.Via
-			if j.Outcome == replay.OutcomeMovedElsewhere {
+			if j.Outcome == deadletter.OutcomeMovedElsewhere {
 				via = "another hand"
 			}
 			fmt.Fprintf(w, "  replayed as transaction id %s (partition %s) via %s; %s\n", c(cp.TransactionID), c(cp.PartitionID), via, now)
@@ -133,7 +133,7 @@ func journalSentence(j *ledger.Entry) string {
 		return "replayed by the broker's move, dead letter removed"
 	case j.State == ledger.Removed && (j.Outcome == "replayed" || j.Outcome == "duplicate"):
 		return "replayed, dead letter removed"
-	case j.State == ledger.Removed && j.Outcome == replay.OutcomeMovedElsewhere:
+	case j.State == ledger.Removed && j.Outcome == deadletter.OutcomeMovedElsewhere:
 		return "replayed by another hand (the broker's console) while a batch held it: moved elsewhere"
 	case j.State == ledger.Removed && j.Outcome == "gone":
 		return "gone before it was acted on"

@@ -14,7 +14,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/iostreams"
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
@@ -54,7 +54,7 @@ func NewCLI(t testing.TB, server string, run func(context.Context, *cmdutil.Fact
 
 // Broker is the ledger's identity of the broker the CLI talks to.
 func (c *CLI) Broker() string {
-	id, err := client.Identity(c.Env["DLQCTL_SERVER"])
+	id, err := deadletter.Identity(c.Env["DLQCTL_SERVER"])
 	if err != nil {
 		c.T.Fatal(err)
 	}

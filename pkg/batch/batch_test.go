@@ -9,6 +9,7 @@ import (
 
 	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/pkg/batch"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
@@ -40,7 +41,7 @@ func seeded(t *testing.T, more func(b *sandbox.Broker)) (*sandbox.Broker, string
 	return b, srv.URL
 }
 
-func selection(t *testing.T, s replay.Selection) *replay.Selection {
+func selection(t *testing.T, s deadletter.Selection) *deadletter.Selection {
 	t.Helper()
 	if err := s.Compile(); err != nil {
 		t.Fatal(err)
@@ -48,7 +49,7 @@ func selection(t *testing.T, s replay.Selection) *replay.Selection {
 	return &s
 }
 
-func request(action string, sel *replay.Selection) batch.Request {
+func request(action string, sel *deadletter.Selection) batch.Request {
 	s := batch.DefaultSettings(action)
 	s.Rate = 0
 	return batch.Request{Action: action, Selection: sel, Settings: s, Why: "test", Changed: func(string) bool { return false },
@@ -62,8 +63,8 @@ func TestReplayLifecycle(t *testing.T) {
 	testkit.ForEachLedger(t, func(t *testing.T, _ *ledger.Store, dsn string) {
 		b, env := world(t, dsn)
 		ctx := context.Background()
-		sel := selection(t, replay.Selection{Class: "f47c6181"})
-		p, err := batch.Prepare(ctx, env, request(replay.Replay, sel))
+		sel := selection(t, deadletter.Selection{Class: "f47c6181"})
+		p, err := batch.Prepare(ctx, env, request(deadletter.Replay, sel))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +94,7 @@ func TestReplayLifecycle(t *testing.T) {
 			ph.Plan+ph.Record+ph.Archive+ph.Run+ph.Settle > 60 {
 			t.Fatalf("phases %+v", res.Report.Phases)
 		}
-		again, err := batch.Prepare(ctx, env, request(replay.Replay, sel))
+		again, err := batch.Prepare(ctx, env, request(deadletter.Replay, sel))
 		if err != nil || again.Messages() != 0 {
 			t.Fatalf("the same selection again: %d messages (%v)", again.Messages(), err)
 		}
@@ -107,11 +108,11 @@ func TestRecordedBatches(t *testing.T) {
 	_, env := world(t, "sqlite://"+t.TempDir()+"/l.db")
 	ctx := context.Background()
 	b := &ledger.Batch{Action: ledger.ActionReplay, By: "ann", At: now, Why: "later"}
-	n, err := batch.Decide(ctx, env.Client, env.Ledger, selection(t, replay.Selection{Queue: "payments"}), b)
+	n, err := batch.Decide(ctx, env.Client, env.Ledger, selection(t, deadletter.Selection{Queue: "payments"}), b)
 	if err != nil || n == 0 {
 		t.Fatalf("decide: %d %v", n, err)
 	}
-	req := request(replay.Replay, nil)
+	req := request(deadletter.Replay, nil)
 	req.BatchID, req.Why = b.ID, ""
 	req.Settings.ToQueue = "elsewhere"
 	req.Changed = func(f string) bool { return f == "to-queue" }
@@ -124,7 +125,7 @@ func TestRecordedBatches(t *testing.T) {
 	if err != nil || p.Why() != "later" || p.Messages() != n {
 		t.Fatalf("prepare the recorded batch: %v, why %q, %d of %d", err, p.Why(), p.Messages(), n)
 	}
-	rm := request(replay.Discard, nil)
+	rm := request(deadletter.Discard, nil)
 	rm.BatchID = b.ID
 	if _, err := batch.Prepare(ctx, env, rm); errs.KindOf(err) != errs.Usage || !strings.Contains(err.Error(), "execute it with dlq replay") {
 		t.Fatalf("rm of a replay batch: %v", err)
@@ -137,11 +138,11 @@ func TestHoldsInPlans(t *testing.T) {
 	_, env := world(t, "sqlite://"+t.TempDir()+"/l.db")
 	ctx := context.Background()
 	hold := &ledger.Batch{Action: ledger.ActionHold, By: "ann", At: now, Why: "INC", Until: now.Add(time.Hour)}
-	n, err := batch.Decide(ctx, env.Client, env.Ledger, selection(t, replay.Selection{Class: "f47c6181"}), hold)
+	n, err := batch.Decide(ctx, env.Client, env.Ledger, selection(t, deadletter.Selection{Class: "f47c6181"}), hold)
 	if err != nil || n == 0 {
 		t.Fatalf("hold: %d %v", n, err)
 	}
-	p, err := batch.Prepare(ctx, env, request(replay.Replay, selection(t, replay.Selection{Queue: "orders"})))
+	p, err := batch.Prepare(ctx, env, request(deadletter.Replay, selection(t, deadletter.Selection{Queue: "orders"})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestHoldsInPlans(t *testing.T) {
 		t.Fatalf("%d held in the plan, the hold has %d", p.Held(), n)
 	}
 	all := p.Messages()
-	req := request(replay.Replay, selection(t, replay.Selection{Queue: "orders"}))
+	req := request(deadletter.Replay, selection(t, deadletter.Selection{Queue: "orders"}))
 	req.SkipHeld = true
 	p, _ = batch.Prepare(ctx, env, req)
 	if err := p.MakePlan(ctx); err != nil {

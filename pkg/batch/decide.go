@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/duration"
 	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
@@ -41,7 +42,7 @@ func ParseUntil(s string, now time.Time) (time.Time, error) {
 // that left the broker) is recorded from the archive: that is how the
 // alarm of a vanished row is settled. A batch of such addresses alone has
 // nothing left to carry out, and is done.
-func Decide(ctx context.Context, cl *client.Client, ld *ledger.Store, sel *replay.Selection, b *ledger.Batch) (int, error) {
+func Decide(ctx context.Context, cl *client.Client, ld *ledger.Store, sel *deadletter.Selection, b *ledger.Batch) (int, error) {
 	items, err := replay.Snapshot(ctx, cl, sel, inspect.PageSize)
 	if err != nil {
 		return 0, err
@@ -77,8 +78,8 @@ func Decide(ctx context.Context, cl *client.Client, ld *ledger.Store, sel *repla
 
 // archivedOnly returns, for each explicit address not among items, the
 // manifest of what the archive kept of it once it left the DLQ.
-func archivedOnly(ctx context.Context, ld *ledger.Store, broker string, addrs []client.Address, items []replay.Item) ([]ledger.ManifestItem, error) {
-	in := make(map[client.Address]bool, len(items))
+func archivedOnly(ctx context.Context, ld *ledger.Store, broker string, addrs []deadletter.Address, items []replay.Item) ([]ledger.ManifestItem, error) {
+	in := make(map[deadletter.Address]bool, len(items))
 	for _, it := range items {
 		in[it.Address] = true
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
@@ -20,8 +21,8 @@ type input struct {
 	items   []replay.Item
 	batch   *ledger.Batch // set when executing a recorded batch
 	fresh   bool
-	missing []client.Address // explicit addresses that are not dead-lettered
-	absent  map[client.Address]bool
+	missing []deadletter.Address // explicit addresses that are not dead-lettered
+	absent  map[deadletter.Address]bool
 	planAt  time.Time
 	// released counts the items a fresh batch's run let go once they
 	// were recorded (it reads them from the manifest).
@@ -33,7 +34,7 @@ type input struct {
 
 // copyBack is a batch's copy back in the DLQ.
 type copyBack struct {
-	Copy    client.Address
+	Copy    deadletter.Address
 	Lineage ledger.Lineage
 }
 
@@ -53,7 +54,7 @@ func gather(ctx context.Context, cl *client.Client, ld *ledger.Store, req Reques
 		if b.Status == ledger.StatusCancelled {
 			return nil, errs.Usagef("batch %s was cancelled (see dlqctl decisions show %s): it is no longer a decision; select the dead letters again for a new batch", b.ID, b.ID)
 		}
-		want := map[string]string{replay.Replay: ledger.ActionReplay, replay.Discard: ledger.ActionDiscard}[action]
+		want := map[string]string{deadletter.Replay: ledger.ActionReplay, deadletter.Discard: ledger.ActionDiscard}[action]
 		if b.Action != want {
 			verb := map[string]string{ledger.ActionReplay: "dlq replay", ledger.ActionDiscard: "dlq rm", ledger.ActionHold: "nothing (a hold is not executed)"}[b.Action]
 			return nil, errs.Usagef("batch %s records a %s decision; execute it with %s", b.ID, b.Action, verb)
@@ -79,7 +80,7 @@ func gather(ctx context.Context, cl *client.Client, ld *ledger.Store, req Reques
 		if in.copiesBack, err = copiesBack(ctx, ld, b, cands); err != nil {
 			return nil, err
 		}
-		in.absent = map[client.Address]bool{}
+		in.absent = map[deadletter.Address]bool{}
 		for i := range in.items {
 			it := &in.items[i]
 			rows := current[it.Address]
@@ -115,7 +116,7 @@ func gather(ctx context.Context, cl *client.Client, ld *ledger.Store, req Reques
 	}
 	in.items, in.fresh = items, true
 	if len(sel.Addresses) > 0 && !sel.OnlyAddresses() {
-		found := map[client.Address]bool{}
+		found := map[deadletter.Address]bool{}
 		for _, it := range items {
 			found[it.Address] = true
 		}
@@ -133,7 +134,7 @@ func gather(ctx context.Context, cl *client.Client, ld *ledger.Store, req Reques
 // gives its payload, decrypted); the rows are read from their queues
 // only, without payloads. An address the broker cannot be asked about
 // (see Address.Unreachable) is looked for in the list.
-func snapshotAddresses(ctx context.Context, cl *client.Client, addrs []client.Address) ([]replay.Item, []client.Address, error) {
+func snapshotAddresses(ctx context.Context, cl *client.Client, addrs []deadletter.Address) ([]replay.Item, []deadletter.Address, error) {
 	type got struct {
 		m   *client.Message
 		err error
@@ -155,9 +156,9 @@ func snapshotAddresses(ctx context.Context, cl *client.Client, addrs []client.Ad
 	}
 	wg.Wait()
 	var items []replay.Item
-	var missing []client.Address
-	byAddr := map[client.Address]int{} // -1: dead-lettered, not yet seen in the list
-	seen := map[client.Address]bool{}
+	var missing []deadletter.Address
+	byAddr := map[deadletter.Address]int{} // -1: dead-lettered, not yet seen in the list
+	seen := map[deadletter.Address]bool{}
 	var queues []string
 	readAll := false
 	for i, a := range addrs {
@@ -202,7 +203,7 @@ func snapshotAddresses(ctx context.Context, cl *client.Client, addrs []client.Ad
 			}
 			if i < 0 {
 				byAddr[a] = len(items)
-				items = append(items, replay.Item{Address: a, Queue: row.Queue, Partition: row.Partition, Rows: []client.Row{row}})
+				items = append(items, replay.Item{Address: a, Queue: row.Queue, Partition: row.Partition, Rows: []deadletter.Row{row}})
 				continue
 			}
 			items[i].Rows = append(items[i].Rows, row)
@@ -237,7 +238,7 @@ func checkEnvelopes(ctx context.Context, cl *client.Client, items []replay.Item)
 			ask = append(ask, it)
 		}
 	}
-	return askDetails(ctx, cl, len(ask), func(i int) client.Address { return ask[i].Address }, func(i int, m *client.Message) {
+	return askDetails(ctx, cl, len(ask), func(i int) deadletter.Address { return ask[i].Address }, func(i int, m *client.Message) {
 		ask[i].Payload, ask[i].Checked = m.Payload, true
 	})
 }
@@ -246,7 +247,7 @@ func checkEnvelopes(ctx context.Context, cl *client.Client, items []replay.Item)
 // gives each answer to got (called one at a time). An address gone from
 // the DLQ, or a broker without the route, leaves it unanswered (a run
 // settles it); any other error is returned.
-func askDetails(ctx context.Context, cl *client.Client, n int, addr func(i int) client.Address, got func(i int, m *client.Message)) error {
+func askDetails(ctx context.Context, cl *client.Client, n int, addr func(i int) deadletter.Address, got func(i int, m *client.Message)) error {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	var mu sync.Mutex
@@ -280,11 +281,11 @@ func ManifestItems(man []ledger.ManifestItem) []replay.Item {
 	items := make([]replay.Item, 0, len(man))
 	for _, m := range man {
 		it := replay.Item{Address: m.Address, Queue: m.Queue, Partition: m.Partition, Payload: m.Payload, Checked: m.Checked}
-		row := func(id, g, errText string, retries int, failed time.Time) client.Row {
+		row := func(id, g, errText string, retries int, failed time.Time) deadletter.Row {
 			if id == "" {
 				id = m.MessageID // a manifest written before rows kept their ids
 			}
-			return client.Row{ID: id, PartitionID: m.Address.PartitionID, TransactionID: m.Address.TransactionID, Queue: m.Queue,
+			return deadletter.Row{ID: id, PartitionID: m.Address.PartitionID, TransactionID: m.Address.TransactionID, Queue: m.Queue,
 				Partition: m.Partition, ConsumerGroup: g, ErrorMessage: errText, RetryCount: retries, FailedAt: failed, Data: m.Payload}
 		}
 		if len(m.Rows) > 0 {
@@ -347,9 +348,9 @@ func ManifestItemOf(it replay.Item) ledger.ManifestItem {
 // candidates are looked up in the batch's manifest a chunk at a time, so
 // nothing of the batch is held; a ledger that cannot be read ends the
 // count.
-func newSince(ctx context.Context, cl *client.Client, ld *ledger.Store, batchID string, sel *replay.Selection, planAt time.Time, own func(txid string) bool) int {
+func newSince(ctx context.Context, cl *client.Client, ld *ledger.Store, batchID string, sel *deadletter.Selection, planAt time.Time, own func(txid string) bool) int {
 	n := 0
-	var chunk []client.Address
+	var chunk []deadletter.Address
 	count := func() bool {
 		in, err := ld.InBatch(ctx, cl.Broker(), batchID, chunk)
 		if err != nil {
@@ -363,7 +364,7 @@ func newSince(ctx context.Context, cl *client.Client, ld *ledger.Store, batchID 
 		chunk = chunk[:0]
 		return true
 	}
-	q := sel.Query(inspect.PageSize)
+	q := client.QueryFor(sel, inspect.PageSize)
 	q.NoData = true
 	for r, err := range cl.Rows(ctx, q) {
 		if err != nil || r.FailedAt.Before(planAt) {
@@ -425,8 +426,8 @@ func archiveItem(ctx context.Context, a *ledger.Archiver, it replay.Item) error 
 // in the DLQ now (every consumer group), reading only the items' queues
 // (and dest, where the batch's copies went). The other addresses whose
 // transaction id maybeCopy says may be a replay's copy are returned too.
-func currentRows(ctx context.Context, cl *client.Client, items []replay.Item, dest string, maybeCopy func(string) bool) (map[client.Address][]client.Row, []client.Address, error) {
-	want := map[client.Address]bool{}
+func currentRows(ctx context.Context, cl *client.Client, items []replay.Item, dest string, maybeCopy func(string) bool) (map[deadletter.Address][]deadletter.Row, []deadletter.Address, error) {
+	want := map[deadletter.Address]bool{}
 	var queues []string
 	for _, it := range items {
 		want[it.Address] = true
@@ -437,9 +438,9 @@ func currentRows(ctx context.Context, cl *client.Client, items []replay.Item, de
 	if dest != "" && !slices.Contains(queues, dest) {
 		queues = append(queues, dest)
 	}
-	out := map[client.Address][]client.Row{}
-	var cands []client.Address
-	seen := map[client.Address]bool{}
+	out := map[deadletter.Address][]deadletter.Row{}
+	var cands []deadletter.Address
+	seen := map[deadletter.Address]bool{}
 	for _, q := range queues {
 		for r, err := range cl.Rows(ctx, client.ListQuery{Queue: q, Limit: inspect.PageSize, NoData: true}) {
 			if err != nil {
@@ -459,7 +460,7 @@ func currentRows(ctx context.Context, cl *client.Client, items []replay.Item, de
 }
 
 // copiesBack are the candidates that are copies batch b published.
-func copiesBack(ctx context.Context, ld *ledger.Store, b *ledger.Batch, cands []client.Address) ([]copyBack, error) {
+func copiesBack(ctx context.Context, ld *ledger.Store, b *ledger.Batch, cands []deadletter.Address) ([]copyBack, error) {
 	lin, err := ld.LineageOf(ctx, b.Broker, cands)
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
@@ -36,8 +37,8 @@ type Env struct {
 // Request is a replay or discard to plan: a selection, or a recorded
 // batch to execute or resume.
 type Request struct {
-	Action    string            // replay.Replay or replay.Discard
-	Selection *replay.Selection // nil when BatchID is set
+	Action    string                // deadletter.Replay or deadletter.Discard
+	Selection *deadletter.Selection // nil when BatchID is set
 	BatchID   string
 	// Settings are what the caller asked for; for a recorded batch, the
 	// recorded ones stand unless Changed says the caller set them again.
@@ -164,7 +165,7 @@ func Prepare(ctx context.Context, env Env, req Request) (*Pending, error) {
 	// manifest keeps that order for every resume; a recorded batch whose
 	// settings say no order (decided by an older dlqctl) is arranged by
 	// failure time, the same way every time.
-	if req.Action == replay.Replay && p.sp == nil {
+	if req.Action == deadletter.Replay && p.sp == nil {
 		recordedOrder := ""
 		if in.batch != nil {
 			var rec Settings
@@ -190,13 +191,13 @@ func Prepare(ctx context.Context, env Env, req Request) (*Pending, error) {
 // they are read (Selection.WhereRows), not loaded from the whole history.
 // A lookup that fails fails the read: a batch is not chosen by a
 // predicate that saw some rows without their decisions.
-func PrepareWhere(ctx context.Context, env Env, sel *replay.Selection) (*inspect.WhereStats, error) {
+func PrepareWhere(ctx context.Context, env Env, sel *deadletter.Selection) (*inspect.WhereStats, error) {
 	if sel.Where == "" {
 		return inspect.PrepareWhere(ctx, env.Client, sel, nil, env.Policies, env.Now())
 	}
 	dec := inspect.NewDecisions(env.Ledger, env.Client.Broker())
-	sel.WhereRows = func(ctx context.Context, rows iter.Seq2[client.Row, error]) iter.Seq2[client.Row, error] {
-		return func(yield func(client.Row, error) bool) {
+	sel.WhereRows = func(ctx context.Context, rows iter.Seq2[deadletter.Row, error]) iter.Seq2[deadletter.Row, error] {
+		return func(yield func(deadletter.Row, error) bool) {
 			for r, err := range dec.Through(ctx, rows) {
 				if err == nil && dec.Err() != nil {
 					err = dec.Err()
@@ -221,7 +222,7 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 		return err
 	}
 	// The batch's own addresses' decisions, not the history's.
-	addrs := make([]client.Address, len(p.in.items))
+	addrs := make([]deadletter.Address, len(p.in.items))
 	for i, it := range p.in.items {
 		addrs[i] = it.Address
 	}
@@ -232,7 +233,7 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 	if err := p.startPlan(ctx); err != nil {
 		return err
 	}
-	if p.req.Action == replay.Replay {
+	if p.req.Action == deadletter.Replay {
 		gens, err := copyGenerations(ctx, p.env.Ledger, p.env.Client.Broker(), addrs)
 		if err != nil {
 			return err
@@ -257,7 +258,7 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 		p.skippedHeld = len(p.in.items) - len(kept)
 		p.in.items = kept
 	}
-	if p.req.Action == replay.Replay {
+	if p.req.Action == deadletter.Replay {
 		groups := func(add func(q, g string)) {
 			for _, it := range p.in.items {
 				for _, g := range it.Groups() {
@@ -293,11 +294,11 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 // fails, or runs past jq's budget, fails the plan, naming the message.
 func (p *Pending) tryTransform(ctx context.Context, each func(f func(addr string, payload json.RawMessage) error) error) error {
 	t := p.opts.Transform
-	if t == nil || p.req.Action != replay.Replay {
+	if t == nil || p.req.Action != deadletter.Replay {
 		return nil
 	}
 	return each(func(addr string, payload json.RawMessage) error {
-		if client.IsEnvelope(payload) {
+		if deadletter.IsEnvelope(payload) {
 			return nil // never published: skipped as undecryptable
 		}
 		if _, err := t(ctx, payload); err != nil {
@@ -324,7 +325,7 @@ func (p *Pending) makeStreamedPlan(ctx context.Context) error {
 		return err
 	}
 	p.skippedHeld = sp.skipped
-	if p.req.Action == replay.Replay {
+	if p.req.Action == deadletter.Replay {
 		// Each queue's groups, from every address the plan keeps.
 		masks := make([]uint64, len(sp.queues))
 		pinned := 0
@@ -366,10 +367,10 @@ func (p *Pending) makeStreamedPlan(ctx context.Context) error {
 // copyGenerations are the generations of the addresses that are copies
 // the /retry endpoint published (their ids, minted by the broker, say
 // none): the ledger's journal knows which replay made each.
-func copyGenerations(ctx context.Context, ld *ledger.Store, broker string, addrs []client.Address) (replay.Generations, error) {
-	var minted []client.Address
+func copyGenerations(ctx context.Context, ld *ledger.Store, broker string, addrs []deadletter.Address) (replay.Generations, error) {
+	var minted []deadletter.Address
 	for _, a := range addrs {
-		if !replay.IsReplayID(a.TransactionID) {
+		if !deadletter.IsReplayID(a.TransactionID) {
 			minted = append(minted, a)
 		}
 	}
@@ -448,7 +449,7 @@ func (p *Pending) release(ctx context.Context) error {
 // path (an earlier attempt may have published their derived id): they
 // take it whatever the path resolved to.
 func (p *Pending) pinned(ctx context.Context) (int, error) {
-	addrs := make([]client.Address, len(p.in.items))
+	addrs := make([]deadletter.Address, len(p.in.items))
 	for i, it := range p.in.items {
 		addrs[i] = it.Address
 	}
@@ -550,7 +551,7 @@ func (p *Pending) SetWhy(why string) { p.why = why }
 func (p *Pending) OverrideHold() { p.req.OverrideHold = true }
 
 // Missing are the explicit addresses that are not dead-lettered.
-func (p *Pending) Missing() []client.Address { return p.in.missing }
+func (p *Pending) Missing() []deadletter.Address { return p.in.missing }
 
 // finishPlan adds to a plan what the batch knows beside its items: the
 // held messages left out, the predicate's notes, and whether each copy
@@ -561,7 +562,7 @@ func (p *Pending) finishPlan() {
 	}
 	p.plan.SkippedHeld = p.skippedHeld
 	p.plan.Where = p.where.Notes()
-	p.plan.Trace = p.req.Action == replay.Replay && !p.settings.NoTrace && p.opts.Release.Traces()
+	p.plan.Trace = p.req.Action == deadletter.Replay && !p.settings.NoTrace && p.opts.Release.Traces()
 	if p.awaits() {
 		p.plan.ApprovalAbove = p.req.ApprovalAbove
 	}

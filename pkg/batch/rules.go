@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
 // The rules every front end's decisions and batches go by, in one place:
@@ -34,7 +34,7 @@ func (e *HeldError) Error() string {
 
 // DecideRequest is a decision as a person states it.
 type DecideRequest struct {
-	Selection *replay.Selection
+	Selection *deadletter.Selection
 	// Action is ledger.ActionReplay, ActionDiscard or ActionHold.
 	Action string
 	By     string

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/replay"
@@ -100,7 +100,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 		}
 	}
 	var tr *tracer
-	if opts.Action == replay.Replay {
+	if opts.Action == deadletter.Replay {
 		if tr = startTracer(cl, opts.Release, settings, batch); tr != nil {
 			opts.Replayed = tr.replayed
 		}
@@ -174,7 +174,7 @@ func (p *Pending) record(ctx context.Context, by string) (*ledger.Batch, error) 
 	if b := p.in.batch; b != nil {
 		return b, p.env.Ledger.SetBatchSettings(ctx, b.ID, settings)
 	}
-	b := &ledger.Batch{ID: p.BatchID(), Broker: p.env.Client.Broker(), Action: map[string]string{replay.Replay: ledger.ActionReplay, replay.Discard: ledger.ActionDiscard}[p.req.Action],
+	b := &ledger.Batch{ID: p.BatchID(), Broker: p.env.Client.Broker(), Action: map[string]string{deadletter.Replay: ledger.ActionReplay, deadletter.Discard: ledger.ActionDiscard}[p.req.Action],
 		By: by, At: p.now, Why: p.why, Selection: p.req.Selection.String(), Destination: p.settings.ToQueue, Status: ledger.StatusRunning, Settings: settings}
 	if p.awaits() {
 		b.Status, b.NeedsApproval = ledger.StatusAwaiting, true
@@ -189,7 +189,7 @@ func (p *Pending) record(ctx context.Context, by string) (*ledger.Batch, error) 
 // recordStaged writes a staged batch's manifest from the stage, in
 // replay order (Arrange's, when the replay keeps an order).
 func (p *Pending) recordStaged(ctx context.Context, b *ledger.Batch) error {
-	ordered := p.req.Action == replay.Replay && replay.Ordered(p.settings.Order)
+	ordered := p.req.Action == deadletter.Replay && replay.Ordered(p.settings.Order)
 	if err := p.stage.arrange(ctx, ordered, p.sp.chains); err != nil {
 		return err
 	}
@@ -286,7 +286,7 @@ const (
 type Step struct {
 	Kind      StepKind
 	N         int
-	Addresses []client.Address
+	Addresses []deadletter.Address
 }
 
 // NextSteps say how to finish a batch a run left unfinished: resume when
@@ -310,7 +310,7 @@ func NextSteps(rep *replay.Report) []Step {
 	if stuck > 0 {
 		out = append(out, Step{Kind: SkipGaps, N: stuck})
 	}
-	var skipped []client.Address
+	var skipped []deadletter.Address
 	for _, l := range rep.Listed {
 		if strings.HasPrefix(l.Reason, "skipped") {
 			skipped = append(skipped, l.Address)
@@ -343,7 +343,7 @@ func Resumable(rep *replay.Report) bool {
 
 // verbOf is the command that executes an action: replay, rm.
 func verbOf(action string) string {
-	if action == replay.Discard {
+	if action == deadletter.Discard {
 		return "rm"
 	}
 	return "replay"

@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/duration"
 	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/replay"
@@ -152,7 +153,7 @@ func ValidateRate(r float64) error {
 // DefaultSettings are what a replay or a discard runs with when nothing
 // else is said: the commands' flag defaults, and the triage screen's.
 func DefaultSettings(action string) Settings {
-	if action == replay.Discard {
+	if action == deadletter.Discard {
 		return Settings{Rate: 10, Burst: 1, Concurrency: 1}
 	}
 	return Settings{Rate: 10, Burst: 1, Concurrency: 4, Via: replay.ViaAuto, MaxGeneration: 3, Order: replay.OrderPartition}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
@@ -98,7 +98,7 @@ func openStage(ctx context.Context) (st *stage, err error) {
 
 // add stages a row of the address at place item; first: its first row
 // (the newest), whose payload is the message's.
-func (st *stage) add(ctx context.Context, item, chain uint32, r client.Row, first bool) error {
+func (st *stage) add(ctx context.Context, item, chain uint32, r deadletter.Row, first bool) error {
 	var payload any
 	if first && len(r.Data) > 0 {
 		payload = string(r.Data)
@@ -251,7 +251,7 @@ func (st *stage) items(ctx context.Context, keep func(place uint32) bool) iter.S
 		place, have := uint32(0), false
 		give := func() bool { return !have || !keep(place) || yield(it, nil) }
 		for rows.Next() {
-			var r client.Row
+			var r deadletter.Row
 			var item uint32
 			var failed int64
 			var payload, checkedPayload sql.NullString
@@ -282,7 +282,7 @@ func (st *stage) items(ctx context.Context, keep func(place uint32) bool) iter.S
 			if payload.Valid {
 				r.Data = json.RawMessage(payload.String)
 			}
-			it = replay.Item{Address: r.Address(), Queue: r.Queue, Partition: r.Partition, Checked: checked, Rows: []client.Row{r}}
+			it = replay.Item{Address: r.Address(), Queue: r.Queue, Partition: r.Partition, Checked: checked, Rows: []deadletter.Row{r}}
 			if checked && checkedPayload.Valid {
 				it.Payload = json.RawMessage(checkedPayload.String)
 			}

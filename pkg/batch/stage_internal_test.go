@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
@@ -26,7 +26,7 @@ func TestStageArrangesAsArrange(t *testing.T) {
 	ctx := context.Background()
 	for trial := range 16 {
 		// The list: each address's rows, shuffled together.
-		var stream []client.Row
+		var stream []deadletter.Row
 		n := 1 + rng.IntN(300)
 		for i := range n {
 			q, p := fmt.Sprintf("q%d", rng.IntN(3)), fmt.Sprintf("%d", rng.IntN(10))
@@ -42,7 +42,7 @@ func TestStageArrangesAsArrange(t *testing.T) {
 				if rng.IntN(40) == 0 {
 					at = time.Time{}
 				}
-				stream = append(stream, client.Row{ID: id, PartitionID: "p-" + q + "-" + p, TransactionID: fmt.Sprintf("t%d", i), Queue: q, Partition: p,
+				stream = append(stream, deadletter.Row{ID: id, PartitionID: "p-" + q + "-" + p, TransactionID: fmt.Sprintf("t%d", i), Queue: q, Partition: p,
 					ConsumerGroup: fmt.Sprintf("g%d", g), ErrorMessage: "boom", RetryCount: g, FailedAt: at, Data: []byte(fmt.Sprintf(`{"i":%d}`, i))})
 			}
 		}
@@ -51,7 +51,7 @@ func TestStageArrangesAsArrange(t *testing.T) {
 			for _, mode := range []string{replay.OrderPartition, replay.OrderNone} {
 				// What the snapshot holds: addresses in first-seen order.
 				var items []replay.Item
-				idx := map[client.Address]int{}
+				idx := map[deadletter.Address]int{}
 				st, err := openStage(ctx)
 				if err != nil {
 					t.Fatal(err)
@@ -123,7 +123,7 @@ func TestStageRefusesTwoAddressesInOnePlace(t *testing.T) {
 	defer st.close()
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	for i, tx := range []string{"a", "b"} {
-		r := client.Row{ID: "m", PartitionID: "p", TransactionID: tx, Queue: "q", Partition: "0", ConsumerGroup: "g", FailedAt: at}
+		r := deadletter.Row{ID: "m", PartitionID: "p", TransactionID: tx, Queue: "q", Partition: "0", ConsumerGroup: "g", FailedAt: at}
 		if err := st.add(ctx, 0, 0, r, i == 0); err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +160,7 @@ func TestFullTmpdirIsNamed(t *testing.T) {
 	payload := []byte(`"` + strings.Repeat("x", 4000) + `"`)
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 100 {
-		r := client.Row{ID: "m", PartitionID: "p", TransactionID: fmt.Sprint(i), Queue: "q", Partition: "0", ConsumerGroup: "g", FailedAt: at, Data: payload}
+		r := deadletter.Row{ID: "m", PartitionID: "p", TransactionID: fmt.Sprint(i), Queue: "q", Partition: "0", ConsumerGroup: "g", FailedAt: at, Data: payload}
 		if err = st.add(ctx, uint32(i), 0, r, true); err != nil {
 			break
 		}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/batch"
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
@@ -48,7 +48,7 @@ func TestStagedBatchIsTheItemsBatch(t *testing.T) {
 		ctx := context.Background()
 		holds := testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/h.db")
 		hold := &ledger.Batch{Action: ledger.ActionHold, By: "ann", At: now, Why: "INC", Until: now.Add(time.Hour)}
-		if n, err := batch.Decide(ctx, cl, holds, selection(t, replay.Selection{Class: "f47c6181"}), hold); err != nil || n == 0 {
+		if n, err := batch.Decide(ctx, cl, holds, selection(t, deadletter.Selection{Class: "f47c6181"}), hold); err != nil || n == 0 {
 			t.Fatalf("hold: %d %v", n, err)
 		}
 		holdItems, err := holds.Manifest(ctx, hold.ID)
@@ -57,16 +57,16 @@ func TestStagedBatchIsTheItemsBatch(t *testing.T) {
 		}
 		for _, c := range []struct {
 			action string
-			sel    replay.Selection
+			sel    deadletter.Selection
 			set    func(*batch.Request)
 		}{
-			{replay.Replay, replay.Selection{All: true}, nil},
-			{replay.Replay, replay.Selection{All: true}, func(r *batch.Request) { r.SkipHeld = true }},
-			{replay.Replay, replay.Selection{All: true}, func(r *batch.Request) { r.Settings.Order = replay.OrderNone }},
-			{replay.Replay, replay.Selection{All: true, Limit: 300}, func(r *batch.Request) { r.Settings.ToQueue = "recovery" }},
-			{replay.Replay, replay.Selection{Queue: "wide"}, nil},
-			{replay.Discard, replay.Selection{All: true}, nil},
-			{replay.Discard, replay.Selection{Queue: "notifications"}, func(r *batch.Request) { r.SkipHeld = true }},
+			{deadletter.Replay, deadletter.Selection{All: true}, nil},
+			{deadletter.Replay, deadletter.Selection{All: true}, func(r *batch.Request) { r.SkipHeld = true }},
+			{deadletter.Replay, deadletter.Selection{All: true}, func(r *batch.Request) { r.Settings.Order = replay.OrderNone }},
+			{deadletter.Replay, deadletter.Selection{All: true, Limit: 300}, func(r *batch.Request) { r.Settings.ToQueue = "recovery" }},
+			{deadletter.Replay, deadletter.Selection{Queue: "wide"}, nil},
+			{deadletter.Discard, deadletter.Selection{All: true}, nil},
+			{deadletter.Discard, deadletter.Selection{Queue: "notifications"}, func(r *batch.Request) { r.SkipHeld = true }},
 		} {
 			name := fmt.Sprintf("old=%v %s %s", old, c.action, c.sel.String())
 			record := func(staged bool) ([]ledger.ManifestItem, []ledger.Archived) {
@@ -134,9 +134,9 @@ func TestInterruptWhileStagingIsAnInterrupt(t *testing.T) {
 	env := batch.Env{Client: testkit.Client(t, url), Ledger: ld, Now: func() time.Time { return now }, User: "tester"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sel := selection(t, replay.Selection{All: true})
-	sel.WhereRows = func(ctx context.Context, rows iter.Seq2[client.Row, error]) iter.Seq2[client.Row, error] {
-		return func(yield func(client.Row, error) bool) {
+	sel := selection(t, deadletter.Selection{All: true})
+	sel.WhereRows = func(ctx context.Context, rows iter.Seq2[deadletter.Row, error]) iter.Seq2[deadletter.Row, error] {
+		return func(yield func(deadletter.Row, error) bool) {
 			n := 0
 			for r, err := range rows {
 				if n++; n == 500 {
@@ -151,7 +151,7 @@ func TestInterruptWhileStagingIsAnInterrupt(t *testing.T) {
 			}
 		}
 	}
-	req := request(replay.Replay, sel)
+	req := request(deadletter.Replay, sel)
 	req.Stage = true
 	p, err := batch.Prepare(ctx, env, req)
 	if err == nil {

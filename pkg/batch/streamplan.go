@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
@@ -71,8 +72,8 @@ type streamed struct {
 	chains    []replay.ChainCount
 	chainIdx  map[replay.Chain]uint32
 	holds     []replay.HoldShare
-	envelopes []client.Address // to ask the detail route about, as checkEnvelopes does
-	messages  int              // addresses seen (within --limit)
+	envelopes []deadletter.Address // to ask the detail route about, as checkEnvelopes does
+	messages  int                  // addresses seen (within --limit)
 	skipped   int
 }
 
@@ -80,7 +81,7 @@ type streamed struct {
 // decisions and journal entries are looked up.
 type newcomer struct {
 	key    uint64
-	addr   client.Address
+	addr   deadletter.Address
 	failed time.Time // its newest row's failure: what a hold must cover
 }
 
@@ -105,7 +106,7 @@ func (p *Pending) stream(ctx context.Context) error {
 	}
 	sel.Bind(ctx)
 	inScope, matched := 0, 0
-	rows := cl.Rows(ctx, sel.Query(inspect.PageSize))
+	rows := cl.Rows(ctx, client.QueryFor(sel, inspect.PageSize))
 	if sel.WhereRows != nil {
 		rows = sel.WhereRows(ctx, rows)
 	}
@@ -168,7 +169,7 @@ func (p *Pending) stream(ctx context.Context) error {
 		}
 	}
 	p.sp = sp
-	if p.req.Action == replay.Replay {
+	if p.req.Action == deadletter.Replay {
 		p.po.Order = replay.OrderInfo{Mode: s.Order}
 		if replay.Ordered(s.Order) {
 			p.po.Order = replay.OrderInfoOf(s.Order, sp.chains)
@@ -185,7 +186,7 @@ func (p *Pending) lookUpNewcomers(ctx context.Context, sp *streamed, holdIdx map
 	if len(chunk) == 0 {
 		return nil
 	}
-	addrs := make([]client.Address, len(chunk))
+	addrs := make([]deadletter.Address, len(chunk))
 	for i, n := range chunk {
 		addrs[i] = n.addr
 	}
@@ -193,9 +194,9 @@ func (p *Pending) lookUpNewcomers(ctx context.Context, sp *streamed, holdIdx map
 	if err != nil {
 		return err
 	}
-	var ents map[client.Address]*ledger.Entry
+	var ents map[deadletter.Address]*ledger.Entry
 	var gens replay.Generations
-	if p.req.Action == replay.Replay {
+	if p.req.Action == deadletter.Replay {
 		if ents, err = ld.Entries(ctx, cl.Broker(), addrs); err != nil {
 			return err
 		}
@@ -257,7 +258,7 @@ func (sp *streamed) add(st seen) uint32 {
 func (sp *streamed) at(i uint32) *seen { return &sp.seens[i/4096][i%4096] }
 
 // first is what an address's first (newest) row says of it.
-func (sp *streamed) first(r client.Row, s Settings) seen {
+func (sp *streamed) first(r deadletter.Row, s Settings) seen {
 	var st seen
 	q, ok := sp.queueIdx[r.Queue]
 	if !ok {
@@ -267,12 +268,12 @@ func (sp *streamed) first(r client.Row, s Settings) seen {
 		sp.groups = append(sp.groups, nil)
 	}
 	st.queue = q
-	id := replay.ClassID(r.ErrorMessage)
+	id := deadletter.ClassID(r.ErrorMessage)
 	c, ok := sp.classIdx[id]
 	if !ok {
 		c = uint32(len(sp.classes))
 		sp.classIdx[id] = c
-		sp.classes = append(sp.classes, replay.ClassCount{Class: id, Pattern: replay.NormalizeError(r.ErrorMessage)})
+		sp.classes = append(sp.classes, replay.ClassCount{Class: id, Pattern: deadletter.NormalizeError(r.ErrorMessage)})
 	}
 	st.class = c
 	chain := replay.ChainOf(replay.Item{Queue: r.Queue, Partition: r.Partition}, s.ToQueue)
@@ -288,7 +289,7 @@ func (sp *streamed) first(r client.Row, s Settings) seen {
 	if r.Undecryptable() {
 		st.flags |= seenUndecryptable // until the detail route says otherwise
 	}
-	if s.MaxGeneration > 0 && replay.Generation(r.TransactionID) > s.MaxGeneration {
+	if s.MaxGeneration > 0 && deadletter.Generation(r.TransactionID) > s.MaxGeneration {
 		st.flags |= seenOverGenCap
 	}
 	return st
@@ -313,10 +314,10 @@ func (sp *streamed) group(q uint16, g string) (uint64, error) {
 // as undecryptable, and (staged) what the batch publishes.
 func (sp *streamed) checkEnvelopes(ctx context.Context, cl *client.Client, staged *stage) error {
 	var failed error
-	err := askDetails(ctx, cl, len(sp.envelopes), func(i int) client.Address { return sp.envelopes[i] }, func(i int, m *client.Message) {
+	err := askDetails(ctx, cl, len(sp.envelopes), func(i int) deadletter.Address { return sp.envelopes[i] }, func(i int, m *client.Message) {
 		place := sp.by[sp.key(sp.envelopes[i])]
 		st := sp.at(place)
-		if client.IsEnvelope(m.Payload) {
+		if deadletter.IsEnvelope(m.Payload) {
 			st.flags |= seenUndecryptable
 		} else {
 			st.flags &^= seenUndecryptable
@@ -336,7 +337,7 @@ func (sp *streamed) checkEnvelopes(ctx context.Context, cl *client.Client, stage
 func (sp *streamed) kept(place uint32) bool { return sp.at(place).flags&seenSkipped == 0 }
 
 // key is an address's hash.
-func (sp *streamed) key(a client.Address) uint64 {
+func (sp *streamed) key(a deadletter.Address) uint64 {
 	var h maphash.Hash
 	h.SetSeed(sp.seed)
 	h.WriteString(a.PartitionID)
@@ -375,7 +376,7 @@ func (sp *streamed) plan(o replay.PlanOptions) replay.Plan {
 	sp.each(func(st seen) {
 		c := sp.classes[st.class]
 		e := replay.PlanEntry{Queue: sp.queues[st.queue], Rows: int(st.rows), Class: c.Class,
-			Undecryptable: st.flags&seenUndecryptable != 0, OverGenCap: o.Action == replay.Replay && st.flags&seenOverGenCap != 0,
+			Undecryptable: st.flags&seenUndecryptable != 0, OverGenCap: o.Action == deadletter.Replay && st.flags&seenOverGenCap != 0,
 			Groups: sp.groupsOf(st.queue, st.groups)}
 		if !counted[st.class] {
 			e.Pattern, counted[st.class] = c.Pattern, true

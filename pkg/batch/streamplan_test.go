@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
@@ -34,22 +35,22 @@ func TestStreamedPlanIsTheItemsPlan(t *testing.T) {
 		env := batch.Env{Client: testkit.Client(t, url), Ledger: testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/l.db"), Now: func() time.Time { return now }, User: "tester"}
 		ctx := context.Background()
 		hold := &ledger.Batch{Action: ledger.ActionHold, By: "ann", At: now, Why: "INC", Until: now.Add(time.Hour)}
-		if n, err := batch.Decide(ctx, env.Client, env.Ledger, selection(t, replay.Selection{Class: "f47c6181"}), hold); err != nil || n == 0 {
+		if n, err := batch.Decide(ctx, env.Client, env.Ledger, selection(t, deadletter.Selection{Class: "f47c6181"}), hold); err != nil || n == 0 {
 			t.Fatalf("hold: %d %v", n, err)
 		}
 		pinJournal(t, env)
 		for _, c := range []struct {
 			action string
-			sel    replay.Selection
+			sel    deadletter.Selection
 			set    func(*batch.Request)
 		}{
-			{replay.Replay, replay.Selection{All: true}, nil},
-			{replay.Replay, replay.Selection{All: true}, func(r *batch.Request) { r.SkipHeld = true }},
-			{replay.Replay, replay.Selection{Queue: "orders"}, func(r *batch.Request) { r.Settings.Order = replay.OrderNone }},
-			{replay.Replay, replay.Selection{All: true, Limit: 700}, func(r *batch.Request) { r.Settings.ToQueue = "recovery" }},
-			{replay.Replay, replay.Selection{Queue: "payments"}, func(r *batch.Request) { r.Settings.MaxGeneration = 1 }},
-			{replay.Discard, replay.Selection{All: true}, nil},
-			{replay.Discard, replay.Selection{Queue: "notifications"}, func(r *batch.Request) { r.SkipHeld = true }},
+			{deadletter.Replay, deadletter.Selection{All: true}, nil},
+			{deadletter.Replay, deadletter.Selection{All: true}, func(r *batch.Request) { r.SkipHeld = true }},
+			{deadletter.Replay, deadletter.Selection{Queue: "orders"}, func(r *batch.Request) { r.Settings.Order = replay.OrderNone }},
+			{deadletter.Replay, deadletter.Selection{All: true, Limit: 700}, func(r *batch.Request) { r.Settings.ToQueue = "recovery" }},
+			{deadletter.Replay, deadletter.Selection{Queue: "payments"}, func(r *batch.Request) { r.Settings.MaxGeneration = 1 }},
+			{deadletter.Discard, deadletter.Selection{All: true}, nil},
+			{deadletter.Discard, deadletter.Selection{Queue: "notifications"}, func(r *batch.Request) { r.SkipHeld = true }},
 		} {
 			name := fmt.Sprintf("old=%v %s %s", old, c.action, c.sel.String())
 			plan := func(planOnly bool) (replay.Plan, int, int) {
@@ -85,7 +86,7 @@ func TestStreamedPlanIsTheItemsPlan(t *testing.T) {
 func pinJournal(t *testing.T, env batch.Env) {
 	t.Helper()
 	ctx := context.Background()
-	var a client.Address
+	var a deadletter.Address
 	for r, err := range env.Client.Rows(ctx, client.ListQuery{Limit: 100, NoData: true}) {
 		if err != nil {
 			t.Fatal(err)
@@ -93,7 +94,7 @@ func pinJournal(t *testing.T, env batch.Env) {
 		a = r.Address()
 		break
 	}
-	ents, err := env.Ledger.Acquire(ctx, env.Client.Broker(), "earlier", ledger.ActionReplay, []client.Address{a}, ledger.PlainEnrolments(1), "o", now, time.Minute)
+	ents, err := env.Ledger.Acquire(ctx, env.Client.Broker(), "earlier", ledger.ActionReplay, []deadletter.Address{a}, ledger.PlainEnrolments(1), "o", now, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestStreamedPlanFallsBackOnManyGroups(t *testing.T) {
 	ctx := context.Background()
 	var plans [2]replay.Plan
 	for i, planOnly := range []bool{false, true} {
-		req := request(replay.Replay, selection(t, replay.Selection{Queue: "wide"}))
+		req := request(deadletter.Replay, selection(t, deadletter.Selection{Queue: "wide"}))
 		req.PlanOnly = planOnly
 		p, err := batch.Prepare(ctx, env, req)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 )
@@ -34,7 +35,7 @@ const (
 const TraceName = "dlqctl"
 
 type traceItem struct {
-	orig, copy client.Address
+	orig, copy deadletter.Address
 	generation int
 }
 
@@ -63,7 +64,7 @@ func startTracer(cl *client.Client, rel client.Release, st Settings, b *ledger.B
 }
 
 // replayed is the engine's Options.Replayed: it never waits.
-func (t *tracer) replayed(orig, copy client.Address, generation int) {
+func (t *tracer) replayed(orig, copy deadletter.Address, generation int) {
 	select {
 	case t.ch <- traceItem{orig, copy, generation}:
 	default:

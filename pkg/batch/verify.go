@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"golang.org/x/time/rate"
@@ -72,10 +73,10 @@ type QueueVerified struct {
 
 // CopyState is one copy that is not completed.
 type CopyState struct {
-	Of      client.Address `json:"of"`
-	Address client.Address `json:"address"`
-	Queue   string         `json:"queue"`
-	Status  string         `json:"status"`
+	Of      deadletter.Address `json:"of"`
+	Address deadletter.Address `json:"address"`
+	Queue   string             `json:"queue"`
+	Status  string             `json:"status"`
 	// Groups are the consumer groups that have not consumed it (pending),
 	// or that dead-lettered it again, where the broker says.
 	Groups []string `json:"consumerGroups,omitempty"`

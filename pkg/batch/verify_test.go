@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/batch"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
@@ -26,7 +26,7 @@ func TestVerifyCopies(t *testing.T) {
 				b.SetLine(sandbox.Queen015)
 			}
 			ctx := context.Background()
-			res := run(t, env, replay.Replay, replay.Selection{Class: "f47c6181"})
+			res := run(t, env, deadletter.Replay, deadletter.Selection{Class: "f47c6181"})
 			if res.Report.Replayed == 0 {
 				t.Fatalf("run: %+v", res.Report)
 			}
@@ -88,7 +88,7 @@ func TestVerifyCopies(t *testing.T) {
 func TestVerifiedBatch(t *testing.T) {
 	b, env := world(t, "sqlite://"+t.TempDir()+"/l.db")
 	ctx := context.Background()
-	res := run(t, env, replay.Replay, replay.Selection{Class: "f47c6181"})
+	res := run(t, env, deadletter.Replay, deadletter.Selection{Class: "f47c6181"})
 	for _, m := range b.LiveMessages() {
 		b.Complete(m.PartitionID, m.TransactionID)
 	}
@@ -107,14 +107,14 @@ func TestVerifiedBatch(t *testing.T) {
 		}
 	}
 
-	rres := run(t, env, replay.Discard, replay.Selection{Class: "3ce87dde"})
+	rres := run(t, env, deadletter.Discard, deadletter.Selection{Class: "3ce87dde"})
 	if _, err := batch.Verify(ctx, env.Client, env.Ledger, rres.Report.BatchID, batch.VerifyOptions{}); err == nil {
 		t.Fatal("a discard verified")
 	}
 }
 
 // run plans and runs a batch of a selection through the package.
-func run(t *testing.T, env batch.Env, action string, s replay.Selection) *batch.Result {
+func run(t *testing.T, env batch.Env, action string, s deadletter.Selection) *batch.Result {
 	t.Helper()
 	ctx := context.Background()
 	p, err := batch.Prepare(ctx, env, request(action, selection(t, s)))
@@ -140,7 +140,7 @@ func TestVerifyPages(t *testing.T) {
 		b, url := seeded(t, func(b *sandbox.Broker) { b.Fill(2600, 1) })
 		env := batch.Env{Client: testkit.Client(t, url), Ledger: testkit.OpenLedger(t, dsn), Now: func() time.Time { return now }, User: "tester"}
 		ctx := context.Background()
-		res := run(t, env, replay.Replay, replay.Selection{All: true})
+		res := run(t, env, deadletter.Replay, deadletter.Selection{All: true})
 		live := b.LiveMessages()
 		n := len(live)
 		if n < 1500 || res.Report.Replayed != n {

@@ -13,13 +13,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
 
 // Get fetches one message's detail. The payload comes from `payload` (or
 // `data` on servers that name it so).
-func (c *Client) Get(ctx context.Context, a Address) (*Message, error) {
+func (c *Client) Get(ctx context.Context, a deadletter.Address) (*Message, error) {
 	path, err := messagePath(a, "")
 	if err != nil {
 		return nil, err
@@ -61,7 +62,7 @@ func (c *Client) Get(ctx context.Context, a Address) (*Message, error) {
 // means there was none (already gone). On older servers DELETE removes the
 // message itself, live or not: callers confirm the address is dead-lettered
 // first.
-func (c *Client) Delete(ctx context.Context, a Address) error {
+func (c *Client) Delete(ctx context.Context, a deadletter.Address) error {
 	path, err := messagePath(a, "")
 	if err != nil {
 		return err
@@ -114,7 +115,7 @@ func (c *Client) Push(ctx context.Context, items []PushItem) ([]PushResult, erro
 // Retry calls the replay endpoint. ErrRouteMissing means the broker has no
 // /retry route (fall back to the manual path); ErrNoDeadLetterRow means the
 // address is not dead-lettered.
-func (c *Client) Retry(ctx context.Context, a Address) (*RetryResult, error) {
+func (c *Client) Retry(ctx context.Context, a deadletter.Address) (*RetryResult, error) {
 	path, err := messagePath(a, "/retry")
 	if err != nil {
 		return nil, err
@@ -135,7 +136,7 @@ func (c *Client) Retry(ctx context.Context, a Address) (*RetryResult, error) {
 
 // ProbeAddress is an address no broker holds: asking /retry for it tells
 // whether the route exists without touching anything.
-var ProbeAddress = Address{PartitionID: "00000000-0000-0000-0000-000000000000", TransactionID: "dlqctl-route-probe"}
+var ProbeAddress = deadletter.Address{PartitionID: "00000000-0000-0000-0000-000000000000", TransactionID: "dlqctl-route-probe"}
 
 // HasRetryRoute asks whether the broker has the /retry endpoint, with a
 // call for an address that cannot exist: a broker with the route answers

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/secret"
 )
 
@@ -97,14 +98,14 @@ func New(o Options) (*Client, error) {
 		// with every URL.
 		return nil, fmt.Errorf("invalid server URL %q: drop the query: dlqctl adds its own (a token goes in --token-file or DLQCTL_TOKEN)", secret.URL(o.Server))
 	}
-	if APIPath(o.Server) {
+	if deadletter.APIPath(o.Server) {
 		bare := *u
 		bare.Path, bare.RawPath, bare.RawQuery = "", "", ""
 		return nil, fmt.Errorf("invalid server URL %q: drop the API path, dlqctl adds it (--server %s)", secret.URL(o.Server), secret.URL(bare.String()))
 	}
 	identity := o.Identity
 	if identity == "" {
-		if identity, err = Identity(o.Server); err != nil {
+		if identity, err = deadletter.Identity(o.Server); err != nil {
 			return nil, err
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
@@ -35,9 +36,9 @@ func newClient(t testing.TB, url string, mod ...func(*client.Options)) *client.C
 	return c
 }
 
-func collect(t *testing.T, c *client.Client, q client.ListQuery) []client.Row {
+func collect(t *testing.T, c *client.Client, q client.ListQuery) []deadletter.Row {
 	t.Helper()
-	var out []client.Row
+	var out []deadletter.Row
 	for r, err := range c.Rows(context.Background(), q) {
 		if err != nil {
 			t.Fatal(err)
@@ -149,7 +150,7 @@ func TestRowsStopsOnRepeatedPages(t *testing.T) {
 		io.WriteString(w, page)
 	}))
 	defer srv.Close()
-	var rows []client.Row
+	var rows []deadletter.Row
 	var err error
 	for r, e := range newClient(t, srv.URL).Rows(context.Background(), client.ListQuery{Limit: 2}) {
 		if e != nil {
@@ -174,7 +175,7 @@ func TestNumericFailedAtIsUnreadable(t *testing.T) {
 		body := `{"messages":[{"id":"1","transactionId":"a","partitionId":"p","queue":"q","consumerGroup":"g",` + field + `}]}`
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body) }))
 		var err error
-		var rows []client.Row
+		var rows []deadletter.Row
 		for r, e := range newClient(t, srv.URL).Rows(context.Background(), client.ListQuery{}) {
 			if e != nil {
 				err = e
@@ -232,7 +233,7 @@ func TestErrorsAreTyped(t *testing.T) {
 				io.WriteString(w, c.body)
 			}))
 			defer srv.Close()
-			_, err := newClient(t, srv.URL).Get(context.Background(), client.Address{PartitionID: "p", TransactionID: "t"})
+			_, err := newClient(t, srv.URL).Get(context.Background(), deadletter.Address{PartitionID: "p", TransactionID: "t"})
 			if !errors.Is(err, c.want) {
 				t.Fatalf("err = %v, want %v", err, c.want)
 			}
@@ -278,7 +279,7 @@ func TestIdempotentCallsRetryPushesDoNot(t *testing.T) {
 	if len(waits) != 2 || waits[0] != 7*time.Second {
 		t.Fatalf("waits = %v, want Retry-After's 7s first", waits)
 	}
-	if err := c.Delete(context.Background(), client.Address{PartitionID: "p", TransactionID: "t"}); err != nil {
+	if err := c.Delete(context.Background(), deadletter.Address{PartitionID: "p", TransactionID: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := c.Push(context.Background(), []client.PushItem{{Queue: "q", Payload: json.RawMessage(`{}`)}})
@@ -337,7 +338,7 @@ func TestTokenNeverPrinted(t *testing.T) {
 func TestUnreachableAddressesAreRefusedLocally(t *testing.T) {
 	c := newClient(t, "http://127.0.0.1:1")
 	for _, tx := range []string{"has space", "a/b", "50%", "q?x", "frag#1", "ünï", ".", ".."} {
-		err := c.Delete(context.Background(), client.Address{PartitionID: "p", TransactionID: tx})
+		err := c.Delete(context.Background(), deadletter.Address{PartitionID: "p", TransactionID: tx})
 		if !errors.Is(err, client.ErrUnreachable) || errors.Is(err, client.ErrNoDeadLetterRow) || !strings.Contains(err.Error(), "unreachable") {
 			t.Fatalf("%q: %v", tx, err)
 		}
@@ -454,7 +455,7 @@ func TestRetryEndpointAndManualPathOnTheSandbox(t *testing.T) {
 	b.Load([]byte(`{"queues":[{"name":"orders","retryLimit":3,"consumerGroups":["billing"]}],
 		"deadLetters":[{"queue":"orders","partition":"8812","transactionId":"order:8812:v3","consumerGroup":"billing","error":"x","retryCount":3,"age":"1h","data":{"orderId":8812}}]}`))
 	c := newClient(t, url)
-	a := client.Address{PartitionID: sandbox.PartitionID("orders", "8812"), TransactionID: "order:8812:v3"}
+	a := deadletter.Address{PartitionID: sandbox.PartitionID("orders", "8812"), TransactionID: "order:8812:v3"}
 	res, err := c.Retry(context.Background(), a)
 	if err != nil || !res.DLQRowRemoved || res.ReplayedAs.TransactionID == a.TransactionID {
 		t.Fatalf("retry = %+v, %v; want a fresh transaction id", res, err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 // A refused connection sent nothing (ErrNotSent: safe to send again,
@@ -63,7 +64,7 @@ func TestSilentBrokerIsGivenUpOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := client.Address{PartitionID: "p", TransactionID: "t"}
+	a := deadletter.Address{PartitionID: "p", TransactionID: "t"}
 	for i := 0; i < 20; i++ {
 		_, err = c.Get(context.Background(), a)
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -24,7 +25,7 @@ var listOptions = json.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.
 // decodeList reads a list answer: {"messages":[row…], "total":n, …}. An
 // answer with no messages key (or messages: null) is an empty page; one
 // with an "error" key is the broker's refusal.
-func decodeList(lr *limitReader, noData bool, visit func(Row) bool) (pageInfo, int, error) {
+func decodeList(lr *limitReader, noData bool, visit func(deadletter.Row) bool) (pageInfo, int, error) {
 	var info pageInfo
 	dec := jsontext.NewDecoder(lr, listOptions)
 	if k := dec.PeekKind(); k != '{' {
@@ -81,7 +82,7 @@ func decodeList(lr *limitReader, noData bool, visit func(Row) bool) (pageInfo, i
 
 // readRows reads the answer's messages (an array, or null), handing each
 // row to visit and counting it in n.
-func readRows(dec *jsontext.Decoder, lr *limitReader, info *pageInfo, n *int, noData bool, visit func(Row) bool) error {
+func readRows(dec *jsontext.Decoder, lr *limitReader, info *pageInfo, n *int, noData bool, visit func(deadletter.Row) bool) error {
 	switch k := dec.PeekKind(); k {
 	case 'n':
 		info.messagesNull = true
@@ -115,8 +116,8 @@ func readRows(dec *jsontext.Decoder, lr *limitReader, info *pageInfo, n *int, no
 // send them: ids may be numbers, text and data may be null, failedAt may
 // be missing (createdAt, the seed contract's alias, stands for it). The
 // row's text shares one allocation.
-func decodeRow(dec *jsontext.Decoder, noData bool) (Row, error) {
-	var r Row
+func decodeRow(dec *jsontext.Decoder, noData bool) (deadletter.Row, error) {
+	var r deadletter.Row
 	if k := dec.PeekKind(); k != '{' {
 		return r, wrongKind(dec, "an object", k)
 	}
@@ -203,10 +204,10 @@ func decodeRow(dec *jsontext.Decoder, noData bool) (Row, error) {
 		// 1.x allows a row with no transaction id (the column is
 		// nullable): it is listed and counted, under an address that says
 		// so and that no call is sent for (Address.Unreachable).
-		r.TransactionID = NoTransactionID(r.ID)
+		r.TransactionID = deadletter.NoTransactionID(r.ID)
 	}
 	if r.PartitionID == "" || r.TransactionID == "" {
-		return Row{}, errors.New("dead-letter row without partitionId or transactionId")
+		return deadletter.Row{}, errors.New("dead-letter row without partitionId or transactionId")
 	}
 	return r, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -31,7 +32,7 @@ func BenchmarkDecodePage(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
 			n := 0
-			if _, _, err := decodeList(&limitReader{r: bytes.NewReader(body.Bytes()), max: MaxRow}, false, func(Row) bool { n++; return true }); err != nil || n != rows {
+			if _, _, err := decodeList(&limitReader{r: bytes.NewReader(body.Bytes()), max: MaxRow}, false, func(deadletter.Row) bool { n++; return true }); err != nil || n != rows {
 				b.Fatal(n, err)
 			}
 		}

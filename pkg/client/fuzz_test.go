@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 	"testing/iotest"
+
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 func FuzzParseAddress(f *testing.F) {
@@ -14,14 +16,14 @@ func FuzzParseAddress(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		a, err := ParseAddress(s)
+		a, err := deadletter.ParseAddress(s)
 		if err != nil {
 			return
 		}
 		if a.PartitionID == "" || a.TransactionID == "" {
 			t.Fatalf("%q parsed to an empty part: %+v", s, a)
 		}
-		b, err := ParseAddress(a.String())
+		b, err := deadletter.ParseAddress(a.String())
 		if err != nil || b != a {
 			t.Fatalf("%q: round trip %+v -> %q -> %+v, %v", s, a, a.String(), b, err)
 		}
@@ -81,7 +83,7 @@ func FuzzIsEnvelope(f *testing.F) {
 			_, ok := m[k]
 			want = want && ok
 		}
-		if got := IsEnvelope(b); got != want {
+		if got := deadletter.IsEnvelope(b); got != want {
 			t.Fatalf("IsEnvelope(%q) = %v, decoding says %v", b, got, want)
 		}
 	})
@@ -101,8 +103,8 @@ func FuzzListReadsAlikeHoweverItArrives(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		read := func(r io.Reader) (rows []Row, total *int, err error) {
-			info, _, err := decodeList(&limitReader{r: r, max: MaxRow}, false, func(row Row) bool {
+		read := func(r io.Reader) (rows []deadletter.Row, total *int, err error) {
+			info, _, err := decodeList(&limitReader{r: r, max: MaxRow}, false, func(row deadletter.Row) bool {
 				rows = append(rows, row)
 				return true
 			})

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/stream"
 )
 
@@ -30,7 +31,7 @@ type ListQuery struct {
 
 // Page is one answer of the list route.
 type Page struct {
-	Rows []Row
+	Rows []deadletter.Row
 	// Total is the broker's "total" (rows in this page), when it sent one.
 	Total *int
 }
@@ -39,7 +40,7 @@ type Page struct {
 // `{"success":true,"value":null}`) is an empty page.
 func (c *Client) ListPage(ctx context.Context, q ListQuery) (Page, error) {
 	var p Page
-	info, err := c.listStream(ctx, q, func(r Row) bool {
+	info, err := c.listStream(ctx, q, func(r deadletter.Row) bool {
 		p.Rows = append(p.Rows, r)
 		return true
 	})
@@ -50,9 +51,9 @@ func (c *Client) ListPage(ctx context.Context, q ListQuery) (Page, error) {
 // ListEach sends one list call and hands each row to visit as it is
 // decoded, without holding the page (visit returning false stops the
 // read). It returns how many rows it handed over.
-func (c *Client) ListEach(ctx context.Context, q ListQuery, visit func(Row) bool) (int, error) {
+func (c *Client) ListEach(ctx context.Context, q ListQuery, visit func(deadletter.Row) bool) (int, error) {
 	n := 0
-	_, err := c.listStream(ctx, q, func(r Row) bool {
+	_, err := c.listStream(ctx, q, func(r deadletter.Row) bool {
 		n++
 		return visit(r)
 	})
@@ -68,7 +69,7 @@ type Key struct {
 }
 
 // RowKey returns the row's Key.
-func RowKey(r Row) Key {
+func RowKey(r deadletter.Row) Key {
 	return Key{r.PartitionID, r.TransactionID, r.ConsumerGroup, r.FailedAt.UnixNano()}
 }
 
@@ -92,8 +93,8 @@ var ErrOffsetIgnored = errors.New("the broker ignores offset")
 // broker's work, decoding and the caller's use of the rows overlap. At
 // most one call is wasted: the one sent as the last page (a short one)
 // is read, or as the caller stops.
-func (c *Client) Rows(ctx context.Context, q ListQuery) iter.Seq2[Row, error] {
-	return stream.Ahead(ctx, 4, func(ctx context.Context, emit func([]Row) ([]Row, bool)) error {
+func (c *Client) Rows(ctx context.Context, q ListQuery) iter.Seq2[deadletter.Row, error] {
+	return stream.Ahead(ctx, 4, func(ctx context.Context, emit func([]deadletter.Row) ([]deadletter.Row, bool)) error {
 		return c.pages(ctx, q, emit)
 	})
 }
@@ -107,22 +108,22 @@ const (
 
 // pageRead is one list call whose rows a goroutine decodes ahead.
 type pageRead struct {
-	chunks chan []Row // closed once the answer is read, err then set
+	chunks chan []deadletter.Row // closed once the answer is read, err then set
 	err    error
 	cancel context.CancelFunc
 }
 
 // readPage sends the list call q and decodes its answer in a goroutine,
 // filling chunks taken from free (or new ones).
-func (c *Client) readPage(ctx context.Context, q ListQuery, free chan []Row) *pageRead {
+func (c *Client) readPage(ctx context.Context, q ListQuery, free chan []deadletter.Row) *pageRead {
 	ctx, cancel := context.WithCancel(ctx)
-	p := &pageRead{chunks: make(chan []Row, pageAhead), cancel: cancel}
-	take := func() []Row {
+	p := &pageRead{chunks: make(chan []deadletter.Row, pageAhead), cancel: cancel}
+	take := func() []deadletter.Row {
 		select {
 		case b := <-free:
 			return b
 		default:
-			return make([]Row, 0, chunkRows)
+			return make([]deadletter.Row, 0, chunkRows)
 		}
 	}
 	go func() {
@@ -137,7 +138,7 @@ func (c *Client) readPage(ctx context.Context, q ListQuery, free chan []Row) *pa
 				return false
 			}
 		}
-		_, p.err = c.listStream(ctx, q, func(r Row) bool {
+		_, p.err = c.listStream(ctx, q, func(r deadletter.Row) bool {
 			buf = append(buf, r)
 			return len(buf) < chunkRows || send()
 		})
@@ -161,13 +162,13 @@ func (p *pageRead) abandon() {
 // pages reads the DLQ page after page, emitting each page's fresh rows in
 // chunks, until a short, empty or oversized page, an error, or emit says
 // to stop.
-func (c *Client) pages(ctx context.Context, q ListQuery, emit func([]Row) ([]Row, bool)) error {
+func (c *Client) pages(ctx context.Context, q ListQuery, emit func([]deadletter.Row) ([]deadletter.Row, bool)) error {
 	size := pageSize(q.Limit)
 	// Two sets of keys, this page's and the last one's, reused page after
 	// page.
 	prev, cur := map[Key]struct{}{}, make(map[Key]struct{}, min(size, 1024))
 	// Chunks the caller is done with, for the readers to fill again.
-	free := make(chan []Row, 2*pageAhead+8)
+	free := make(chan []deadletter.Row, 2*pageAhead+8)
 	at := func(offset int) ListQuery {
 		pq := q
 		pq.Limit, pq.Offset = size, offset
@@ -246,7 +247,7 @@ func pageSize(limit int) int {
 }
 
 // putChunk gives an emptied chunk back for the page readers to fill.
-func putChunk(free chan []Row, b []Row) {
+func putChunk(free chan []deadletter.Row, b []deadletter.Row) {
 	if cap(b) == 0 {
 		return
 	}
@@ -288,7 +289,7 @@ func listValues(q ListQuery) url.Values {
 
 // listStream sends one list call and hands each row to visit as it is
 // decoded; visit returning false stops reading (the answer is closed).
-func (c *Client) listStream(ctx context.Context, q ListQuery, visit func(Row) bool) (pageInfo, error) {
+func (c *Client) listStream(ctx context.Context, q ListQuery, visit func(deadletter.Row) bool) (pageInfo, error) {
 	const path = "/api/v1/dlq"
 	resp, err := c.send(ctx, http.MethodGet, path, listValues(q), nil)
 	if err != nil {
@@ -297,7 +298,7 @@ func (c *Client) listStream(ctx context.Context, q ListQuery, visit func(Row) bo
 	defer resp.close()
 	pr := &prefixReader{r: resp.body}
 	lr := &limitReader{r: pr, max: c.opts.MaxRow}
-	info, n, err := decodeList(lr, q.NoData, func(r Row) bool {
+	info, n, err := decodeList(lr, q.NoData, func(r deadletter.Row) bool {
 		resp.hold()
 		defer resp.progress()
 		return visit(r)
@@ -362,7 +363,7 @@ var errValueTooLarge = errors.New("value too large")
 // decodePage decodes a whole list answer held in memory (tests, fuzzing).
 func decodePage(body []byte) (Page, error) {
 	var p Page
-	info, _, err := decodeList(&limitReader{r: bytes.NewReader(body), max: MaxRow}, false, func(r Row) bool {
+	info, _, err := decodeList(&limitReader{r: bytes.NewReader(body), max: MaxRow}, false, func(r deadletter.Row) bool {
 		p.Rows = append(p.Rows, r)
 		return true
 	})
@@ -378,16 +379,16 @@ func decodePage(body []byte) (Page, error) {
 // each reversed, so memory stays a page or two (a row that arrives
 // meanwhile shifts the pages: rows seen on the page before are dropped,
 // as Rows does). Only a one-body broker makes it hold the whole DLQ.
-func (c *Client) RowsOldestFirst(ctx context.Context, q ListQuery) iter.Seq2[Row, error] {
-	return func(yield func(Row, error) bool) {
+func (c *Client) RowsOldestFirst(ctx context.Context, q ListQuery) iter.Seq2[deadletter.Row, error] {
+	return func(yield func(deadletter.Row, error) bool) {
 		size := pageSize(q.Limit)
 		q.Limit, q.Offset = size, 0
 		first, err := c.ListPage(ctx, q)
 		if err != nil {
-			yield(Row{}, err)
+			yield(deadletter.Row{}, err)
 			return
 		}
-		backward := func(rows []Row, prev map[Key]struct{}) (map[Key]struct{}, bool) {
+		backward := func(rows []deadletter.Row, prev map[Key]struct{}) (map[Key]struct{}, bool) {
 			cur := make(map[Key]struct{}, len(rows))
 			for i := len(rows) - 1; i >= 0; i-- {
 				k := RowKey(rows[i])
@@ -407,7 +408,7 @@ func (c *Client) RowsOldestFirst(ctx context.Context, q ListQuery) iter.Seq2[Row
 		}
 		ext, err := c.FindOldestBelow(ctx, q, 2*size)
 		if err != nil {
-			yield(Row{}, err)
+			yield(deadletter.Row{}, err)
 			return
 		}
 		prev := map[Key]struct{}{}
@@ -417,7 +418,7 @@ func (c *Client) RowsOldestFirst(ctx context.Context, q ListQuery) iter.Seq2[Row
 			pq.Limit = end - pq.Offset
 			p, err := c.ListPage(ctx, pq)
 			if err != nil {
-				yield(Row{}, err)
+				yield(deadletter.Row{}, err)
 				return
 			}
 			var ok bool
@@ -427,4 +428,11 @@ func (c *Client) RowsOldestFirst(ctx context.Context, q ListQuery) iter.Seq2[Row
 		}
 		backward(first.Rows, prev)
 	}
+}
+
+// QueryFor is the broker-side part of a selection (what every server
+// filters on), in pages of pageSize; everything else is filtered on the
+// client.
+func QueryFor(sel *deadletter.Selection, pageSize int) ListQuery {
+	return ListQuery{Queue: sel.Queue, ConsumerGroup: sel.ConsumerGroup, Partition: sel.Partition, Limit: pageSize}
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 // Destination is where a move publishes a row's copy. Both halves are
@@ -76,7 +78,7 @@ func (e *moveError) Unwrap() []error { return []error{e.kind, e.err} }
 // Retry-After, else backoff), as long as a call may wait under the
 // client's timeout rule.
 func (c *Client) Move(ctx context.Context, rowID string, to *Destination) (*Moved, error) {
-	if !pathSafe(rowID) || rowID == "" {
+	if !deadletter.SafeSegment(rowID) || rowID == "" {
 		return nil, &HTTPError{Method: "-", URL: rowID, Kind: ErrUnreachable, Body: "a dead-letter row id with characters a URL path cannot take"}
 	}
 	return c.moveCall(ctx, "/api/v1/dlq/"+rowID+"/replay", to)
@@ -85,7 +87,7 @@ func (c *Client) Move(ctx context.Context, rowID string, to *Destination) (*Move
 // MoveAt is the address route of the move (POST
 // /api/v1/messages/{p}/{t}/retry on 1.6 and 2.x): one row at the
 // address, in place (1.6 the newest by failure, 2.x the first by key).
-func (c *Client) MoveAt(ctx context.Context, a Address) (*Moved, error) {
+func (c *Client) MoveAt(ctx context.Context, a deadletter.Address) (*Moved, error) {
 	path, err := messagePath(a, "/retry")
 	if err != nil {
 		return nil, err

@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 // Extent is what a probe found out about one filtered DLQ without reading
 // it: its depth and its oldest row.
 type Extent struct {
 	Depth    int
-	Oldest   *Row
+	Oldest   *deadletter.Row
 	Requests int
 	// OneBody: the broker answered the whole filtered DLQ to the first
 	// probe (it ignores limit); the depth and oldest row come from
@@ -74,7 +76,7 @@ func (p *probe) head() (int, error) {
 	n := 0
 	q := p.q
 	q.Offset, q.Limit = 0, 1
-	_, err := p.c.listStream(p.ctx, q, func(r Row) bool {
+	_, err := p.c.listStream(p.ctx, q, func(r deadletter.Row) bool {
 		if n == 0 {
 			p.firstKey = RowKey(r)
 		}
@@ -91,7 +93,7 @@ func (p *probe) head() (int, error) {
 // at reads limit rows at offset off. The head's row further on means
 // rows arrived at the head meanwhile (the head is newer now), or that
 // offset is ignored: the head is read again to tell.
-func (p *probe) at(off, limit int) ([]Row, error) {
+func (p *probe) at(off, limit int) ([]deadletter.Row, error) {
 	p.ext.Requests++
 	p.q.Offset, p.q.Limit = off, limit
 	pg, err := p.c.ListPage(p.ctx, p.q)

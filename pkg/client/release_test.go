@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
@@ -177,7 +178,7 @@ func TestRowWithoutTransactionID(t *testing.T) {
 	}))
 	defer srv.Close()
 	rows := collect(t, newClient(t, srv.URL), client.ListQuery{})
-	if len(rows) != 2 || rows[0].TransactionID != client.NoTransactionID("6a1e0000-0000-4000-8000-000000000001") {
+	if len(rows) != 2 || rows[0].TransactionID != deadletter.NoTransactionID("6a1e0000-0000-4000-8000-000000000001") {
 		t.Fatalf("rows %+v", rows)
 	}
 	if why := rows[0].Address().Unreachable(); !strings.Contains(why, "no transaction id") {

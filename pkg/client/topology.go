@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 // Topology is what the broker says of its queues and their consumer
@@ -124,7 +126,7 @@ func (c *Client) CheckNames(ctx context.Context, topo *Topology, queues []string
 		if q == "" || topo.Has(q) {
 			continue
 		}
-		if found, err := c.hasRows(ctx, ListQuery{Queue: q}, func(r Row) bool { return r.Queue == q }); err != nil || found {
+		if found, err := c.hasRows(ctx, ListQuery{Queue: q}, func(r deadletter.Row) bool { return r.Queue == q }); err != nil || found {
 			return err
 		}
 		if !topo.Listed {
@@ -155,7 +157,7 @@ func (c *Client) CheckNames(ctx context.Context, topo *Topology, queues []string
 		q = queues[0]
 	}
 	lq := ListQuery{Queue: q, ConsumerGroup: group}
-	if found, err := c.hasRows(ctx, lq, func(r Row) bool { return r.ConsumerGroup == group && (q == "" || r.Queue == q) }); err != nil || found {
+	if found, err := c.hasRows(ctx, lq, func(r deadletter.Row) bool { return r.ConsumerGroup == group && (q == "" || r.Queue == q) }); err != nil || found {
 		return err
 	}
 	if !topo.Listed || len(known) == 0 {
@@ -168,10 +170,10 @@ func (c *Client) CheckNames(ctx context.Context, topo *Topology, queues []string
 // hasRows reports whether the list holds a row that match accepts,
 // reading no further than the first one (a broker that answers in one
 // body is not read whole).
-func (c *Client) hasRows(ctx context.Context, q ListQuery, match func(Row) bool) (bool, error) {
+func (c *Client) hasRows(ctx context.Context, q ListQuery, match func(deadletter.Row) bool) (bool, error) {
 	q.Limit, q.NoData = 1, true
 	found := false
-	_, err := c.ListEach(ctx, q, func(r Row) bool {
+	_, err := c.ListEach(ctx, q, func(r deadletter.Row) bool {
 		found = match(r)
 		return !found
 	})

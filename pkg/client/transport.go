@@ -17,10 +17,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/secret"
 )
 
-func messagePath(a Address, suffix string) (string, error) {
+func messagePath(a deadletter.Address, suffix string) (string, error) {
 	if why := a.Unreachable(); why != "" {
 		return "", &HTTPError{Method: "-", URL: a.String(), Kind: ErrUnreachable, Body: why}
 	}

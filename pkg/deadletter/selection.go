@@ -1,8 +1,4 @@
-// Package replay plans and executes replays and discards: it snapshots a
-// selection into a frozen manifest, plans it, and executes it rate-limited
-// and idempotently against interfaces for the broker, the ledger and the
-// clock. It does no I/O of its own.
-package replay
+package deadletter
 
 import (
 	"bufio"
@@ -12,27 +8,25 @@ import (
 	"io"
 	"iter"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/duration"
 	"github.com/dlqctl/dlqctl/pkg/errs"
 )
 
 // Selection is what the selection flags of ls, replay, rm and decide say.
 type Selection struct {
-	Queue         string           `json:"queue,omitempty"`
-	ConsumerGroup string           `json:"consumerGroup,omitempty"`
-	Partition     string           `json:"partition,omitempty"`
-	Error         string           `json:"error,omitempty"`
-	FailedAfter   time.Time        `json:"failedAfter,omitzero"`
-	FailedBefore  time.Time        `json:"failedBefore,omitzero"`
-	Class         string           `json:"class,omitempty"`
-	Limit         int              `json:"limit,omitempty"`
-	Addresses     []client.Address `json:"addresses,omitempty"`
-	All           bool             `json:"all,omitempty"`
+	Queue         string    `json:"queue,omitempty"`
+	ConsumerGroup string    `json:"consumerGroup,omitempty"`
+	Partition     string    `json:"partition,omitempty"`
+	Error         string    `json:"error,omitempty"`
+	FailedAfter   time.Time `json:"failedAfter,omitzero"`
+	FailedBefore  time.Time `json:"failedBefore,omitzero"`
+	Class         string    `json:"class,omitempty"`
+	Limit         int       `json:"limit,omitempty"`
+	Addresses     []Address `json:"addresses,omitempty"`
+	All           bool      `json:"all,omitempty"`
 	// Acting names the command that acts on the selection (dlq rm): its
 	// snapshot is refused when its filters turn out to select everything
 	// in scope without All (Everything). "" for a read, or a screen where
@@ -46,19 +40,19 @@ type Selection struct {
 	// WhereInput, when set, fills v (empty) with the value --where is
 	// run on for a row (the caller knows its decision); otherwise
 	// WhereValue with no decision, at WhereNow.
-	WhereInput func(r client.Row, v map[string]any)
+	WhereInput func(r Row, v map[string]any)
 	WhereNow   time.Time
 	// WhereRows, when set, is what the rows a snapshot matches pass
 	// through first: WhereInput's decisions are looked up there, a chunk
 	// of rows at a time, rather than loaded whole beforehand.
-	WhereRows func(context.Context, iter.Seq2[client.Row, error]) iter.Seq2[client.Row, error]
+	WhereRows func(context.Context, iter.Seq2[Row, error]) iter.Seq2[Row, error]
 	// Decrypt, when set, fetches an envelope row's decrypted payload
 	// before --where sees it (one GET); it is asked only for rows every
 	// other criterion selects.
-	Decrypt func(client.Row) (json.RawMessage, error)
+	Decrypt func(Row) (json.RawMessage, error)
 
 	errRE *regexp.Regexp
-	addrs map[client.Address]struct{}
+	addrs map[Address]struct{}
 	where *Where
 	// scratch is MatchWhere's value, reused row after row.
 	scratch map[string]any
@@ -80,7 +74,7 @@ func (s *Selection) Compile() error {
 		return fmt.Errorf("--failed-after must be before --failed-before")
 	}
 	if len(s.Addresses) > 0 {
-		s.addrs = make(map[client.Address]struct{}, len(s.Addresses))
+		s.addrs = make(map[Address]struct{}, len(s.Addresses))
 		for _, a := range s.Addresses {
 			s.addrs[a] = struct{}{}
 		}
@@ -134,7 +128,7 @@ func (s *Selection) OnlyAddresses() bool {
 
 // InScope reports whether a row is in the selection's scope: its queue,
 // group and partition, before any filter of what the rows say.
-func (s *Selection) InScope(r client.Row) bool {
+func (s *Selection) InScope(r Row) bool {
 	return (s.Queue == "" || r.Queue == s.Queue) && (s.ConsumerGroup == "" || r.ConsumerGroup == s.ConsumerGroup) &&
 		(s.Partition == "" || r.Partition == s.Partition)
 }
@@ -167,7 +161,7 @@ func (s *Selection) Everything(verb string, inScope, matched int) error {
 }
 
 // Match reports whether a row is selected (Limit is applied by callers).
-func (s *Selection) Match(r client.Row) bool {
+func (s *Selection) Match(r Row) bool {
 	if !s.MatchFields(r) {
 		return false
 	}
@@ -177,7 +171,7 @@ func (s *Selection) Match(r client.Row) bool {
 // MatchFields is Match without --where: the cheap criteria, which a
 // caller runs first in order, leaving --where (MatchWhere) to run
 // concurrently.
-func (s *Selection) MatchFields(r client.Row) bool {
+func (s *Selection) MatchFields(r Row) bool {
 	if s.Queue != "" && r.Queue != s.Queue {
 		return false
 	}
@@ -213,7 +207,7 @@ func (s *Selection) ConcurrentWhere() bool { return s.where != nil && s.Decrypt 
 
 // MatchWhere runs --where on a row the other criteria selected (true
 // without one). It is not for concurrent use; MatchWhereInto is.
-func (s *Selection) MatchWhere(r client.Row) bool {
+func (s *Selection) MatchWhere(r Row) bool {
 	if s.scratch == nil {
 		s.scratch = map[string]any{}
 	}
@@ -222,12 +216,12 @@ func (s *Selection) MatchWhere(r client.Row) bool {
 
 // MatchWhereInto is MatchWhere building the row's value in v, a map the
 // caller owns and reuses (the predicate keeps nothing of it).
-func (s *Selection) MatchWhereInto(r client.Row, v map[string]any) bool {
+func (s *Selection) MatchWhereInto(r Row, v map[string]any) bool {
 	if s.where == nil {
 		return true
 	}
 	if r.Undecryptable() && s.Decrypt != nil {
-		if data, err := s.Decrypt(r); err == nil && len(data) > 0 && !client.IsEnvelope(data) {
+		if data, err := s.Decrypt(r); err == nil && len(data) > 0 && !IsEnvelope(data) {
 			r.Data = data
 		}
 	}
@@ -247,10 +241,11 @@ func (s *Selection) MatchWhereInto(r client.Row, v map[string]any) bool {
 	return s.where.Test(v)
 }
 
-// Query is the broker-side part of the selection (what every server
-// filters on); everything else is filtered on the client.
-func (s *Selection) Query(pageSize int) client.ListQuery {
-	return client.ListQuery{Queue: s.Queue, ConsumerGroup: s.ConsumerGroup, Partition: s.Partition, Limit: pageSize}
+// RowLevel reports whether the selection can pick some rows of an address
+// and not others (by group, error, class or time): then a snapshot must
+// look for the address's other rows, which its delete removes too.
+func (s *Selection) RowLevel() bool {
+	return s.ConsumerGroup != "" || s.Error != "" || s.Class != "" || !s.FailedAfter.IsZero() || !s.FailedBefore.IsZero()
 }
 
 // String is the selection as a command line would type it, for the ledger
@@ -310,8 +305,8 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 
 // ReadAddresses reads --from-file: one address per line, or NDJSON rows
 // as `dlq ls -o ndjson` prints them. Blank lines and # comments are skipped.
-func ReadAddresses(r io.Reader) ([]client.Address, error) {
-	var out []client.Address
+func ReadAddresses(r io.Reader) ([]Address, error) {
+	var out []Address
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	n := 0
@@ -331,12 +326,12 @@ func ReadAddresses(r io.Reader) ([]client.Address, error) {
 				return nil, fmt.Errorf("line %d: not an address or a JSON row: %v", n, err)
 			}
 			if row.PartitionID != "" && row.TransactionID != "" {
-				out = append(out, client.Address{PartitionID: row.PartitionID, TransactionID: row.TransactionID})
+				out = append(out, Address{PartitionID: row.PartitionID, TransactionID: row.TransactionID})
 				continue
 			}
 			line = row.Address
 		}
-		a, err := client.ParseAddress(line)
+		a, err := ParseAddress(line)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %v", n, err)
 		}
@@ -346,171 +341,4 @@ func ReadAddresses(r io.Reader) ([]client.Address, error) {
 		return nil, err
 	}
 	return out, nil
-}
-
-// Lister pages dead-letter rows; *client.Client is one.
-type Lister interface {
-	Rows(ctx context.Context, q client.ListQuery) iter.Seq2[client.Row, error]
-}
-
-// Item is one address of a batch with its dead-letter rows.
-type Item struct {
-	Address client.Address `json:"address"`
-	Queue   string         `json:"queue"`
-	// Partition is the partition name.
-	Partition string `json:"partition"`
-	// Rows are the rows that matched the selection (one per consumer
-	// group and failure), newest first.
-	Rows []client.Row `json:"rows"`
-	// Others are the address's rows that did not match (another group's,
-	// another class's): the delete that acts on the address removes them
-	// too, so the batch accounts for them.
-	Others []client.Row `json:"others,omitempty"`
-	// Payload, when Checked, is the message as the detail route returned
-	// it (decrypted where the list showed an envelope).
-	Payload json.RawMessage `json:"-"`
-	Checked bool            `json:"-"`
-}
-
-// Newest returns the item's newest selected row.
-func (it Item) Newest() client.Row { return it.Rows[0] }
-
-// AllRows are the selected rows and the others.
-func (it Item) AllRows() []client.Row { return append(slices.Clip(it.Rows), it.Others...) }
-
-// Envelope reports whether the list showed the payload as an encryption
-// envelope: the released server's list never decrypts, so that alone
-// does not make it undecryptable.
-func (it Item) Envelope() bool { return it.Rows[0].Undecryptable() }
-
-// Undecryptable reports whether the payload is known to be an envelope the
-// broker cannot decrypt: the detail route said so (Checked), or the list
-// of a broker that decrypts showed one.
-func (it Item) Undecryptable() bool {
-	if it.Checked {
-		return client.IsEnvelope(it.Payload)
-	}
-	return it.Envelope()
-}
-
-// Data is the payload to publish: the checked one, else the list's.
-func (it Item) Data() json.RawMessage {
-	if it.Checked {
-		return it.Payload
-	}
-	return it.Rows[0].Data
-}
-
-// Groups lists the consumer groups that dead-lettered the message (every
-// row of the address, selected or not).
-func (it Item) Groups() []string {
-	var g []string
-	for _, r := range it.AllRows() {
-		if !slices.Contains(g, r.ConsumerGroup) {
-			g = append(g, r.ConsumerGroup)
-		}
-	}
-	return g
-}
-
-// RowLevel reports whether the selection can pick some rows of an address
-// and not others (by group, error, class or time): then a snapshot must
-// look for the address's other rows, which its delete removes too.
-func (s *Selection) RowLevel() bool {
-	return s.ConsumerGroup != "" || s.Error != "" || s.Class != "" || !s.FailedAfter.IsZero() || !s.FailedBefore.IsZero()
-}
-
-// Snapshot reads the selection from the broker into a frozen list of
-// addresses, newest failure first, before anything is written: paging
-// cannot skip rows that a later delete shifts. Limit counts addresses.
-// Each item also gets the address's rows the selection left out (Widen).
-func Snapshot(ctx context.Context, l Lister, sel *Selection, pageSize int) ([]Item, error) {
-	return snapshot(ctx, l, sel, pageSize, false)
-}
-
-// SnapshotForPlan is Snapshot for a plan that is never run (a dry run):
-// it keeps no payload but the encryption envelopes the plan counts, so
-// what it holds does not grow with the payloads' size.
-func SnapshotForPlan(ctx context.Context, l Lister, sel *Selection, pageSize int) ([]Item, error) {
-	return snapshot(ctx, l, sel, pageSize, true)
-}
-
-func snapshot(ctx context.Context, l Lister, sel *Selection, pageSize int, planOnly bool) ([]Item, error) {
-	var items []Item
-	idx := map[client.Address]int{}
-	inScope, matched := 0, 0
-	sel.Bind(ctx)
-	rows := l.Rows(ctx, sel.Query(pageSize))
-	if sel.WhereRows != nil {
-		rows = sel.WhereRows(ctx, rows)
-	}
-	for r, err := range rows {
-		if err != nil {
-			return nil, err
-		}
-		if sel.InScope(r) {
-			inScope++
-		}
-		if !sel.Match(r) {
-			if err := sel.WhereErr(); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		matched++
-		if planOnly && !r.Undecryptable() {
-			r.Data = nil
-		}
-		a := r.Address()
-		if i, ok := idx[a]; ok {
-			items[i].Rows = append(items[i].Rows, r)
-			continue
-		}
-		if sel.Limit > 0 && len(items) >= sel.Limit {
-			continue
-		}
-		idx[a] = len(items)
-		items = append(items, Item{Address: a, Queue: r.Queue, Partition: r.Partition, Rows: []client.Row{r}})
-	}
-	if err := sel.Everything(sel.Acting, inScope, matched); err != nil {
-		return nil, err
-	}
-	if sel.RowLevel() {
-		if err := Widen(ctx, l, items, pageSize); err != nil {
-			return nil, err
-		}
-	}
-	return items, nil
-}
-
-// Widen adds to each item the rows of its address that are not among its
-// rows (other groups', other failures'), reading only the items' queues
-// and skipping payloads.
-func Widen(ctx context.Context, l Lister, items []Item, pageSize int) error {
-	idx := make(map[client.Address]int, len(items))
-	have := map[client.Key]bool{}
-	var queues []string
-	for i, it := range items {
-		idx[it.Address] = i
-		for _, r := range it.Rows {
-			have[client.RowKey(r)] = true
-		}
-		if !slices.Contains(queues, it.Queue) {
-			queues = append(queues, it.Queue)
-		}
-	}
-	for _, q := range queues {
-		for r, err := range l.Rows(ctx, client.ListQuery{Queue: q, Limit: pageSize, NoData: true}) {
-			if err != nil {
-				return err
-			}
-			i, ok := idx[r.Address()]
-			if !ok || r.Queue != q || have[client.RowKey(r)] {
-				continue
-			}
-			have[client.RowKey(r)] = true
-			items[i].Others = append(items[i].Others, r)
-		}
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package replay
+package deadletter
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/jq"
 	"github.com/dlqctl/dlqctl/pkg/render"
@@ -192,7 +191,7 @@ func (w *Where) Envelopes() int { return int(w.envelopes.Load()) }
 
 // FillWhereValue fills v (a map the caller reuses) with a row as --where
 // sees it: the fields of ls -o ndjson, with data decoded.
-func FillWhereValue(v map[string]any, r client.Row, now time.Time, decision, decisionBatch string) {
+func FillWhereValue(v map[string]any, r Row, now time.Time, decision, decisionBatch string) {
 	env := r.Undecryptable()
 	v["address"] = r.PartitionID + "/" + r.TransactionID
 	v["partitionId"] = r.PartitionID

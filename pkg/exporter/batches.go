@@ -6,9 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
 // BatchProgress is a replay or discard batch that has started and not
@@ -84,7 +83,7 @@ type refailures struct {
 	counts []int
 }
 
-func (rf *refailures) row(r client.Row) {
+func (rf *refailures) row(r deadletter.Row) {
 	if i, ok := rf.byTxID[r.TransactionID]; ok {
 		rf.counts[i]++
 	}
@@ -122,11 +121,11 @@ func newClassTally(redact func(string) string) *classTally {
 	return &classTally{counts: map[classKey]int{}, patterns: map[string]string{}, redact: redact}
 }
 
-func (t *classTally) add(r client.Row) {
-	id := replay.ClassID(r.ErrorMessage)
+func (t *classTally) add(r deadletter.Row) {
+	id := deadletter.ClassID(r.ErrorMessage)
 	t.counts[classKey{r.Queue, id}]++
 	if _, ok := t.patterns[id]; !ok {
-		t.patterns[id] = labelText(t.redact(replay.NormalizeError(t.redact(r.ErrorMessage))))
+		t.patterns[id] = labelText(t.redact(deadletter.NormalizeError(t.redact(r.ErrorMessage))))
 	}
 }
 

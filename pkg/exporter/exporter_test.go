@@ -13,6 +13,7 @@ import (
 
 	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/exporter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/policy"
@@ -336,9 +337,9 @@ func TestBatchProgress(t *testing.T) {
 		cl := testkit.Client(t, b.URL)
 		broker := cl.Broker()
 		var items []ledger.ManifestItem
-		var addrs []client.Address
+		var addrs []deadletter.Address
 		for _, r := range b.DeadLetterRows()[:5] {
-			a := client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
+			a := deadletter.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
 			items = append(items, ledger.ManifestItem{Address: a, Queue: r.Queue, Partition: r.Partition, FailedAt: r.FailedAt})
 			addrs = append(addrs, a)
 		}
@@ -349,7 +350,7 @@ func TestBatchProgress(t *testing.T) {
 		if _, err := ld.Acquire(ctx, broker, bt.ID, ledger.ActionReplay, addrs, ledger.PlainEnrolments(1, 1, 1, 1, 1), "run", testkit.Now, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		settle := func(a client.Address, state, replayTxID string) {
+		settle := func(a deadletter.Address, state, replayTxID string) {
 			en, err := ld.Claim(ctx, broker, a, "run", testkit.Now, time.Minute)
 			if err != nil {
 				t.Fatal(err)

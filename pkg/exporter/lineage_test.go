@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/exporter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/policy"
@@ -28,9 +29,9 @@ func holdQueue(t *testing.T, b *broker, dsn, queue string) {
 	}
 	defer ld.Close()
 	var items []ledger.ManifestItem
-	seen := map[client.Address]bool{}
+	seen := map[deadletter.Address]bool{}
 	for _, r := range b.DeadLetterRows() {
-		a := client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
+		a := deadletter.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
 		if r.Queue != queue || seen[a] {
 			continue
 		}

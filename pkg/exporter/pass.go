@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
@@ -226,7 +227,7 @@ func (e *Exporter) evaluate(ctx context.Context, now time.Time) (values, health,
 		return values{}, e.ledgerFailed(ctx, err), err
 	}
 	tally := newClassTally(cl.Redact)
-	visit := func(r client.Row) {
+	visit := func(r deadletter.Row) {
 		tally.add(r)
 		refail.row(r)
 	}
@@ -237,7 +238,7 @@ func (e *Exporter) evaluate(ctx context.Context, now time.Time) (values, health,
 	if e.cfg.Sync {
 		// The sync's read is the gate's: one read of the DLQ a pass, and
 		// what left is known once it is done.
-		in.ReadAll = func(ctx context.Context, visit func(client.Row)) error {
+		in.ReadAll = func(ctx context.Context, visit func(deadletter.Row)) error {
 			_, err := inspect.SyncEach(ctx, cl, ld, "", e.cfg.Now, visit)
 			return err
 		}

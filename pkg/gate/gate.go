@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/policy"
 	"github.com/dlqctl/dlqctl/pkg/render"
@@ -23,7 +24,7 @@ import (
 type gate struct {
 	cl        *client.Client
 	policies  policy.Set
-	dec       map[client.Address]ledger.Decision
+	dec       map[deadletter.Address]ledger.Decision
 	src       DecisionSource // nil: dec is every decision
 	maxAge    time.Duration  // flag overrides; 0 = from policies
 	triageSLO time.Duration
@@ -34,9 +35,9 @@ type gate struct {
 	// depths are the broker's own per-queue DLQ depths, where it exports
 	// them: where probes start looking for each end.
 	depths map[string]int
-	visit  func(client.Row)
+	visit  func(deadletter.Row)
 	// readAll is Input.ReadAll.
-	readAll func(ctx context.Context, visit func(client.Row)) error
+	readAll func(ctx context.Context, visit func(deadletter.Row)) error
 	// readWhole: the unfiltered one-body pass streamed every row.
 	readWhole bool
 }
@@ -58,7 +59,7 @@ func Check(ctx context.Context, cl *client.Client, in Input) (*Result, error) {
 	g := &gate{cl: cl, policies: in.Policies, dec: in.Decisions, maxAge: in.MaxAge, triageSLO: in.TriageSLO, now: now,
 		holds: map[string]bool{}, decided: map[string]bool{}, visit: in.Visit, readAll: in.ReadAll}
 	if in.Decisions == nil && in.Source != nil {
-		g.src, g.dec = in.Source, map[client.Address]ledger.Decision{}
+		g.src, g.dec = in.Source, map[deadletter.Address]ledger.Decision{}
 		var err error
 		if g.holds, g.decided, err = in.Source.DecidedQueues(ctx, cl.Broker(), now); err != nil {
 			return nil, err
@@ -101,9 +102,9 @@ func Check(ctx context.Context, cl *client.Client, in Input) (*Result, error) {
 		}
 	}
 	if g.src != nil && len(in.Vanished) > 0 {
-		rows := make([]client.Row, len(in.Vanished))
+		rows := make([]deadletter.Row, len(in.Vanished))
 		for i, v := range in.Vanished {
-			rows[i] = client.Row{PartitionID: v.Address.PartitionID, TransactionID: v.Address.TransactionID}
+			rows[i] = deadletter.Row{PartitionID: v.Address.PartitionID, TransactionID: v.Address.TransactionID}
 		}
 		for start := 0; start < len(rows); start += prefetchChunk {
 			if err := g.prefetch(ctx, rows[start:min(start+prefetchChunk, len(rows))]); err != nil {
@@ -153,7 +154,7 @@ type Input struct {
 	// Decisions, when set instead, is every latest decision already in
 	// memory.
 	Source    DecisionSource
-	Decisions map[client.Address]ledger.Decision
+	Decisions map[deadletter.Address]ledger.Decision
 	// Vanished are the archived rows that left the broker with no decision.
 	Vanished []ledger.Archived
 	// Queues narrows the check to these queues (each must exist).
@@ -167,13 +168,13 @@ type Input struct {
 	// Visit, when set, sees every row a one-body pass streams (stats
 	// counts arrivals from the same read); CheckResult.ReadWhole says
 	// whether that was every row of the DLQ.
-	Visit func(client.Row)
+	Visit func(deadletter.Row)
 	// ReadAll, when set, is the gate's read of every queue: it hands
 	// every row of the DLQ to visit, and the scopes are evaluated from
 	// those rows with no list call of the gate's own. The exporter's
 	// --sync passes its archive read through it, so a pass reads the DLQ
 	// once. It is not used when Queues narrows the check.
-	ReadAll func(ctx context.Context, visit func(client.Row)) error
+	ReadAll func(ctx context.Context, visit func(deadletter.Row)) error
 	// LoadVanished, when set, supplies Vanished once the rows are read
 	// (a sync marks what left only after its read).
 	LoadVanished func(ctx context.Context) ([]ledger.Archived, error)
@@ -181,18 +182,18 @@ type Input struct {
 
 // DecisionSource is where a check looks decisions up; *ledger.Store is one.
 type DecisionSource interface {
-	LatestDecisionsFor(ctx context.Context, broker string, addrs []client.Address) (map[client.Address]ledger.Decision, error)
+	LatestDecisionsFor(ctx context.Context, broker string, addrs []deadletter.Address) (map[deadletter.Address]ledger.Decision, error)
 	DecidedQueues(ctx context.Context, broker string, now time.Time) (holds, decided map[string]bool, err error)
 }
 
 // prefetch looks up the decisions of rows about to be judged (with a
 // Source: the cache keeps only the ones found, so it grows with the
 // decided rows read, not with the history).
-func (g *gate) prefetch(ctx context.Context, rows []client.Row) error {
+func (g *gate) prefetch(ctx context.Context, rows []deadletter.Row) error {
 	if g.src == nil || len(rows) == 0 {
 		return nil
 	}
-	addrs := make([]client.Address, len(rows))
+	addrs := make([]deadletter.Address, len(rows))
 	for i, r := range rows {
 		addrs[i] = r.Address()
 	}
@@ -212,8 +213,8 @@ const prefetchChunk = 500
 // chunked wraps a per-row function so that rows reach it a chunk at a
 // time, after their decisions are looked up: each() is handed to the
 // broker's read, flush() at its end hands over the rest.
-func (g *gate) chunked(ctx context.Context, fn func(client.Row)) (each func(client.Row) bool, flush func() error) {
-	var buf []client.Row
+func (g *gate) chunked(ctx context.Context, fn func(deadletter.Row)) (each func(deadletter.Row) bool, flush func() error) {
+	var buf []deadletter.Row
 	var ferr error
 	flush = func() error {
 		if ferr != nil {
@@ -228,7 +229,7 @@ func (g *gate) chunked(ctx context.Context, fn func(client.Row)) (each func(clie
 		buf = buf[:0]
 		return nil
 	}
-	each = func(r client.Row) bool {
+	each = func(r deadletter.Row) bool {
 		if buf = append(buf, r); len(buf) >= prefetchChunk {
 			return flush() == nil
 		}
@@ -263,13 +264,13 @@ func (g *gate) everyQueue(ctx context.Context, topo *client.Topology, res *Resul
 	// be the whole DLQ: a broker that pages answered one row, and the
 	// caller reads the rows it wants itself.
 	if g.readAll != nil {
-		each, flush := g.chunked(ctx, func(r client.Row) {
+		each, flush := g.chunked(ctx, func(r deadletter.Row) {
 			pass(r.Queue).get(r.ConsumerGroup).add(g, r)
 			if g.visit != nil {
 				g.visit(r)
 			}
 		})
-		err := g.readAll(mctx, func(r client.Row) { each(r) })
+		err := g.readAll(mctx, func(r deadletter.Row) { each(r) })
 		if err == nil {
 			err = flush()
 		}
@@ -278,9 +279,9 @@ func (g *gate) everyQueue(ctx context.Context, topo *client.Topology, res *Resul
 		}
 		return g.fromWholeRead(topo, passes, pass, m, res), nil
 	}
-	var first client.Row
+	var first deadletter.Row
 	seen := 0
-	each, flush := g.chunked(ctx, func(r client.Row) {
+	each, flush := g.chunked(ctx, func(r deadletter.Row) {
 		pass(r.Queue).get(r.ConsumerGroup).add(g, r)
 		if seen++; g.visit != nil {
 			switch seen {
@@ -417,7 +418,7 @@ func (g *gate) queue(ctx context.Context, q string, listed []string) ([]Scope, [
 	}
 	m := &client.Meter{}
 	mctx := client.WithMeter(ctx, m)
-	each, flush := g.chunked(ctx, func(r client.Row) {
+	each, flush := g.chunked(ctx, func(r deadletter.Row) {
 		if r.Queue == q {
 			ob.get(r.ConsumerGroup).add(g, r)
 		}

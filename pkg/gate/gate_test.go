@@ -9,6 +9,7 @@ import (
 
 	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/policy"
@@ -85,9 +86,9 @@ func TestDecisionsAsCheckCountsThem(t *testing.T) {
 	ld := testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/l.db")
 	ctx := context.Background()
 	var held []ledger.ManifestItem
-	seen := map[client.Address]int{}
+	seen := map[deadletter.Address]int{}
 	for _, r := range b.DeadLetterRows() {
-		a := client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
+		a := deadletter.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
 		if r.Queue != "payments" {
 			continue
 		}
@@ -166,9 +167,9 @@ func TestSourceAnswersAsTheWholeHistory(t *testing.T) {
 			b, cl := seeded(t, old)
 			ctx := context.Background()
 			var hold, replayed, expired []ledger.ManifestItem
-			seen := map[client.Address]bool{}
+			seen := map[deadletter.Address]bool{}
 			for i, r := range b.DeadLetterRows() {
-				a := client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
+				a := deadletter.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
 				if seen[a] {
 					continue
 				}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 )
@@ -43,7 +44,7 @@ func (g *gate) limitsFor(queue, group string) limits {
 	return l
 }
 
-func (g *gate) held(r client.Row) bool {
+func (g *gate) held(r deadletter.Row) bool {
 	d, ok := g.dec[r.Address()]
 	return ok && d.Action == ledger.ActionHold && d.Covers(r.FailedAt, g.now)
 }
@@ -52,8 +53,8 @@ func (g *gate) held(r client.Row) bool {
 type acc struct {
 	lim          limits
 	depth        int
-	oldest       *client.Row
-	oldestUnheld *client.Row
+	oldest       *deadletter.Row
+	oldestUnheld *deadletter.Row
 	// oldestAt and oldestUnheldAt are when they count as having failed
 	// (counted).
 	oldestAt, oldestUnheldAt time.Time
@@ -72,7 +73,7 @@ type acc struct {
 // pastSLO counts a row that failed before the SLO's cutoff: undecided
 // when no decision covers it or the one that does was not carried out in
 // time.
-func (a *acc) pastSLO(g *gate, r client.Row) {
+func (a *acc) pastSLO(g *gate, r deadletter.Row) {
 	d, ok := g.dec[r.Address()]
 	if ok && d.Covers(r.FailedAt, g.now) {
 		if !d.NotCarriedOut(g.now, a.lim.slo) {
@@ -104,7 +105,7 @@ func (g *gate) counted(t time.Time) (time.Time, time.Duration) {
 }
 
 // copyBack counts a row that is a replay's copy back in the DLQ.
-func (a *acc) copyBack(g *gate, r client.Row) {
+func (a *acc) copyBack(g *gate, r deadletter.Row) {
 	if d, ok := g.dec[r.Address()]; ok && d.Copy != nil {
 		if a.again == nil {
 			a.again = map[string]int{}
@@ -113,7 +114,7 @@ func (a *acc) copyBack(g *gate, r client.Row) {
 	}
 }
 
-func (a *acc) add(g *gate, r client.Row) {
+func (a *acc) add(g *gate, r deadletter.Row) {
 	a.depth++
 	a.copyBack(g, r)
 	at, ahead := g.counted(r.FailedAt)
@@ -157,7 +158,7 @@ func (g *gate) pagedScope(ctx context.Context, q, group string, ext *client.Exte
 	if ahead > 0 {
 		a.ahead, a.maxAhead = ext.Depth, ahead
 	}
-	if err := g.prefetch(ctx, []client.Row{*ext.Oldest}); err != nil {
+	if err := g.prefetch(ctx, []deadletter.Row{*ext.Oldest}); err != nil {
 		return s, err
 	}
 	if g.holds[q] && g.held(*ext.Oldest) {
@@ -181,7 +182,7 @@ func (g *gate) pagedScope(ctx context.Context, q, group string, ext *client.Exte
 		} else {
 			lq.Offset = idx
 			lq.Limit = pageSize
-			each, flush := g.chunked(ctx, func(r client.Row) {
+			each, flush := g.chunked(ctx, func(r deadletter.Row) {
 				a.copyBack(g, r)
 				if r.FailedAt.Before(lim.sloCutoff) {
 					a.pastSLO(g, r)
@@ -206,7 +207,7 @@ func (g *gate) pagedScope(ctx context.Context, q, group string, ext *client.Exte
 
 // oldestUnheld reads a paged scope from its oldest end, a page at a time,
 // until a row not under an active hold; nil when every row is held.
-func (g *gate) oldestUnheld(ctx context.Context, lq client.ListQuery, depth int) (*client.Row, error) {
+func (g *gate) oldestUnheld(ctx context.Context, lq client.ListQuery, depth int) (*deadletter.Row, error) {
 	for end := depth; end > 0; end -= pageSize {
 		lq.Offset, lq.Limit = max(0, end-pageSize), min(pageSize, end)
 		p, err := g.cl.ListPage(ctx, lq)
@@ -337,7 +338,7 @@ func scopeLabel(s Scope) string {
 // vanishedAndVerdict counts the scope's rows that left the broker with no
 // decision (from the last sync) and settles its breaches.
 func (g *gate) vanishedAndVerdict(s *Scope, vanished []ledger.Archived) {
-	seen := map[client.Address]bool{}
+	seen := map[deadletter.Address]bool{}
 	for _, v := range vanished {
 		if v.Queue != s.Queue || (s.ConsumerGroup != "" && s.ConsumerGroup != "*" && v.ConsumerGroup != s.ConsumerGroup) || seen[v.Address] {
 			continue

@@ -5,11 +5,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/policy"
 	"github.com/dlqctl/dlqctl/pkg/render"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
 // What became of an archived dead letter (ArchivedRow.Outcome).
@@ -21,7 +20,7 @@ const (
 	OutcomeGone      = "gone"      // it left while a batch acted on it, or under a decision
 	// OutcomeMovedElsewhere: another hand (the broker's console) replayed
 	// it while a batch held it.
-	OutcomeMovedElsewhere = replay.OutcomeMovedElsewhere
+	OutcomeMovedElsewhere = deadletter.OutcomeMovedElsewhere
 	OutcomeVanished       = "vanished" // it left with no recorded decision
 )
 
@@ -41,8 +40,8 @@ type ArchivedRow struct {
 }
 
 // Row is the archived row as the broker listed it.
-func (a ArchivedRow) Row() client.Row {
-	return client.Row{ID: a.MessageID, PartitionID: a.Address.PartitionID, TransactionID: a.Address.TransactionID, Queue: a.Queue,
+func (a ArchivedRow) Row() deadletter.Row {
+	return deadletter.Row{ID: a.MessageID, PartitionID: a.Address.PartitionID, TransactionID: a.Address.TransactionID, Queue: a.Queue,
 		Partition: a.Partition, ConsumerGroup: a.ConsumerGroup, ErrorMessage: a.Error, RetryCount: a.RetryCount, FailedAt: a.FailedAt, Data: a.Payload}
 }
 
@@ -148,24 +147,24 @@ func (a ArchivedRow) Listed(now time.Time, slo time.Duration) Listed {
 // newest failure first, up to its --limit; --where sees each as ls
 // prints it, with its "archive" object. The journal and the decisions
 // are looked up a page at a time, for the page's addresses only.
-func EachArchived(ctx context.Context, ld *ledger.Store, broker string, sel *replay.Selection, policies policy.Set, now time.Time, fn func(ArchivedRow) error) error {
+func EachArchived(ctx context.Context, ld *ledger.Store, broker string, sel *deadletter.Selection, policies policy.Set, now time.Time, fn func(ArchivedRow) error) error {
 	var cur *ArchivedRow
 	sel.Bind(ctx)
 	if sel.Where != "" {
 		sel.WhereNow = now
-		sel.WhereInput = func(r client.Row, v map[string]any) {
+		sel.WhereInput = func(r deadletter.Row, v map[string]any) {
 			label, batch := "", ""
 			if d := cur.Decision; d != nil {
 				label, batch = DecisionLabel(*d, r, now, TriageSLO(policies, r.Queue, r.ConsumerGroup)), d.BatchID
 			}
-			replay.FillWhereValue(v, r, now, label, batch)
+			deadletter.FillWhereValue(v, r, now, label, batch)
 			v["archive"] = cur.ArchiveValue()
 		}
 	}
 	n := 0
 	var page []ArchivedRow
 	flush := func() error {
-		addrs := make([]client.Address, len(page))
+		addrs := make([]deadletter.Address, len(page))
 		for i, a := range page {
 			addrs[i] = a.Address
 		}

@@ -5,13 +5,13 @@ import (
 	"iter"
 	"sync"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/stream"
 )
 
 // DecisionLookup is where a reader finds an address's latest decision.
-type DecisionLookup func(client.Address) (ledger.Decision, bool)
+type DecisionLookup func(deadletter.Address) (ledger.Decision, bool)
 
 // Decisions are the latest decisions of the addresses read so far,
 // looked up a chunk of rows at a time as they stream (Through): what a
@@ -19,7 +19,7 @@ type DecisionLookup func(client.Address) (ledger.Decision, bool)
 // keeps only the decisions found. Safe for concurrent Get.
 type Decisions struct {
 	mu     sync.RWMutex
-	m      map[client.Address]ledger.Decision
+	m      map[deadletter.Address]ledger.Decision
 	ld     *ledger.Store // nil: m is all there is
 	broker string
 	err    error
@@ -30,19 +30,19 @@ type Decisions struct {
 
 // NewDecisions looks decisions up in ld as rows pass Through.
 func NewDecisions(ld *ledger.Store, broker string) *Decisions {
-	return &Decisions{m: map[client.Address]ledger.Decision{}, ld: ld, broker: broker}
+	return &Decisions{m: map[deadletter.Address]ledger.Decision{}, ld: ld, broker: broker}
 }
 
 // KnownDecisions are decisions already in memory (tests, or none at all).
-func KnownDecisions(m map[client.Address]ledger.Decision) *Decisions {
+func KnownDecisions(m map[deadletter.Address]ledger.Decision) *Decisions {
 	if m == nil {
-		m = map[client.Address]ledger.Decision{}
+		m = map[deadletter.Address]ledger.Decision{}
 	}
 	return &Decisions{m: m}
 }
 
 // Get is an address's latest decision among those looked up.
-func (d *Decisions) Get(a client.Address) (ledger.Decision, bool) {
+func (d *Decisions) Get(a deadletter.Address) (ledger.Decision, bool) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	x, ok := d.m[a]
@@ -51,7 +51,7 @@ func (d *Decisions) Get(a client.Address) (ledger.Decision, bool) {
 
 // Take is Get for a reader that keeps the decision itself: it is
 // forgotten here, so that it is not held twice.
-func (d *Decisions) Take(a client.Address) (ledger.Decision, bool) {
+func (d *Decisions) Take(a deadletter.Address) (ledger.Decision, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	x, ok := d.m[a]
@@ -79,14 +79,14 @@ const decisionChunk = 500
 // next chunk while the caller is on this one, so that the lookups cost
 // little more than the rows. When no queue has a decision (or they cannot
 // be read: Err says so), the rows pass as they come.
-func (d *Decisions) Through(ctx context.Context, rows iter.Seq2[client.Row, error]) iter.Seq2[client.Row, error] {
+func (d *Decisions) Through(ctx context.Context, rows iter.Seq2[deadletter.Row, error]) iter.Seq2[deadletter.Row, error] {
 	if d.ld == nil || len(d.decidedQueues(ctx)) == 0 {
 		return rows
 	}
 	// Lookups run under ctx itself, not the one a caller that stops early
 	// cancels: that is not a failed lookup.
-	return stream.Ahead(ctx, 1, func(_ context.Context, emit func([]client.Row) ([]client.Row, bool)) error {
-		buf := make([]client.Row, 0, decisionChunk)
+	return stream.Ahead(ctx, 1, func(_ context.Context, emit func([]deadletter.Row) ([]deadletter.Row, bool)) error {
+		buf := make([]deadletter.Row, 0, decisionChunk)
 		for r, err := range rows {
 			if err != nil {
 				d.lookup(ctx, buf)
@@ -130,7 +130,7 @@ func (d *Decisions) decidedQueues(ctx context.Context) map[string]bool {
 	return q
 }
 
-func (d *Decisions) lookup(ctx context.Context, rows []client.Row) {
+func (d *Decisions) lookup(ctx context.Context, rows []deadletter.Row) {
 	if len(rows) == 0 || d.Err() != nil {
 		return
 	}
@@ -138,7 +138,7 @@ func (d *Decisions) lookup(ctx context.Context, rows []client.Row) {
 	if len(queues) == 0 {
 		return
 	}
-	addrs := make([]client.Address, 0, len(rows))
+	addrs := make([]deadletter.Address, 0, len(rows))
 	for _, r := range rows {
 		if queues[r.Queue] {
 			addrs = append(addrs, r.Address())

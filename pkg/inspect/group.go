@@ -6,8 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
-	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 // Group is one row of `ls --group-by`: for error, a failure class.
@@ -37,7 +36,7 @@ type Group struct {
 var GroupBys = []string{"error", "queue", "cg", "partition"}
 
 // GroupKey is the key of r's group under a grouping.
-func GroupKey(by string, r client.Row) string {
+func GroupKey(by string, r deadletter.Row) string {
 	switch by {
 	case "queue":
 		return r.Queue
@@ -46,7 +45,7 @@ func GroupKey(by string, r client.Row) string {
 	case "partition":
 		return r.Queue + "/" + r.Partition
 	}
-	return replay.ClassID(r.ErrorMessage)
+	return deadletter.ClassID(r.ErrorMessage)
 }
 
 // Grouper groups rows one at a time, so the groups can be shown while
@@ -57,7 +56,7 @@ type Grouper struct {
 	seed   maphash.Seed
 	// Held, when set, says whether a row is under an active hold and
 	// who it is with.
-	Held func(client.Row) (string, bool)
+	Held func(deadletter.Row) (string, bool)
 }
 
 // NewGrouper groups by one of GroupBys.
@@ -66,14 +65,14 @@ func NewGrouper(by string) *Grouper {
 }
 
 // Add counts a row into its group and returns the group's key.
-func (gr *Grouper) Add(r client.Row) string {
+func (gr *Grouper) Add(r deadletter.Row) string {
 	key := GroupKey(gr.by, r)
 	g := gr.groups[key]
 	if g == nil {
 		g = &Group{Key: key, Oldest: r.FailedAt, Newest: r.FailedAt, Example: r.Address().String(),
 			OldestQueue: r.Queue, OldestGroup: r.ConsumerGroup, queueSet: map[string]struct{}{}, addrs: &distinct{}}
 		if gr.by == "error" {
-			g.Class, g.Pattern = key, replay.NormalizeError(r.ErrorMessage)
+			g.Class, g.Pattern = key, deadletter.NormalizeError(r.ErrorMessage)
 		}
 		gr.groups[key] = g
 	}
@@ -101,7 +100,7 @@ func (gr *Grouper) Add(r client.Row) string {
 }
 
 // addrHash hashes a row's address without building its string.
-func addrHash(seed maphash.Seed, r client.Row) uint64 {
+func addrHash(seed maphash.Seed, r deadletter.Row) uint64 {
 	var h maphash.Hash
 	h.SetSeed(seed)
 	h.WriteString(r.PartitionID)

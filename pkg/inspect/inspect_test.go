@@ -9,10 +9,10 @@ import (
 
 	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
@@ -34,13 +34,13 @@ func seeded(t *testing.T) (*sandbox.Broker, *client.Client, *ledger.Store) {
 // grouper counts them into failure classes and messages.
 func TestSelectAndGroup(t *testing.T) {
 	b, cl, _ := seeded(t)
-	sel := &replay.Selection{Queue: "orders"}
+	sel := &deadletter.Selection{Queue: "orders"}
 	if err := sel.Compile(); err != nil {
 		t.Fatal(err)
 	}
 	gr := inspect.NewGrouper("error")
 	n, limited := 0, false
-	for r, err := range inspect.Select(context.Background(), cl.Rows(context.Background(), sel.Query(inspect.PageSize)), sel, &limited) {
+	for r, err := range inspect.Select(context.Background(), cl.Rows(context.Background(), client.QueryFor(sel, inspect.PageSize)), sel, &limited) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +56,7 @@ func TestSelectAndGroup(t *testing.T) {
 	rows := 0
 	for _, g := range gr.Groups() {
 		rows += g.Count
-		if g.Messages > g.Count || g.Class != replay.ClassID(g.Pattern) && g.Pattern == "" {
+		if g.Messages > g.Count || g.Class != deadletter.ClassID(g.Pattern) && g.Pattern == "" {
 			t.Fatalf("group %+v", g)
 		}
 	}
@@ -65,7 +65,7 @@ func TestSelectAndGroup(t *testing.T) {
 	}
 	sel.Limit = 5
 	n = 0
-	for range inspect.Select(context.Background(), cl.Rows(context.Background(), sel.Query(inspect.PageSize)), sel, &limited) {
+	for range inspect.Select(context.Background(), cl.Rows(context.Background(), client.QueryFor(sel, inspect.PageSize)), sel, &limited) {
 		n++
 	}
 	if n != 5 || !limited {
@@ -79,7 +79,7 @@ func TestSelectAndGroup(t *testing.T) {
 func TestLookupAndBareIDs(t *testing.T) {
 	b, cl, ld := seeded(t)
 	r := b.DeadLetterRows()[0]
-	a := client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
+	a := deadletter.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
 	res, err := inspect.Lookup(context.Background(), cl, ld, a, now)
 	if err != nil || !res.InDLQ || len(res.Rows) == 0 || len(res.Data) == 0 || res.Queue != r.Queue {
 		t.Fatalf("lookup: %+v %v", res, err)
@@ -91,7 +91,7 @@ func TestLookupAndBareIDs(t *testing.T) {
 	if _, err := inspect.FindBareID(context.Background(), cl, ld, "no-such-id"); errs.KindOf(err) != errs.NotFound {
 		t.Fatalf("an unknown id: %v", err)
 	}
-	if _, err := inspect.Lookup(context.Background(), cl, ld, client.Address{PartitionID: r.PartitionID, TransactionID: "never"}, now); errs.KindOf(err) != errs.NotFound {
+	if _, err := inspect.Lookup(context.Background(), cl, ld, deadletter.Address{PartitionID: r.PartitionID, TransactionID: "never"}, now); errs.KindOf(err) != errs.NotFound {
 		t.Fatalf("an unknown address: %v", err)
 	}
 }
@@ -163,7 +163,7 @@ func TestStatsCountWhatLeft(t *testing.T) {
 func TestWhereSeesTheNDJSONRow(t *testing.T) {
 	_, cl, ld := seeded(t)
 	ctx := context.Background()
-	var rows []client.Row
+	var rows []deadletter.Row
 	for r, err := range cl.Rows(ctx, client.ListQuery{Limit: 100}) {
 		if err != nil {
 			t.Fatal(err)
@@ -171,8 +171,8 @@ func TestWhereSeesTheNDJSONRow(t *testing.T) {
 		rows = append(rows, r)
 	}
 	d := ledger.Decision{BatchID: "b-1", Action: ledger.ActionHold, By: "ann", At: now.Add(-time.Hour), Until: now.Add(time.Hour)}
-	dec := map[client.Address]ledger.Decision{rows[0].Address(): d}
-	sel := &replay.Selection{Where: "true"}
+	dec := map[deadletter.Address]ledger.Decision{rows[0].Address(): d}
+	sel := &deadletter.Selection{Where: "true"}
 	if err := sel.Compile(); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestDecisionsThrough(t *testing.T) {
 	_, cl, ld := seeded(t)
 	ctx := context.Background()
 	var items []ledger.ManifestItem
-	seen := map[client.Address]bool{}
+	seen := map[deadletter.Address]bool{}
 	for r, err := range cl.Rows(ctx, client.ListQuery{Queue: "orders", Limit: 500}) {
 		if err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/testkit"
@@ -19,7 +20,7 @@ import (
 func BenchmarkRowJSON(b *testing.B) {
 	sb, url := testkit.Sandbox(b)
 	sb.Fill(10_000, 1)
-	var rows []client.Row
+	var rows []deadletter.Row
 	for r, err := range testkit.Client(b, url).Rows(context.Background(), client.ListQuery{Limit: inspect.PageSize}) {
 		if err != nil {
 			b.Fatal(err)

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/policy"
 	"github.com/dlqctl/dlqctl/pkg/render"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -58,11 +58,11 @@ type Row struct {
 }
 
 // ToRow is a row as ls prints it.
-func ToRow(r client.Row, now time.Time, d *ledger.Decision, slo time.Duration) Row {
+func ToRow(r deadletter.Row, now time.Time, d *ledger.Decision, slo time.Duration) Row {
 	env := r.Undecryptable()
 	out := Row{Address: r.Address().String(), PartitionID: r.PartitionID, TransactionID: r.TransactionID, MessageID: r.ID,
 		Queue: r.Queue, Partition: r.Partition, ConsumerGroup: r.ConsumerGroup, ErrorMessage: r.ErrorMessage,
-		ErrorClass: replay.ClassID(r.ErrorMessage), RetryCount: r.RetryCount, FailedAt: render.Timestamp(r.FailedAt),
+		ErrorClass: deadletter.ClassID(r.ErrorMessage), RetryCount: r.RetryCount, FailedAt: render.Timestamp(r.FailedAt),
 		AgeSeconds: int64(render.SecondsSince(now, r.FailedAt)), IsEncrypted: r.IsEncrypted || env,
 		Envelope: env, Data: jsontext.Value(r.Data)}
 	if d != nil {
@@ -79,7 +79,7 @@ func ToRow(r client.Row, now time.Time, d *ledger.Decision, slo time.Duration) R
 // or discard has waited longer than the row's triage SLO slo), and "back
 // after replay" (or discard, hold) when the row failed after it: the
 // message dead-lettered again, and that row is undecided.
-func DecisionLabel(d ledger.Decision, r client.Row, now time.Time, slo time.Duration) string {
+func DecisionLabel(d ledger.Decision, r deadletter.Row, now time.Time, slo time.Duration) string {
 	switch {
 	case d.Copy != nil:
 		return "back after replay"
@@ -101,14 +101,14 @@ func TriageSLO(p policy.Set, queue, group string) time.Duration {
 // Undecided reports whether a row counts as undecided at now: no
 // decision covers it, or the replay or discard that does was not carried
 // out within the row's triage SLO.
-func Undecided(d ledger.Decision, ok bool, r client.Row, now time.Time, slo time.Duration) bool {
+func Undecided(d ledger.Decision, ok bool, r deadletter.Row, now time.Time, slo time.Duration) bool {
 	return !ok || !d.Covers(r.FailedAt, now) || d.NotCarriedOut(now, slo)
 }
 
 // HeldBy says whether a row is under an active hold, and who it is with
 // (the hold's owner, else who recorded it).
-func HeldBy(dec DecisionLookup, now time.Time) func(client.Row) (string, bool) {
-	return func(r client.Row) (string, bool) {
+func HeldBy(dec DecisionLookup, now time.Time) func(deadletter.Row) (string, bool) {
+	return func(r deadletter.Row) (string, bool) {
 		d, ok := dec(r.Address())
 		if !ok || d.Action != ledger.ActionHold || !d.Covers(r.FailedAt, now) {
 			return "", false
@@ -127,12 +127,12 @@ func HeldBy(dec DecisionLookup, now time.Time) func(client.Row) (string, bool) {
 // The predicate runs under ctx: an interrupt, a result that is not true
 // or false, or an evaluation over jq's budget ends the read with that
 // error (Selection.WhereErr).
-func Select(ctx context.Context, src iter.Seq2[client.Row, error], sel *replay.Selection, limited *bool) iter.Seq2[client.Row, error] {
+func Select(ctx context.Context, src iter.Seq2[deadletter.Row, error], sel *deadletter.Selection, limited *bool) iter.Seq2[deadletter.Row, error] {
 	sel.Bind(ctx)
 	if sel.ConcurrentWhere() {
 		return selectConcurrent(src, sel, limited)
 	}
-	return func(yield func(client.Row, error) bool) {
+	return func(yield func(deadletter.Row, error) bool) {
 		n := 0
 		for r, err := range src {
 			if err != nil {
@@ -160,7 +160,7 @@ func Select(ctx context.Context, src iter.Seq2[client.Row, error], sel *replay.S
 
 // whereChunk is rows on their way through the --where workers.
 type whereChunk struct {
-	rows []client.Row
+	rows []deadletter.Row
 	keep []bool
 	err  error
 	done chan struct{}
@@ -168,8 +168,8 @@ type whereChunk struct {
 
 const whereChunkRows = 64
 
-func selectConcurrent(src iter.Seq2[client.Row, error], sel *replay.Selection, limited *bool) iter.Seq2[client.Row, error] {
-	return func(yield func(client.Row, error) bool) {
+func selectConcurrent(src iter.Seq2[deadletter.Row, error], sel *deadletter.Selection, limited *bool) iter.Seq2[deadletter.Row, error] {
+	return func(yield func(deadletter.Row, error) bool) {
 		workers := max(runtime.GOMAXPROCS(0), 1)
 		order := make(chan *whereChunk, 2*workers)
 		work := make(chan *whereChunk, 2*workers)
@@ -232,7 +232,7 @@ func selectConcurrent(src iter.Seq2[client.Row, error], sel *replay.Selection, l
 		for c := range order {
 			<-c.done
 			if err := sel.WhereErr(); err != nil {
-				yield(client.Row{}, err)
+				yield(deadletter.Row{}, err)
 				return
 			}
 			for i, r := range c.rows {
@@ -248,7 +248,7 @@ func selectConcurrent(src iter.Seq2[client.Row, error], sel *replay.Selection, l
 				}
 			}
 			if c.err != nil {
-				yield(client.Row{}, c.err)
+				yield(deadletter.Row{}, c.err)
 				return
 			}
 		}
@@ -258,7 +258,7 @@ func selectConcurrent(src iter.Seq2[client.Row, error], sel *replay.Selection, l
 // CheckNames makes sure a selection's queue and consumer group are ones
 // the broker has (a typo is a usage error with a suggestion, never an
 // empty answer that looks like good news).
-func CheckNames(ctx context.Context, cl *client.Client, sel *replay.Selection) error {
+func CheckNames(ctx context.Context, cl *client.Client, sel *deadletter.Selection) error {
 	if sel.Queue == "" && sel.ConsumerGroup == "" {
 		return nil
 	}

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
 // ShowResult is `dlq show -o json`.
@@ -50,8 +50,8 @@ type ReplayedCopy struct {
 
 // Lookup gathers everything known about one address: the broker's detail
 // route and its rows in the DLQ, then the ledger's history (ld may be nil).
-func Lookup(ctx context.Context, cl *client.Client, ld *ledger.Store, addr client.Address, now time.Time) (ShowResult, error) {
-	var rows []client.Row
+func Lookup(ctx context.Context, cl *client.Client, ld *ledger.Store, addr deadletter.Address, now time.Time) (ShowResult, error) {
+	var rows []deadletter.Row
 	var err error
 	res := ShowResult{Address: addr.String(), Decisions: []ledger.Decision{}, Rows: []Row{}}
 	// The detail route answers for one message without reading the list
@@ -118,18 +118,18 @@ func Lookup(ctx context.Context, cl *client.Client, ld *ledger.Store, addr clien
 	if len(res.Data) == 0 && len(res.Archived) > 0 {
 		res.Data = res.Archived[0].Payload
 	}
-	res.Undecryptable = client.IsEnvelope(res.Data) && (m != nil || cl.ListDecrypts())
+	res.Undecryptable = deadletter.IsEnvelope(res.Data) && (m != nil || cl.ListDecrypts())
 	return res, nil
 }
 
 // FindBareID finds the address of a bare transaction id: in the DLQ
 // (reading it, without payloads), else in the ledger. Several partitions
 // holding it is a usage error listing them.
-func FindBareID(ctx context.Context, cl *client.Client, ld *ledger.Store, txid string) (client.Address, error) {
-	partitions := map[client.Address][]client.Row{}
+func FindBareID(ctx context.Context, cl *client.Client, ld *ledger.Store, txid string) (deadletter.Address, error) {
+	partitions := map[deadletter.Address][]deadletter.Row{}
 	for r, err := range cl.Rows(ctx, client.ListQuery{Limit: PageSize, NoData: true}) {
 		if err != nil {
-			return client.Address{}, err
+			return deadletter.Address{}, err
 		}
 		if r.TransactionID == txid {
 			partitions[r.Address()] = append(partitions[r.Address()], r)
@@ -138,7 +138,7 @@ func FindBareID(ctx context.Context, cl *client.Client, ld *ledger.Store, txid s
 	if len(partitions) == 0 && ld != nil {
 		known, err := ld.AddressesOf(ctx, cl.Broker(), txid)
 		if err != nil {
-			return client.Address{}, err
+			return deadletter.Address{}, err
 		}
 		for _, a := range known {
 			partitions[a] = nil
@@ -146,7 +146,7 @@ func FindBareID(ctx context.Context, cl *client.Client, ld *ledger.Store, txid s
 	}
 	switch len(partitions) {
 	case 0:
-		return client.Address{}, errs.NotFoundf("no dead letter has transaction id %q, and the ledger knows none (give PARTITION_ID/TRANSACTION_ID to look up a message that is not dead-lettered)", txid)
+		return deadletter.Address{}, errs.NotFoundf("no dead letter has transaction id %q, and the ledger knows none (give PARTITION_ID/TRANSACTION_ID to look up a message that is not dead-lettered)", txid)
 	case 1:
 		// The payloads were skipped: the detail route, or the list read
 		// for the address, brings them.
@@ -163,18 +163,18 @@ func FindBareID(ctx context.Context, cl *client.Client, ld *ledger.Store, txid s
 		cands = append(cands, c)
 	}
 	sort.Strings(cands)
-	return client.Address{}, errs.Usagef("transaction id %q is in %d partitions; give one of: %s", txid, len(cands), strings.Join(cands, ", "))
+	return deadletter.Address{}, errs.Usagef("transaction id %q is in %d partitions; give one of: %s", txid, len(cands), strings.Join(cands, ", "))
 }
 
 // showHistory adds what the ledger knows of an address: decisions, its
 // journal, archived rows, and where a replay put it (with its status now).
-func showHistory(ctx context.Context, cl *client.Client, ld *ledger.Store, addr client.Address, res *ShowResult) error {
+func showHistory(ctx context.Context, cl *client.Client, ld *ledger.Store, addr deadletter.Address, res *ShowResult) error {
 	ds, err := ld.DecisionsFor(ctx, cl.Broker(), addr)
 	if err != nil {
 		return err
 	}
 	res.Decisions = append(res.Decisions, ds...)
-	lin, err := ld.LineageOf(ctx, cl.Broker(), []client.Address{addr})
+	lin, err := ld.LineageOf(ctx, cl.Broker(), []deadletter.Address{addr})
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func showHistory(ctx context.Context, cl *client.Client, ld *ledger.Store, addr 
 		}
 	}
 	j := res.Journal
-	if j == nil || j.ReplayTxID == "" || j.Action != replay.Replay {
+	if j == nil || j.ReplayTxID == "" || j.Action != deadletter.Replay {
 		return nil
 	}
 	cp := &ReplayedCopy{PartitionID: j.ReplayPartitionID, TransactionID: j.ReplayTxID}
@@ -203,7 +203,7 @@ func showHistory(ctx context.Context, cl *client.Client, ld *ledger.Store, addr 
 	if cp.PartitionID == "" {
 		cp.PartitionID = addr.PartitionID
 	}
-	if m, err := cl.Get(ctx, client.Address{PartitionID: cp.PartitionID, TransactionID: cp.TransactionID}); err == nil {
+	if m, err := cl.Get(ctx, deadletter.Address{PartitionID: cp.PartitionID, TransactionID: cp.TransactionID}); err == nil {
 		cp.Status, cp.Queue = m.Status, m.Queue
 	} else if errors.Is(err, client.ErrNoDeadLetterRow) {
 		cp.Status = "not found"

@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/policy"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
 // Stats is `dlq stats -o json`.
@@ -97,7 +97,7 @@ func ComputeStats(ctx context.Context, cl *client.Client, ld *ledger.Store, in S
 	if err := decisionTimes(ctx, ld, cl.Broker(), since, st); err != nil {
 		return nil, err
 	}
-	names := map[string]string{"replayed": "replayed", "duplicate": "suppressedAsDuplicate", "gone": "alreadyGone", replay.OutcomeMovedElsewhere: "movedElsewhere",
+	names := map[string]string{"replayed": "replayed", "duplicate": "suppressedAsDuplicate", "gone": "alreadyGone", deadletter.OutcomeMovedElsewhere: "movedElsewhere",
 		"discarded": "discarded", ledger.Failed: "failed", ledger.Unknown: "unknown", ledger.Skipped: "skipped"}
 	for k, v := range outcomes {
 		if n, ok := names[k]; ok {
@@ -150,12 +150,12 @@ func newArrivals(since time.Time, window time.Duration, replayedAs []string) *ar
 }
 
 // row counts a dead-letter row still in the DLQ.
-func (a *arrivals) row(r client.Row) {
+func (a *arrivals) row(r deadletter.Row) {
 	if r.FailedAt.Before(a.since) {
 		return
 	}
 	a.add(r.ErrorMessage, r.FailedAt)
-	if replay.IsReplayID(r.TransactionID) || a.ours[r.TransactionID] {
+	if deadletter.IsReplayID(r.TransactionID) || a.ours[r.TransactionID] {
 		a.refailed++
 	}
 }
@@ -165,10 +165,10 @@ func (a *arrivals) add(errText string, failedAt time.Time) {
 	if failedAt.Before(a.since) {
 		return
 	}
-	id := replay.ClassID(errText)
+	id := deadletter.ClassID(errText)
 	c := a.by[id]
 	if c == nil {
-		c = &ClassHourly{Class: id, Pattern: replay.NormalizeError(errText), Hours: make([]int, a.hours)}
+		c = &ClassHourly{Class: id, Pattern: deadletter.NormalizeError(errText), Hours: make([]int, a.hours)}
 		a.by[id] = c
 	}
 	c.Arrivals++

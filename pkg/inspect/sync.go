@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 )
 
@@ -16,7 +17,7 @@ func Sync(ctx context.Context, cl *client.Client, ld *ledger.Store, queue string
 
 // SyncEach is Sync that also hands every row it archives to visit (the
 // exporter counts failure classes from the same read).
-func SyncEach(ctx context.Context, cl *client.Client, ld *ledger.Store, queue string, now func() time.Time, visit func(client.Row)) (ledger.SyncResult, error) {
+func SyncEach(ctx context.Context, cl *client.Client, ld *ledger.Store, queue string, now func() time.Time, visit func(deadletter.Row)) (ledger.SyncResult, error) {
 	start := now()
 	a := ld.NewArchiver(cl.Broker(), start)
 	for r, err := range cl.Rows(ctx, client.ListQuery{Queue: queue, Limit: PageSize}) {

@@ -8,16 +8,16 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/policy"
 	"github.com/dlqctl/dlqctl/pkg/render"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
 // WhereStats is what a --where cost and saw, for the notes after a
 // command and for a plan.
 type WhereStats struct {
-	sel  *replay.Selection
+	sel  *deadletter.Selection
 	cl   *client.Client
 	gets atomic.Int64
 }
@@ -35,7 +35,7 @@ func (w *WhereStats) Gets() int {
 // other criteria select get their payload through one GET each (refused
 // on a selection that is --where alone: that would be a GET per row of
 // the whole DLQ). A selection without --where is left as it is.
-func PrepareWhere(ctx context.Context, cl *client.Client, sel *replay.Selection, dec DecisionLookup, policies policy.Set, now time.Time) (*WhereStats, error) {
+func PrepareWhere(ctx context.Context, cl *client.Client, sel *deadletter.Selection, dec DecisionLookup, policies policy.Set, now time.Time) (*WhereStats, error) {
 	if sel == nil || sel.Where == "" {
 		if sel != nil && sel.WhereDecrypt {
 			return nil, errs.Flagf("--where-decrypt goes with --where")
@@ -44,23 +44,23 @@ func PrepareWhere(ctx context.Context, cl *client.Client, sel *replay.Selection,
 	}
 	ws := &WhereStats{sel: sel, cl: cl}
 	sel.WhereNow = now
-	sel.WhereInput = func(r client.Row, v map[string]any) {
+	sel.WhereInput = func(r deadletter.Row, v map[string]any) {
 		label, batch := "", ""
 		if dec != nil {
 			if d, ok := dec(r.Address()); ok {
 				label, batch = DecisionLabel(d, r, now, TriageSLO(policies, r.Queue, r.ConsumerGroup)), d.BatchID
 			}
 		}
-		replay.FillWhereValue(v, r, now, label, batch)
+		deadletter.FillWhereValue(v, r, now, label, batch)
 	}
 	if sel.WhereDecrypt {
 		if !sel.Narrowed() {
 			return nil, errs.Flagf("--where-decrypt fetches one payload a row: narrow the selection first (--queue, --cg, --class, --error, --failed-after, …)")
 		}
 		// Rows of one message come one after another: one GET serves them.
-		var last client.Address
+		var last deadletter.Address
 		var lastData json.RawMessage
-		sel.Decrypt = func(r client.Row) (json.RawMessage, error) {
+		sel.Decrypt = func(r deadletter.Row) (json.RawMessage, error) {
 			if a := r.Address(); a == last {
 				return lastData, nil
 			}

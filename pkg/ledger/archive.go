@@ -7,25 +7,25 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 // Archived is one dead-letter row as the ledger's archive keeps it.
 type Archived struct {
-	Broker        string          `json:"broker"`
-	Address       client.Address  `json:"address"`
-	ConsumerGroup string          `json:"consumerGroup"`
-	Queue         string          `json:"queue"`
-	Partition     string          `json:"partition"`
-	MessageID     string          `json:"messageId,omitempty"`
-	Error         string          `json:"errorMessage"`
-	RetryCount    int             `json:"retryCount"`
-	FailedAt      time.Time       `json:"failedAt"`
-	Payload       json.RawMessage `json:"data,omitempty"`
-	FirstSeen     time.Time       `json:"firstSeen"`
-	LastSeen      time.Time       `json:"lastSeen"`
-	GoneAt        time.Time       `json:"goneAt,omitzero"`
-	Vanished      bool            `json:"vanished"`
+	Broker        string             `json:"broker"`
+	Address       deadletter.Address `json:"address"`
+	ConsumerGroup string             `json:"consumerGroup"`
+	Queue         string             `json:"queue"`
+	Partition     string             `json:"partition"`
+	MessageID     string             `json:"messageId,omitempty"`
+	Error         string             `json:"errorMessage"`
+	RetryCount    int                `json:"retryCount"`
+	FailedAt      time.Time          `json:"failedAt"`
+	Payload       json.RawMessage    `json:"data,omitempty"`
+	FirstSeen     time.Time          `json:"firstSeen"`
+	LastSeen      time.Time          `json:"lastSeen"`
+	GoneAt        time.Time          `json:"goneAt,omitzero"`
+	Vanished      bool               `json:"vanished"`
 }
 
 // Archiver writes rows to the archive in chunks inside one transaction per
@@ -34,7 +34,7 @@ type Archiver struct {
 	s      *Store
 	broker string
 	now    time.Time
-	buf    []client.Row
+	buf    []deadletter.Row
 	at     map[archiveKey]int // where each buffered row is in buf
 	n      int
 }
@@ -54,7 +54,7 @@ func (s *Store) NewArchiver(broker string, now time.Time) *Archiver {
 // row given twice (a paging broker's listing can repeat one that a
 // newer dead letter pushed onto the next page) is written once: the
 // later copy wins.
-func (a *Archiver) Add(ctx context.Context, r client.Row) error {
+func (a *Archiver) Add(ctx context.Context, r deadletter.Row) error {
 	k := archiveKey{r.PartitionID, r.TransactionID, r.ConsumerGroup, fmtTime(r.FailedAt)}
 	if i, ok := a.at[k]; ok {
 		a.buf[i] = r
@@ -157,7 +157,7 @@ func (s *Store) MarkGone(ctx context.Context, broker, queue string, syncStart, n
 type ArchiveFilter struct {
 	Queue        string
 	VanishedOnly bool
-	Address      *client.Address
+	Address      *deadletter.Address
 }
 
 // ArchivedRows reads the archive of a broker.
@@ -275,10 +275,10 @@ func (s *Store) MarkRemoved(ctx context.Context, broker, batchID string, now tim
 // archived rows under (on Queen 1.6 and 2.x the rows' own ids): the rows
 // a batch, rm or sync saw, including rows since moved by another hand.
 // Addresses are read 400 a statement.
-func (s *Store) ArchivedRowIDs(ctx context.Context, broker string, addrs []client.Address) (map[client.Address][]string, error) {
-	out := map[client.Address][]string{}
+func (s *Store) ArchivedRowIDs(ctx context.Context, broker string, addrs []deadletter.Address) (map[deadletter.Address][]string, error) {
+	out := map[deadletter.Address][]string{}
 	err := s.byAddrs(ctx, "reading the archive", `SELECT partition_id, transaction_id, message_id FROM archive WHERE broker = ? AND message_id <> '' AND (partition_id, transaction_id) IN `, addrs, func(rows *sql.Rows) error {
-		var a client.Address
+		var a deadletter.Address
 		var id string
 		if err := rows.Scan(&a.PartitionID, &a.TransactionID, &id); err != nil {
 			return err

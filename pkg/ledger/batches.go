@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 // The decision actions.
@@ -70,16 +70,16 @@ type Batch struct {
 
 // ManifestItem is one frozen address of a batch with a snapshot of its row.
 type ManifestItem struct {
-	Address       client.Address  `json:"address"`
-	MessageID     string          `json:"messageId,omitempty"`
-	Queue         string          `json:"queue"`
-	Partition     string          `json:"partition"`
-	Groups        []string        `json:"consumerGroups"`
-	Error         string          `json:"errorMessage"`
-	RetryCount    int             `json:"retryCount"`
-	FailedAt      time.Time       `json:"failedAt"`
-	Payload       json.RawMessage `json:"data,omitempty"`
-	Undecryptable bool            `json:"undecryptable,omitempty"`
+	Address       deadletter.Address `json:"address"`
+	MessageID     string             `json:"messageId,omitempty"`
+	Queue         string             `json:"queue"`
+	Partition     string             `json:"partition"`
+	Groups        []string           `json:"consumerGroups"`
+	Error         string             `json:"errorMessage"`
+	RetryCount    int                `json:"retryCount"`
+	FailedAt      time.Time          `json:"failedAt"`
+	Payload       json.RawMessage    `json:"data,omitempty"`
+	Undecryptable bool               `json:"undecryptable,omitempty"`
 	// Checked: Payload is what the broker's detail route returned (the
 	// released server's list shows encrypted payloads as envelopes).
 	Checked bool `json:"checked,omitempty"`
@@ -324,10 +324,10 @@ func (s *Store) Batches(ctx context.Context, f BatchFilter) ([]Batch, error) {
 
 // InBatch reports which of addrs the batch's manifest holds, looked up a
 // few hundred addresses a statement by the manifest's address index.
-func (s *Store) InBatch(ctx context.Context, broker, batchID string, addrs []client.Address) (map[client.Address]bool, error) {
-	out := map[client.Address]bool{}
+func (s *Store) InBatch(ctx context.Context, broker, batchID string, addrs []deadletter.Address) (map[deadletter.Address]bool, error) {
+	out := map[deadletter.Address]bool{}
 	err := s.byAddrs(ctx, "reading the manifest", `SELECT partition_id, transaction_id FROM batch_items WHERE broker = ? AND batch_id = ? AND (partition_id, transaction_id) IN `, addrs, func(rows *sql.Rows) error {
-		var a client.Address
+		var a deadletter.Address
 		if err := rows.Scan(&a.PartitionID, &a.TransactionID); err != nil {
 			return err
 		}
@@ -519,7 +519,7 @@ func (s *Store) ResolveHolds(ctx context.Context, broker string) (int, error) {
 // AddressesOf returns the addresses of a broker with this transaction id
 // that the ledger knows (journal, manifests or archive): how a bare id is
 // found once its message has left the DLQ.
-func (s *Store) AddressesOf(ctx context.Context, broker, txid string) ([]client.Address, error) {
+func (s *Store) AddressesOf(ctx context.Context, broker, txid string) ([]deadletter.Address, error) {
 	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT partition_id FROM journal WHERE broker = ? AND transaction_id = ?
 		UNION SELECT partition_id FROM batch_items WHERE broker = ? AND transaction_id = ?
 		UNION SELECT partition_id FROM archive WHERE broker = ? AND transaction_id = ?`), broker, txid, broker, txid, broker, txid)
@@ -527,9 +527,9 @@ func (s *Store) AddressesOf(ctx context.Context, broker, txid string) ([]client.
 		return nil, s.wrap("looking up a transaction id", err)
 	}
 	defer rows.Close()
-	var out []client.Address
+	var out []deadletter.Address
 	for rows.Next() {
-		a := client.Address{TransactionID: txid}
+		a := deadletter.Address{TransactionID: txid}
 		if err := rows.Scan(&a.PartitionID); err != nil {
 			return nil, s.wrap("looking up a transaction id", err)
 		}

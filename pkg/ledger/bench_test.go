@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
@@ -34,10 +34,10 @@ func BenchmarkManifest(b *testing.B) {
 // engine: the first pass inserts, the next ones update last_seen.
 func BenchmarkSync(b *testing.B) {
 	const n = 100_000
-	rows := make([]client.Row, n)
+	rows := make([]deadletter.Row, n)
 	t0 := time.Now()
 	for i := range rows {
-		rows[i] = client.Row{ID: fmt.Sprint(i), PartitionID: "p", TransactionID: fmt.Sprintf("t%d", i), Queue: "orders", Partition: "1",
+		rows[i] = deadletter.Row{ID: fmt.Sprint(i), PartitionID: "p", TransactionID: fmt.Sprintf("t%d", i), Queue: "orders", Partition: "1",
 			ConsumerGroup: "billing", ErrorMessage: "order 1 not found", RetryCount: 3, FailedAt: t0.Add(-time.Duration(i) * time.Second),
 			Data: json.RawMessage(fmt.Sprintf(`{"orderId":%d,"amount":12.5,"currency":"EUR"}`, i))}
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
@@ -30,9 +30,9 @@ func TestCurrentDecisionIsTheLatest(t *testing.T) {
 			}
 			rng := rand.New(rand.NewPCG(7, 9))
 			const broker = "http://prod"
-			addrs := make([]client.Address, 60)
+			addrs := make([]deadletter.Address, 60)
 			for i := range addrs {
-				addrs[i] = client.Address{PartitionID: fmt.Sprintf("p%d", i%3), TransactionID: fmt.Sprintf("t%d", i)}
+				addrs[i] = deadletter.Address{PartitionID: fmt.Sprintf("p%d", i%3), TransactionID: fmt.Sprintf("t%d", i)}
 			}
 			t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 			var ids []string

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 // Decision is the latest decision that covers an address.
@@ -79,16 +79,16 @@ func (d Decision) Active(now time.Time) bool {
 // broker (one query): no command reads a DLQ through it any more, since
 // that cost grows with the history (LatestDecisionsFor is what they use);
 // it is the whole answer tests hold the lookups to.
-func (s *Store) LatestDecisions(ctx context.Context, broker string) (map[client.Address]Decision, error) {
+func (s *Store) LatestDecisions(ctx context.Context, broker string) (map[deadletter.Address]Decision, error) {
 	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT bi.partition_id, bi.transaction_id, bi.queue, bi.failed_at, b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status, b.owner
 		FROM batch_items bi JOIN batches b ON b.id = bi.batch_id WHERE bi.broker = ? AND b.status <> 'cancelled' ORDER BY b.at, b.id`), broker)
 	if err != nil {
 		return nil, s.wrap("reading decisions", err)
 	}
 	defer rows.Close()
-	out := map[client.Address]Decision{}
+	out := map[deadletter.Address]Decision{}
 	for rows.Next() {
-		var a client.Address
+		var a deadletter.Address
 		var d Decision
 		var at, until, seen sql.NullString
 		if err := rows.Scan(&a.PartitionID, &a.TransactionID, &d.Queue, &seen, &d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status, &d.Owner); err != nil {
@@ -160,8 +160,8 @@ func (s *Store) textSet(ctx context.Context, what, q string, args ...any) (map[s
 // one row an address, so what reading part of the DLQ costs grows with
 // that part, not with the ledger's history nor with how often each
 // address was decided.
-func (s *Store) LatestDecisionsFor(ctx context.Context, broker string, addrs []client.Address) (map[client.Address]Decision, error) {
-	out := map[client.Address]Decision{} // sized by what is found: most addresses have no decision
+func (s *Store) LatestDecisionsFor(ctx context.Context, broker string, addrs []deadletter.Address) (map[deadletter.Address]Decision, error) {
+	out := map[deadletter.Address]Decision{} // sized by what is found: most addresses have no decision
 	const chunk = 400
 	for start := 0; start < len(addrs); start += chunk {
 		part := addrs[start:min(start+chunk, len(addrs))]
@@ -186,7 +186,7 @@ func (s *Store) LatestDecisionsFor(ctx context.Context, broker string, addrs []c
 			// pairs was most of a lookup's cost.
 			padded := part
 			if len(part) < chunk {
-				padded = make([]client.Address, chunk)
+				padded = make([]deadletter.Address, chunk)
 				copy(padded, part)
 				for i := len(part); i < chunk; i++ {
 					padded[i] = part[len(part)-1]
@@ -211,7 +211,7 @@ func (s *Store) LatestDecisionsFor(ctx context.Context, broker string, addrs []c
 			return nil, s.wrap("reading decisions", err)
 		}
 		for rows.Next() {
-			var a client.Address
+			var a deadletter.Address
 			var d Decision
 			var at, until, seen sql.NullString
 			if err := rows.Scan(&a.PartitionID, &a.TransactionID, &d.Queue, &seen, &d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status, &d.Owner); err != nil {
@@ -233,8 +233,8 @@ func (s *Store) LatestDecisionsFor(ctx context.Context, broker string, addrs []c
 // are a replay's copies, the batch that published them (Decision.Copy).
 // Only ids a copy can have are asked about, unless the 0.x endpoint's
 // copies (ids of any shape) are in the journal.
-func (s *Store) copiesBack(ctx context.Context, broker string, addrs []client.Address, out map[client.Address]Decision) error {
-	var cands []client.Address
+func (s *Store) copiesBack(ctx context.Context, broker string, addrs []deadletter.Address, out map[deadletter.Address]Decision) error {
+	var cands []deadletter.Address
 	endpoint, asked := false, false
 	for _, a := range addrs {
 		if _, ok := out[a]; ok {
@@ -266,7 +266,7 @@ func (s *Store) copiesBack(ctx context.Context, broker string, addrs []client.Ad
 }
 
 // DecisionsFor returns every decision that covered an address, oldest first.
-func (s *Store) DecisionsFor(ctx context.Context, broker string, a client.Address) ([]Decision, error) {
+func (s *Store) DecisionsFor(ctx context.Context, broker string, a deadletter.Address) ([]Decision, error) {
 	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status, b.owner, b.runner, b.beat_at
 		FROM batch_items bi JOIN batches b ON b.id = bi.batch_id
 		WHERE bi.broker = ? AND bi.partition_id = ? AND bi.transaction_id = ? ORDER BY b.at, b.id`), broker, a.PartitionID, a.TransactionID)

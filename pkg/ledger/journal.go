@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 // Journal states of an address. An address's journal outlives its batch.
@@ -35,13 +35,13 @@ var ErrLostClaim = errors.New("claim lost to another run")
 
 // Entry is an address's journal.
 type Entry struct {
-	Broker     string         `json:"broker"`
-	Address    client.Address `json:"address"`
-	State      string         `json:"state"`
-	BatchID    string         `json:"batchId"`
-	Action     string         `json:"action"`
-	Generation int            `json:"generation"`
-	ReplayTxID string         `json:"replayTransactionId,omitempty"`
+	Broker     string             `json:"broker"`
+	Address    deadletter.Address `json:"address"`
+	State      string             `json:"state"`
+	BatchID    string             `json:"batchId"`
+	Action     string             `json:"action"`
+	Generation int                `json:"generation"`
+	ReplayTxID string             `json:"replayTransactionId,omitempty"`
 	// ReplayPartitionID is the partition the replayed copy went to, when
 	// the broker said (a push answer's partition_id).
 	ReplayPartitionID string `json:"replayPartitionId,omitempty"`
@@ -123,7 +123,7 @@ func scanEntry(sc interface{ Scan(...any) error }) (*Entry, error) {
 }
 
 // Entry returns an address's journal, or nil when it has none.
-func (s *Store) Entry(ctx context.Context, broker string, a client.Address) (*Entry, error) {
+func (s *Store) Entry(ctx context.Context, broker string, a deadletter.Address) (*Entry, error) {
 	e, err := scanEntry(s.db.QueryRowContext(ctx, s.rebind(`SELECT `+entryCols+` FROM journal WHERE broker = ? AND partition_id = ? AND transaction_id = ?`),
 		broker, a.PartitionID, a.TransactionID))
 	if isNoRows(err) {
@@ -134,8 +134,8 @@ func (s *Store) Entry(ctx context.Context, broker string, a client.Address) (*En
 
 // Entries returns the journal of each address that has one, looked up a
 // few hundred addresses a statement.
-func (s *Store) Entries(ctx context.Context, broker string, addrs []client.Address) (map[client.Address]*Entry, error) {
-	out := map[client.Address]*Entry{} // sized by what is found: most addresses of a fresh batch have no entry
+func (s *Store) Entries(ctx context.Context, broker string, addrs []deadletter.Address) (map[deadletter.Address]*Entry, error) {
+	out := map[deadletter.Address]*Entry{} // sized by what is found: most addresses of a fresh batch have no entry
 	err := s.byAddrs(ctx, "reading the journal", `SELECT `+entryCols+` FROM journal WHERE broker = ? AND (partition_id, transaction_id) IN `, addrs, func(rows *sql.Rows) error {
 		e, err := scanEntry(rows)
 		if err == nil {
@@ -149,7 +149,7 @@ func (s *Store) Entries(ctx context.Context, broker string, addrs []client.Addre
 // byAddrs runs q (ending in IN) over addrs, a few hundred addresses a
 // statement after args, and calls scan for every row; what names the
 // work in an error.
-func (s *Store) byAddrs(ctx context.Context, what, q string, addrs []client.Address, scan func(*sql.Rows) error, args ...any) error {
+func (s *Store) byAddrs(ctx context.Context, what, q string, addrs []deadletter.Address, scan func(*sql.Rows) error, args ...any) error {
 	const chunk = 400
 	for start := 0; start < len(addrs); start += chunk {
 		text, all := inAddrs(q, addrs[start:min(start+chunk, len(addrs))], args...)
@@ -194,7 +194,7 @@ func (s *Store) BatchEntries(ctx context.Context, batchID string) ([]Entry, erro
 // lease ran out, or whose owner is a dead process on this host, is taken
 // over. The entry keeps the batch that last acted on it until Save. The conditional UPDATE is atomic on both engines, so two runs
 // never hold one address at once.
-func (s *Store) Claim(ctx context.Context, broker string, a client.Address, owner string, now time.Time, lease time.Duration) (*Entry, error) {
+func (s *Store) Claim(ctx context.Context, broker string, a deadletter.Address, owner string, now time.Time, lease time.Duration) (*Entry, error) {
 	// RETURNING (SQLite 3.35+, PostgreSQL) claims and reads in one statement.
 	e, err := scanEntry(s.db.QueryRowContext(ctx, s.rebind(`UPDATE journal SET claim_owner = ?, claim_until = ?
 		WHERE broker = ? AND partition_id = ? AND transaction_id = ? AND (claim_owner IS NULL OR claim_owner = ? OR claim_until < ?)
@@ -234,8 +234,8 @@ func (s *Store) Claim(ctx context.Context, broker string, a client.Address, owne
 // that partition and the id the journal recorded. Only the addresses
 // given are read, 400 a statement, and nothing at all when the journal
 // holds no such copy.
-func (s *Store) CopyGenerations(ctx context.Context, broker string, addrs []client.Address) (map[client.Address]int, error) {
-	out := map[client.Address]int{}
+func (s *Store) CopyGenerations(ctx context.Context, broker string, addrs []deadletter.Address) (map[deadletter.Address]int, error) {
+	out := map[deadletter.Address]int{}
 	if len(addrs) == 0 {
 		return out, nil
 	}
@@ -252,7 +252,7 @@ func (s *Store) CopyGenerations(ctx context.Context, broker string, addrs []clie
 			continue
 		}
 		err = s.byAddrs(ctx, "reading the journal", `SELECT partition_id, replay_txid, generation FROM journal WHERE broker = ? AND `+kind+` AND (partition_id, replay_txid) IN `, addrs, func(rows *sql.Rows) error {
-			var a client.Address
+			var a deadletter.Address
 			var gen int
 			if err := rows.Scan(&a.PartitionID, &a.TransactionID, &gen); err != nil {
 				return err
@@ -299,8 +299,8 @@ func (s *Store) ReplayTxIDs(ctx context.Context, batchID string) (map[string]boo
 // ClaimMany claims addresses in one statement where it can (the common
 // case: nobody else holds them), falling back to Claim for the rest.
 // Addresses another live run holds are absent from the result.
-func (s *Store) ClaimMany(ctx context.Context, broker string, addrs []client.Address, owner string, now time.Time, lease time.Duration) (map[client.Address]*Entry, error) {
-	out := make(map[client.Address]*Entry, len(addrs))
+func (s *Store) ClaimMany(ctx context.Context, broker string, addrs []deadletter.Address, owner string, now time.Time, lease time.Duration) (map[deadletter.Address]*Entry, error) {
+	out := make(map[deadletter.Address]*Entry, len(addrs))
 	if len(addrs) == 0 {
 		return out, nil
 	}
@@ -392,12 +392,12 @@ func PlainEnrolments(gens ...int) []Enrolment {
 // is so enrolled when a run reaches it, not before. Addresses with a
 // journal keep their state; those another live run holds are absent from
 // the result. enrol says how each address is enrolled if it is fresh.
-func (s *Store) Acquire(ctx context.Context, broker, batchID, action string, addrs []client.Address, enrol []Enrolment, owner string, now time.Time, lease time.Duration) (map[client.Address]*Entry, error) {
-	out := make(map[client.Address]*Entry, len(addrs))
+func (s *Store) Acquire(ctx context.Context, broker, batchID, action string, addrs []deadletter.Address, enrol []Enrolment, owner string, now time.Time, lease time.Duration) (map[deadletter.Address]*Entry, error) {
+	out := make(map[deadletter.Address]*Entry, len(addrs))
 	if len(addrs) == 0 {
 		return out, nil
 	}
-	fresh := make(map[client.Address]bool, len(addrs))
+	fresh := make(map[deadletter.Address]bool, len(addrs))
 	const chunk = 400 // 400 × 14 parameters stays far below PostgreSQL's 65,535
 	for start := 0; start < len(addrs); start += chunk {
 		end := min(start+chunk, len(addrs))
@@ -405,7 +405,7 @@ func (s *Store) Acquire(ctx context.Context, broker, batchID, action string, add
 			return nil, s.wrap("claiming addresses", err)
 		}
 	}
-	var rest []client.Address
+	var rest []deadletter.Address
 	for i, a := range addrs {
 		if !fresh[a] {
 			rest = append(rest, a)
@@ -455,7 +455,7 @@ const enrollClaimedSQL = `INSERT INTO journal (broker, partition_id, transaction
 // order every multi-row writer locks in: on PostgreSQL a run inserting
 // the same chunk at the same moment waits for this one and then finds
 // every row taken.
-func (s *Store) enrollClaimed(ctx context.Context, broker, batchID, action string, addrs []client.Address, enrol []Enrolment, owner string, now time.Time, lease time.Duration, fresh map[client.Address]bool) error {
+func (s *Store) enrollClaimed(ctx context.Context, broker, batchID, action string, addrs []deadletter.Address, enrol []Enrolment, owner string, now time.Time, lease time.Duration, fresh map[deadletter.Address]bool) error {
 	order := make([]int, len(addrs))
 	for i := range order {
 		order[i] = i
@@ -517,7 +517,7 @@ func (s *Store) enrollClaimed(ctx context.Context, broker, batchID, action strin
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var a client.Address
+		var a deadletter.Address
 		if err := rows.Scan(&a.PartitionID, &a.TransactionID); err != nil {
 			return err
 		}
@@ -532,7 +532,7 @@ func (s *Store) enrollClaimed(ctx context.Context, broker, batchID, action strin
 // every attempt is made by the process that holds the claim and releases
 // it only when it has not attempted the address.
 func (s *Store) Release(ctx context.Context, broker string, ents []*Entry, owner string) error {
-	var plain, ahead []client.Address
+	var plain, ahead []deadletter.Address
 	for _, e := range ents {
 		if e.ahead && e.Attempts == 0 {
 			ahead = append(ahead, e.Address)
@@ -541,7 +541,7 @@ func (s *Store) Release(ctx context.Context, broker string, ents []*Entry, owner
 		}
 	}
 	for _, r := range []struct {
-		addrs []client.Address
+		addrs []deadletter.Address
 		set   string
 	}{
 		{plain, `claim_owner = NULL, claim_until = NULL`},
@@ -559,7 +559,7 @@ func (s *Store) Release(ctx context.Context, broker string, ents []*Entry, owner
 }
 
 // inAddrs appends "((?, ?), (?, ?), …)" for addrs to q, after args.
-func inAddrs(q string, addrs []client.Address, args ...any) (string, []any) {
+func inAddrs(q string, addrs []deadletter.Address, args ...any) (string, []any) {
 	var b strings.Builder
 	b.WriteString(q)
 	b.WriteByte('(')

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
@@ -23,7 +23,7 @@ func TestDecisionLatenciesAreOfFirstDecisions(t *testing.T) {
 		rng := rand.New(rand.NewPCG(11, 12))
 		base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 		type key struct {
-			a client.Address
+			a deadletter.Address
 			f time.Time
 		}
 		first := map[key]time.Time{} // what a pass over everything says
@@ -34,9 +34,9 @@ func TestDecisionLatenciesAreOfFirstDecisions(t *testing.T) {
 				broker = "http://b:6632"
 			}
 			var items []ledger.ManifestItem
-			seen := map[client.Address]bool{}
+			seen := map[deadletter.Address]bool{}
 			for range 25 {
-				a := client.Address{PartitionID: "p", TransactionID: "t" + string(rune('a'+rng.IntN(26))) + string(rune('a'+rng.IntN(26)))}
+				a := deadletter.Address{PartitionID: "p", TransactionID: "t" + string(rune('a'+rng.IntN(26))) + string(rune('a'+rng.IntN(26)))}
 				if seen[a] {
 					continue
 				}

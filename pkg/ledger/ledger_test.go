@@ -11,15 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
 var t0 = time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
 
-func addr(i int) client.Address {
-	return client.Address{PartitionID: "6f1c0000-0000-5000-8000-000000000001", TransactionID: fmt.Sprintf("order:%d", i)}
+func addr(i int) deadletter.Address {
+	return deadletter.Address{PartitionID: "6f1c0000-0000-5000-8000-000000000001", TransactionID: fmt.Sprintf("order:%d", i)}
 }
 
 func items(n int) []ledger.ManifestItem {
@@ -230,7 +230,7 @@ func TestInBatch(t *testing.T) {
 		if err := s.CreateBatch(ctx, other, items(600)[500:]); err != nil {
 			t.Fatal(err)
 		}
-		var ask []client.Address
+		var ask []deadletter.Address
 		for i := 0; i < 1100; i += 3 {
 			ask = append(ask, addr(i))
 		}
@@ -259,7 +259,7 @@ func TestArchiveRowListedTwice(t *testing.T) {
 	testkit.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
 		ctx := context.Background()
 		a := s.NewArchiver("http://b", t0)
-		row := client.Row{ID: "1", PartitionID: "p-1", TransactionID: "t-1", Queue: "orders", ConsumerGroup: "billing", ErrorMessage: "boom", FailedAt: t0}
+		row := deadletter.Row{ID: "1", PartitionID: "p-1", TransactionID: "t-1", Queue: "orders", ConsumerGroup: "billing", ErrorMessage: "boom", FailedAt: t0}
 		for i := 0; i < 1500; i++ {
 			r := row
 			if i != 0 && i != 5 && i != 1200 { // 0 and 5 in one statement, 1200 in the next chunk
@@ -282,16 +282,16 @@ func TestArchiveRowListedTwice(t *testing.T) {
 func TestSyncMarksVanished(t *testing.T) {
 	testkit.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
 		ctx := context.Background()
-		rows := func(ids ...int) []client.Row {
-			var out []client.Row
+		rows := func(ids ...int) []deadletter.Row {
+			var out []deadletter.Row
 			for _, i := range ids {
 				a := addr(i)
-				out = append(out, client.Row{ID: fmt.Sprint(i), PartitionID: a.PartitionID, TransactionID: a.TransactionID, Queue: "orders",
+				out = append(out, deadletter.Row{ID: fmt.Sprint(i), PartitionID: a.PartitionID, TransactionID: a.TransactionID, Queue: "orders",
 					Partition: "p1", ConsumerGroup: "billing", ErrorMessage: "boom", RetryCount: 3, FailedAt: t0, Data: json.RawMessage(`{}`)})
 			}
 			return out
 		}
-		sync := func(at time.Time, rs []client.Row) ledger.SyncResult {
+		sync := func(at time.Time, rs []deadletter.Row) ledger.SyncResult {
 			a := s.NewArchiver("http://b", at)
 			for _, r := range rs {
 				if err := a.Add(ctx, r); err != nil {
@@ -329,9 +329,9 @@ func TestSyncMarksVanished(t *testing.T) {
 	})
 }
 
-func enroll(t *testing.T, s *ledger.Store, n int) []client.Address {
+func enroll(t *testing.T, s *ledger.Store, n int) []deadletter.Address {
 	t.Helper()
-	addrs := make([]client.Address, n)
+	addrs := make([]deadletter.Address, n)
 	gens := make([]int, n)
 	for i := range addrs {
 		addrs[i], gens[i] = addr(i), 1
@@ -342,7 +342,7 @@ func enroll(t *testing.T, s *ledger.Store, n int) []client.Address {
 
 // enrollPending gives addresses a pending, unclaimed journal entry, as a
 // run that reached them and was let go would have left them.
-func enrollPending(t *testing.T, s *ledger.Store, broker, batchID string, addrs []client.Address, gens []int) {
+func enrollPending(t *testing.T, s *ledger.Store, broker, batchID string, addrs []deadletter.Address, gens []int) {
 	t.Helper()
 	ctx := context.Background()
 	const owner = "otherhost:0:enroller"
@@ -403,7 +403,7 @@ func TestClaims(t *testing.T) {
 func TestAcquire(t *testing.T) {
 	testkit.ForEachLedger(t, func(t *testing.T, s *ledger.Store, dsn string) {
 		ctx := context.Background()
-		addrs := make([]client.Address, 6)
+		addrs := make([]deadletter.Address, 6)
 		gens := make([]int, 6)
 		for i := range addrs {
 			addrs[i], gens[i] = addr(i), 1
@@ -462,13 +462,13 @@ func TestAcquire(t *testing.T) {
 		}
 
 		// Four runs acquiring the same fresh chunk at once.
-		fresh := make([]client.Address, 32)
+		fresh := make([]deadletter.Address, 32)
 		fgens := make([]int, 32)
 		for i := range fresh {
 			fresh[i], fgens[i] = addr(100+i), 1
 		}
 		var mu sync.Mutex
-		holder := map[client.Address]string{}
+		holder := map[deadletter.Address]string{}
 		var wg sync.WaitGroup
 		for w := 0; w < 4; w++ {
 			st := testkit.OpenLedger(t, dsn)
@@ -509,12 +509,12 @@ func TestAcquireWithIntent(t *testing.T) {
 		// 0: a run whose lease has since run out enrolled it with its
 		// intent and may have pushed it; 1 and 2 are fresh.
 		dead := "deadhost:1:x"
-		if _, err := s.Acquire(ctx, "http://b", "old", "replay", []client.Address{addr(0)},
+		if _, err := s.Acquire(ctx, "http://b", "old", "replay", []deadletter.Address{addr(0)},
 			[]ledger.Enrolment{{Generation: 1, ReplayTxID: "dlqr-1-aaa", ReplayQueue: "orders"}}, dead, t0, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		me := "otherhost:3:me"
-		addrs := []client.Address{addr(0), addr(1), addr(2)}
+		addrs := []deadletter.Address{addr(0), addr(1), addr(2)}
 		enrol := []ledger.Enrolment{
 			{Generation: 1, ReplayTxID: "dlqr-1-aaa", ReplayQueue: "orders"},
 			{Generation: 2, ReplayTxID: "dlqr-2-bbb", ReplayQueue: "orders"},
@@ -573,14 +573,14 @@ func TestConcurrentClaims(t *testing.T) {
 			ctx := context.Background()
 			broker := fmt.Sprintf("http://round-%d", round)
 			const n = 40
-			addrs := make([]client.Address, n)
+			addrs := make([]deadletter.Address, n)
 			gens := make([]int, n)
 			for i := range addrs {
 				addrs[i], gens[i] = addr(i), 1
 			}
 			enrollPending(t, s, broker, "b", addrs, gens)
 			var mu sync.Mutex
-			finished := map[client.Address]string{}
+			finished := map[deadletter.Address]string{}
 			var wg sync.WaitGroup
 			for w := 0; w < 4; w++ {
 				// Each worker has its own connection pool, as a second

@@ -4,16 +4,16 @@ import (
 	"context"
 	"strings"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 // Lineage is where a dead letter that is a replay's copy came from: the
 // address the journal replayed, the batch that did, and the copy's
 // generation (its original's is one less).
 type Lineage struct {
-	Original   client.Address `json:"original"`
-	BatchID    string         `json:"batchId"`
-	Generation int            `json:"generation"`
+	Original   deadletter.Address `json:"original"`
+	BatchID    string             `json:"batchId"`
+	Generation int                `json:"generation"`
 }
 
 // MayBeCopy reports whether a transaction id can be a copy's without
@@ -37,12 +37,12 @@ func (s *Store) HasEndpointCopies(ctx context.Context, broker string) (bool, err
 // the journal entry whose replay went out under the address's
 // transaction id into its partition. 400 ids a statement, by the journal's
 // index on the ids its replays were published as.
-func (s *Store) LineageOf(ctx context.Context, broker string, addrs []client.Address) (map[client.Address]Lineage, error) {
-	out := map[client.Address]Lineage{}
+func (s *Store) LineageOf(ctx context.Context, broker string, addrs []deadletter.Address) (map[deadletter.Address]Lineage, error) {
+	out := map[deadletter.Address]Lineage{}
 	if len(addrs) == 0 {
 		return out, nil
 	}
-	want := make(map[client.Address]bool, len(addrs))
+	want := make(map[deadletter.Address]bool, len(addrs))
 	ids := make([]string, 0, len(addrs))
 	for _, a := range addrs {
 		if !want[a] {
@@ -65,7 +65,7 @@ func (s *Store) LineageOf(ctx context.Context, broker string, addrs []client.Add
 			return nil, s.wrap("reading the journal", err)
 		}
 		for rows.Next() {
-			var orig client.Address
+			var orig deadletter.Address
 			var part, txid string
 			var l Lineage
 			if err := rows.Scan(&orig.PartitionID, &orig.TransactionID, &part, &txid, &l.BatchID, &l.Generation); err != nil {
@@ -75,7 +75,7 @@ func (s *Store) LineageOf(ctx context.Context, broker string, addrs []client.Add
 			if part == "" {
 				part = orig.PartitionID // an in-place copy: its original's partition
 			}
-			copyAddr := client.Address{PartitionID: part, TransactionID: txid}
+			copyAddr := deadletter.Address{PartitionID: part, TransactionID: txid}
 			if want[copyAddr] {
 				l.Original, l.Generation = orig, l.Generation+1
 				out[copyAddr] = l

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 // A migration is SQL statements, then (optionally) a step in Go over the
@@ -110,7 +110,7 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 	CREATE INDEX journal_txid ON journal (broker, transaction_id);
 	CREATE INDEX archive_txid ON archive (broker, transaction_id);`},
 	// 3: one identity per broker however its URL was written
-	// (client.Identity): rows filed under http://127.0.0.1:6632 and
+	// (deadletter.Identity): rows filed under http://127.0.0.1:6632 and
 	// http://localhost:6632/ are one broker's history.
 	{data: unifyBrokers},
 	// 4: the queue a replay's attempt published to: an address attempted
@@ -164,7 +164,7 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 	// copy dlq:<row id> carries no generation, so one dead-lettered again
 	// learns it from the journal.
 	{sql: `CREATE INDEX journal_moved ON journal (broker, partition_id, replay_txid) WHERE replay_txid LIKE 'dlq:%'`},
-	// 12: identities as client.Identity now writes them (a port as its
+	// 12: identities as deadletter.Identity now writes them (a port as its
 	// number, 0.0.0.0 and :: as localhost): history kept under
 	// http://127.0.0.1:06632 or http://0.0.0.0:6632 is localhost:6632's;
 	// and what people said of two identities that may be one broker.
@@ -302,7 +302,7 @@ func unifyBrokers(ctx context.Context, s *Store, tx *sql.Tx) error {
 				rows.Close()
 				return err
 			}
-			if id, err := client.Identity(b); err == nil && id != b {
+			if id, err := deadletter.Identity(b); err == nil && id != b {
 				olds[b] = id
 			}
 		}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
@@ -48,9 +48,9 @@ func TestOutcomeCountsAreTheWindowsRuns(t *testing.T) {
 			}
 			id := fmt.Sprintf("b-%02d", b)
 			at := base.Add(time.Duration(b) * 20 * time.Hour)
-			var addrs []client.Address
+			var addrs []deadletter.Address
 			for i := range 12 {
-				addrs = append(addrs, client.Address{PartitionID: "p", TransactionID: fmt.Sprintf("t%d-%d", b, i)})
+				addrs = append(addrs, deadletter.Address{PartitionID: "p", TransactionID: fmt.Sprintf("t%d-%d", b, i)})
 			}
 			var manifest []ledger.ManifestItem
 			for _, x := range addrs {
@@ -73,7 +73,7 @@ func TestOutcomeCountsAreTheWindowsRuns(t *testing.T) {
 						continue
 					}
 					when := run.start.Add(time.Duration(rng.Int64N(int64(run.end.Sub(run.start)))))
-					got, err := s.Acquire(ctx, broker, id, ledger.ActionReplay, []client.Address{x}, ledger.PlainEnrolments(1), owner, when, time.Hour)
+					got, err := s.Acquire(ctx, broker, id, ledger.ActionReplay, []deadletter.Address{x}, ledger.PlainEnrolments(1), owner, when, time.Hour)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -185,7 +185,7 @@ func TestOutcomeCountsLeaveFoundDoneToItsBatch(t *testing.T) {
 		ctx := context.Background()
 		const broker = "http://a:6632"
 		month, today := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-		x := client.Address{PartitionID: "p", TransactionID: "t"}
+		x := deadletter.Address{PartitionID: "p", TransactionID: "t"}
 		run := func(id string, at time.Time, state, outcome string) {
 			if err := s.CreateBatch(ctx, &ledger.Batch{ID: id, Broker: broker, Action: ledger.ActionReplay, By: "x", At: at, Why: "w"},
 				[]ledger.ManifestItem{{Address: x, Queue: "q", FailedAt: at.Add(-time.Hour)}}); err != nil {
@@ -194,7 +194,7 @@ func TestOutcomeCountsLeaveFoundDoneToItsBatch(t *testing.T) {
 			if err := s.SetBatchStatus(ctx, id, ledger.StatusRunning, at, at, nil); err != nil {
 				t.Fatal(err)
 			}
-			got, err := s.Acquire(ctx, broker, id, ledger.ActionReplay, []client.Address{x}, ledger.PlainEnrolments(1), "o-"+id, at, time.Hour)
+			got, err := s.Acquire(ctx, broker, id, ledger.ActionReplay, []deadletter.Address{x}, ledger.PlainEnrolments(1), "o-"+id, at, time.Hour)
 			if err != nil || got[x] == nil {
 				t.Fatalf("acquire: %v %v", got, err)
 			}

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 // Copy statuses a verification finds (decisions verify).
@@ -20,9 +20,9 @@ const (
 // Copy is a copy a replay published, from the journal.
 type Copy struct {
 	// Of is the dead letter it replays.
-	Of client.Address `json:"of"`
+	Of deadletter.Address `json:"of"`
 	// Address is the copy's own, where the journal knows it.
-	Address client.Address `json:"address"`
+	Address deadletter.Address `json:"address"`
 	// Queue is where the copy was published ("" when the journal did not
 	// record it: the dead letter's own queue, Origin).
 	Queue string `json:"queue,omitempty"`
@@ -77,7 +77,7 @@ func (s *Store) CopiesAfter(ctx context.Context, batchID string, after, limit in
 
 // Verified is one copy's status, found at a verification.
 type Verified struct {
-	Of     client.Address
+	Of     deadletter.Address
 	Status string
 }
 

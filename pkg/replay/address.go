@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 )
 
@@ -63,7 +64,7 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 		}
 		// Back in the DLQ after another batch: acted on afresh, a replay as
 		// a new generation, so its derived transaction id is not a duplicate.
-		if e.o.Action == Replay {
+		if e.o.Action == deadletter.Replay {
 			ent.Generation++
 			// Its earlier copy is this journal's own, not another hand's.
 			e.mu.Lock()
@@ -75,7 +76,7 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 	ent.BatchID = e.o.BatchID
 	tried := (ent.Via == ViaManual || ent.Via == ViaMove) && (ent.State == ledger.Inflight || ent.State == ledger.Failed)
 	if absent && (ent.State == ledger.Pending || ent.State == ledger.Failed || ent.State == ledger.Skipped || ent.State == ledger.Unknown || tried) {
-		if e.o.Action == Replay && (ent.State == ledger.Pending || tried) {
+		if e.o.Action == deadletter.Replay && (ent.State == ledger.Pending || tried) {
 			// A run that died between its push and its delete, or whose
 			// answer was lost, may have published; on a broker that
 			// moves, someone may have moved a row meanwhile: if a copy
@@ -89,7 +90,7 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 				return e.settle(cctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
 			case cp != "":
 				ent.ReplayTxID, ent.ReplayPartitionID, ent.ReplayQueue = cp, a.PartitionID, ""
-				return e.settle(cctx, ent, ledger.Removed, OutcomeMovedElsewhere, "", func(r *Report) { r.MovedElsewhere++ })
+				return e.settle(cctx, ent, ledger.Removed, deadletter.OutcomeMovedElsewhere, "", func(r *Report) { r.MovedElsewhere++ })
 			}
 		}
 		return e.settle(cctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
@@ -100,7 +101,7 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 			r.Listed = append(r.Listed, AddrResult{a, "unreachable: " + why + "; nothing was sent (the broker cannot be asked about this address)"})
 		})
 	}
-	if e.o.Action == Discard {
+	if e.o.Action == deadletter.Discard {
 		return e.discard(ctx, cctx, it, ent)
 	}
 	return e.replay(ctx, cctx, it, ent)
@@ -117,7 +118,7 @@ func (e *Engine) copyOfAbsent(ctx context.Context, it Item, ent *ledger.Entry) (
 		if _, err := e.b.Get(ctx, cp); err == nil {
 			// dlqctl's derived ids are its own; a copy id of the broker's
 			// is this entry's when it recorded an attempt under it.
-			return cp.TransactionID, tried || IsReplayID(cp.TransactionID), nil
+			return cp.TransactionID, tried || deadletter.IsReplayID(cp.TransactionID), nil
 		} else if !errors.Is(err, client.ErrNoDeadLetterRow) {
 			return "", false, err
 		}
@@ -139,7 +140,7 @@ func (e *Engine) copyOfAbsent(ctx context.Context, it Item, ent *ledger.Entry) (
 }
 
 func pastTense(action string) string {
-	if action == Discard {
+	if action == deadletter.Discard {
 		return "discarded"
 	}
 	return "replayed"

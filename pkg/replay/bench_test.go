@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
@@ -41,7 +42,7 @@ func BenchmarkRate(b *testing.B) {
 				b.StopTimer()
 				_, c, st, items := fixture(b, n)
 				b.StartTimer()
-				o := replay.Options{Order: replay.OrderNone, Action: replay.Replay, Broker: c.Server(), BatchID: "bench", Owner: "bench:1:x",
+				o := replay.Options{Order: replay.OrderNone, Action: deadletter.Replay, Broker: c.Server(), BatchID: "bench", Owner: "bench:1:x",
 					Rate: r, Burst: 1, Concurrency: 8, Via: replay.ViaManual}
 				start := time.Now()
 				rep, err := replay.NewEngine(c, st, o).Run(context.Background(), items)
@@ -80,7 +81,7 @@ func BenchmarkUnlimited(b *testing.B) {
 	}
 	engine := func(o replay.Options) func(c *client.Client, st *ledger.Store, items []replay.Item) {
 		return func(c *client.Client, st *ledger.Store, items []replay.Item) {
-			o.Action, o.Broker, o.BatchID, o.Owner, o.Concurrency = replay.Replay, c.Server(), "bench", "bench:1:x", 16
+			o.Action, o.Broker, o.BatchID, o.Owner, o.Concurrency = deadletter.Replay, c.Server(), "bench", "bench:1:x", 16
 			if o.Order == "" {
 				items, _ = replay.Arrange(items, replay.OrderPartition, "")
 			}
@@ -161,7 +162,7 @@ func BenchmarkMoveBesideManual(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			o := replay.Options{Action: replay.Replay, Broker: c.Broker(), BatchID: "bench", Owner: "bench:1:x", Concurrency: 16,
+			o := replay.Options{Action: deadletter.Replay, Broker: c.Broker(), BatchID: "bench", Owner: "bench:1:x", Concurrency: 16,
 				Via: via, Release: rel, Order: replay.OrderNone}
 			rep, err := replay.NewEngine(c, st, o).Run(context.Background(), items)
 			if err != nil || rep.Replayed != n {
@@ -244,7 +245,7 @@ func fixtureOn(b *testing.B, line sandbox.Line, n int) (*sandbox.Broker, *client
 	if err != nil {
 		b.Fatal(err)
 	}
-	sel := &replay.Selection{All: true}
+	sel := &deadletter.Selection{All: true}
 	sel.Compile()
 	items, err := replay.Snapshot(context.Background(), c, sel, 500)
 	if err != nil {
@@ -279,7 +280,7 @@ func BenchmarkOrdered(b *testing.B) {
 					srv := httptest.NewServer(sb.Handler())
 					c := testkit.Client(b, srv.URL)
 					st := testkit.OpenLedger(b, "sqlite://"+filepath.Join(b.TempDir(), "l.db"))
-					sel := &replay.Selection{All: true}
+					sel := &deadletter.Selection{All: true}
 					sel.Compile()
 					items, err := replay.Snapshot(context.Background(), c, sel, 500)
 					if err != nil {
@@ -288,7 +289,7 @@ func BenchmarkOrdered(b *testing.B) {
 					items, _ = replay.Arrange(items, mode, "")
 					b.StartTimer()
 					start := time.Now()
-					o := replay.Options{Action: replay.Replay, Broker: c.Server(), BatchID: "bench", Owner: "bench:1:x",
+					o := replay.Options{Action: deadletter.Replay, Broker: c.Server(), BatchID: "bench", Owner: "bench:1:x",
 						Concurrency: 16, Via: replay.ViaManual, Order: mode}
 					rep, err := replay.NewEngine(c, st, o).Run(context.Background(), items)
 					if err != nil || rep.Replayed != n {
@@ -326,7 +327,7 @@ func BenchmarkClassID(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := range b.N {
-		replay.ClassID(texts[i%len(texts)])
+		deadletter.ClassID(texts[i%len(texts)])
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 )
 
@@ -168,7 +169,7 @@ func (e *Engine) settle(ctx context.Context, ent *ledger.Entry, state, outcome, 
 		if part == "" {
 			part = ent.Address.PartitionID // in place: the original's partition
 		}
-		e.o.Replayed(ent.Address, client.Address{PartitionID: part, TransactionID: ent.ReplayTxID}, ent.Generation+1)
+		e.o.Replayed(ent.Address, deadletter.Address{PartitionID: part, TransactionID: ent.ReplayTxID}, ent.Generation+1)
 	}
 	if state == ledger.Failed {
 		e.mu.Lock()

@@ -11,31 +11,32 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"golang.org/x/time/rate"
 )
 
 // Broker is what the engine needs of the broker; *client.Client is one.
 type Broker interface {
-	Rows(ctx context.Context, q client.ListQuery) iter.Seq2[client.Row, error]
-	Get(ctx context.Context, a client.Address) (*client.Message, error)
+	Rows(ctx context.Context, q client.ListQuery) iter.Seq2[deadletter.Row, error]
+	Get(ctx context.Context, a deadletter.Address) (*client.Message, error)
 	Push(ctx context.Context, items []client.PushItem) ([]client.PushResult, error)
-	Retry(ctx context.Context, a client.Address) (*client.RetryResult, error)
+	Retry(ctx context.Context, a deadletter.Address) (*client.RetryResult, error)
 	Move(ctx context.Context, rowID string, to *client.Destination) (*client.Moved, error)
-	Delete(ctx context.Context, a client.Address) error
+	Delete(ctx context.Context, a deadletter.Address) error
 }
 
 // Journal is what the engine needs of the ledger; *ledger.Store is one.
 type Journal interface {
 	// Acquire claims addresses, enrolling those the journal has never
 	// seen on the way, as enrol says.
-	Acquire(ctx context.Context, broker, batchID, action string, addrs []client.Address, enrol []ledger.Enrolment, owner string, now time.Time, lease time.Duration) (map[client.Address]*ledger.Entry, error)
+	Acquire(ctx context.Context, broker, batchID, action string, addrs []deadletter.Address, enrol []ledger.Enrolment, owner string, now time.Time, lease time.Duration) (map[deadletter.Address]*ledger.Entry, error)
 	Release(ctx context.Context, broker string, ents []*ledger.Entry, owner string) error
 	SaveMany(ctx context.Context, items []ledger.SaveItem, owner string, now time.Time) []error
 	// ArchivedRowIDs are the ids of the rows the ledger archived of each
 	// address: on a broker that moves, a row another hand moved since
 	// leaves its copy under one of them.
-	ArchivedRowIDs(ctx context.Context, broker string, addrs []client.Address) (map[client.Address][]string, error)
+	ArchivedRowIDs(ctx context.Context, broker string, addrs []deadletter.Address) (map[deadletter.Address][]string, error)
 }
 
 // Options configure an execution.
@@ -76,7 +77,7 @@ type Options struct {
 	// batch executed later): nothing is sent for them. Every other address
 	// is taken to be in the DLQ, and one the journal says is done is
 	// checked with the broker before it is called done.
-	Absent map[client.Address]bool
+	Absent map[deadletter.Address]bool
 
 	// Pausers hold scheduling back while any is closed (--max-lag,
 	// --window); Paused is told each pause's reason as it starts or
@@ -93,7 +94,7 @@ type Options struct {
 	// published, once it is settled: the original, the copy's address
 	// and the copy's generation (its original is one less). It must not
 	// block (batch's tracer hands it on).
-	Replayed func(orig, copy client.Address, generation int)
+	Replayed func(orig, copy deadletter.Address, generation int)
 }
 
 // Engine executes one batch.
@@ -113,10 +114,10 @@ type Engine struct {
 	mu      sync.Mutex
 	blocked map[Chain]bool // partitions held back by a gap, across the canary and the rest
 	rep     Report
-	rows    map[client.Address]int // rows each address being worked on has in the DLQ (0 when absent)
+	rows    map[deadletter.Address]int // rows each address being worked on has in the DLQ (0 when absent)
 	// archived are the archived row ids of the addresses claimed and not
 	// yet worked on (on a broker that moves; see siblings).
-	archived map[client.Address][]string
+	archived map[deadletter.Address][]string
 	copies   *copySet
 	failed   int
 	done     int
@@ -180,7 +181,7 @@ func NewEngine(b Broker, j Journal, o Options) *Engine {
 	if o.Rate > 0 {
 		lim = rate.NewLimiter(rate.Limit(o.Rate), o.Burst)
 	}
-	return &Engine{b: b, j: j, o: o, lim: lim, rows: map[client.Address]int{}, archived: map[client.Address][]string{}, copies: newCopySet(), blocked: map[Chain]bool{}}
+	return &Engine{b: b, j: j, o: o, lim: lim, rows: map[deadletter.Address]int{}, archived: map[deadletter.Address][]string{}, copies: newCopySet(), blocked: map[Chain]bool{}}
 }
 
 // errNotStarted: a job was stopped before its first broker call (an
@@ -240,7 +241,7 @@ func (e *Engine) RunSource(ctx context.Context, src Source) (*Report, error) {
 		return &e.rep, err
 	}
 	rest := 0
-	if e.o.Action == Replay && e.o.Canary > 0 && total > e.o.Canary {
+	if e.o.Action == deadletter.Replay && e.o.Canary > 0 && total > e.o.Canary {
 		if err := e.runSome(ctx, 0, e.o.Canary, 1); err != nil {
 			return finish(err)
 		}
@@ -301,6 +302,6 @@ func (e *Engine) record(f func(r *Report)) {
 	f(&e.rep)
 }
 
-func (e *Engine) list(a client.Address, reason string) {
+func (e *Engine) list(a deadletter.Address, reason string) {
 	e.record(func(r *Report) { r.Listed = append(r.Listed, AddrResult{Address: a, Reason: reason}) })
 }

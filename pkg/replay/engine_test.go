@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
@@ -22,8 +23,8 @@ type rig struct {
 	b     *sandbox.Broker
 	c     *client.Client
 	store *ledger.Store
-	orig  map[string]client.Address // payload -> address, for the originals
-	undec map[client.Address]bool
+	orig  map[string]deadletter.Address // payload -> address, for the originals
+	undec map[deadletter.Address]bool
 }
 
 func newRig(t *testing.T, n int, dsn string) *rig {
@@ -33,14 +34,14 @@ func newRig(t *testing.T, n int, dsn string) *rig {
 	if dsn == "" {
 		dsn = "sqlite://" + filepath.Join(t.TempDir(), "l.db")
 	}
-	r := &rig{b: b, c: testkit.Client(t, url), store: testkit.OpenLedger(t, dsn), orig: map[string]client.Address{}, undec: map[client.Address]bool{}}
+	r := &rig{b: b, c: testkit.Client(t, url), store: testkit.OpenLedger(t, dsn), orig: map[string]deadletter.Address{}, undec: map[deadletter.Address]bool{}}
 	// The books before: each message's payload is unique, so a live
 	// message can be traced back to the dead letter it replays.
 	for _, row := range b.DeadLetterRows() {
-		a := client.Address{PartitionID: row.PartitionID, TransactionID: row.TransactionID}
+		a := deadletter.Address{PartitionID: row.PartitionID, TransactionID: row.TransactionID}
 		r.orig[string(row.Payload)] = a
 	}
-	sel := &replay.Selection{All: true}
+	sel := &deadletter.Selection{All: true}
 	sel.Compile()
 	items, err := replay.Snapshot(context.Background(), r.c, sel, 100)
 	if err != nil {
@@ -55,7 +56,7 @@ func newRig(t *testing.T, n int, dsn string) *rig {
 }
 
 func (r *rig) items(t *testing.T) []replay.Item {
-	sel := &replay.Selection{All: true}
+	sel := &deadletter.Selection{All: true}
 	sel.Compile()
 	items, err := replay.Snapshot(context.Background(), r.c, sel, 100)
 	if err != nil {
@@ -66,7 +67,7 @@ func (r *rig) items(t *testing.T) []replay.Item {
 
 func (r *rig) run(t *testing.T, batch string, items []replay.Item, fresh bool, mod func(*replay.Options)) *replay.Report {
 	t.Helper()
-	o := replay.Options{Order: replay.OrderNone, Action: replay.Replay, Broker: r.c.Server(), BatchID: batch, Owner: ledger.NewOwner(batch),
+	o := replay.Options{Order: replay.OrderNone, Action: deadletter.Replay, Broker: r.c.Server(), BatchID: batch, Owner: ledger.NewOwner(batch),
 		Concurrency: 4, Sleep: func(context.Context, time.Duration) error { return nil }}
 	if mod != nil {
 		mod(&o)
@@ -94,7 +95,7 @@ func finished(rep *replay.Report) bool {
 // DLQ holds nothing but the undecryptable ones.
 func (r *rig) assertExactlyOnce(t *testing.T) {
 	t.Helper()
-	count := map[client.Address]int{}
+	count := map[deadletter.Address]int{}
 	for _, m := range r.b.LiveMessages() {
 		a, ok := r.orig[string(m.Payload)]
 		if !ok {
@@ -112,7 +113,7 @@ func (r *rig) assertExactlyOnce(t *testing.T) {
 		}
 	}
 	for _, row := range r.b.DeadLetterRows() {
-		if !r.undec[client.Address{PartitionID: row.PartitionID, TransactionID: row.TransactionID}] {
+		if !r.undec[deadletter.Address{PartitionID: row.PartitionID, TransactionID: row.TransactionID}] {
 			t.Errorf("%s/%s still dead-lettered", row.PartitionID, row.TransactionID)
 		}
 	}
@@ -204,7 +205,7 @@ func TestUndecryptableIsNeverReplayed(t *testing.T) {
 		}
 		r.assertExactlyOnce(t)
 		for _, m := range r.b.LiveMessages() {
-			if client.IsEnvelope(m.Payload) {
+			if deadletter.IsEnvelope(m.Payload) {
 				t.Fatalf("old=%v: an envelope was published: %s", old, m.Payload)
 			}
 		}
@@ -229,7 +230,7 @@ func TestTransformAndRecoveryQueue(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 	for _, m := range r.b.LiveMessages() {
-		if m.Queue != "orders-recovery" || !strings.Contains(string(m.Payload), `"fixed":true`) || !replay.IsReplayID(m.TransactionID) {
+		if m.Queue != "orders-recovery" || !strings.Contains(string(m.Payload), `"fixed":true`) || !deadletter.IsReplayID(m.TransactionID) {
 			t.Fatalf("live message %+v", m)
 		}
 	}
@@ -237,17 +238,17 @@ func TestTransformAndRecoveryQueue(t *testing.T) {
 
 func TestGenerationCap(t *testing.T) {
 	b, url := testkit.Sandbox(t)
-	a := client.Address{PartitionID: sandbox.PartitionID("orders", "1"), TransactionID: "order:1"}
+	a := deadletter.Address{PartitionID: sandbox.PartitionID("orders", "1"), TransactionID: "order:1"}
 	id3 := replay.ReplayTxID(a, 3)
 	b.AddDeadLetters(
 		sandbox.DeadLetter{Queue: "orders", Partition: "1", TransactionID: "order:1", ConsumerGroup: "g", Error: "x", FailedAt: time.Now(), Data: json.RawMessage(`{"a":1}`)},
 		sandbox.DeadLetter{Queue: "orders", Partition: "1", TransactionID: id3, ConsumerGroup: "g", Error: "x", FailedAt: time.Now(), Data: json.RawMessage(`{"a":2}`)},
 	)
 	c := testkit.Client(t, url)
-	sel := &replay.Selection{All: true}
+	sel := &deadletter.Selection{All: true}
 	sel.Compile()
 	items, _ := replay.Snapshot(context.Background(), c, sel, 10)
-	o := replay.Options{Order: replay.OrderNone, Action: replay.Replay, Broker: c.Server(), BatchID: "b", Owner: "o:1:x", MaxGeneration: 3, Via: replay.ViaManual}
+	o := replay.Options{Order: replay.OrderNone, Action: deadletter.Replay, Broker: c.Server(), BatchID: "b", Owner: "o:1:x", MaxGeneration: 3, Via: replay.ViaManual}
 	rep, err := replay.NewEngine(c, testkit.OpenLedger(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db")), o).Run(context.Background(), items)
 	if err != nil {
 		t.Fatal(err)
@@ -303,7 +304,7 @@ func (c *concurrencyBroker) Push(ctx context.Context, items []client.PushItem) (
 	return c.Broker.Push(ctx, items)
 }
 
-func (c *concurrencyBroker) Delete(ctx context.Context, a client.Address) error {
+func (c *concurrencyBroker) Delete(ctx context.Context, a deadletter.Address) error {
 	defer c.track()()
 	return c.Broker.Delete(ctx, a)
 }
@@ -311,7 +312,7 @@ func (c *concurrencyBroker) Delete(ctx context.Context, a client.Address) error 
 func TestConcurrencyNeverExceeded(t *testing.T) {
 	r := newRig(t, 150, "")
 	cb := &concurrencyBroker{Broker: r.c}
-	o := replay.Options{Order: replay.OrderNone, Action: replay.Replay, Broker: r.c.Server(), BatchID: "b", Owner: "o:1:x", Concurrency: 3, Via: replay.ViaManual}
+	o := replay.Options{Order: replay.OrderNone, Action: deadletter.Replay, Broker: r.c.Server(), BatchID: "b", Owner: "o:1:x", Concurrency: 3, Via: replay.ViaManual}
 	rep, err := replay.NewEngine(cb, r.store, o).Run(context.Background(), r.items(t))
 	if err != nil {
 		t.Fatal(err)
@@ -343,7 +344,7 @@ func TestTwoRunnersOneBatch(t *testing.T) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						o := replay.Options{Order: replay.OrderNone, Action: replay.Replay, Broker: r.c.Server(), BatchID: batch, Owner: fmt.Sprintf("otherhost:%d:w", w),
+						o := replay.Options{Order: replay.OrderNone, Action: deadletter.Replay, Broker: r.c.Server(), BatchID: batch, Owner: fmt.Sprintf("otherhost:%d:w", w),
 							Concurrency: 4, Via: replay.ViaAuto}
 						if _, err := replay.NewEngine(r.c, store, o).Run(context.Background(), items); err != nil {
 							t.Error(err)
@@ -377,7 +378,7 @@ func (f *failingBroker) Push(ctx context.Context, items []client.PushItem) ([]cl
 func TestMaxRefailuresPauses(t *testing.T) {
 	r := newRig(t, 120, "")
 	items := r.items(t)
-	o := replay.Options{Order: replay.OrderNone, Action: replay.Replay, Broker: r.c.Server(), BatchID: "b", Owner: "o:1:x", Concurrency: 1,
+	o := replay.Options{Order: replay.OrderNone, Action: deadletter.Replay, Broker: r.c.Server(), BatchID: "b", Owner: "o:1:x", Concurrency: 1,
 		Via: replay.ViaManual, MaxRefailures: 5, RefailEvery: time.Nanosecond}
 	rep, err := replay.NewEngine(&failingBroker{r.c, r.b}, r.store, o).Run(context.Background(), items)
 	if err != nil {
@@ -429,7 +430,7 @@ func TestManualIntentsRideWithTheClaims(t *testing.T) {
 			j := &savesSeen{Store: r.store}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			o := replay.Options{Order: order, Action: replay.Replay, Broker: r.c.Server(), BatchID: "b", Owner: ledger.NewOwner("b"),
+			o := replay.Options{Order: order, Action: deadletter.Replay, Broker: r.c.Server(), BatchID: "b", Owner: ledger.NewOwner("b"),
 				Concurrency: 4, Progress: func(done int) {
 					if done == 120 {
 						cancel()

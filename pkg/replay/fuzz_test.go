@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 func FuzzNormalizeError(f *testing.F) {
@@ -13,14 +13,14 @@ func FuzzNormalizeError(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		n := NormalizeError(s)
-		if again := NormalizeError(n); again != n {
+		n := deadletter.NormalizeError(s)
+		if again := deadletter.NormalizeError(n); again != n {
 			t.Fatalf("not idempotent: %q -> %q -> %q", s, n, again)
 		}
 		if strings.ContainsAny(n, "0123456789") {
 			t.Fatalf("%q normalised to %q, which still has digits", s, n)
 		}
-		if ClassID(s) != ClassID(n) || len(ClassID(s)) != 8 {
+		if deadletter.ClassID(s) != deadletter.ClassID(n) || len(deadletter.ClassID(s)) != 8 {
 			t.Fatalf("class of %q differs from its pattern's", s)
 		}
 	})
@@ -35,14 +35,14 @@ func TestNormalizeError(t *testing.T) {
 		{"timeout after 30000ms", "timeout after 5000ms"},
 	}
 	for _, p := range same {
-		if ClassID(p[0]) != ClassID(p[1]) {
-			t.Errorf("%q and %q are one class: %q vs %q", p[0], p[1], NormalizeError(p[0]), NormalizeError(p[1]))
+		if deadletter.ClassID(p[0]) != deadletter.ClassID(p[1]) {
+			t.Errorf("%q and %q are one class: %q vs %q", p[0], p[1], deadletter.NormalizeError(p[0]), deadletter.NormalizeError(p[1]))
 		}
 	}
-	if ClassID("order 1 not found") == ClassID("unknown payload version 1") {
+	if deadletter.ClassID("order 1 not found") == deadletter.ClassID("unknown payload version 1") {
 		t.Error("different errors share a class")
 	}
-	if NormalizeError("") != "(no error message)" {
+	if deadletter.NormalizeError("") != "(no error message)" {
 		t.Error("empty error")
 	}
 }
@@ -51,7 +51,7 @@ func FuzzReadAddresses(f *testing.F) {
 	f.Add("p/t\n# comment\n\n{\"address\":\"p/u\"}\n{\"partitionId\":\"p\",\"transactionId\":\"v\"}\n")
 	f.Add("{bad json\n")
 	f.Fuzz(func(t *testing.T, s string) {
-		addrs, err := ReadAddresses(strings.NewReader(s))
+		addrs, err := deadletter.ReadAddresses(strings.NewReader(s))
 		if err != nil {
 			return
 		}
@@ -69,43 +69,43 @@ func FuzzParseTime(f *testing.F) {
 	}
 	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, s string) {
-		if _, err := ParseTime(s, now); err != nil && !strings.Contains(err.Error(), "invalid time") {
+		if _, err := deadletter.ParseTime(s, now); err != nil && !strings.Contains(err.Error(), "invalid time") {
 			t.Fatalf("unclear error for %q: %v", s, err)
 		}
 	})
 }
 
 func TestReplayTxID(t *testing.T) {
-	a := client.Address{PartitionID: "6f1c", TransactionID: "order:8812:v3"}
+	a := deadletter.Address{PartitionID: "6f1c", TransactionID: "order:8812:v3"}
 	id := ReplayTxID(a, 1)
 	if id != ReplayTxID(a, 1) || id == ReplayTxID(a, 2) || id == a.TransactionID {
 		t.Fatal("the replay id must be deterministic per address and generation, and differ from the original")
 	}
-	if !(client.Address{PartitionID: "p", TransactionID: id}).PathSafe() || !IsReplayID(id) {
+	if !(deadletter.Address{PartitionID: "p", TransactionID: id}).PathSafe() || !deadletter.IsReplayID(id) {
 		t.Fatalf("%q is not a path-safe replay id", id)
 	}
-	if Generation(a.TransactionID) != 1 || Generation(id) != 2 || Generation(ReplayTxID(a, 5)) != 6 {
+	if deadletter.Generation(a.TransactionID) != 1 || deadletter.Generation(id) != 2 || deadletter.Generation(ReplayTxID(a, 5)) != 6 {
 		t.Fatal("generation arithmetic")
 	}
 }
 
 func TestSelection(t *testing.T) {
-	row := client.Row{PartitionID: "p", TransactionID: "t", Queue: "orders", Partition: "8812", ConsumerGroup: "billing",
+	row := deadletter.Row{PartitionID: "p", TransactionID: "t", Queue: "orders", Partition: "8812", ConsumerGroup: "billing",
 		ErrorMessage: "order 8812 not found", FailedAt: time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)}
 	cases := []struct {
-		sel  Selection
+		sel  deadletter.Selection
 		want bool
 	}{
-		{Selection{All: true}, true},
-		{Selection{Queue: "orders", ConsumerGroup: "billing", Partition: "8812"}, true},
-		{Selection{Queue: "payments"}, false},
-		{Selection{Error: "not found$"}, true},
-		{Selection{Error: "^timeout"}, false},
-		{Selection{Class: ClassID("order 1 not found")}, true},
-		{Selection{FailedAfter: row.FailedAt.Add(-time.Minute), FailedBefore: row.FailedAt.Add(time.Minute)}, true},
-		{Selection{FailedBefore: row.FailedAt}, false},
-		{Selection{Addresses: []client.Address{{PartitionID: "p", TransactionID: "t"}}}, true},
-		{Selection{Addresses: []client.Address{{PartitionID: "q", TransactionID: "t"}}}, false},
+		{deadletter.Selection{All: true}, true},
+		{deadletter.Selection{Queue: "orders", ConsumerGroup: "billing", Partition: "8812"}, true},
+		{deadletter.Selection{Queue: "payments"}, false},
+		{deadletter.Selection{Error: "not found$"}, true},
+		{deadletter.Selection{Error: "^timeout"}, false},
+		{deadletter.Selection{Class: deadletter.ClassID("order 1 not found")}, true},
+		{deadletter.Selection{FailedAfter: row.FailedAt.Add(-time.Minute), FailedBefore: row.FailedAt.Add(time.Minute)}, true},
+		{deadletter.Selection{FailedBefore: row.FailedAt}, false},
+		{deadletter.Selection{Addresses: []deadletter.Address{{PartitionID: "p", TransactionID: "t"}}}, true},
+		{deadletter.Selection{Addresses: []deadletter.Address{{PartitionID: "q", TransactionID: "t"}}}, false},
 	}
 	for i, c := range cases {
 		if err := c.sel.Compile(); err != nil {
@@ -115,7 +115,7 @@ func TestSelection(t *testing.T) {
 			t.Errorf("case %d (%s): %v", i, c.sel.String(), got)
 		}
 	}
-	s := Selection{Queue: "orders", Error: "it's broken"}
+	s := deadletter.Selection{Queue: "orders", Error: "it's broken"}
 	if s.String() != `--queue orders --error 'it'\''s broken'` {
 		t.Fatalf("String() = %s", s.String())
 	}

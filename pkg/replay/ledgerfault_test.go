@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 )
@@ -25,7 +25,7 @@ var errLocked = errors.New("database is locked")
 
 func (j *failingJournal) broken() bool { return j.writes.Add(1) > j.after.Load() }
 
-func (j *failingJournal) Acquire(ctx context.Context, broker, batchID, action string, addrs []client.Address, enrol []ledger.Enrolment, owner string, now time.Time, lease time.Duration) (map[client.Address]*ledger.Entry, error) {
+func (j *failingJournal) Acquire(ctx context.Context, broker, batchID, action string, addrs []deadletter.Address, enrol []ledger.Enrolment, owner string, now time.Time, lease time.Duration) (map[deadletter.Address]*ledger.Entry, error) {
 	if j.broken() {
 		return nil, errLocked
 	}
@@ -53,7 +53,7 @@ func TestJournalFailureStopsPublishing(t *testing.T) {
 	items := r.items(t)
 	j := &failingJournal{Store: r.store}
 	j.after.Store(3)
-	o := replay.Options{Order: replay.OrderNone, Action: replay.Replay, Broker: r.c.Server(), BatchID: "b", Owner: ledger.NewOwner("b"),
+	o := replay.Options{Order: replay.OrderNone, Action: deadletter.Replay, Broker: r.c.Server(), BatchID: "b", Owner: ledger.NewOwner("b"),
 		Concurrency: 4, Via: replay.ViaManual, Sleep: func(context.Context, time.Duration) error { return nil }}
 	rep, err := replay.NewEngine(r.c, j, o).Run(context.Background(), items)
 	if !errors.Is(err, errLocked) || rep == nil || rep.LedgerError == "" {
@@ -86,7 +86,7 @@ func TestLostFinalEntryIsFoundReplayed(t *testing.T) {
 	if _, err := r.store.DB().Exec(`UPDATE journal SET state = 'pending', outcome = '', replay_txid = '' WHERE state = 'removed'`); err != nil {
 		t.Fatal(err)
 	}
-	absent := map[client.Address]bool{}
+	absent := map[deadletter.Address]bool{}
 	for _, it := range items {
 		if !r.undec[it.Address] { // the undecryptable ones are still there
 			absent[it.Address] = true

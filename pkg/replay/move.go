@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 )
 
@@ -15,11 +16,6 @@ import (
 // every outcome in doubt (a lost answer, a kill mid-call, dlqRowRemoved
 // null): the copy is looked for, and where it is not there, the row is
 // moved again.
-
-// OutcomeMovedElsewhere is the journal's outcome for an address another
-// hand replayed while a batch held it (the broker's console, another
-// tool): its copy is in the broker, not of this batch's making.
-const OutcomeMovedElsewhere = "movedElsewhere"
 
 // move replays a message one group dead-lettered by the broker's move.
 func (e *Engine) move(ctx context.Context, it Item, ent *ledger.Entry) error {
@@ -94,7 +90,7 @@ func (e *Engine) rowLeft(ctx context.Context, it Item, ent *ledger.Entry, cp str
 		return e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
 	case found:
 		ent.ReplayPartitionID, ent.ReplayQueue = it.Address.PartitionID, it.Queue
-		return e.settle(ctx, ent, ledger.Removed, OutcomeMovedElsewhere, "", func(r *Report) { r.MovedElsewhere++ })
+		return e.settle(ctx, ent, ledger.Removed, deadletter.OutcomeMovedElsewhere, "", func(r *Report) { r.MovedElsewhere++ })
 	case ours && e.o.ToQueue != "":
 		// Its copy went to the recovery queue, where it cannot be looked
 		// for by address: an earlier attempt of this entry made it.
@@ -107,7 +103,7 @@ func (e *Engine) rowLeft(ctx context.Context, it Item, ent *ledger.Entry, cp str
 // the item's own partition: where an in-place move (this run's, or the
 // console's, which moves in place) put it.
 func (e *Engine) copyFound(ctx context.Context, it Item, cp string) (bool, error) {
-	_, err := e.b.Get(ctx, client.Address{PartitionID: it.Address.PartitionID, TransactionID: cp})
+	_, err := e.b.Get(ctx, deadletter.Address{PartitionID: it.Address.PartitionID, TransactionID: cp})
 	switch {
 	case err == nil:
 		return true, nil
@@ -152,7 +148,7 @@ func (e *Engine) movedElsewhere(ctx context.Context, ent *ledger.Entry, cp strin
 	a := ent.Address
 	// Another hand's copy: in the message's own queue and partition, where
 	// the console (and any in-place replay) publishes.
-	ent.State, ent.Outcome, ent.ReplayTxID, ent.ReplayPartitionID, ent.ReplayQueue = ledger.Published, OutcomeMovedElsewhere, cp, a.PartitionID, ""
+	ent.State, ent.Outcome, ent.ReplayTxID, ent.ReplayPartitionID, ent.ReplayQueue = ledger.Published, deadletter.OutcomeMovedElsewhere, cp, a.PartitionID, ""
 	return e.finishDelete(ctx, ent, func(r *Report) {
 		r.MovedElsewhere++
 		r.RowsRemoved += e.rows[a]

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
@@ -49,7 +50,7 @@ func newMoveRig(t *testing.T, line sandbox.Line, single, double int) *moveRig {
 
 func (r *moveRig) snapshot(t *testing.T) []replay.Item {
 	t.Helper()
-	sel := &replay.Selection{All: true}
+	sel := &deadletter.Selection{All: true}
 	if err := sel.Compile(); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func (r *moveRig) run(t *testing.T, batch string, mod func(*replay.Options)) *re
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := replay.Options{Order: replay.OrderNone, Action: replay.Replay, Broker: r.c.Broker(), BatchID: batch, Owner: ledger.NewOwner(batch),
+	o := replay.Options{Order: replay.OrderNone, Action: deadletter.Replay, Broker: r.c.Broker(), BatchID: batch, Owner: ledger.NewOwner(batch),
 		Concurrency: 4, Release: rel, Sleep: func(context.Context, time.Duration) error { return nil }}
 	if mod != nil {
 		mod(&o)
@@ -153,7 +154,7 @@ func TestConsoleMovesRowsDuringABatch(t *testing.T) {
 	r.books(t)
 	// The journal says so too.
 	out, err := r.store.BatchOutcome(context.Background(), "b")
-	if err != nil || out[replay.OutcomeMovedElsewhere] != 100 || out["replayed"] != 200 {
+	if err != nil || out[deadletter.OutcomeMovedElsewhere] != 100 || out["replayed"] != 200 {
 		t.Fatalf("journal outcome %v %v", out, err)
 	}
 }

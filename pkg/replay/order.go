@@ -5,7 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 )
 
@@ -69,7 +69,7 @@ func uuidV7(id string) bool {
 // enqueue time when the message id does not tell it.
 func firstFailure(it *Item) time.Time {
 	t := it.Rows[0].FailedAt
-	for _, rows := range [2][]client.Row{it.Rows, it.Others} {
+	for _, rows := range [2][]deadletter.Row{it.Rows, it.Others} {
 		for i := range rows {
 			if rows[i].FailedAt.Before(t) {
 				t = rows[i].FailedAt
@@ -259,9 +259,9 @@ func permute(items []Item, from []int32) {
 // message at Address was not replayed, for Reason.
 type Blocked struct {
 	Chain
-	Address  client.Address `json:"address"`
-	Reason   string         `json:"reason"`
-	Messages int            `json:"messagesHeldBack"`
+	Address  deadletter.Address `json:"address"`
+	Reason   string             `json:"reason"`
+	Messages int                `json:"messagesHeldBack"`
 	// Permanent: what holds the partition back will not be replayed by a
 	// resume (an undecryptable envelope, the generation cap, an address
 	// the API cannot name): only --order skip-gaps or a discard frees it.
@@ -277,7 +277,7 @@ func passes(ent *ledger.Entry) bool {
 // BlockedChains reads a batch's manifest (in its order) against the
 // journal: for each partition, the first message not replayed, when
 // later ones were held back behind it.
-func BlockedChains(items []Item, toQueue string, journal map[client.Address]*ledger.Entry) []Blocked {
+func BlockedChains(items []Item, toQueue string, journal map[deadletter.Address]*ledger.Entry) []Blocked {
 	var out []Blocked
 	idx := map[Chain]int{}
 	for _, it := range items {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
@@ -85,7 +86,7 @@ func assertOrdered(t *testing.T, b *sandbox.Broker, parts, per int, complete boo
 }
 
 func orderedItems(t testing.TB, c *client.Client, mode string) ([]replay.Item, replay.OrderInfo) {
-	sel := &replay.Selection{All: true}
+	sel := &deadletter.Selection{All: true}
 	sel.Compile()
 	items, err := replay.Snapshot(context.Background(), c, sel, 100)
 	if err != nil {
@@ -148,7 +149,7 @@ func TestOrderedReplayUnderFaults(t *testing.T) {
 			items, _ := orderedItems(t, cl, replay.OrderPartition)
 			b.SetFaults(c.faults)
 			run := func(retryUnknown bool) *replay.Report {
-				o := replay.Options{Action: replay.Replay, Broker: cl.Server(), BatchID: "b", Owner: ledger.NewOwner("b"), Concurrency: 4,
+				o := replay.Options{Action: deadletter.Replay, Broker: cl.Server(), BatchID: "b", Owner: ledger.NewOwner("b"), Concurrency: 4,
 					Via: c.via, Order: replay.OrderPartition, RetryUnknown: retryUnknown, Sleep: func(context.Context, time.Duration) error { return nil }}
 				rep, err := replay.NewEngine(cl, store, o).Run(context.Background(), items)
 				if err != nil {
@@ -192,7 +193,7 @@ func TestGapHoldsBackItsPartition(t *testing.T) {
 			cl := testkit.Client(t, url)
 			items, _ := orderedItems(t, cl, mode)
 			store := testkit.OpenLedger(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db"))
-			o := replay.Options{Action: replay.Replay, Broker: cl.Server(), BatchID: "b", Owner: "o:1:x", Concurrency: 2, Via: replay.ViaManual, Order: mode}
+			o := replay.Options{Action: deadletter.Replay, Broker: cl.Server(), BatchID: "b", Owner: "o:1:x", Concurrency: 2, Via: replay.ViaManual, Order: mode}
 			rep, err := replay.NewEngine(cl, store, o).Run(context.Background(), items)
 			if err != nil {
 				t.Fatal(err)
@@ -206,7 +207,7 @@ func TestGapHoldsBackItsPartition(t *testing.T) {
 					t.Fatalf("held back %d, blocked %+v, published %v", rep.HeldBack, rep.BlockedPartitions, published)
 				}
 				// The ledger can say the same afterwards.
-				man := make(map[client.Address]*ledger.Entry)
+				man := make(map[deadletter.Address]*ledger.Entry)
 				for _, it := range items {
 					e, _ := store.Entry(context.Background(), cl.Server(), it.Address)
 					man[it.Address] = e
@@ -237,7 +238,7 @@ func TestTwoRunnersKeepOrder(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				o := replay.Options{Action: replay.Replay, Broker: cl.Server(), BatchID: "b", Owner: fmt.Sprintf("otherhost:%d:w", w),
+				o := replay.Options{Action: deadletter.Replay, Broker: cl.Server(), BatchID: "b", Owner: fmt.Sprintf("otherhost:%d:w", w),
 					Concurrency: 3, Via: replay.ViaEndpoint, Order: replay.OrderPartition}
 				if _, err := replay.NewEngine(cl, testkit.OpenLedger(t, dsn), o).Run(context.Background(), items); err != nil {
 					t.Error(err)
@@ -321,10 +322,10 @@ func randomItems(rng *rand.Rand, n int) []replay.Item {
 			id = strings.ToUpper(id)
 		}
 		at := base.Add(time.Duration(rng.IntN(50)) * time.Second)
-		a := client.Address{PartitionID: "p-" + q + "-" + p, TransactionID: fmt.Sprintf("t%d", i)}
-		it := replay.Item{Address: a, Queue: q, Partition: p, Rows: []client.Row{{ID: id, Queue: q, Partition: p, FailedAt: at}}}
+		a := deadletter.Address{PartitionID: "p-" + q + "-" + p, TransactionID: fmt.Sprintf("t%d", i)}
+		it := replay.Item{Address: a, Queue: q, Partition: p, Rows: []deadletter.Row{{ID: id, Queue: q, Partition: p, FailedAt: at}}}
 		if rng.IntN(6) == 0 {
-			it.Others = []client.Row{{ID: id, Queue: q, Partition: p, FailedAt: at.Add(-time.Duration(rng.IntN(30)) * time.Second)}}
+			it.Others = []deadletter.Row{{ID: id, Queue: q, Partition: p, FailedAt: at.Add(-time.Duration(rng.IntN(30)) * time.Second)}}
 		}
 		items[i] = it
 	}
@@ -371,7 +372,7 @@ type claimSizes struct {
 	sizes []int
 }
 
-func (j *claimSizes) Acquire(ctx context.Context, broker, batchID, action string, addrs []client.Address, enrol []ledger.Enrolment, owner string, now time.Time, lease time.Duration) (map[client.Address]*ledger.Entry, error) {
+func (j *claimSizes) Acquire(ctx context.Context, broker, batchID, action string, addrs []deadletter.Address, enrol []ledger.Enrolment, owner string, now time.Time, lease time.Duration) (map[deadletter.Address]*ledger.Entry, error) {
 	j.mu.Lock()
 	j.sizes = append(j.sizes, len(addrs))
 	j.mu.Unlock()
@@ -401,7 +402,7 @@ func TestUnlimitedClaimsGrow(t *testing.T) {
 			items, _ := orderedItems(t, cl, replay.OrderPartition)
 			j := &claimSizes{Store: testkit.OpenLedger(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db"))}
 			o := c.o
-			o.Action, o.Broker, o.BatchID, o.Owner, o.Concurrency, o.Via = replay.Replay, cl.Server(), "b", "otherhost:1:x", 4, replay.ViaEndpoint
+			o.Action, o.Broker, o.BatchID, o.Owner, o.Concurrency, o.Via = deadletter.Replay, cl.Server(), "b", "otherhost:1:x", 4, replay.ViaEndpoint
 			rep, err := replay.NewEngine(cl, j, o).Run(context.Background(), items)
 			if err != nil || rep.Replayed != 1000 {
 				t.Fatalf("%v %+v", err, rep)

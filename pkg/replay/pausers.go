@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/render"
 )
 
@@ -92,7 +93,7 @@ func (g *LagPauser) read(ctx context.Context) string {
 			continue
 		}
 		if cg.Lag == nil {
-			return fmt.Sprintf("consumer lag unknown: the broker reports none for group %s of %s", client.GroupLabel(cg.Name), cg.Queue)
+			return fmt.Sprintf("consumer lag unknown: the broker reports none for group %s of %s", deadletter.GroupLabel(cg.Name), cg.Queue)
 		}
 		if cg.Lag.MaxTime > g.Max && (worst == nil || cg.Lag.MaxTime > worst.Lag.MaxTime) {
 			worst = cg
@@ -105,7 +106,7 @@ func (g *LagPauser) read(ctx context.Context) string {
 	if len(g.Queues) > 1 {
 		where = " on " + worst.Queue
 	}
-	return fmt.Sprintf("group %s%s lags %s (max %s)", client.GroupLabel(worst.Name), where, render.Duration(worst.Lag.MaxTime), render.Duration(g.Max))
+	return fmt.Sprintf("group %s%s lags %s (max %s)", deadletter.GroupLabel(worst.Name), where, render.Duration(worst.Lag.MaxTime), render.Duration(g.Max))
 }
 
 func firstLine(s string) string {

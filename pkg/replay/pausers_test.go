@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 	"github.com/dlqctl/dlqctl/pkg/testkit"
@@ -30,7 +31,7 @@ func TestReplayWaitsForTheConsumers(t *testing.T) {
 	var mu sync.Mutex
 	var said []string
 	pausedNow := make(chan struct{}, 1)
-	o := replay.Options{Action: replay.Replay, Broker: c.Server(), BatchID: "b", Owner: "o:1:x", Concurrency: 4, Via: replay.ViaAuto,
+	o := replay.Options{Action: deadletter.Replay, Broker: c.Server(), BatchID: "b", Owner: "o:1:x", Concurrency: 4, Via: replay.ViaAuto,
 		Pausers: []replay.Pauser{&replay.LagPauser{Source: c, Queues: []string{"orders"}, Max: 2 * time.Minute, Every: 20 * time.Millisecond}},
 		Paused: func(why string) {
 			mu.Lock()
@@ -140,7 +141,7 @@ func TestReplayKeepsToTheWindow(t *testing.T) {
 	clock := time.Date(2026, 12, 1, 21, 58, 0, 0, time.UTC)
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	var slept time.Duration
-	o := replay.Options{Action: replay.Replay, Broker: c.Server(), BatchID: "b", Owner: "o:1:x", Concurrency: 1, Via: replay.ViaManual,
+	o := replay.Options{Action: deadletter.Replay, Broker: c.Server(), BatchID: "b", Owner: "o:1:x", Concurrency: 1, Via: replay.ViaManual,
 		Pausers: []replay.Pauser{w}, Now: now,
 		Sleep: func(ctx context.Context, d time.Duration) error {
 			if n := len(b.LiveMessages()); n != 0 {

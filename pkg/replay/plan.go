@@ -4,20 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
-)
-
-// Actions the engine executes.
-const (
-	Replay  = "replay"
-	Discard = "discard"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 // Paths a replay can take.
@@ -30,49 +23,26 @@ const (
 	ViaMove = "move"
 )
 
-var reReplayID = regexp.MustCompile(`^dlqr-([0-9]+)-[0-9a-f]{24}$`)
-
-// Generation returns the generation of a replay of this dead letter: one
-// more than the generation its own transaction id carries (a dead letter
-// that is itself a failed replay), 1 for an original message. A copy the
-// broker's move made (dlq:<row id>) carries none: it is at least a second
-// generation, and the journal may know more (Generations).
-func Generation(txid string) int {
-	if m := reReplayID.FindStringSubmatch(txid); m != nil {
-		if g, err := strconv.Atoi(m[1]); err == nil {
-			return g + 1
-		}
-	}
-	if strings.HasPrefix(txid, "dlq:") {
-		return 2
-	}
-	return 1
-}
-
 // Generations are the generations of dead letters whose transaction ids
 // do not say them: copies the /retry endpoint published under ids the
 // broker minted (ledger.CopyGenerations).
-type Generations map[client.Address]int
+type Generations map[deadletter.Address]int
 
 // Of is an address's generation: the one recorded for it, else the one
 // its transaction id carries.
-func (g Generations) Of(a client.Address) int {
+func (g Generations) Of(a deadletter.Address) int {
 	if n, ok := g[a]; ok {
 		return n
 	}
-	return Generation(a.TransactionID)
+	return deadletter.Generation(a.TransactionID)
 }
-
-// IsReplayID reports whether a transaction id was minted by dlqctl's
-// manual replay path (a dead letter with one is a replay that failed again).
-func IsReplayID(txid string) bool { return reReplayID.MatchString(txid) }
 
 // ReplayTxID derives the transaction id a manual replay pushes with, from
 // the dead-letter address and the generation. It differs from the
 // original (which dedup would drop) and is the same on every retry, so a
 // repeated push comes back "duplicate". Only [a-z0-9-] are used: every
 // broker can take it in a path.
-func ReplayTxID(a client.Address, gen int) string {
+func ReplayTxID(a deadletter.Address, gen int) string {
 	h := sha256.Sum256([]byte(a.PartitionID + "/" + a.TransactionID + "/" + strconv.Itoa(gen)))
 	return fmt.Sprintf("dlqr-%d-%s", gen, hex.EncodeToString(h[:12]))
 }
@@ -236,7 +206,7 @@ type PlanEntry struct {
 	// Groups are the consumer groups that dead-lettered the message (every
 	// row of the address); Others the rows the selection left out.
 	Groups []string
-	Others []client.Row
+	Others []deadletter.Row
 }
 
 // Planner makes a plan from items or entries given one at a time.
@@ -262,11 +232,11 @@ func NewPlanner(o PlanOptions) *Planner {
 func (pl *Planner) Add(it Item) {
 	o := pl.o
 	r := it.Newest()
-	e := PlanEntry{Queue: it.Queue, Rows: len(it.Rows), Class: ClassID(r.ErrorMessage), Undecryptable: it.Undecryptable(),
-		OverGenCap: o.Action == Replay && o.MaxGeneration > 0 && o.Generations.Of(it.Address) > o.MaxGeneration,
+	e := PlanEntry{Queue: it.Queue, Rows: len(it.Rows), Class: deadletter.ClassID(r.ErrorMessage), Undecryptable: it.Undecryptable(),
+		OverGenCap: o.Action == deadletter.Replay && o.MaxGeneration > 0 && o.Generations.Of(it.Address) > o.MaxGeneration,
 		Groups:     it.Groups(), Others: it.Others}
 	if _, ok := pl.classes[e.Class]; !ok {
-		e.Pattern = NormalizeError(r.ErrorMessage)
+		e.Pattern = deadletter.NormalizeError(r.ErrorMessage)
 	}
 	e.NoCall = o.NoCall != nil && o.NoCall(it)
 	if o.Hold != nil {
@@ -299,9 +269,9 @@ func (pl *Planner) AddEntry(e PlanEntry) {
 	}
 	for _, x := range e.Others {
 		p.OtherGroups++
-		k := [2]string{x.ConsumerGroup, ClassID(x.ErrorMessage)}
+		k := [2]string{x.ConsumerGroup, deadletter.ClassID(x.ErrorMessage)}
 		if pl.also[k] == nil {
-			pl.also[k] = &AlsoRemoved{ConsumerGroup: k[0], Class: k[1], Pattern: NormalizeError(x.ErrorMessage)}
+			pl.also[k] = &AlsoRemoved{ConsumerGroup: k[0], Class: k[1], Pattern: deadletter.NormalizeError(x.ErrorMessage)}
 		}
 		pl.also[k].Rows++
 	}
@@ -313,7 +283,7 @@ func (pl *Planner) AddEntry(e PlanEntry) {
 		}
 		pl.holds[h.BatchID].Messages++
 	}
-	if o.Action == Replay && o.ToQueue == "" {
+	if o.Action == deadletter.Replay && o.ToQueue == "" {
 		pl.fanOut(e.Queue, e.Groups)
 	}
 }
@@ -371,7 +341,7 @@ func (pl *Planner) Plan() Plan {
 	}
 	sort.Slice(p.Holds, func(i, j int) bool { return p.Holds[i].BatchID < p.Holds[j].BatchID })
 	switch {
-	case o.Action == Discard:
+	case o.Action == deadletter.Discard:
 		p.Destination = "deleted (archived in the ledger first)"
 	case o.ToQueue != "":
 		p.Destination = "queue " + o.ToQueue + " (recovery queue)"
@@ -383,7 +353,7 @@ func (pl *Planner) Plan() Plan {
 		p.FanOut = append(p.FanOut, *f)
 	}
 	sort.Slice(p.FanOut, func(i, j int) bool { return p.FanOut[i].Queue < p.FanOut[j].Queue })
-	if o.Action == Replay && o.Order.Mode != "" {
+	if o.Action == deadletter.Replay && o.Order.Mode != "" {
 		info := o.Order
 		p.Order = &info
 	}

@@ -6,8 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
-	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 // Over predicate shapes: no predicate selects rows it should not without
@@ -16,13 +15,13 @@ import (
 // which, and how many rows a predicate that runs selects.
 func TestPredicateShapes(t *testing.T) {
 	now := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
-	var rows []client.Row
+	var rows []deadletter.Row
 	for i := range 10 {
 		data := fmt.Sprintf(`{"amount":%d,"to":"u%d@x"}`, i*100, i)
 		if i%5 == 0 {
 			data = fmt.Sprintf(`{"amount":%d}`, i*100) // no "to"
 		}
-		rows = append(rows, client.Row{PartitionID: "p", TransactionID: fmt.Sprint(i), Queue: "orders", RetryCount: i % 3,
+		rows = append(rows, deadletter.Row{PartitionID: "p", TransactionID: fmt.Sprint(i), Queue: "orders", RetryCount: i % 3,
 			FailedAt: now.Add(-time.Duration(i) * time.Hour), Data: json.RawMessage(data)})
 	}
 	const (
@@ -53,7 +52,7 @@ func TestPredicateShapes(t *testing.T) {
 		{".retryCount == 1 or .data.amount == 0", 4, 0, false},
 		{"true", 10, 0, false},
 	} {
-		sel := &replay.Selection{Where: c.expr, WhereNow: now}
+		sel := &deadletter.Selection{Where: c.expr, WhereNow: now}
 		err := sel.Compile()
 		if c.want == refused {
 			if err == nil {

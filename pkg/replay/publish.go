@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 )
 
@@ -30,18 +31,18 @@ func Pinned(ent *ledger.Entry) bool {
 // copyAddress is where a manual replay's copy of an item would be: the
 // partition the push answer named, or the item's own partition when it
 // went to the item's own queue. ok is false when it cannot be known.
-func copyAddress(it Item, ent *ledger.Entry, toQueue string) (client.Address, bool) {
+func copyAddress(it Item, ent *ledger.Entry, toQueue string) (deadletter.Address, bool) {
 	txid := ent.ReplayTxID
 	if txid == "" {
 		txid = ReplayTxID(it.Address, ent.Generation)
 	}
 	switch {
 	case ent.ReplayPartitionID != "":
-		return client.Address{PartitionID: ent.ReplayPartitionID, TransactionID: txid}, true
+		return deadletter.Address{PartitionID: ent.ReplayPartitionID, TransactionID: txid}, true
 	case ent.ReplayQueue == it.Queue, ent.ReplayQueue == "" && toQueue == "":
-		return client.Address{PartitionID: it.Address.PartitionID, TransactionID: txid}, true
+		return deadletter.Address{PartitionID: it.Address.PartitionID, TransactionID: txid}, true
 	}
-	return client.Address{}, false
+	return deadletter.Address{}, false
 }
 
 func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) error {
@@ -61,7 +62,7 @@ func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) e
 		if err := e.pace(pctx); err != nil {
 			return err
 		}
-		if ent.Outcome == OutcomeMovedElsewhere {
+		if ent.Outcome == deadletter.OutcomeMovedElsewhere {
 			return e.movedElsewhere(ctx, ent, ent.ReplayTxID)
 		}
 		return e.finishDelete(ctx, ent, func(r *Report) { r.Replayed++ })
@@ -72,7 +73,7 @@ func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) e
 		// Manual path: re-pushing the same derived id is safe; the move:
 		// moving the row again is (a moved row is a 404, its copy found).
 	}
-	ent.Action = Replay
+	ent.Action = deadletter.Replay
 	if e.o.MaxGeneration > 0 && ent.Generation > e.o.MaxGeneration {
 		return e.settle(ctx, ent, ledger.Skipped, "generation-cap", "", func(r *Report) {
 			r.SkippedGeneration++
@@ -92,7 +93,7 @@ func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) e
 		}
 		payload = m.Payload
 	}
-	if client.IsEnvelope(payload) {
+	if deadletter.IsEnvelope(payload) {
 		return e.settle(ctx, ent, ledger.Skipped, "undecryptable", "", func(r *Report) {
 			r.SkippedEncrypted++
 			r.Listed = append(r.Listed, AddrResult{a, "skipped: undecryptable envelope (wrong or rotated key); left in place"})
@@ -195,7 +196,7 @@ func (e *Engine) resolveEndpoint(ctx context.Context, ent *ledger.Entry) error {
 }
 
 // rowPresent asks the broker whether the address is still dead-lettered.
-func (e *Engine) rowPresent(ctx context.Context, a client.Address) (bool, error) {
+func (e *Engine) rowPresent(ctx context.Context, a deadletter.Address) (bool, error) {
 	m, err := e.b.Get(ctx, a)
 	switch {
 	case errors.Is(err, client.ErrNoDeadLetterRow):
@@ -381,7 +382,7 @@ func (e *Engine) discard(pctx, ctx context.Context, it Item, ent *ledger.Entry) 
 		return e.finishDelete(ctx, ent, func(r *Report) { r.Replayed++ })
 	}
 	// The command archived every row of the batch before the run began.
-	ent.Action, ent.State, ent.Via = Discard, ledger.Pending, ""
+	ent.Action, ent.State, ent.Via = deadletter.Discard, ledger.Pending, ""
 	ent.Attempts++
 	err := e.b.Delete(ctx, a)
 	switch {

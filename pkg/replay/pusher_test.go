@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 // pushOnly is a broker that only takes pushes: it holds each call until
@@ -37,15 +38,17 @@ func (p *pushOnly) Push(_ context.Context, items []client.PushItem) ([]client.Pu
 	return out, nil
 }
 
-func (p *pushOnly) Rows(context.Context, client.ListQuery) iter.Seq2[client.Row, error] { return nil }
-func (p *pushOnly) Get(context.Context, client.Address) (*client.Message, error)        { return nil, nil }
-func (p *pushOnly) Retry(context.Context, client.Address) (*client.RetryResult, error) {
+func (p *pushOnly) Rows(context.Context, client.ListQuery) iter.Seq2[deadletter.Row, error] {
+	return nil
+}
+func (p *pushOnly) Get(context.Context, deadletter.Address) (*client.Message, error) { return nil, nil }
+func (p *pushOnly) Retry(context.Context, deadletter.Address) (*client.RetryResult, error) {
 	return nil, nil
 }
 func (p *pushOnly) Move(context.Context, string, *client.Destination) (*client.Moved, error) {
 	return nil, nil
 }
-func (p *pushOnly) Delete(context.Context, client.Address) error { return nil }
+func (p *pushOnly) Delete(context.Context, deadletter.Address) error { return nil }
 
 type pushAnswerFor struct {
 	txid string

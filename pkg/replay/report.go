@@ -6,13 +6,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 // AddrResult is an address the report lists.
 type AddrResult struct {
-	Address client.Address `json:"address"`
-	Reason  string         `json:"reason"`
+	Address deadletter.Address `json:"address"`
+	Reason  string             `json:"reason"`
 }
 
 // Report is the outcome of an execution.
@@ -151,7 +151,7 @@ func (r *Report) Outcome() map[string]int {
 	add("duplicate", r.Duplicate)
 	add("discarded", r.Discarded)
 	add("alreadyGone", r.AlreadyGone)
-	add(OutcomeMovedElsewhere, r.MovedElsewhere)
+	add(deadletter.OutcomeMovedElsewhere, r.MovedElsewhere)
 	add("alreadyDone", r.AlreadyDone)
 	add("failed", r.Failed)
 	add("unknown", r.Unknown)

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 )
 
@@ -33,8 +34,8 @@ func (e *Engine) claimChunk(last int) int {
 // manual path and the move an address that will be published is enrolled
 // with its intent (path, copy id, destination), so its call waits for no
 // journal write of its own.
-func (e *Engine) acquire(ctx context.Context, part []Item) (map[client.Address]*ledger.Entry, error) {
-	addrs := make([]client.Address, len(part))
+func (e *Engine) acquire(ctx context.Context, part []Item) (map[deadletter.Address]*ledger.Entry, error) {
+	addrs := make([]deadletter.Address, len(part))
 	enrol := make([]ledger.Enrolment, len(part))
 	for k, it := range part {
 		addrs[k] = it.Address
@@ -49,7 +50,7 @@ func (e *Engine) acquire(ctx context.Context, part []Item) (map[client.Address]*
 			}
 		}
 	}
-	if e.o.Action == Replay && e.o.Release.Moves() {
+	if e.o.Action == deadletter.Replay && e.o.Release.Moves() {
 		// The rows the ledger saw of each address, one statement a chunk:
 		// one moved since by another hand left its copy under its id.
 		ids, err := e.j.ArchivedRowIDs(ctx, e.o.Broker, addrs)
@@ -74,7 +75,7 @@ func (e *Engine) acquire(ctx context.Context, part []Item) (map[client.Address]*
 // push). Any other item is enrolled pending and journals its intent (if
 // any) when it gets there.
 func (e *Engine) intentAhead(it Item, gen int) bool {
-	return e.o.Action == Replay && e.o.Transform == nil && !e.o.Absent[it.Address] && it.Address.Unreachable() == "" &&
+	return e.o.Action == deadletter.Replay && e.o.Transform == nil && !e.o.Absent[it.Address] && it.Address.Unreachable() == "" &&
 		(e.o.MaxGeneration <= 0 || gen <= e.o.MaxGeneration) && len(it.Data()) > 0 && !it.Undecryptable()
 }
 
@@ -113,7 +114,7 @@ func (e *Engine) copyTxID(it Item, gen int) string {
 // runSome runs the items from position from to to-1 in order (a
 // partition at a time per worker) or not, as Options.Order says.
 func (e *Engine) runSome(ctx context.Context, from, to, workers int) error {
-	if e.o.Action == Replay && Ordered(e.o.Order) {
+	if e.o.Action == deadletter.Replay && Ordered(e.o.Order) {
 		return e.runChains(ctx, from, to, workers)
 	}
 	return e.runItems(ctx, from, to, workers)
@@ -283,7 +284,7 @@ func (e *Engine) runChain(ctx context.Context, c Chain, pos []int32) error {
 
 // claimedChain records the rest of a partition, n messages from a, as
 // another run's.
-func (e *Engine) claimedChain(c Chain, a client.Address, n int) {
+func (e *Engine) claimedChain(c Chain, a deadletter.Address, n int) {
 	e.record(func(r *Report) {
 		r.Claimed += n
 		r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("claimed by another run working partition %s/%s; it and the %d after it are that run's (re-run this batch after it ends)", c.Queue, c.Partition, n-1)})
@@ -294,7 +295,7 @@ func (e *Engine) claimedChain(c Chain, a client.Address, n int) {
 }
 
 // holdBack records n messages of a partition not replayed behind a gap.
-func (e *Engine) holdBack(c Chain, by *client.Address, reason string, permanent bool, n int) {
+func (e *Engine) holdBack(c Chain, by *deadletter.Address, reason string, permanent bool, n int) {
 	e.record(func(r *Report) {
 		r.HeldBack += n
 		for i := range r.BlockedPartitions {
@@ -396,7 +397,7 @@ type itemRun struct {
 // itemClaim is a chunk of items and the journal entries claimed for them.
 type itemClaim struct {
 	part    []Item
-	claimed map[client.Address]*ledger.Entry
+	claimed map[deadletter.Address]*ledger.Entry
 }
 
 func (r *itemRun) setFatal(err error) {
@@ -488,7 +489,7 @@ func (e *Engine) checkRefailures(ctx context.Context, always bool) bool {
 	return over
 }
 
-func (e *Engine) claimedItem(a client.Address) {
+func (e *Engine) claimedItem(a deadletter.Address) {
 	e.record(func(r *Report) {
 		r.Claimed++
 		r.Listed = append(r.Listed, AddrResult{a, "claimed by another run that is working on this batch; re-run it after that run ends"})

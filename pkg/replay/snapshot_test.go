@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
@@ -18,7 +18,7 @@ func TestSnapshotForPlanKeepsOnlyEnvelopes(t *testing.T) {
 	c := testkit.Client(t, url)
 	ctx := context.Background()
 	envelopes := 0
-	for _, s := range []replay.Selection{{All: true}, {ConsumerGroup: "billing"}} {
+	for _, s := range []deadletter.Selection{{All: true}, {ConsumerGroup: "billing"}} {
 		sel := s
 		if err := sel.Compile(); err != nil {
 			t.Fatal(err)
@@ -41,7 +41,7 @@ func TestSnapshotForPlanKeepsOnlyEnvelopes(t *testing.T) {
 				t.Fatalf("item %d differs: %+v, %+v", i, l, f)
 			}
 			for j := range l.Rows {
-				switch env := client.IsEnvelope(f.Rows[j].Data); {
+				switch env := deadletter.IsEnvelope(f.Rows[j].Data); {
 				case env && string(l.Rows[j].Data) != string(f.Rows[j].Data):
 					t.Fatalf("%s: envelope not kept", l.Address)
 				case env:
@@ -54,7 +54,7 @@ func TestSnapshotForPlanKeepsOnlyEnvelopes(t *testing.T) {
 		if kept > 0 {
 			t.Fatalf("%s: %d payloads kept that are not envelopes", sel.String(), kept)
 		}
-		o := replay.PlanOptions{Action: replay.Replay, Rate: 10}
+		o := replay.PlanOptions{Action: deadletter.Replay, Rate: 10}
 		if a, b := replay.MakePlan(lean, o), replay.MakePlan(full, o); !reflect.DeepEqual(a, b) {
 			t.Fatalf("plans differ:\n%+v\n%+v", a, b)
 		}

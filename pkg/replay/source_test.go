@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
@@ -56,7 +57,7 @@ func TestRunReadsItsSourceAClaimAtATime(t *testing.T) {
 			items, _ := orderedItems(t, cl, replay.OrderPartition)
 			b.SetFaults(sandbox.Faults{Fail503Every: 7})
 			src := &watchedSource{Items: items, loaded: map[int32]int{}}
-			o := replay.Options{Action: replay.Replay, Broker: cl.Server(), BatchID: "b", Owner: ledger.NewOwner("b"), Concurrency: 4,
+			o := replay.Options{Action: deadletter.Replay, Broker: cl.Server(), BatchID: "b", Owner: ledger.NewOwner("b"), Concurrency: 4,
 				Via: replay.ViaManual, Order: mode, Sleep: func(context.Context, time.Duration) error { return nil }}
 			rep, err := replay.NewEngine(cl, store, o).RunSource(context.Background(), src)
 			if err != nil {
@@ -104,7 +105,7 @@ func TestUnreadableSourceStopsTheRun(t *testing.T) {
 			items := r.items(t)
 			items, _ = replay.Arrange(items, mode, "")
 			src := &watchedSource{Items: items, loaded: map[int32]int{}, failAfter: 2}
-			o := replay.Options{Order: mode, Action: replay.Replay, Broker: r.c.Server(), BatchID: "b", Owner: ledger.NewOwner("b"),
+			o := replay.Options{Order: mode, Action: deadletter.Replay, Broker: r.c.Server(), BatchID: "b", Owner: ledger.NewOwner("b"),
 				Concurrency: 2, Sleep: func(context.Context, time.Duration) error { return nil }}
 			rep, err := replay.NewEngine(r.c, r.store, o).RunSource(context.Background(), src)
 			if !errors.Is(err, errSourceGone) {

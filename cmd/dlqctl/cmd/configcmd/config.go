@@ -7,7 +7,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/config"
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/secret"
 	"github.com/spf13/cobra"
@@ -144,7 +144,7 @@ func newCmdSetContext(f *cmdutil.Factory, runF func(*SetContextOptions) error) *
 			}
 			if fl.Changed("broker") {
 				if o.Broker != "" {
-					if _, err := client.NamedIdentity(o.Broker); err != nil {
+					if _, err := deadletter.NamedIdentity(o.Broker); err != nil {
 						return cmdutil.UsageError(err)
 					}
 				}

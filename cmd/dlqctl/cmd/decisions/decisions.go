@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/replay"
@@ -73,7 +73,7 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	}
 	filter := ledger.BatchFilter{Action: o.Action, Limit: o.Limit}
 	if o.Since != "" {
-		if filter.Since, err = replay.ParseTime(o.Since, f.Now()); err != nil {
+		if filter.Since, err = deadletter.ParseTime(o.Since, f.Now()); err != nil {
 			return cmdutil.FlagErrorf("--since: %v", err)
 		}
 	}
@@ -201,7 +201,7 @@ func blocked(ctx context.Context, ld *ledger.Store, b *ledger.Batch, man []ledge
 		return nil, nil
 	}
 	items := make([]replay.Item, len(man))
-	journal := make(map[client.Address]*ledger.Entry, len(man))
+	journal := make(map[deadletter.Address]*ledger.Entry, len(man))
 	for i, m := range man {
 		items[i] = replay.Item{Address: m.Address, Queue: m.Queue, Partition: m.Partition}
 		e, err := ld.Entry(ctx, b.Broker, m.Address)
@@ -313,7 +313,7 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 		c := render.Clean
 		groups := make([]string, len(m.Groups))
 		for i, g := range m.Groups {
-			groups[i] = client.GroupLabel(g)
+			groups[i] = deadletter.GroupLabel(g)
 		}
 		rows = append(rows, []string{c(m.Address.String()), c(m.Queue), c(strings.Join(groups, ",")), render.Timestamp(m.FailedAt), st, render.Truncate(c(m.Error), 60)})
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/pkg/batch"
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/spf13/cobra"
@@ -176,7 +176,7 @@ func writeVerification(w io.Writer, v *batch.Verification, nc *notCompleted) {
 	for _, q := range v.ByQueue {
 		var pg []string
 		for g, n := range q.PendingGroups {
-			pg = append(pg, fmt.Sprintf("%s %d", client.GroupLabel(g), n))
+			pg = append(pg, fmt.Sprintf("%s %d", deadletter.GroupLabel(g), n))
 		}
 		sort.Strings(pg)
 		rows = append(rows, []string{c(q.Queue), strconv.Itoa(q.Completed), strconv.Itoa(q.Pending), strconv.Itoa(q.DeadLetteredAgain), strconv.Itoa(q.Missing),
@@ -191,7 +191,7 @@ func writeVerification(w io.Writer, v *batch.Verification, nc *notCompleted) {
 		for _, s := range nc.first {
 			groups := make([]string, len(s.Groups))
 			for k, g := range s.Groups {
-				groups[k] = client.GroupLabel(g)
+				groups[k] = deadletter.GroupLabel(g)
 			}
 			detail := strings.Join(groups, ",")
 			if s.Reason != "" {

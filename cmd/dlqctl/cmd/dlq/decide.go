@@ -7,10 +7,10 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/pkg/batch"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/spf13/cobra"
 )
 
@@ -112,7 +112,7 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 }
 
 // request is the decision the flags state.
-func (o *DecideOptions) request(sel *replay.Selection) batch.DecideRequest {
+func (o *DecideOptions) request(sel *deadletter.Selection) batch.DecideRequest {
 	return batch.DecideRequest{Selection: sel, Action: o.Action, By: o.By, Why: o.Why, Owner: o.Owner, Until: o.Until}
 }
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/present"
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/spf13/cobra"
@@ -39,7 +39,7 @@ func NewCmdDLQ(f *cmdutil.Factory) *cobra.Command {
 
 // groupName shows a consumer group to a person: queue-mode consumers'
 // internal name is spelled out.
-func groupName(g string) string { return client.GroupLabel(g) }
+func groupName(g string) string { return deadletter.GroupLabel(g) }
 
 // decisions loads the latest decision per address. A ledger that cannot
 // be reached only costs the DECISION column (with a warning): the DLQ is

@@ -21,6 +21,7 @@ import (
 	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
 	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
@@ -499,7 +500,7 @@ func TestReplayStopsAtTheGenerationCap(t *testing.T) {
 				if cp == nil {
 					t.Fatalf("replay of generation %d published no copy", gen)
 				}
-				if got := replay.Generation(cp.TransactionID); via == "auto" && c.line == sandbox.Queen15 && got != gen+1 {
+				if got := deadletter.Generation(cp.TransactionID); via == "auto" && c.line == sandbox.Queen15 && got != gen+1 {
 					t.Fatalf("the copy of generation %d is %s: its id says generation %d, want %d", gen, cp.TransactionID, got, gen+1)
 				}
 				// The consumer fails the copy too.

@@ -13,7 +13,7 @@ import (
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/present"
 	"github.com/dlqctl/dlqctl/pkg/batch"
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/schollz/progressbar/v3"
@@ -43,7 +43,7 @@ func addExecFlags(cmd *cobra.Command, e *ExecFlags, verb string) {
 	fl.StringVar(&e.By, "by", "", "who decided (default: the OS user)")
 	fl.BoolVarP(&e.Yes, "yes", "y", false, "do not ask for confirmation")
 	fl.BoolVar(&e.DryRun, "dry-run", false, "print the plan; write nothing to the broker or the ledger")
-	def := batch.DefaultSettings(replay.Replay)
+	def := batch.DefaultSettings(deadletter.Replay)
 	fl.Float64Var(&e.Rate, "rate", def.Rate, "messages per second (0 = unlimited, only with --yes); a resumed batch keeps its recorded rate unless this is given")
 	fl.IntVar(&e.Burst, "burst", def.Burst, "how many may start at once before --rate applies")
 	fl.StringVar(&e.BatchID, "batch", "", "execute or resume this recorded batch instead of a selection (with the settings it was run with)")
@@ -222,7 +222,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		return refusal(err, sp.verb)
 	}
 	if !ef.Yes {
-		question := map[string]string{replay.Replay: "Replay", replay.Discard: "Discard"}[sp.req.Action]
+		question := map[string]string{deadletter.Replay: "Replay", deadletter.Discard: "Discard"}[sp.req.Action]
 		if err := confirm(f, fmt.Sprintf("%s %s?", question, plural(p.Messages(), "message", "messages"))); err != nil {
 			return err
 		}
@@ -391,7 +391,7 @@ func (r *recentRate) String() string {
 }
 
 // printReport writes the end summary and returns the command's error.
-func printReport(f *cmdutil.Factory, fm render.Format, rep *replay.Report, next []string, missing []client.Address) error {
+func printReport(f *cmdutil.Factory, fm render.Format, rep *replay.Report, next []string, missing []deadletter.Address) error {
 	if !fm.Human() {
 		if err := render.Document(f.IO.Out, fm, rep); err != nil {
 			return err

@@ -11,10 +11,10 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/spf13/cobra"
 )
 
@@ -131,14 +131,14 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		}
 	}()
 	limited := false
-	q := sel.Query(inspect.PageSize)
+	q := client.QueryFor(sel, inspect.PageSize)
 	read := cl.Rows
 	if o.Sort == "oldest" {
 		read = cl.RowsOldestFirst
 	}
 	// Each row's decision is looked up with its chunk, before --where
 	// (which may ask for it) and the printing see the row.
-	src := func(ctx context.Context, q client.ListQuery) iter.Seq2[client.Row, error] {
+	src := func(ctx context.Context, q client.ListQuery) iter.Seq2[deadletter.Row, error] {
 		return dc.Through(ctx, read(ctx, q))
 	}
 	if o.GroupBy != "" {
@@ -184,7 +184,7 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	return lsTable(f, fm, cl, rows, sel, dec, now, func() bool { return limited }, o.Sort)
 }
 
-func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(func(client.Row, error) bool), sel *replay.Selection,
+func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(func(deadletter.Row, error) bool), sel *deadletter.Selection,
 	dec inspect.DecisionLookup, now time.Time, limited func() bool, order string) error {
 	cfg, err := f.Config()
 	if err != nil {
@@ -199,7 +199,7 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 	var envelopes []int // rows whose list payload is an encryption envelope
 	var ages []time.Duration
 	var scopes [][2]string
-	var oldest client.Row
+	var oldest deadletter.Row
 	classes := map[string]struct{}{}
 	undecided := 0
 	for r, err := range rows {
@@ -217,7 +217,7 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 		} else {
 			undecided++
 		}
-		classes[replay.ClassID(r.ErrorMessage)] = struct{}{}
+		classes[deadletter.ClassID(r.ErrorMessage)] = struct{}{}
 		if oldest.PartitionID == "" || r.FailedAt.Before(oldest.FailedAt) {
 			oldest = r
 		}
@@ -250,7 +250,7 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 		}
 	}
 	if len(table) == 0 {
-		if sel.Class != "" && !replay.IsClassID(sel.Class) {
+		if sel.Class != "" && !deadletter.IsClassID(sel.Class) {
 			return cmdutil.FlagErrorf("--class %q is not a class id: class ids are the 8 hex digits `dlq ls --group-by error` prints", sel.Class)
 		}
 		if sel.Class != "" {
@@ -310,8 +310,8 @@ func truncateColumn(table [][]string, header []string, col, width int) {
 	}
 }
 
-func lsGroups(f *cmdutil.Factory, fm render.Format, by string, rows func(func(client.Row, error) bool), sel *replay.Selection, now time.Time,
-	held func(client.Row) (string, bool)) error {
+func lsGroups(f *cmdutil.Factory, fm render.Format, by string, rows func(func(deadletter.Row, error) bool), sel *deadletter.Selection, now time.Time,
+	held func(deadletter.Row) (string, bool)) error {
 	gr := inspect.NewGrouper(by)
 	gr.Held = held
 	for r, err := range rows {
@@ -331,7 +331,7 @@ func lsGroups(f *cmdutil.Factory, fm render.Format, by string, rows func(func(cl
 		return st.Close()
 	}
 	if len(list) == 0 {
-		if sel.Class != "" && !replay.IsClassID(sel.Class) {
+		if sel.Class != "" && !deadletter.IsClassID(sel.Class) {
 			return cmdutil.FlagErrorf("--class %q is not a class id: class ids are the 8 hex digits `dlq ls --group-by error` prints", sel.Class)
 		}
 		fmt.Fprintln(f.IO.ErrOut, "No dead letters match.")

@@ -6,13 +6,13 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/render"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
 // lsArchived lists the ledger's archive: the broker is not asked.
-func lsArchived(ctx context.Context, f *cmdutil.Factory, fm render.Format, cl *client.Client, sel *replay.Selection) error {
+func lsArchived(ctx context.Context, f *cmdutil.Factory, fm render.Format, cl *client.Client, sel *deadletter.Selection) error {
 	ld, err := f.Ledger(ctx)
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
 	"github.com/dlqctl/dlqctl/internal/testutil"
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
@@ -56,16 +57,16 @@ func released(t *testing.T) (*sandbox.Broker, *testutil.CLI, func() []string) {
 
 // addressesOf returns the rows per address the broker holds for a
 // queue's consumer group, and every row of those addresses.
-func rowsOfGroup(b *sandbox.Broker, queue, group string) (map[client.Address]bool, int) {
-	addrs := map[client.Address]bool{}
+func rowsOfGroup(b *sandbox.Broker, queue, group string) (map[deadletter.Address]bool, int) {
+	addrs := map[deadletter.Address]bool{}
 	for _, r := range b.DeadLetterRows() {
 		if r.Queue == queue && r.ConsumerGroup == group {
-			addrs[client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}] = true
+			addrs[deadletter.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}] = true
 		}
 	}
 	all := 0
 	for _, r := range b.DeadLetterRows() {
-		if addrs[client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}] {
+		if addrs[deadletter.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}] {
 			all++
 		}
 	}
@@ -137,7 +138,7 @@ func TestReplayOfOneGroupAccountsForEveryRowItRemoves(t *testing.T) {
 		t.Fatalf("report: %d rows removed for %d replayed; want %d rows for %d messages", rep.RowsRemoved, rep.Replayed, all, len(addrs))
 	}
 	for _, r := range b.DeadLetterRows() {
-		if addrs[client.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}] {
+		if addrs[deadletter.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}] {
 			t.Fatalf("%s/%s (%s) is still dead-lettered", r.PartitionID, r.TransactionID, r.ConsumerGroup)
 		}
 	}
@@ -286,7 +287,7 @@ func TestLsNDJSONIsEncodingJSON(t *testing.T) {
 		t.Fatal(errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	var rows []client.Row
+	var rows []deadletter.Row
 	for r, err := range testkit.Client(t, srv.URL).Rows(context.Background(), client.ListQuery{Limit: 7}) {
 		if err != nil {
 			t.Fatal(err)

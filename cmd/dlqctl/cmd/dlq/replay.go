@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/jq"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
@@ -79,7 +80,7 @@ calls in flight finish and prints how to resume.`,
 	cmdutil.AddSelectionFlags(cmd, &o.Selection, true)
 	addExecFlags(cmd, &o.Exec, "replay")
 	fl := cmd.Flags()
-	def := batch.DefaultSettings(replay.Replay)
+	def := batch.DefaultSettings(deadletter.Replay)
 	fl.IntVar(&o.Concurrency, "concurrency", def.Concurrency, "at most this many calls in flight")
 	fl.StringVar(&o.ToQueue, "to-queue", "", "publish to this (recovery) queue instead of the original")
 	fl.StringVar(&o.Transform, "transform", "", "jq expression applied to each payload before publishing (manual path), tried on every payload while planning; "+jq.BudgetHelp())
@@ -153,7 +154,7 @@ func replayRun(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error 
 // replaySpec is what replay's flags ask of execute.
 func replaySpec(o *ReplayOptions) execSpec {
 	return execSpec{verb: "replay", ef: &o.Exec, sel: &o.Selection, args: o.Args, req: batch.Request{
-		Action: replay.Replay, Changed: o.changed,
+		Action: deadletter.Replay, Changed: o.changed,
 		Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: o.Concurrency, Via: o.Via, ToQueue: o.ToQueue,
 			Transform: o.Transform, MaxGeneration: o.MaxGeneration, MaxFailures: o.MaxFailures, MaxRefailures: o.MaxRefailures, Order: o.Order,
 			MaxLag: o.MaxLag, Window: o.Window, NoTrace: o.NoTrace},

@@ -5,6 +5,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/pkg/batch"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/spf13/cobra"
 )
@@ -58,7 +59,7 @@ func rmRun(ctx context.Context, f *cmdutil.Factory, o *RmOptions) error {
 // rmSpec is what rm's flags ask of execute.
 func rmSpec(o *RmOptions) execSpec {
 	return execSpec{verb: "rm", ef: &o.Exec, sel: &o.Selection, args: o.Args, req: batch.Request{
-		Action: replay.Discard, Changed: o.changed,
+		Action: deadletter.Discard, Changed: o.changed,
 		Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: 1},
 		Engine:   func(opts *replay.Options, s batch.Settings) error { return s.Apply(opts) },
 	}}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/present"
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
@@ -64,9 +64,9 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 		fmt.Fprintf(f.IO.ErrOut, "warning: ledger not read: %s\n", render.Clean(lerr.Error()))
 		ld = nil
 	}
-	var addr client.Address
+	var addr deadletter.Address
 	if strings.Contains(o.Target, "/") {
-		if addr, err = client.ParseAddress(o.Target); err != nil {
+		if addr, err = deadletter.ParseAddress(o.Target); err != nil {
 			return cmdutil.FlagErrorf("%v", err)
 		}
 	} else if addr, err = inspect.FindBareID(ctx, cl, ld, o.Target); err != nil {

@@ -12,7 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 	"github.com/dlqctl/dlqctl/pkg/batch"
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/render"
 )
 
@@ -57,14 +57,14 @@ func (m *model) decided(msg decidedMsg) tea.Cmd {
 	// The decisions of what was held and the scopes' verdicts change; the
 	// rows do not. An open message shows its decisions: it is read again.
 	m.decGen++
-	var addrs []client.Address
+	var addrs []deadletter.Address
 	if hm.t.group != "" {
 		for _, i := range m.members[hm.t.group] {
 			addrs = append(addrs, m.rows.At(i).Address())
 		}
 	}
 	for _, s := range hm.t.addrs {
-		if a, err := client.ParseAddress(s); err == nil {
+		if a, err := deadletter.ParseAddress(s); err == nil {
 			addrs = append(addrs, a)
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 )
 
@@ -169,7 +169,7 @@ func (m *model) filterKey(k tea.KeyPressMsg) tea.Cmd {
 	return cmd
 }
 
-func (m *model) openMessage(addr client.Address) tea.Cmd {
+func (m *model) openMessage(addr deadletter.Address) tea.Cmd {
 	m.msg = &message{addr: addr, loading: true, page: newPager()}
 	m.screen = screenMessage
 	m.layout()

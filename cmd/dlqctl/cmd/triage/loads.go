@@ -6,10 +6,9 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
 // reload reads everything again: the rows, the decisions, the scopes.
@@ -22,7 +21,7 @@ func (m *model) reload() tea.Cmd {
 	ctx, cancel := context.WithCancel(m.ctx)
 	m.cancelLoad = cancel
 	m.rows, m.members, m.withDecision, m.grouper, m.groups, m.grouped = newRowStore(), map[string][]int{}, map[string][]int{}, inspect.NewGrouper(m.by), nil, 0
-	m.dec, m.counts = map[client.Address]ledger.Decision{}, nil
+	m.dec, m.counts = map[deadletter.Address]ledger.Decision{}, nil
 	m.loading, m.loadErr = true, nil
 	m.refilter()
 	return tea.Batch(m.streamRows(ctx, m.gen), m.loadScopes(m.decGen))
@@ -43,8 +42,8 @@ func (m *model) streamRows(ctx context.Context, gen int) tea.Cmd {
 		// Each row's decision is looked up as it passes, and handed over
 		// with it (the screen keeps it; the lookup forgets it).
 		decs := m.wf.Decisions()
-		msgFor := func(rows []client.Row) rowsMsg {
-			msg := rowsMsg{gen: gen, rows: rows, dec: map[client.Address]ledger.Decision{}, decErr: decs.Err()}
+		msgFor := func(rows []deadletter.Row) rowsMsg {
+			msg := rowsMsg{gen: gen, rows: rows, dec: map[deadletter.Address]ledger.Decision{}, decErr: decs.Err()}
 			for _, r := range rows {
 				if d, ok := decs.Take(r.Address()); ok {
 					msg.dec[r.Address()] = d
@@ -52,7 +51,7 @@ func (m *model) streamRows(ctx context.Context, gen int) tea.Cmd {
 			}
 			return msg
 		}
-		batch, size := make([]client.Row, 0, firstChunk), firstChunk
+		batch, size := make([]deadletter.Row, 0, firstChunk), firstChunk
 		for r, err := range decs.Through(ctx, m.wf.Rows(ctx, m.cfg.sel)) {
 			if err != nil {
 				msg := msgFor(batch)
@@ -65,7 +64,7 @@ func (m *model) streamRows(ctx context.Context, gen int) tea.Cmd {
 				if !send(msgFor(batch)) {
 					return
 				}
-				batch = make([]client.Row, 0, chunk)
+				batch = make([]deadletter.Row, 0, chunk)
 			}
 		}
 		msg := msgFor(batch)
@@ -86,7 +85,7 @@ func (m *model) streamRows(ctx context.Context, gen int) tea.Cmd {
 
 // lookupDecisions reads the decisions of some addresses again (after a
 // decision on them); the answer is merged into what the screen has.
-func (m *model) lookupDecisions(gen int, addrs []client.Address) tea.Cmd {
+func (m *model) lookupDecisions(gen int, addrs []deadletter.Address) tea.Cmd {
 	return func() tea.Msg {
 		dec, err := m.wf.DecisionsFor(m.ctx, addrs)
 		return decisionsMsg{gen: gen, dec: dec, err: err}
@@ -106,7 +105,7 @@ func (m *model) loadScopes(gen int) tea.Cmd {
 
 // addRows counts arriving rows into their groups; the groups' figures
 // are made again when enough has come (see grouped) or the load is done.
-func (m *model) addRows(rows []client.Row, done bool) {
+func (m *model) addRows(rows []deadletter.Row, done bool) {
 	for _, r := range rows {
 		i := m.rows.Add(r)
 		m.member(m.grouper.Add(r), i, r.Address())
@@ -118,7 +117,7 @@ func (m *model) addRows(rows []client.Row, done bool) {
 }
 
 // member files row i of group k.
-func (m *model) member(k string, i int, a client.Address) {
+func (m *model) member(k string, i int, a deadletter.Address) {
 	m.members[k] = append(m.members[k], i)
 	if _, ok := m.dec[a]; ok {
 		m.withDecision[k] = append(m.withDecision[k], i)
@@ -162,12 +161,12 @@ func (m *model) regroup(by string) {
 // payloads, and says so of an expression that reads .data. An expression
 // that does not compile keeps every row and says why; one that stops
 // (not true or false, over jq's budget) keeps none and says why.
-func (m *model) whereMatch(expr string) func(client.Row) bool {
+func (m *model) whereMatch(expr string) func(deadletter.Row) bool {
 	if expr != m.rowWhereText {
 		m.rowWhereText = expr
 		m.rowWhere, m.whereErr = nil, ""
 		if strings.TrimSpace(expr) != "" {
-			w, err := replay.CompileWhere(expr)
+			w, err := deadletter.CompileWhere(expr)
 			switch {
 			case err != nil:
 				m.whereErr = strings.SplitN(err.Error(), "\n", 2)[0]
@@ -181,17 +180,17 @@ func (m *model) whereMatch(expr string) func(client.Row) bool {
 		}
 	}
 	if m.rowWhere == nil {
-		return func(client.Row) bool { return true }
+		return func(deadletter.Row) bool { return true }
 	}
 	now := m.cfg.now()
 	v := map[string]any{}
-	return func(r client.Row) bool {
+	return func(r deadletter.Row) bool {
 		label, batch := "", ""
 		if d, ok := m.dec[r.Address()]; ok {
 			label, batch = inspect.DecisionLabel(d, r, now, m.wf.TriageSLO(r.Queue, r.ConsumerGroup)), d.BatchID
 		}
 		clear(v)
-		replay.FillWhereValue(v, r, now, label, batch)
+		deadletter.FillWhereValue(v, r, now, label, batch)
 		ok := m.rowWhere.Test(v)
 		if err := m.rowWhere.Err(); err != nil && m.whereErr == "" {
 			m.whereErr = strings.SplitN(err.Error(), "\n", 2)[0]
@@ -226,7 +225,7 @@ func (m *model) refilter() {
 
 	m.rowView, m.rowWidths = m.rowView[:0], [2]int{}
 	f = strings.ToLower(m.rowFilter)
-	match := func(r client.Row) bool {
+	match := func(r deadletter.Row) bool {
 		return f == "" || strings.Contains(strings.ToLower(r.Queue+" "+r.Partition+" "+r.ConsumerGroup+" "+r.ErrorMessage+" "+r.TransactionID+" "+r.PartitionID), f)
 	}
 	if expr, ok := strings.CutPrefix(m.rowFilter, "?"); ok {
@@ -237,7 +236,7 @@ func (m *model) refilter() {
 		if match(r) {
 			m.rowView = append(m.rowView, i)
 			m.rowWidths[0] = max(m.rowWidths[0], len(r.Queue))
-			m.rowWidths[1] = max(m.rowWidths[1], len(client.GroupLabel(r.ConsumerGroup)))
+			m.rowWidths[1] = max(m.rowWidths[1], len(deadletter.GroupLabel(r.ConsumerGroup)))
 		}
 	}
 	m.rowCur.fit(len(m.rowView), m.listHeight())

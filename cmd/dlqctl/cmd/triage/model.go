@@ -13,12 +13,11 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/present"
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
 type screen int
@@ -32,7 +31,7 @@ const (
 // config is what the command line decided.
 type config struct {
 	base  cmdutil.SelectionFlags // the selection flags, carried into every action
-	sel   *replay.Selection
+	sel   *deadletter.Selection
 	by    string
 	now   func() time.Time
 	color bool
@@ -79,7 +78,7 @@ type model struct {
 	grouped   int
 	groupedAt time.Time
 	made      int // how many times the groups were made (tests count them)
-	dec       map[client.Address]ledger.Decision
+	dec       map[deadletter.Address]ledger.Decision
 	counts    map[string]*groupCounts // per group, dropped when rows or decisions change
 	scopes    *gate.Result
 	scopesErr error
@@ -94,7 +93,7 @@ type model struct {
 	// rowWhere is the row filter's jq predicate when it starts with "?"
 	// (as dlq ls --where), compiled once per text; whereErr says why it
 	// does not compile.
-	rowWhere      *replay.Where
+	rowWhere      *deadletter.Where
 	rowWhereText  string
 	whereErr      string
 	filtering     bool
@@ -112,7 +111,7 @@ type model struct {
 
 // message is the open message.
 type message struct {
-	addr    client.Address
+	addr    deadletter.Address
 	loading bool
 	page    pager
 }
@@ -187,16 +186,16 @@ type running struct {
 type (
 	rowsMsg struct {
 		gen    int
-		rows   []client.Row
-		dec    map[client.Address]ledger.Decision // the rows' decisions
-		decErr error                              // a lookup failed: rows after it lack theirs
+		rows   []deadletter.Row
+		dec    map[deadletter.Address]ledger.Decision // the rows' decisions
+		decErr error                                  // a lookup failed: rows after it lack theirs
 		done   bool
 		err    error
 		next   tea.Cmd
 	}
 	decisionsMsg struct {
 		gen int
-		dec map[client.Address]ledger.Decision
+		dec map[deadletter.Address]ledger.Decision
 		err error
 	}
 	scopesMsg struct {
@@ -205,7 +204,7 @@ type (
 		err error
 	}
 	showMsg struct {
-		addr client.Address
+		addr deadletter.Address
 		res  inspect.ShowResult
 		err  error
 	}
@@ -224,7 +223,7 @@ type (
 
 func newModel(ctx context.Context, wf *session, cfg config) *model {
 	m := &model{ctx: ctx, wf: wf, cfg: cfg, keys: newKeys(), pal: render.NewPalette(cfg.color), st: newStyles(),
-		by: cfg.by, rows: newRowStore(), dec: map[client.Address]ledger.Decision{}, members: map[string][]int{}, grouper: inspect.NewGrouper(cfg.by)}
+		by: cfg.by, rows: newRowStore(), dec: map[deadletter.Address]ledger.Decision{}, members: map[string][]int{}, grouper: inspect.NewGrouper(cfg.by)}
 	m.help = help.New()
 	if !cfg.color {
 		m.help.Styles = help.Styles{}
@@ -347,11 +346,11 @@ func (m *model) currentGroup() (inspect.Group, bool) {
 }
 
 // currentRow is the row under the cursor on the rows screen.
-func (m *model) currentRow() (client.Row, bool) {
+func (m *model) currentRow() (deadletter.Row, bool) {
 	if m.rowCur.pos < len(m.rowView) {
 		return m.rows.At(m.rowView[m.rowCur.pos]), true
 	}
-	return client.Row{}, false
+	return deadletter.Row{}, false
 }
 
 // target is what h, r and x act on here: the group under the cursor with
@@ -384,7 +383,7 @@ func (m *model) target() (target, bool) {
 	case "queue":
 		s.Queue, words = first.Queue, "queue "+first.Queue
 	case "cg":
-		s.Queue, s.ConsumerGroup, words = first.Queue, first.ConsumerGroup, "queue "+first.Queue+", group "+client.GroupLabel(first.ConsumerGroup)
+		s.Queue, s.ConsumerGroup, words = first.Queue, first.ConsumerGroup, "queue "+first.Queue+", group "+deadletter.GroupLabel(first.ConsumerGroup)
 	case "partition":
 		s.Queue, s.Partition, words = first.Queue, first.Partition, "queue "+first.Queue+", partition "+first.Partition
 	}

@@ -5,14 +5,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 // rowStore holds the screen's rows (without payloads) in little memory: a
 // row's own ids (transaction and message) end to end in one string, and
 // the texts that repeat from row to row (partition id, queue, partition,
 // group, error message) once each, the row keeping their numbers. A
-// client.Row was about 1.2 KB with its strings; a stored one is its two
+// deadletter.Row was about 1.2 KB with its strings; a stored one is its two
 // ids and 64 bytes. Rows are kept in fixed blocks, so that growing never
 // copies them all. Rows are rebuilt on demand (At), which allocates
 // nothing.
@@ -47,7 +47,7 @@ func newRowStore() *rowStore {
 func (s *rowStore) Len() int { return s.n }
 
 // Add keeps a row and returns its index.
-func (s *rowStore) Add(r client.Row) int {
+func (s *rowStore) Add(r deadletter.Row) int {
 	if s.n%blockRows == 0 {
 		s.blocks = append(s.blocks, make([]storedRow, 0, blockRows))
 	}
@@ -62,9 +62,9 @@ func (s *rowStore) Add(r client.Row) int {
 }
 
 // At rebuilds row i as the broker listed it (without its payload).
-func (s *rowStore) At(i int) client.Row {
+func (s *rowStore) At(i int) deadletter.Row {
 	x := &s.blocks[i/blockRows][i%blockRows]
-	return client.Row{
+	return deadletter.Row{
 		PartitionID: s.texts[x.pid], TransactionID: x.ids[:x.txEnd], ID: x.ids[x.txEnd:],
 		Queue: s.texts[x.queue], Partition: s.texts[x.partition], ConsumerGroup: s.texts[x.group], ErrorMessage: s.texts[x.errText],
 		RetryCount: int(x.retries), IsEncrypted: x.encrypted, FailedAt: time.Unix(0, x.failedAt).UTC(),

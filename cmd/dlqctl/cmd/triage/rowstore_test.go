@@ -5,17 +5,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 // A stored row comes back as it went in (without a payload, which the
 // screen never holds), however its texts repeat.
 func TestRowStoreGivesRowsBack(t *testing.T) {
 	s := newRowStore()
-	var in []client.Row
+	var in []deadletter.Row
 	t0 := time.Date(2026, 11, 30, 10, 0, 0, 123_000_000, time.UTC)
 	for i := range 3*blockRows + 17 {
-		in = append(in, client.Row{ID: fmt.Sprintf("m-%d", i), PartitionID: fmt.Sprintf("p-%d", i%7), TransactionID: fmt.Sprintf("order:%d", i),
+		in = append(in, deadletter.Row{ID: fmt.Sprintf("m-%d", i), PartitionID: fmt.Sprintf("p-%d", i%7), TransactionID: fmt.Sprintf("order:%d", i),
 			Queue: []string{"orders", "payments"}[i%2], Partition: fmt.Sprint(i % 5), ConsumerGroup: []string{"billing", "__QUEUE_MODE__", ""}[i%3],
 			ErrorMessage: []string{"order not found", fmt.Sprintf("timeout after %dms", i), ""}[i%3], RetryCount: i % 4, IsEncrypted: i%11 == 0,
 			FailedAt: t0.Add(-time.Duration(i) * time.Minute)})

@@ -13,6 +13,7 @@ import (
 	"github.com/dlqctl/dlqctl/internal/present"
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
@@ -50,13 +51,13 @@ func (s *session) Server() string { return s.cl.Server() }
 // payloads (as ls --group-by reads them).
 // A --where that looks into payloads gets them; the rows are kept
 // without them all the same.
-func (s *session) Rows(ctx context.Context, sel *replay.Selection) iter.Seq2[client.Row, error] {
-	q := sel.Query(inspect.PageSize)
+func (s *session) Rows(ctx context.Context, sel *deadletter.Selection) iter.Seq2[deadletter.Row, error] {
+	q := client.QueryFor(sel, inspect.PageSize)
 	q.NoData = sel.Where == ""
-	return func(yield func(client.Row, error) bool) {
+	return func(yield func(deadletter.Row, error) bool) {
 		if sel.Where != "" {
 			if _, err := batch.PrepareWhere(ctx, s.env(), sel); err != nil {
-				yield(client.Row{}, err)
+				yield(deadletter.Row{}, err)
 				return
 			}
 		}
@@ -87,7 +88,7 @@ func (s *session) Decisions() *inspect.Decisions {
 }
 
 // DecisionsFor are the latest decisions of some addresses.
-func (s *session) DecisionsFor(ctx context.Context, addrs []client.Address) (map[client.Address]ledger.Decision, error) {
+func (s *session) DecisionsFor(ctx context.Context, addrs []deadletter.Address) (map[deadletter.Address]ledger.Decision, error) {
 	return s.ld.LatestDecisionsFor(ctx, s.cl.Broker(), addrs)
 }
 
@@ -113,7 +114,7 @@ func (s *session) TriageSLO(queue, group string) time.Duration {
 }
 
 // Show is what dlq show prints for an address.
-func (s *session) Show(ctx context.Context, addr client.Address) (inspect.ShowResult, error) {
+func (s *session) Show(ctx context.Context, addr deadletter.Address) (inspect.ShowResult, error) {
 	return inspect.Lookup(ctx, s.cl, s.ld, addr, s.f.Now())
 }
 
@@ -157,7 +158,7 @@ func fieldError(err error) error {
 // plan plans a replay or discard of a target as dlq replay or dlq rm
 // --dry-run does, with their default settings.
 func (s *session) plan(ctx context.Context, verb string, t target) (*planned, error) {
-	action := map[string]string{"replay": replay.Replay, "rm": replay.Discard}[verb]
+	action := map[string]string{"replay": deadletter.Replay, "rm": deadletter.Discard}[verb]
 	sel, err := t.sel.Build(s.f, t.addrs)
 	if err != nil {
 		return nil, err

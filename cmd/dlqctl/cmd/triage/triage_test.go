@@ -17,6 +17,7 @@ import (
 	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/internal/testutil"
 	"github.com/dlqctl/dlqctl/pkg/batch"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
@@ -358,7 +359,7 @@ func TestHoldOneClassReplayAnother(t *testing.T) {
 		if classes[p] == nil {
 			classes[p] = map[string]bool{}
 		}
-		classes[p][replay.ClassID(row.Error)] = true
+		classes[p][deadletter.ClassID(row.Error)] = true
 	}
 	live := map[string]int{}
 	for _, m := range w.b.LiveMessages() {
@@ -419,7 +420,7 @@ func TestInterruptAndResume(t *testing.T) {
 	// The resume line's batch, run as dlq replay --batch runs it.
 	ctx := context.Background()
 	p, err := batch.Prepare(ctx, batch.Env{Client: w.wf.cl, Ledger: w.wf.ld, Now: time.Now, User: "oncall"}, batch.Request{
-		Action: replay.Replay, BatchID: resume, Settings: batch.DefaultSettings(replay.Replay),
+		Action: deadletter.Replay, BatchID: resume, Settings: batch.DefaultSettings(deadletter.Replay),
 		Changed: func(f string) bool { return f == "rate" }, Engine: func(o *replay.Options, s batch.Settings) error { return s.Apply(o) }})
 	if err == nil {
 		err = p.SetRate(0)

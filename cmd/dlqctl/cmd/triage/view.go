@@ -9,7 +9,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/render"
 )
@@ -186,7 +186,7 @@ func (m *model) scopesBlock(w int) []string {
 	for i, s := range shown {
 		names[i] = s.Queue
 		if s.ConsumerGroup != "" {
-			names[i] += "/" + client.GroupLabel(s.ConsumerGroup)
+			names[i] += "/" + deadletter.GroupLabel(s.ConsumerGroup)
 		}
 		names[i] = render.Clean(names[i])
 		nameW = min(max(nameW, ansi.StringWidth(names[i])), 26)
@@ -275,7 +275,7 @@ func (m *model) classesBody(w, h int) []string {
 		case 0:
 			if m.by == "cg" {
 				q, grp, _ := strings.Cut(g.Key, "/")
-				return render.Clean(q + "/" + client.GroupLabel(grp))
+				return render.Clean(q + "/" + deadletter.GroupLabel(grp))
 			}
 			return render.Clean(g.Key)
 		case 1:

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
@@ -123,7 +123,7 @@ func (m *model) rowsBody(w, h int) []string {
 		case 2:
 			return render.Clean(r.Partition)
 		case 3:
-			return render.Clean(client.GroupLabel(r.ConsumerGroup))
+			return render.Clean(deadletter.GroupLabel(r.ConsumerGroup))
 		case 4:
 			return render.Clean(r.ErrorMessage)
 		}

@@ -1,0 +1,41 @@
+package deadletter
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Actions a batch takes on its dead letters.
+const (
+	Replay  = "replay"
+	Discard = "discard"
+)
+
+var reReplayID = regexp.MustCompile(`^dlqr-([0-9]+)-[0-9a-f]{24}$`)
+
+// Generation returns the generation of a replay of this dead letter: one
+// more than the generation its own transaction id carries (a dead letter
+// that is itself a failed replay), 1 for an original message. A copy the
+// broker's move made (dlq:<row id>) carries none: it is at least a second
+// generation, and the journal may know more (Generations).
+func Generation(txid string) int {
+	if m := reReplayID.FindStringSubmatch(txid); m != nil {
+		if g, err := strconv.Atoi(m[1]); err == nil {
+			return g + 1
+		}
+	}
+	if strings.HasPrefix(txid, "dlq:") {
+		return 2
+	}
+	return 1
+}
+
+// IsReplayID reports whether a transaction id was minted by dlqctl's
+// manual replay path (a dead letter with one is a replay that failed again).
+func IsReplayID(txid string) bool { return reReplayID.MatchString(txid) }
+
+// OutcomeMovedElsewhere is the journal's outcome for an address another
+// hand replayed while a batch held it (the broker's console, another
+// tool): its copy is in the broker, not of this batch's making.
+const OutcomeMovedElsewhere = "movedElsewhere"
