@@ -1,6 +1,6 @@
 // Package testutil runs dlqctl command lines in process for the command
 // tests: a CLI with its own config, ledger and clock, and golden files.
-// What tests of pkg/ share lives in pkg/testkit.
+// What every package's tests share lives in internal/testkit.
 package testutil
 
 import (
@@ -14,8 +14,8 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/iostreams"
+	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
-	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
 // Now is the fixed clock of command tests and golden files.

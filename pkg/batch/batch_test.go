@@ -2,19 +2,17 @@ package batch_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	dlqctl "github.com/dlqctl/dlqctl"
+	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
-	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
 var now = testkit.Now
@@ -28,17 +26,10 @@ func world(t *testing.T, dsn string) (*sandbox.Broker, batch.Env) {
 // seeded serves the sandbox's seed, with what more adds to it: the
 // broker and its URL.
 func seeded(t *testing.T, more func(b *sandbox.Broker)) (*sandbox.Broker, string) {
-	t.Helper()
-	b := sandbox.New(func() time.Time { return now })
-	if err := b.Load(dlqctl.SandboxSeed); err != nil {
-		t.Fatal(err)
+	if more == nil {
+		return testkit.Seeded(t, now)
 	}
-	if more != nil {
-		more(b)
-	}
-	srv := httptest.NewServer(b.Handler())
-	t.Cleanup(srv.Close)
-	return b, srv.URL
+	return testkit.Seeded(t, now, more)
 }
 
 func selection(t *testing.T, s deadletter.Selection) *deadletter.Selection {

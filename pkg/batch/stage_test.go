@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
-	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
 // A batch staged on disk as its rows stream records the manifest (its

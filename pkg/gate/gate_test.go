@@ -3,35 +3,29 @@ package gate_test
 import (
 	"context"
 	"net/http/httptest"
-	"strings"
+	"reflect"
 	"testing"
 	"time"
 
-	dlqctl "github.com/dlqctl/dlqctl"
+	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/policy"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
-	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
 var now = testkit.Now
 
 // seeded is the project's seed on a sandbox of either kind.
 func seeded(t *testing.T, old bool) (*sandbox.Broker, *client.Client) {
-	t.Helper()
-	b := sandbox.New(func() time.Time { return now })
-	if err := b.Load(dlqctl.SandboxSeed); err != nil {
-		t.Fatal(err)
-	}
-	if old {
-		b.SetLine(sandbox.Queen015)
-	}
-	srv := httptest.NewServer(b.Handler())
-	t.Cleanup(srv.Close)
-	return b, testkit.Client(t, srv.URL)
+	b, url := testkit.Seeded(t, now, func(b *sandbox.Broker) {
+		if old {
+			b.SetLine(sandbox.Queen015)
+		}
+	})
+	return b, testkit.Client(t, url)
 }
 
 func scope(res *gate.Result, q, g string) gate.Scope {
@@ -128,7 +122,7 @@ func TestDecisionsAsCheckCountsThem(t *testing.T) {
 	dec, _ = ld.LatestDecisions(ctx, cl.Broker())
 	res, _ = gate.Check(ctx, cl, gate.Input{Policies: policies, Decisions: dec, Now: now.Add(2 * time.Hour)})
 	s := scope(res, "payments", "ledger")
-	if s.DecidedNotCarriedOut == 0 || len(s.NotCarriedOut) != 1 || s.NotCarriedOut[0].By != "ann" || !strings.Contains(strings.Join(s.Breaches, "\n"), "decided, not carried out") {
+	if s.DecidedNotCarriedOut == 0 || len(s.NotCarriedOut) != 1 || s.NotCarriedOut[0].By != "ann" || !hasBreach(s, gate.Unexecuted) {
 		t.Fatalf("a replay not carried out: %+v", s)
 	}
 }
@@ -224,7 +218,7 @@ func TestSourceAnswersAsTheWholeHistory(t *testing.T) {
 			for i := range a {
 				x, y := a[i], bb[i]
 				if x.Queue != y.Queue || x.ConsumerGroup != y.ConsumerGroup || x.UndecidedPastSLO != y.UndecidedPastSLO || x.DecidedNotCarriedOut != y.DecidedNotCarriedOut ||
-					x.OldestHeld != y.OldestHeld || !x.OldestUnheldFailedAt.Equal(y.OldestUnheldFailedAt) || strings.Join(x.Breaches, "|") != strings.Join(y.Breaches, "|") {
+					x.OldestHeld != y.OldestHeld || !x.OldestUnheldFailedAt.Equal(y.OldestUnheldFailedAt) || !reflect.DeepEqual(x.Breaches, y.Breaches) {
 					t.Fatalf("old %v: scope %s/%s\nwhole %+v\nsource %+v", old, x.Queue, x.ConsumerGroup, x, y)
 				}
 				decided += x.DecidedNotCarriedOut
@@ -268,4 +262,13 @@ func TestGroupPolicyWhereTheQueueListNamesNoGroups(t *testing.T) {
 			}
 		})
 	}
+}
+
+func hasBreach(s gate.Scope, k gate.BreachKind) bool {
+	for _, b := range s.Breaches {
+		if b.Kind == k {
+			return true
+		}
+	}
+	return false
 }

@@ -39,7 +39,10 @@ type Scope struct {
 	// replayed copies, back in the DLQ (undecided), by batch: of the
 	// rows the check read (on a paging broker, those past the SLO).
 	FailedAgain []FailedAgain `json:"failedAgainAfterReplay,omitempty"`
-	Breaches    []string      `json:"breaches"`
+	// Breaches are why the scope fails the check, as facts; the front
+	// ends put them into words (dlq check -o json writes those words as
+	// "breaches").
+	Breaches []Breach `json:"-"`
 	// Requests and Bytes are what this scope cost to read. On a broker
 	// that answers a queue in one body, that one read serves every scope
 	// of the queue and is counted on the first of them.
@@ -68,6 +71,38 @@ func (h *HoldInfo) Holder() string {
 		return h.Owner
 	}
 	return h.By
+}
+
+// A BreachKind names one reason a scope fails the check.
+type BreachKind string
+
+const (
+	// MaxAge: the oldest dead letter neither decided nor held, at Address,
+	// is AgeSeconds old, past the scope's max-age (Limit).
+	MaxAge BreachKind = "maxAge"
+	// DefaultMaxAge: the queue has no policy, so its DeadLetters are held
+	// to a max-age of 0; the oldest is AgeSeconds old.
+	DefaultMaxAge BreachKind = "defaultMaxAge"
+	// TriageSLO: DeadLetters have waited past the triage SLO (Limit) with
+	// no decision.
+	TriageSLO BreachKind = "triageSlo"
+	// Unexecuted: a replay or discard was decided (Decision, AgoSeconds ago)
+	// and its DeadLetters are still here past the triage SLO (Limit).
+	Unexecuted BreachKind = "notCarriedOut"
+	// Vanished: DeadLetters left the broker with no recorded decision.
+	Vanished BreachKind = "vanished"
+)
+
+// Breach is one reason a scope fails the check; which fields are set
+// depends on its Kind.
+type Breach struct {
+	Kind        BreachKind
+	Address     string
+	AgeSeconds  float64 // seconds, exact however old (a Duration saturates at 292 years)
+	Limit       time.Duration
+	DeadLetters int
+	Decision    *NotCarriedOut
+	AgoSeconds  float64
 }
 
 // NotCarriedOut is a replay or discard decision that was not carried out

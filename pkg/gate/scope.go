@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
@@ -303,19 +302,19 @@ func (g *gate) fill(s *Scope, a *acc) {
 	}
 	sort.Slice(s.NotCarriedOut, func(i, j int) bool { return s.NotCarriedOut[i].BatchID < s.NotCarriedOut[j].BatchID })
 	if u := a.oldestUnheld; lim.hasMA && u != nil && a.oldestUnheldAt.Before(lim.maCutoff) {
-		age := render.AgeSince(g.now, a.oldestUnheldAt)
-		why := fmt.Sprintf("oldest dead letter %s is %s old (max-age %s)", u.Address(), age, render.Duration(lim.maxAge))
+		age := render.SecondsSince(g.now, a.oldestUnheldAt)
 		if lim.defaulted {
-			why = fmt.Sprintf("%s dead letter(s), oldest %s old; no policy for this queue, so it is held to max-age 0", strconv.Itoa(s.Depth), age)
+			s.Breaches = append(s.Breaches, Breach{Kind: DefaultMaxAge, DeadLetters: s.Depth, AgeSeconds: age})
+		} else {
+			s.Breaches = append(s.Breaches, Breach{Kind: MaxAge, Address: u.Address().String(), AgeSeconds: age, Limit: lim.maxAge})
 		}
-		s.Breaches = append(s.Breaches, why)
 	}
 	if n := s.UndecidedPastSLO - s.DecidedNotCarriedOut; n > 0 {
-		s.Breaches = append(s.Breaches, fmt.Sprintf("%d dead letter(s) undecided past the triage SLO of %s", n, render.Duration(lim.slo)))
+		s.Breaches = append(s.Breaches, Breach{Kind: TriageSLO, DeadLetters: n, Limit: lim.slo})
 	}
-	for _, n := range s.NotCarriedOut {
-		s.Breaches = append(s.Breaches, fmt.Sprintf("decided, not carried out: batch %s (%s by %s, %s ago, %s), %d dead letter(s) still here past the triage SLO of %s",
-			n.BatchID, n.Action, n.By, render.AgeSince(g.now, n.At), n.Status, n.DeadLetters, render.Duration(lim.slo)))
+	for i := range s.NotCarriedOut {
+		n := &s.NotCarriedOut[i]
+		s.Breaches = append(s.Breaches, Breach{Kind: Unexecuted, Decision: n, AgoSeconds: render.SecondsSince(g.now, n.At), DeadLetters: n.DeadLetters, Limit: lim.slo})
 	}
 }
 
@@ -350,10 +349,7 @@ func (g *gate) vanishedAndVerdict(s *Scope, vanished []ledger.Archived) {
 		s.VanishedUndecided++
 	}
 	if s.VanishedUndecided > 0 {
-		s.Breaches = append(s.Breaches, fmt.Sprintf("%d dead letter(s) vanished from the broker with no recorded decision", s.VanishedUndecided))
-	}
-	if s.Breaches == nil {
-		s.Breaches = []string{}
+		s.Breaches = append(s.Breaches, Breach{Kind: Vanished, DeadLetters: s.VanishedUndecided})
 	}
 }
 

@@ -3,31 +3,23 @@ package inspect_test
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"testing"
 	"time"
 
-	dlqctl "github.com/dlqctl/dlqctl"
+	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
-	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
 var now = testkit.Now
 
 func seeded(t *testing.T) (*sandbox.Broker, *client.Client, *ledger.Store) {
-	t.Helper()
-	b := sandbox.New(func() time.Time { return now })
-	if err := b.Load(dlqctl.SandboxSeed); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(b.Handler())
-	t.Cleanup(srv.Close)
-	return b, testkit.Client(t, srv.URL), testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/l.db")
+	b, url := testkit.Seeded(t, now)
+	return b, testkit.Client(t, url), testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/l.db")
 }
 
 // Select keeps the rows a selection matches, stopping at --limit; the

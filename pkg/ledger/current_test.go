@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
-	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
 // The current decision of each address (one row, kept as batches are

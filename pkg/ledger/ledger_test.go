@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
-	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
 var t0 = time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
-	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
 func TestBadLedgers(t *testing.T) {

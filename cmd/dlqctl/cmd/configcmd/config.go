@@ -20,7 +20,7 @@ func NewCmdConfig(f *cmdutil.Factory) *cobra.Command {
 		Use:   "config",
 		Short: "View the config file and manage contexts (named brokers)",
 	})
-	cmd.AddCommand(newCmdView(f), newCmdUseContext(f), newCmdSetContext(f, nil))
+	cmd.AddCommand(newCmdView(f), newCmdUseContext(f), newCmdSetContext(f))
 	return cmd
 }
 
@@ -112,7 +112,7 @@ type SetContextOptions struct {
 	Use                                     bool
 }
 
-func newCmdSetContext(f *cmdutil.Factory, runF func(*SetContextOptions) error) *cobra.Command {
+func newCmdSetContext(f *cmdutil.Factory) *cobra.Command {
 	o := &SetContextOptions{}
 	cmd := &cobra.Command{
 		Use:   "set-context NAME [--server URL] [--token-file FILE] [--ledger DSN]",
@@ -122,9 +122,6 @@ func newCmdSetContext(f *cmdutil.Factory, runF func(*SetContextOptions) error) *
       --token-file ~/.config/dlqctl/prod.token --ledger postgres://dlqctl@db/dlqctl --use`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = args[0]
-			if runF != nil {
-				return runF(o)
-			}
 			f.CreatingConfig = true
 			c, err := f.Config()
 			if err != nil {

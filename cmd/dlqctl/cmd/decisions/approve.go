@@ -20,7 +20,7 @@ type ApproveOptions struct {
 }
 
 // NewCmdApprove is the second pair of eyes on a large batch.
-func NewCmdApprove(f *cmdutil.Factory, runF func(*ApproveOptions) error) *cobra.Command {
+func NewCmdApprove(f *cmdutil.Factory) *cobra.Command {
 	o := &ApproveOptions{}
 	cmd := &cobra.Command{
 		Use:   "approve BATCH --why TEXT",
@@ -40,9 +40,6 @@ the audit and in decisions show.`,
 			o.BatchID = args[0]
 			if strings.TrimSpace(o.Why) == "" {
 				return cmdutil.FlagErrorf("--why is required: say why the plan is approved (it is recorded in the audit)")
-			}
-			if runF != nil {
-				return runF(o)
 			}
 			return approveRun(cmd.Context(), f, o)
 		},

@@ -18,7 +18,7 @@ type CancelOptions struct {
 }
 
 // NewCmdCancel ends a hold or a decision that was not carried out.
-func NewCmdCancel(f *cmdutil.Factory, runF func(*CancelOptions) error) *cobra.Command {
+func NewCmdCancel(f *cmdutil.Factory) *cobra.Command {
 	o := &CancelOptions{}
 	cmd := &cobra.Command{
 		Use:   "cancel BATCH --why TEXT",
@@ -36,9 +36,6 @@ or a batch another run is working on now cannot be cancelled.`,
 			o.BatchID = args[0]
 			if strings.TrimSpace(o.Why) == "" {
 				return cmdutil.FlagErrorf("--why is required: say why the decision is ended (it is recorded in the audit)")
-			}
-			if runF != nil {
-				return runF(o)
 			}
 			return cancelRun(cmd.Context(), f, o)
 		},

@@ -23,7 +23,7 @@ func NewCmdDecisions(f *cmdutil.Factory) *cobra.Command {
 		Use:   "decisions",
 		Short: "The audit log: every batch decided or executed, by whom and why",
 	})
-	cmd.AddCommand(NewCmdLs(f, nil), NewCmdShow(f, nil), NewCmdCancel(f, nil), NewCmdApprove(f, nil), NewCmdVerify(f, nil))
+	cmd.AddCommand(NewCmdLs(f), NewCmdShow(f), NewCmdCancel(f), NewCmdApprove(f), NewCmdVerify(f))
 	return cmd
 }
 
@@ -36,7 +36,7 @@ type LsOptions struct {
 }
 
 // NewCmdLs lists batches.
-func NewCmdLs(f *cmdutil.Factory, runF func(*LsOptions) error) *cobra.Command {
+func NewCmdLs(f *cmdutil.Factory) *cobra.Command {
 	o := &LsOptions{}
 	cmd := &cobra.Command{
 		Use:   "ls",
@@ -52,9 +52,6 @@ func NewCmdLs(f *cmdutil.Factory, runF func(*LsOptions) error) *cobra.Command {
 			}
 			if o.Limit < 0 {
 				return cmdutil.FlagErrorf("invalid --limit %d", o.Limit)
-			}
-			if runF != nil {
-				return runF(o)
 			}
 			return lsRun(cmd.Context(), f, o)
 		},
@@ -158,7 +155,7 @@ type ShowOptions struct {
 }
 
 // NewCmdShow shows one batch.
-func NewCmdShow(f *cmdutil.Factory, runF func(*ShowOptions) error) *cobra.Command {
+func NewCmdShow(f *cmdutil.Factory) *cobra.Command {
 	o := &ShowOptions{}
 	return &cobra.Command{
 		Use:     "show BATCH",
@@ -167,9 +164,6 @@ func NewCmdShow(f *cmdutil.Factory, runF func(*ShowOptions) error) *cobra.Comman
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.BatchID = args[0]
-			if runF != nil {
-				return runF(o)
-			}
 			return showRun(cmd.Context(), f, o)
 		},
 	}

@@ -28,7 +28,7 @@ type VerifyOptions struct {
 }
 
 // NewCmdVerify asks the broker what became of a replay's copies.
-func NewCmdVerify(f *cmdutil.Factory, runF func(*VerifyOptions) error) *cobra.Command {
+func NewCmdVerify(f *cmdutil.Factory) *cobra.Command {
 	o := &VerifyOptions{}
 	cmd := &cobra.Command{
 		Use:   "verify BATCH",
@@ -55,9 +55,6 @@ failure (run it again later).`,
 			}
 			if math.IsNaN(o.Rate) || o.Rate < 0 || o.Rate > 1e6 {
 				return cmdutil.FlagErrorf("invalid --rate %v: want requests per second, or 0 for unlimited", o.Rate)
-			}
-			if runF != nil {
-				return runF(o)
 			}
 			return verifyRun(cmd.Context(), f, o)
 		},

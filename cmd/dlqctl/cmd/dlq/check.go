@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/config"
+	"github.com/dlqctl/dlqctl/internal/present"
 	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
@@ -30,7 +31,7 @@ type CheckOptions struct {
 }
 
 // NewCmdCheck is the SLO gate for CI and cron.
-func NewCmdCheck(f *cmdutil.Factory, runF func(*CheckOptions) error) *cobra.Command {
+func NewCmdCheck(f *cmdutil.Factory) *cobra.Command {
 	o := &CheckOptions{}
 	cmd := &cobra.Command{
 		Use:   "check [--queue Q…] [--max-age D] [--triage-slo D]",
@@ -68,9 +69,6 @@ Exit 0 when all hold, 1 on any breach.`,
 			default:
 				return cmdutil.FlagErrorf("invalid --format %q: valid formats are github, prometheus (or -o table|json|yaml)", o.Format)
 			}
-			if runF != nil {
-				return runF(o)
-			}
 			return checkRun(cmd.Context(), f, o)
 		},
 	}
@@ -106,7 +104,7 @@ func checkRun(ctx context.Context, f *cmdutil.Factory, o *CheckOptions) error {
 	case o.Format == "prometheus":
 		writePrometheus(f.IO.Out, res)
 	case !fm.Human():
-		if err := render.Document(f.IO.Out, fm, res); err != nil {
+		if err := render.Document(f.IO.Out, fm, present.DocumentOf(res)); err != nil {
 			return err
 		}
 	default:
@@ -171,7 +169,7 @@ func writeCheckTable(f *cmdutil.Factory, res *gate.Result) {
 	}
 	for _, s := range res.Scopes {
 		for _, b := range s.Breaches {
-			fmt.Fprintf(f.IO.ErrOut, "%s %s: %s\n", pal.Red("breach"), render.Clean(scopeName(s)), render.Clean(b))
+			fmt.Fprintf(f.IO.ErrOut, "%s %s: %s\n", pal.Red("breach"), render.Clean(scopeName(s)), render.Clean(present.BreachText(b)))
 		}
 	}
 }
@@ -237,7 +235,7 @@ func writeGitHubAs(w io.Writer, res *gate.Result, prefix string) {
 			continue
 		}
 		for _, b := range s.Breaches {
-			fmt.Fprintf(w, "::error title=%s::%s\n", escapeProperty(title), escapeData(b))
+			fmt.Fprintf(w, "::error title=%s::%s\n", escapeProperty(title), escapeData(present.BreachText(b)))
 		}
 	}
 }

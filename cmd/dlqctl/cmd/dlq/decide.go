@@ -26,7 +26,7 @@ type DecideOptions struct {
 }
 
 // NewCmdDecide records a decision for a batch without executing it.
-func NewCmdDecide(f *cmdutil.Factory, runF func(*DecideOptions) error) *cobra.Command {
+func NewCmdDecide(f *cmdutil.Factory) *cobra.Command {
 	o := &DecideOptions{}
 	cmd := &cobra.Command{
 		Use:   "decide [ADDRESS...] [selection flags] --action replay|discard|hold --why TEXT",
@@ -50,9 +50,6 @@ until then. Prints the batch id.`,
 			}
 			if err := batch.CheckDecision(o.request(nil)); err != nil {
 				return decisionError(err)
-			}
-			if runF != nil {
-				return runF(o)
 			}
 			return decideRun(cmd.Context(), f, o)
 		},

@@ -25,14 +25,14 @@ func NewCmdDLQ(f *cmdutil.Factory) *cobra.Command {
 		Short: "Inspect, replay, discard and decide on dead letters",
 	})
 	cmd.AddCommand(
-		NewCmdLs(f, nil),
-		NewCmdShow(f, nil),
+		NewCmdLs(f),
+		NewCmdShow(f),
 		NewCmdReplay(f, nil),
-		NewCmdRm(f, nil),
-		NewCmdDecide(f, nil),
-		NewCmdCheck(f, nil),
-		NewCmdStats(f, nil),
-		NewCmdSync(f, nil),
+		NewCmdRm(f),
+		NewCmdDecide(f),
+		NewCmdCheck(f),
+		NewCmdStats(f),
+		NewCmdSync(f),
 	)
 	return cmd
 }

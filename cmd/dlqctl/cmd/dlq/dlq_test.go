@@ -21,8 +21,9 @@ import (
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/iostreams"
+	"github.com/dlqctl/dlqctl/internal/present"
+	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/internal/testutil"
-	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 	"github.com/prometheus/common/expfmt"
@@ -38,14 +39,8 @@ func golden(t *testing.T, name, got string) {
 
 // seeded starts the sandbox on the fixed clock with the project's seed.
 func seeded(t *testing.T) (*sandbox.Broker, *testutil.CLI) {
-	t.Helper()
-	b := sandbox.New(func() time.Time { return testutil.Now })
-	if err := b.Load(dlqctl.SandboxSeed); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(b.Handler())
-	t.Cleanup(srv.Close)
-	return b, testutil.NewCLI(t, srv.URL, root.Run)
+	b, url := testkit.Seeded(t, testutil.Now)
+	return b, testutil.NewCLI(t, url, root.Run)
 }
 
 func mutating(b *sandbox.Broker) int {
@@ -354,7 +349,7 @@ func TestDecideHoldAndCheck(t *testing.T) {
     max-age: 240h
 `)
 	out, _, code := cli.Exec("dlq", "check", "--queue", "orders", "-o", "json")
-	var res gate.Result
+	var res present.CheckDocument
 	json.Unmarshal([]byte(out), &res)
 	if code != 1 || res.OK || res.Scopes[0].UndecidedPastSLO == 0 || res.Scopes[0].Owner != "team-billing" {
 		t.Fatalf("undecided past SLO must breach: exit %d %s", code, out)
@@ -728,9 +723,9 @@ func TestRmAsksOnATerminal(t *testing.T) {
 func TestCheckOnAnOlderServer(t *testing.T) {
 	b, cli := seeded(t)
 	cli.WriteConfig("policies:\n  - queue: \"*\"\n    max-age: 24h\n    triage-slo: 1h\n")
-	run := func() gate.Result {
+	run := func() present.CheckDocument {
 		out, _, _ := cli.Exec("dlq", "check", "-o", "json")
-		var res gate.Result
+		var res present.CheckDocument
 		if err := json.Unmarshal([]byte(out), &res); err != nil {
 			t.Fatal(err)
 		}

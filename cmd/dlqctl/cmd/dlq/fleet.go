@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/internal/present"
 	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/render"
 )
@@ -26,7 +27,9 @@ type ContextVerdict struct {
 	Context string       `json:"context"`
 	OK      bool         `json:"ok"`
 	Error   string       `json:"error,omitempty"`
-	Result  *gate.Result `json:"result,omitempty"`
+	Result  *gate.Result `json:"-"`
+	// Document is Result as -o json and yaml write it.
+	Document *present.CheckDocument `json:"result,omitempty"`
 
 	code int
 }
@@ -88,6 +91,11 @@ func checkFleet(ctx context.Context, f *cmdutil.Factory, o *CheckOptions, names 
 	case o.Format == "prometheus":
 		writeFleetPrometheus(f.IO.Out, fleet)
 	case !fm.Human():
+		for i := range fleet.Contexts {
+			if r := fleet.Contexts[i].Result; r != nil {
+				fleet.Contexts[i].Document = present.DocumentOf(r)
+			}
+		}
 		if err := render.Document(f.IO.Out, fm, fleet); err != nil {
 			return err
 		}
@@ -131,7 +139,7 @@ func writeFleetTable(f *cmdutil.Factory, fleet *FleetResult) {
 		}
 		for _, s := range v.Result.Scopes {
 			for _, b := range s.Breaches {
-				fmt.Fprintf(f.IO.ErrOut, "%s %s %s: %s\n", pal.Red("breach"), render.Clean(v.Context), render.Clean(scopeName(s)), render.Clean(b))
+				fmt.Fprintf(f.IO.ErrOut, "%s %s %s: %s\n", pal.Red("breach"), render.Clean(v.Context), render.Clean(scopeName(s)), render.Clean(present.BreachText(b)))
 			}
 		}
 	}

@@ -28,7 +28,7 @@ type LsOptions struct {
 }
 
 // NewCmdLs lists dead letters.
-func NewCmdLs(f *cmdutil.Factory, runF func(*LsOptions) error) *cobra.Command {
+func NewCmdLs(f *cmdutil.Factory) *cobra.Command {
 	o := &LsOptions{}
 	cmd := &cobra.Command{
 		Use:   "ls [ADDRESS...]",
@@ -73,9 +73,6 @@ which batch, discarded, vanished.`,
 				return cmdutil.FlagErrorf("--archived lists the newest failures first; --sort oldest is for the live DLQ")
 			case o.Archived && o.Selection.WhereDecrypt:
 				return cmdutil.FlagErrorf("--where-decrypt asks the broker; the archive keeps the payloads as they were listed")
-			}
-			if runF != nil {
-				return runF(o)
 			}
 			return lsRun(cmd.Context(), f, o)
 		},

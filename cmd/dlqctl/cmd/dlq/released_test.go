@@ -16,15 +16,15 @@ import (
 
 	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
+	"github.com/dlqctl/dlqctl/internal/present"
+	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/internal/testutil"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
-	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
-	"github.com/dlqctl/dlqctl/pkg/testkit"
 )
 
 // released starts a released-mode sandbox with the seed, recording every
@@ -87,11 +87,11 @@ func TestCheckScopesPerConsumerGroupOnTheReleasedServer(t *testing.T) {
     max-age: 2400h
 `)
 	out, _, code := cli.Exec("dlq", "check", "-o", "json")
-	var res gate.Result
+	var res present.CheckDocument
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err, out)
 	}
-	scopes := map[string]gate.Scope{}
+	scopes := map[string]present.ScopeDocument{}
 	for _, s := range res.Scopes {
 		scopes[s.Queue+"/"+s.ConsumerGroup] = s
 	}

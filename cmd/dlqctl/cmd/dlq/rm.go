@@ -20,7 +20,7 @@ type RmOptions struct {
 }
 
 // NewCmdRm discards dead letters, archiving each row first.
-func NewCmdRm(f *cmdutil.Factory, runF func(*RmOptions) error) *cobra.Command {
+func NewCmdRm(f *cmdutil.Factory) *cobra.Command {
 	o := &RmOptions{}
 	cmd := &cobra.Command{
 		Use:   "rm [ADDRESS...] [selection flags]",
@@ -40,9 +40,6 @@ says when.`,
 			o.changed = changedIn(cmd.Flags())
 			if err := validateExec(&o.Exec); err != nil {
 				return err
-			}
-			if runF != nil {
-				return runF(o)
 			}
 			return rmRun(cmd.Context(), f, o)
 		},

@@ -21,7 +21,7 @@ type ShowOptions struct {
 }
 
 // NewCmdShow shows one dead letter.
-func NewCmdShow(f *cmdutil.Factory, runF func(*ShowOptions) error) *cobra.Command {
+func NewCmdShow(f *cmdutil.Factory) *cobra.Command {
 	o := &ShowOptions{}
 	return &cobra.Command{
 		Use:   "show ADDRESS|TRANSACTION_ID",
@@ -38,9 +38,6 @@ across partitions.`,
 			o.Target = args[0]
 			if strings.TrimSpace(o.Target) == "" {
 				return cmdutil.FlagErrorf("empty address")
-			}
-			if runF != nil {
-				return runF(o)
 			}
 			return showRun(cmd.Context(), f, o)
 		},

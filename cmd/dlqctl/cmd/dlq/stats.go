@@ -22,7 +22,7 @@ type StatsOptions struct {
 }
 
 // NewCmdStats prints the DLQ's health numbers.
-func NewCmdStats(f *cmdutil.Factory, runF func(*StatsOptions) error) *cobra.Command {
+func NewCmdStats(f *cmdutil.Factory) *cobra.Command {
 	o := &StatsOptions{}
 	cmd := &cobra.Command{
 		Use:   "stats [--since 24h]",
@@ -39,9 +39,6 @@ func NewCmdStats(f *cmdutil.Factory, runF func(*StatsOptions) error) *cobra.Comm
 				return cmdutil.FlagErrorf("--since must be a positive duration")
 			}
 			o.since = d
-			if runF != nil {
-				return runF(o)
-			}
 			return statsRun(cmd.Context(), f, o)
 		},
 	}

@@ -16,7 +16,7 @@ type SyncOptions struct {
 }
 
 // NewCmdSync mirrors the DLQ into the ledger's archive.
-func NewCmdSync(f *cmdutil.Factory, runF func(*SyncOptions) error) *cobra.Command {
+func NewCmdSync(f *cmdutil.Factory) *cobra.Command {
 	o := &SyncOptions{}
 	cmd := &cobra.Command{
 		Use:   "sync",
@@ -30,9 +30,6 @@ delete. dlq check reports them.`,
   $ dlqctl dlq sync && dlqctl dlq check     # the cron pattern`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if runF != nil {
-				return runF(o)
-			}
 			return syncRun(cmd.Context(), f, o)
 		},
 	}

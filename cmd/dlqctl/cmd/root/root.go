@@ -150,7 +150,7 @@ decide (replay or discard), with every decision recorded in a ledger.`,
 	cmd.AddCommand(triage.NewCmdTriage(f, nil))
 	cmd.AddCommand(decisions.NewCmdDecisions(f))
 	cmd.AddCommand(exporter.NewCmdExporter(f, nil))
-	cmd.AddCommand(sandbox.NewCmdSandbox(f, nil))
+	cmd.AddCommand(sandbox.NewCmdSandbox(f))
 	cmd.AddCommand(configcmd.NewCmdConfig(f))
 	cmd.AddCommand(version.NewCmdVersion(f))
 	// cobra adds `completion` on Execute; adding it now puts it in the

@@ -27,7 +27,7 @@ type Options struct {
 }
 
 // NewCmdSandbox runs the sandbox broker until interrupted.
-func NewCmdSandbox(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+func NewCmdSandbox(f *cmdutil.Factory) *cobra.Command {
 	o := &Options{}
 	cmd := &cobra.Command{
 		Use:   "sandbox",
@@ -64,9 +64,6 @@ It can also misbehave on purpose for rehearsals: --fail-503-every,
 			}
 			if o.OldServer && cmd.Flags().Changed("server-version") {
 				return cmdutil.FlagErrorf("--old-server is --server-version 0.15: give one of them")
-			}
-			if runF != nil {
-				return runF(o)
 			}
 			return run(cmd.Context(), f, o)
 		},

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
@@ -32,6 +33,23 @@ const PostgresEnv = "DLQCTL_TEST_POSTGRES"
 func Sandbox(t testing.TB) (*sandbox.Broker, string) {
 	t.Helper()
 	b := sandbox.New(nil)
+	srv := httptest.NewServer(b.Handler())
+	t.Cleanup(srv.Close)
+	return b, srv.URL
+}
+
+// Seeded is a sandbox whose clock stands at now, loaded with the
+// default seed (testdata/sandbox.json) and then changed by more (a
+// release line, extra dead letters) before it serves on a loopback port.
+func Seeded(t testing.TB, now time.Time, more ...func(*sandbox.Broker)) (*sandbox.Broker, string) {
+	t.Helper()
+	b := sandbox.New(func() time.Time { return now })
+	if err := b.Load(dlqctl.SandboxSeed); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range more {
+		m(b)
+	}
 	srv := httptest.NewServer(b.Handler())
 	t.Cleanup(srv.Close)
 	return b, srv.URL
