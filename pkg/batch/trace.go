@@ -17,15 +17,16 @@ import (
 // batch, its action and reason, who decided, and the original's address,
 // so Queen's console shows why a message came back. The traces are
 // written beside the run, never in its way: the run hands each copy on
-// without waiting (a full queue drops it, counted), two writers post them
-// on a client of their own (a broker that does not answer them does not
+// without waiting (a full queue drops it, counted), as many writers as
+// the run has workers post them (a trace is one call, as a copy's push
+// is, so an unlimited run does not outrun them) on a client of their own (a broker that does not answer them does not
 // make the run's client give up), each once, and the run waits at most
 // traceDrain for the last ones. What was and was not written is in the
 // report; a trace write that fails never fails the replay.
 
 const (
 	traceQueue   = 1024
-	traceWriters = 2
+	traceWriters = 2 // at the least
 	traceTimeout = 5 * time.Second
 	traceDrain   = 2 * time.Second
 )
@@ -57,7 +58,7 @@ func startTracer(cl *client.Client, rel client.Release, st Settings, b *ledger.B
 		return nil
 	}
 	t := &tracer{cl: cl.Aside(), batch: b, ch: make(chan traceItem, traceQueue)}
-	for range traceWriters {
+	for range max(st.Concurrency, traceWriters) {
 		t.wg.Go(t.write)
 	}
 	return t

@@ -155,3 +155,14 @@ func FuzzListAnswers(f *testing.F) {
 		}
 	})
 }
+
+// decodePage decodes a whole list answer held in memory .
+func decodePage(body []byte) (Page, error) {
+	var p Page
+	info, _, err := decodeList(&limitReader{r: bytes.NewReader(body), max: MaxRow}, false, func(r deadletter.Row) bool {
+		p.Rows = append(p.Rows, r)
+		return true
+	})
+	p.Total = info.total
+	return p, err
+}

@@ -360,17 +360,6 @@ func (p *prefixReader) Read(b []byte) (int, error) {
 
 var errValueTooLarge = errors.New("value too large")
 
-// decodePage decodes a whole list answer held in memory (tests, fuzzing).
-func decodePage(body []byte) (Page, error) {
-	var p Page
-	info, _, err := decodeList(&limitReader{r: bytes.NewReader(body), max: MaxRow}, false, func(r deadletter.Row) bool {
-		p.Rows = append(p.Rows, r)
-		return true
-	})
-	p.Total = info.total
-	return p, err
-}
-
 // RowsOldestFirst is Rows in the other order: the oldest failure first.
 // The first page is read as Rows reads it: when it holds everything (a
 // short page, or a broker that answers in one body, ignoring limit) its

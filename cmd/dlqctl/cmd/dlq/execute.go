@@ -127,12 +127,10 @@ func env(ctx context.Context, f *cmdutil.Factory) (batch.Env, error) {
 	return batch.Env{Client: cl, Ledger: ld, Now: f.Now, User: f.User(), Policies: cfg.PolicySetFor(f.ContextName())}, nil
 }
 
-// streamedHeap is the Go heap a streamed batch is held near: a plan of a
-// million addresses holds about 58 MB, so the process peaks near 106 MiB
-// (the binary's own pages and SQLite's cache besides) where it reached
-// 136 MiB collecting at GOGC 50 alone. Past about 1.4M addresses the plan
-// holds more than this and the collector runs more often (the runtime
-// caps it at about half the CPU).
+// streamedHeap is the Go heap a streamed batch is held near (a soft
+// limit): the plan of a million addresses fits under it, and a larger
+// plan makes the collector run more often rather than the process grow
+// (BenchmarkBatchMemory and docs/performance.md have the figures).
 const streamedHeap = 80 << 20
 
 func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {

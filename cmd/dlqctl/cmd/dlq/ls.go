@@ -143,18 +143,15 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		q.NoData = sel.Where == ""
 		// What the groups hold (8 bytes a message) is most of the live
 		// heap and every row read is garbage at once: collecting at half
-		// the default growth holds the peak near what is held (1M rows:
-		// 53 -> 47 MB) for 5-15% more CPU.
+		// the default growth holds the peak near what is held, for a
+		// little more CPU (docs/performance.md, BenchmarkLsMemory).
 		defer debug.SetGCPercent(debug.SetGCPercent(50))
 		return lsGroups(f, fm, o.GroupBy, inspect.Select(ctx, src(ctx, q), sel, &limited), sel, now, inspect.HeldBy(dec, now))
 	}
 	rows := inspect.Select(ctx, src(ctx, q), sel, &limited)
 	if !fm.Human() {
-		// Every row read is garbage once written, and little is held
-		// (2-3 MB): the default collection keeps a 1M-row one-body
-		// listing at 30.0-30.7 MiB (BenchmarkLsMemory). Collecting at half the
-		// default growth took 1-2 MiB off and cost 11% more CPU, measured
-		// out of process (it was needed when the listing held more).
+		// Every row read is garbage once written and little is held, so
+		// the default collection pace serves (BenchmarkLsMemory).
 		st := render.NewStream(f.IO.Out, fm)
 		if f.IO.IsStdoutTTY() {
 			st.FlushEach()

@@ -98,3 +98,25 @@ func TestTraceFailuresDoNotChangeTheReplay(t *testing.T) {
 		t.Fatalf("0.x: exit %d, %d trace calls\n%s", code, b.Calls()["POST /api/v1/traces"], stderr)
 	}
 }
+
+// An unlimited replay does not outrun its traces: with every broker call
+// taking a few milliseconds, each copy of about 2,000 still gets its trace
+// (the writers once were two, and a run 16 at a time filled their queue
+// and dropped the rest).
+func TestUnlimitedReplayTracesEveryCopy(t *testing.T) {
+	b := sandbox.New(func() time.Time { return testutil.Now })
+	b.SetLine(sandbox.Queen15)
+	b.Fill(6000, 7)
+	b.SetFaults(sandbox.Faults{Latency: 3 * time.Millisecond})
+	srv := httptest.NewServer(b.Handler())
+	t.Cleanup(srv.Close)
+	cli := testutil.NewCLI(t, srv.URL, root.Run)
+	_, stderr, code := cli.Exec("dlq", "replay", "--queue", "orders", "--why", "load", "--yes", "--rate", "0", "--order", "none", "--concurrency", "16")
+	if code != 0 {
+		t.Fatalf("replay: exit %d\n%s", code, stderr)
+	}
+	copies := len(b.LiveMessages())
+	if traces := len(b.Traces()); copies == 0 || traces != copies {
+		t.Fatalf("%d traces for %d copies\n%s", traces, copies, stderr)
+	}
+}

@@ -30,7 +30,7 @@ func (m *model) holdKey(hm *holdModal, k tea.KeyPressMsg) tea.Cmd {
 		t, until, why, owner := hm.t, hm.until.Value(), hm.why.Value(), hm.owner.Value()
 		hm.busy, hm.err = true, ""
 		return func() tea.Msg {
-			b, n, err := m.wf.hold(m.ctx, t, until, why, owner)
+			b, n, err := m.session.hold(m.ctx, t, until, why, owner)
 			return decidedMsg{batch: b, n: n, err: err}
 		}
 	}
@@ -77,7 +77,7 @@ func (m *model) decided(msg decidedMsg) tea.Cmd {
 
 func (m *model) plan(verb string, t target) tea.Cmd {
 	return func() tea.Msg {
-		p, err := m.wf.plan(m.ctx, verb, t)
+		p, err := m.session.plan(m.ctx, verb, t)
 		return plannedMsg{planned: p, err: err}
 	}
 }

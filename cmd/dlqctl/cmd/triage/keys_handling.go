@@ -174,7 +174,7 @@ func (m *model) openMessage(addr deadletter.Address) tea.Cmd {
 	m.screen = screenMessage
 	m.layout()
 	return func() tea.Msg {
-		res, err := m.wf.Show(m.ctx, addr)
+		res, err := m.session.Show(m.ctx, addr)
 		return showMsg{addr: addr, res: res, err: err}
 	}
 }

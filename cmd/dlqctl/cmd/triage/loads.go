@@ -41,7 +41,7 @@ func (m *model) streamRows(ctx context.Context, gen int) tea.Cmd {
 		}
 		// Each row's decision is looked up as it passes, and handed over
 		// with it (the screen keeps it; the lookup forgets it).
-		decs := m.wf.Decisions()
+		decs := m.session.Decisions()
 		msgFor := func(rows []deadletter.Row) rowsMsg {
 			msg := rowsMsg{gen: gen, rows: rows, dec: map[deadletter.Address]ledger.Decision{}, decErr: decs.Err()}
 			for _, r := range rows {
@@ -52,7 +52,7 @@ func (m *model) streamRows(ctx context.Context, gen int) tea.Cmd {
 			return msg
 		}
 		batch, size := make([]deadletter.Row, 0, firstChunk), firstChunk
-		for r, err := range decs.Through(ctx, m.wf.Rows(ctx, m.cfg.sel)) {
+		for r, err := range decs.Through(ctx, m.session.Rows(ctx, m.cfg.sel)) {
 			if err != nil {
 				msg := msgFor(batch)
 				msg.done, msg.err = true, err
@@ -87,7 +87,7 @@ func (m *model) streamRows(ctx context.Context, gen int) tea.Cmd {
 // decision on them); the answer is merged into what the screen has.
 func (m *model) lookupDecisions(gen int, addrs []deadletter.Address) tea.Cmd {
 	return func() tea.Msg {
-		dec, err := m.wf.DecisionsFor(m.ctx, addrs)
+		dec, err := m.session.DecisionsFor(m.ctx, addrs)
 		return decisionsMsg{gen: gen, dec: dec, err: err}
 	}
 }
@@ -98,7 +98,7 @@ func (m *model) loadScopes(gen int) tea.Cmd {
 		queues = []string{m.cfg.base.Queue}
 	}
 	return func() tea.Msg {
-		res, err := m.wf.Check(m.ctx, queues)
+		res, err := m.session.Check(m.ctx, queues)
 		return scopesMsg{gen: gen, res: res, err: err}
 	}
 }
@@ -187,7 +187,7 @@ func (m *model) whereMatch(expr string) func(deadletter.Row) bool {
 	return func(r deadletter.Row) bool {
 		label, batch := "", ""
 		if d, ok := m.dec[r.Address()]; ok {
-			label, batch = inspect.DecisionLabel(d, r, now, m.wf.TriageSLO(r.Queue, r.ConsumerGroup)), d.BatchID
+			label, batch = inspect.DecisionLabel(d, r, now, m.session.TriageSLO(r.Queue, r.ConsumerGroup)), d.BatchID
 		}
 		clear(v)
 		deadletter.FillWhereValue(v, r, now, label, batch)

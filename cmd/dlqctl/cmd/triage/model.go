@@ -45,13 +45,13 @@ const chunk, firstChunk = 2000, 200
 // model is the screen's state. It is a pointer: the loads and the run
 // report back through messages, never by touching it from elsewhere.
 type model struct {
-	ctx  context.Context
-	wf   *session
-	cfg  config
-	keys keys
-	help help.Model
-	pal  *render.Palette
-	st   styles
+	ctx     context.Context
+	session *session
+	cfg     config
+	keys    keys
+	help    help.Model
+	pal     *render.Palette
+	st      styles
 
 	width, height int
 
@@ -221,8 +221,8 @@ type (
 	runDoneMsg  struct{}
 )
 
-func newModel(ctx context.Context, wf *session, cfg config) *model {
-	m := &model{ctx: ctx, wf: wf, cfg: cfg, keys: newKeys(), pal: render.NewPalette(cfg.color), st: newStyles(),
+func newModel(ctx context.Context, s *session, cfg config) *model {
+	m := &model{ctx: ctx, session: s, cfg: cfg, keys: newKeys(), pal: render.NewPalette(cfg.color), st: newStyles(),
 		by: cfg.by, rows: newRowStore(), dec: map[deadletter.Address]ledger.Decision{}, members: map[string][]int{}, grouper: inspect.NewGrouper(cfg.by)}
 	m.help = help.New()
 	if !cfg.color {

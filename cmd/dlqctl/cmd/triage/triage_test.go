@@ -33,7 +33,7 @@ type world struct {
 	t       testing.TB
 	b       *sandbox.Broker
 	cli     *testutil.CLI
-	wf      *session
+	session *session
 	m       *model
 	msgs    chan tea.Msg
 	pending int
@@ -66,7 +66,7 @@ func openWorld(t testing.TB, b *sandbox.Broker, color bool, sel ...string) *worl
 	cli.WriteConfig(policies)
 	f, _, _, _ := cli.Factory()
 	t.Cleanup(f.Close)
-	wf, err := newSession(context.Background(), f)
+	session, err := newSession(context.Background(), f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,8 +82,8 @@ func openWorld(t testing.TB, b *sandbox.Broker, color bool, sel ...string) *worl
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{t: t, b: b, cli: cli, wf: wf, msgs: make(chan tea.Msg, 16)}
-	w.m = newModel(context.Background(), wf, config{base: o.Selection, sel: s, by: o.GroupBy, now: f.Now, color: color})
+	w := &world{t: t, b: b, cli: cli, session: session, msgs: make(chan tea.Msg, 16)}
+	w.m = newModel(context.Background(), session, config{base: o.Selection, sel: s, by: o.GroupBy, now: f.Now, color: color})
 	w.send(tea.WindowSizeMsg{Width: 80, Height: 24})
 	w.do(w.m.Init())
 	return w
@@ -211,7 +211,7 @@ func (w *world) frame() string {
 			w.t.Fatalf("line %d is %d cells wide, want 80: %q", i+1, ansi.StringWidth(l), l)
 		}
 	}
-	s = strings.ReplaceAll(s, w.wf.Server(), "http://sandbox")
+	s = strings.ReplaceAll(s, w.session.Server(), "http://sandbox")
 	s = batchID.ReplaceAllString(s, "BATCH-ID")
 	return elapsed.ReplaceAllString(s, "in ELAPSED")
 }
@@ -419,7 +419,7 @@ func TestInterruptAndResume(t *testing.T) {
 	}
 	// The resume line's batch, run as dlq replay --batch runs it.
 	ctx := context.Background()
-	p, err := batch.Prepare(ctx, batch.Env{Client: w.wf.cl, Ledger: w.wf.ld, Now: time.Now, User: "oncall"}, batch.Request{
+	p, err := batch.Prepare(ctx, batch.Env{Client: w.session.cl, Ledger: w.session.ld, Now: time.Now, User: "oncall"}, batch.Request{
 		Action: deadletter.Replay, BatchID: resume, Settings: batch.DefaultSettings(deadletter.Replay),
 		Changed: func(f string) bool { return f == "rate" }, Engine: func(o *replay.Options, s batch.Settings) error { return s.Apply(o) }})
 	if err == nil {
@@ -653,7 +653,7 @@ func TestLargeLoadCountsTrue(t *testing.T) {
 			for _, i := range w.m.members[g.Key] {
 				r := w.m.rows.At(i)
 				d, ok := w.m.dec[r.Address()]
-				if inspect.Undecided(d, ok, r, now, w.wf.TriageSLO(r.Queue, r.ConsumerGroup)) {
+				if inspect.Undecided(d, ok, r, now, w.session.TriageSLO(r.Queue, r.ConsumerGroup)) {
 					undecided++
 				}
 				if ok && d.Action == ledger.ActionHold && d.Covers(r.FailedAt, now) {

@@ -71,7 +71,7 @@ func (m *model) title() string {
 	if f := m.filterText(); f != "" && m.screen != screenMessage {
 		parts = append(parts, "filter: "+render.Clean(f))
 	}
-	return " " + strings.Join(append(parts, render.Clean(m.wf.Server())), " · ")
+	return " " + strings.Join(append(parts, render.Clean(m.session.Server())), " · ")
 }
 
 func (m *model) statusLine(w int) string {
@@ -302,7 +302,7 @@ func (m *model) classesBody(w, h int) []string {
 			return s
 		}
 		g := m.groups[m.classView[i]]
-		return m.pal.Age(s, now.Sub(g.Oldest), m.wf.MaxAge(g.OldestQueue, g.OldestGroup))
+		return m.pal.Age(s, now.Sub(g.Oldest), m.session.MaxAge(g.OldestQueue, g.OldestGroup))
 	}
 	out = append(out, m.table(cols, w, len(m.classView), m.classCur, lh, cellOf, paint)...)
 	if len(m.classView) == 0 {

@@ -48,7 +48,7 @@ func (m *model) undecided(key string) int {
 	n := len(m.members[key]) - len(m.withDecision[key])
 	for _, i := range m.withDecision[key] {
 		r := m.rows.At(i)
-		if d, ok := m.dec[r.Address()]; inspect.Undecided(d, ok, r, now, m.wf.TriageSLO(r.Queue, r.ConsumerGroup)) {
+		if d, ok := m.dec[r.Address()]; inspect.Undecided(d, ok, r, now, m.session.TriageSLO(r.Queue, r.ConsumerGroup)) {
 			n++
 		}
 	}
@@ -128,7 +128,7 @@ func (m *model) rowsBody(w, h int) []string {
 			return render.Clean(r.ErrorMessage)
 		}
 		if d, ok := m.dec[r.Address()]; ok {
-			if l := inspect.DecisionLabel(d, r, now, m.wf.TriageSLO(r.Queue, r.ConsumerGroup)); l != "" {
+			if l := inspect.DecisionLabel(d, r, now, m.session.TriageSLO(r.Queue, r.ConsumerGroup)); l != "" {
 				return l
 			}
 		}
@@ -139,7 +139,7 @@ func (m *model) rowsBody(w, h int) []string {
 			return s
 		}
 		r := m.rows.At(m.rowView[i])
-		return m.pal.Age(s, now.Sub(r.FailedAt), m.wf.MaxAge(r.Queue, r.ConsumerGroup))
+		return m.pal.Age(s, now.Sub(r.FailedAt), m.session.MaxAge(r.Queue, r.ConsumerGroup))
 	}
 	lh := m.listHeight()
 	out = append(out, m.table(cols, w, len(m.rowView), m.rowCur, lh, cellOf, paint)...)
