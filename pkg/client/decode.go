@@ -90,7 +90,7 @@ func readRows(dec *jsontext.Decoder, lr *limitReader, info *pageInfo, n *int, no
 		return err
 	case '[':
 	default:
-		return wrongKind(dec, "an array", k)
+		return wrongKind(dec, "array", k)
 	}
 	info.hadMessages = true
 	if _, err := dec.ReadToken(); err != nil {
@@ -119,7 +119,7 @@ func readRows(dec *jsontext.Decoder, lr *limitReader, info *pageInfo, n *int, no
 func decodeRow(dec *jsontext.Decoder, noData bool) (deadletter.Row, error) {
 	var r deadletter.Row
 	if k := dec.PeekKind(); k != '{' {
-		return r, wrongKind(dec, "an object", k)
+		return r, wrongKind(dec, "object", k)
 	}
 	if _, err := dec.ReadToken(); err != nil {
 		return r, err
@@ -276,7 +276,7 @@ func wrongKind(dec *jsontext.Decoder, want string, got jsontext.Kind) error {
 	if _, err := dec.ReadToken(); err != nil {
 		return err
 	}
-	return fmt.Errorf("want a JSON %s, got %s", want[len("a "):], kindName(got))
+	return fmt.Errorf("want a JSON %s, got %s", want, kindName(got))
 }
 
 func kindName(k jsontext.Kind) string {

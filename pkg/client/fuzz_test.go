@@ -166,3 +166,16 @@ func decodePage(body []byte) (Page, error) {
 	p.Total = info.total
 	return p, err
 }
+
+// A list answer of the wrong shape says what was wanted and what came.
+func TestListOfTheWrongShape(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"messages":{}}`:  "want a JSON array, got an object",
+		`{"messages":[1]}`: "row 0: want a JSON object, got a number",
+		`[]`:               "the answer is an array, not an object",
+	} {
+		if _, err := decodePage([]byte(body)); err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
+	}
+}

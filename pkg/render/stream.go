@@ -45,31 +45,16 @@ func (s *Stream) FlushEach() { s.flush = true }
 
 // Write adds one record.
 func (s *Stream) Write(v any) error {
-	if s.f == NDJSON {
+	switch s.f {
+	case NDJSON:
 		if err := jsonv2.MarshalEncode(s.enc, v); err != nil {
 			return err
 		}
-		return s.wrote()
-	}
-	b, err := Encode(v)
-	if err != nil {
-		return err
-	}
-	return s.WriteEncoded(b)
-}
-
-// Encode is a record's JSON as a Stream writes it; safe for concurrent
-// use, for records encoded on several cores and written in order
-// (WriteEncoded).
-func Encode(v any) ([]byte, error) { return jsonv2.Marshal(v, recordOptions) }
-
-// WriteEncoded adds one record that Encode encoded.
-func (s *Stream) WriteEncoded(b []byte) error {
-	switch s.f {
-	case NDJSON:
-		s.w.Write(b)
-		s.w.WriteByte('\n')
 	case JSON, YAML:
+		b, err := jsonv2.Marshal(v, recordOptions)
+		if err != nil {
+			return err
+		}
 		if err := s.writeRecord(b); err != nil {
 			return err
 		}
