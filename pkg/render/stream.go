@@ -90,19 +90,24 @@ func (s *Stream) writeRecord(b []byte) error {
 		_, err := s.w.Write(ind.Bytes())
 		return err
 	}
-	y, err := yaml.JSONToYAML(b)
+	return writeYAMLItem(s.w, b)
+}
+
+// writeYAMLItem writes one JSON value as an element of a YAML list.
+func writeYAMLItem(w *bufio.Writer, item []byte) error {
+	y, err := yaml.JSONToYAML(item)
 	if err != nil {
 		return err
 	}
 	for i, line := range bytes.SplitAfter(bytes.TrimRight(y, "\n"), []byte("\n")) {
 		if i == 0 {
-			s.w.WriteString("- ")
+			w.WriteString("- ")
 		} else {
-			s.w.WriteString("  ")
+			w.WriteString("  ")
 		}
-		s.w.Write(line)
+		w.Write(line)
 	}
-	return s.w.WriteByte('\n')
+	return w.WriteByte('\n')
 }
 
 // Close ends the stream (an empty json stream is "[]").
@@ -273,24 +278,14 @@ func (l *listDoc) yaml() error {
 	l.w.Write(bytes.TrimRight(bytes.TrimSuffix(bytes.TrimSpace(k), []byte("0")), " "))
 	some := false
 	err = l.each(func(n int, item []byte) error {
-		y, err := yaml.JSONToYAML(item)
-		if err != nil {
-			return err
+		if !some {
+			some = true
+			l.w.WriteByte('\n')
 		}
-		some = true
-		for i, line := range bytes.Split(bytes.TrimRight(y, "\n"), []byte("\n")) {
-			if i == 0 {
-				l.w.WriteString("\n- ")
-			} else {
-				l.w.WriteString("\n  ")
-			}
-			l.w.Write(line)
-		}
-		return nil
+		return writeYAMLItem(l.w, item)
 	})
 	if !some {
-		l.w.WriteString(" []")
+		l.w.WriteString(" []\n")
 	}
-	l.w.WriteByte('\n')
 	return err
 }
