@@ -49,7 +49,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	now := p.now
 	phases := &replay.Phases{Plan: p.planTook.Seconds()}
 	took := phaseClock()
-	batch, err := p.record(ctx, by)
+	batch, archived, err := p.record(ctx, by)
 	if err != nil {
 		return nil, err
 	}
@@ -65,9 +65,12 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	jctx := context.WithoutCancel(ctx)
 	// Every row the batch's deletes may remove is archived before the
 	// first one: a discard is recoverable, and no row leaves the broker
-	// unrecorded (other groups' rows included).
-	if err := p.archive(jctx); err != nil {
-		return nil, err
+	// unrecorded (other groups' rows included). A fresh batch archived
+	// them with its record.
+	if !archived {
+		if err := p.archive(jctx); err != nil {
+			return nil, err
+		}
 	}
 	phases.Archive = took()
 	if err := ld.SetBatchStatus(jctx, batch.ID, ledger.StatusRunning, now, now, batch.Outcome); err != nil {
@@ -168,27 +171,42 @@ func beat(ctx context.Context, ld *ledger.Store, id, owner string) (stop func())
 
 // record writes a fresh batch (the decision and its frozen manifest)
 // before anything is published, or records the settings a recorded
-// batch now runs with.
-func (p *Pending) record(ctx context.Context, by string) (*ledger.Batch, error) {
+// batch now runs with. A fresh batch that runs now archives its rows in
+// the same transaction and pass (archived says so); one that awaits
+// approval archives them when it runs.
+func (p *Pending) record(ctx context.Context, by string) (b *ledger.Batch, archived bool, err error) {
 	settings, _ := json.Marshal(p.settings)
 	if b := p.in.batch; b != nil {
-		return b, p.env.Ledger.SetBatchSettings(ctx, b.ID, settings)
+		return b, false, p.env.Ledger.SetBatchSettings(ctx, b.ID, settings)
 	}
-	b := &ledger.Batch{ID: p.BatchID(), Broker: p.env.Client.Broker(), Action: map[string]string{deadletter.Replay: ledger.ActionReplay, deadletter.Discard: ledger.ActionDiscard}[p.req.Action],
+	b = &ledger.Batch{ID: p.BatchID(), Broker: p.env.Client.Broker(), Action: map[string]string{deadletter.Replay: ledger.ActionReplay, deadletter.Discard: ledger.ActionDiscard}[p.req.Action],
 		By: by, At: p.now, Why: p.why, Selection: p.req.Selection.String(), Destination: p.settings.ToQueue, Status: ledger.StatusRunning, Settings: settings}
+	var arch *ledger.Archiver
 	if p.awaits() {
 		b.Status, b.NeedsApproval = ledger.StatusAwaiting, true
+	} else {
+		arch = p.env.Ledger.NewArchiver(p.env.Client.Broker(), p.now)
 	}
 	if p.stage != nil {
-		return b, p.recordStaged(ctx, b)
+		return b, arch != nil, p.recordStaged(ctx, b, arch)
 	}
-	items := p.in.items
-	return b, p.env.Ledger.CreateBatchOf(ctx, b, len(items), func(i int) ledger.ManifestItem { return ManifestItemOf(items[i]) })
+	items, i := p.in.items, 0
+	return b, arch != nil, p.env.Ledger.CreateBatchFrom(ctx, b, len(items), func() (ledger.ManifestItem, error) {
+		it := items[i]
+		i++
+		if arch != nil && !p.in.absent[it.Address] {
+			if err := archiveItem(ctx, arch, it); err != nil {
+				return ledger.ManifestItem{}, err
+			}
+		}
+		return ManifestItemOf(it), nil
+	}, arch)
 }
 
 // recordStaged writes a staged batch's manifest from the stage, in
-// replay order (Arrange's, when the replay keeps an order).
-func (p *Pending) recordStaged(ctx context.Context, b *ledger.Batch) error {
+// replay order (Arrange's, when the replay keeps an order), and queues
+// each item's rows on arch (when set) on the way.
+func (p *Pending) recordStaged(ctx context.Context, b *ledger.Batch, arch *ledger.Archiver) error {
 	ordered := p.req.Action == deadletter.Replay && replay.Ordered(p.settings.Order)
 	if err := p.stage.arrange(ctx, ordered, p.sp.chains); err != nil {
 		return err
@@ -203,8 +221,13 @@ func (p *Pending) recordStaged(ctx context.Context, b *ledger.Batch) error {
 		case !ok:
 			return ledger.ManifestItem{}, errors.New("recording the manifest: the staged snapshot ended early")
 		}
+		if arch != nil {
+			if err := archiveItem(ctx, arch, it); err != nil {
+				return ledger.ManifestItem{}, err
+			}
+		}
 		return ManifestItemOf(it), nil
-	})
+	}, arch)
 }
 
 // archive writes every row the batch's deletes may remove to the

@@ -37,6 +37,9 @@ type Archiver struct {
 	buf    []deadletter.Row
 	at     map[archiveKey]int // where each buffered row is in buf
 	n      int
+	// tx, while set, is the transaction chunks are written in (a batch's
+	// record: CreateBatchFrom); otherwise each chunk commits its own.
+	tx *sql.Tx
 }
 
 // archiveKey is what makes an archived row one row.
@@ -81,13 +84,17 @@ func (a *Archiver) Flush(ctx context.Context) error {
 		return nil
 	}
 	s := a.s
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return s.wrap("archiving", err)
+	tx := a.tx
+	if tx == nil {
+		own, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return s.wrap("archiving", err)
+		}
+		defer own.Rollback()
+		tx = own
 	}
-	defer tx.Rollback()
 	seen := fmtTime(a.now)
-	err = s.insertRows(ctx, tx, `INSERT INTO archive (broker, partition_id, transaction_id, consumer_group, failed_at, message_id, queue, partition_name, error, retry_count, payload, first_seen, last_seen) VALUES `,
+	err := s.insertRows(ctx, tx, `INSERT INTO archive (broker, partition_id, transaction_id, consumer_group, failed_at, message_id, queue, partition_name, error, retry_count, payload, first_seen, last_seen) VALUES `,
 		` ON CONFLICT (broker, partition_id, transaction_id, consumer_group, failed_at)
 		DO UPDATE SET last_seen = excluded.last_seen, gone_at = NULL, vanished = 0,
 			payload = CASE WHEN excluded.payload IS NULL THEN archive.payload ELSE excluded.payload END`,
@@ -103,8 +110,10 @@ func (a *Archiver) Flush(ctx context.Context) error {
 	if err != nil {
 		return s.wrap("archiving", err)
 	}
-	if err := tx.Commit(); err != nil {
-		return s.wrap("archiving", err)
+	if a.tx == nil {
+		if err := tx.Commit(); err != nil {
+			return s.wrap("archiving", err)
+		}
 	}
 	a.n += len(a.buf)
 	a.buf = a.buf[:0]

@@ -110,25 +110,24 @@ func NewBatchID(now time.Time) string {
 // CreateBatch records a batch and its frozen manifest in one transaction:
 // an interrupted write leaves no half-recorded batch.
 func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []ManifestItem) error {
-	return s.CreateBatchOf(ctx, b, len(items), func(i int) ManifestItem { return items[i] })
-}
-
-// CreateBatchOf is CreateBatch with the manifest's n items made as they
-// are written (item is called once for each index, in order), so that a
-// large batch's manifest is never held whole beside its items.
-func (s *Store) CreateBatchOf(ctx context.Context, b *Batch, n int, item func(i int) ManifestItem) error {
 	i := 0
-	return s.CreateBatchFrom(ctx, b, n, func() (ManifestItem, error) {
-		it := item(i)
+	return s.CreateBatchFrom(ctx, b, len(items), func() (ManifestItem, error) {
 		i++
-		return it, nil
-	})
+		return items[i-1], nil
+	}, nil)
 }
 
 // CreateBatchFrom is CreateBatch with the manifest's n items read from
 // next, in order, as they are written (a staged snapshot): an error from
 // next records nothing.
-func (s *Store) CreateBatchFrom(ctx context.Context, b *Batch, n int, next func() (ManifestItem, error)) error {
+//
+// arch, when not nil, archives in the batch's own transaction: the rows
+// next queues on it as it goes are written with the manifest, committed
+// or rolled back with it, in the one pass over the items (a batch that
+// runs at once archives every row its deletes may remove before the
+// first; written apart, the archive read the snapshot a second time and
+// committed every thousand rows).
+func (s *Store) CreateBatchFrom(ctx context.Context, b *Batch, n int, next func() (ManifestItem, error), arch *Archiver) error {
 	if b.ID == "" {
 		b.ID = NewBatchID(b.At)
 	}
@@ -141,6 +140,10 @@ func (s *Store) CreateBatchFrom(ctx context.Context, b *Batch, n int, next func(
 		return s.wrap("recording the batch", err)
 	}
 	defer tx.Rollback()
+	if arch != nil {
+		arch.tx = tx
+		defer func() { arch.tx = nil }()
+	}
 	settings := "{}"
 	if len(b.Settings) > 0 {
 		settings = string(b.Settings)
@@ -192,6 +195,11 @@ func (s *Store) CreateBatchFrom(ctx context.Context, b *Batch, n int, next func(
 	}
 	if err != nil {
 		return s.wrap("recording the manifest", err)
+	}
+	if arch != nil {
+		if err := arch.Flush(ctx); err != nil {
+			return err
+		}
 	}
 	if err := s.insertRows(ctx, tx, `INSERT INTO batch_queues (batch_id, queue) VALUES `, "", 2, len(queues), func(i int) []any {
 		return []any{b.ID, queues[i]}

@@ -179,7 +179,8 @@ func (r *Report) Clean() bool {
 
 // Phases is how long, in seconds, each phase of a batch took: planning
 // (reading the DLQ and the ledger, staging), recording the decision and
-// its manifest, archiving the rows (and starting the run), the run, and
+// its manifest (a fresh batch archives its rows with it), archiving the
+// rows of a batch recorded earlier (and starting the run), the run, and
 // settling its outcome in the ledger.
 type Phases struct {
 	Plan    float64 `json:"plan"`
