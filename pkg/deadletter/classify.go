@@ -9,7 +9,10 @@ import (
 
 // ClassID is the stable id of a failure class: a hash of its pattern, so
 // the same error text gets the same id on every machine and every day.
-// Texts repeat (one failure mode, thousands of rows), so ids are memoised.
+// Texts repeat (one failure mode, thousands of rows), so ids are memoised
+// by text; and texts that differ only in their ids (an order number, a
+// card) share a pattern, so ids are memoised by pattern too, and such a
+// text is normalised but not hashed.
 func ClassID(errorMessage string) string {
 	classMu.Lock()
 	id, ok := classMemo[errorMessage]
@@ -18,22 +21,36 @@ func ClassID(errorMessage string) string {
 		return id
 	}
 	n := normalizers.Get().(*normalizer)
-	h := sha256.Sum256(n.normalize(errorMessage))
-	normalizers.Put(n)
-	id = hex.EncodeToString(h[:4])
+	defer normalizers.Put(n)
+	pattern := n.normalize(errorMessage)
 	classMu.Lock()
+	id, ok = patternMemo[string(pattern)]
+	classMu.Unlock()
+	if !ok {
+		h := sha256.Sum256(pattern)
+		id = hex.EncodeToString(h[:4])
+	}
+	classMu.Lock()
+	// Bounded: distinct texts (ids in them) must not grow them forever.
 	if len(classMemo) >= 1<<12 {
-		clear(classMemo) // bounded: distinct texts (ids in them) must not grow it forever
+		clear(classMemo)
+	}
+	if len(patternMemo) >= 1<<12 {
+		clear(patternMemo)
 	}
 	// A copy: the text may be a slice of a larger string (a row's).
 	classMemo[strings.Clone(errorMessage)] = id
+	if !ok {
+		patternMemo[string(pattern)] = id
+	}
 	classMu.Unlock()
 	return id
 }
 
 var (
-	classMu   sync.Mutex
-	classMemo = map[string]string{}
+	classMu     sync.Mutex
+	classMemo   = map[string]string{} // text -> id
+	patternMemo = map[string]string{} // normalised text -> id
 )
 
 // IsClassID reports whether s has the form of a class id (8 hex digits).
