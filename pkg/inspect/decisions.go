@@ -70,8 +70,11 @@ func (d *Decisions) Err() error {
 	return d.err
 }
 
-// decisionChunk is how many rows share one lookup.
-const decisionChunk = 500
+// decisionChunk is how many rows share one lookup; the first lookups
+// take fewer (firstDecisionChunk, doubling), so that a read that stops
+// early (ls --limit 100) looks up little more than it shows: each
+// address looked up reads ledger pages of its own.
+const decisionChunk, firstDecisionChunk = 500, 64
 
 // Through passes rows on unchanged, each after its decision (if any)
 // was looked up: a chunk of rows is held while the ledger is asked about
@@ -85,20 +88,25 @@ func (d *Decisions) Through(ctx context.Context, rows iter.Seq2[deadletter.Row, 
 	}
 	// Lookups run under ctx itself, not the one a caller that stops early
 	// cancels: that is not a failed lookup.
-	return stream.Ahead(ctx, 1, func(_ context.Context, emit func([]deadletter.Row) ([]deadletter.Row, bool)) error {
-		buf := make([]deadletter.Row, 0, decisionChunk)
+	return stream.Ahead(ctx, 1, func(stopped context.Context, emit func([]deadletter.Row) ([]deadletter.Row, bool)) error {
+		size := firstDecisionChunk
+		buf := make([]deadletter.Row, 0, size)
 		for r, err := range rows {
+			if stopped.Err() != nil {
+				return nil // the caller has what it wants: read no further
+			}
 			if err != nil {
 				d.lookup(ctx, buf)
 				emit(buf)
 				return err
 			}
-			if buf = append(buf, r); len(buf) == decisionChunk {
+			if buf = append(buf, r); len(buf) == size {
 				d.lookup(ctx, buf)
 				var ok bool
 				if buf, ok = emit(buf); !ok {
 					return nil
 				}
+				size = min(2*size, decisionChunk)
 			}
 		}
 		d.lookup(ctx, buf)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -62,6 +63,58 @@ func BenchmarkSync(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
+
+// BenchmarkLatestDecisions looks up the current decision of 30,000
+// addresses, each under a hold renewed 8 times (240k batch items), 500 a
+// call as a listing does, on each engine, and keeps what it found as ls
+// does: µs/address, and the heap the found decisions hold (B/address).
+func BenchmarkLatestDecisions(b *testing.B) {
+	const n, renewals = 30_000, 8
+	its := items(n)
+	addrs := make([]deadletter.Address, n)
+	for i, it := range its {
+		addrs[i] = it.Address
+	}
+	for _, l := range testkit.Ledgers(b) {
+		b.Run(l.Name, func(b *testing.B) {
+			s := testkit.OpenLedger(b, l.DSN)
+			ctx := context.Background()
+			at := time.Now().Add(-renewals * 24 * time.Hour)
+			for day := range renewals {
+				t := at.Add(time.Duration(day) * 24 * time.Hour)
+				if err := s.CreateBatch(ctx, &ledger.Batch{Broker: "http://bench", Action: ledger.ActionHold, By: "oncall", At: t,
+					Why: "waiting on the fix, renewed", Until: t.Add(36 * time.Hour)}, its); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var held uint64
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				b.StartTimer()
+				var kept []map[deadletter.Address]ledger.Decision
+				for start := 0; start < n; start += 500 {
+					m, err := s.LatestDecisionsFor(ctx, "http://bench", addrs[start:start+500])
+					if err != nil || len(m) != 500 {
+						b.Fatalf("%d decisions, %v", len(m), err)
+					}
+					kept = append(kept, m)
+				}
+				b.StopTimer()
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				held += after.HeapAlloc - before.HeapAlloc
+				runtime.KeepAlive(kept)
+				b.StartTimer()
+			}
+			b.ReportMetric(b.Elapsed().Seconds()*1e6/float64(n*b.N), "µs/address")
+			b.ReportMetric(float64(held)/float64(n*b.N), "B/address")
 		})
 	}
 }

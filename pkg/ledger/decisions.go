@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
@@ -159,74 +160,123 @@ func (s *Store) textSet(ctx context.Context, what, q string, args ...any) (map[s
 // looked up a few hundred a statement in current_decisions (current.go):
 // one row an address, so what reading part of the DLQ costs grows with
 // that part, not with the ledger's history nor with how often each
-// address was decided.
+// address was decided. A batch is read once a call, and the decisions
+// it makes share its texts.
 func (s *Store) LatestDecisionsFor(ctx context.Context, broker string, addrs []deadletter.Address) (map[deadletter.Address]Decision, error) {
 	out := map[deadletter.Address]Decision{} // sized by what is found: most addresses have no decision
+	batches := map[string]*Decision{}        // each batch's part of a decision
 	const chunk = 400
 	for start := 0; start < len(addrs); start += chunk {
-		part := addrs[start:min(start+chunk, len(addrs))]
-		const cols = `SELECT bi.partition_id, bi.transaction_id, bi.queue, bi.failed_at, b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status, b.owner`
-		var q string
-		var args []any
-		if s.engine == Postgres {
-			// A join on the addresses as arrays: PostgreSQL walks the
-			// address index for each (a row-value IN list it may scan).
-			pids, txids := make([]string, len(part)), make([]string, len(part))
-			for i, a := range part {
-				pids[i], txids[i] = a.PartitionID, a.TransactionID
-			}
-			q = cols + ` FROM unnest(?::text[], ?::text[]) AS a(p, t)
-				JOIN current_decisions cd ON cd.broker = ? AND cd.partition_id = a.p AND cd.transaction_id = a.t
-				JOIN batch_items bi ON bi.batch_id = cd.batch_id AND bi.partition_id = cd.partition_id AND bi.transaction_id = cd.transaction_id
-				JOIN batches b ON b.id = cd.batch_id`
-			args = []any{pids, txids, broker}
-		} else {
-			// Padded to a whole chunk with its last address, so that every
-			// statement has one text and is prepared once: parsing 400
-			// pairs was most of a lookup's cost.
-			padded := part
-			if len(part) < chunk {
-				padded = make([]deadletter.Address, chunk)
-				copy(padded, part)
-				for i := len(part); i < chunk; i++ {
-					padded[i] = part[len(part)-1]
-				}
-			}
-			q, args = inAddrs(cols+` FROM current_decisions cd
-				JOIN batch_items bi ON bi.batch_id = cd.batch_id AND bi.partition_id = cd.partition_id AND bi.transaction_id = cd.transaction_id
-				JOIN batches b ON b.id = cd.batch_id
-				WHERE cd.broker = ? AND (cd.partition_id, cd.transaction_id) IN `, padded, broker)
-		}
-		var rows *sql.Rows
-		var err error
-		if s.engine == SQLite {
-			var st *sql.Stmt
-			if st, err = s.prepared(ctx, q); err == nil {
-				rows, err = st.QueryContext(ctx, args...)
-			}
-		} else {
-			rows, err = s.db.QueryContext(ctx, s.rebind(q), args...)
-		}
+		found, err := s.currentDecisions(ctx, broker, addrs[start:min(start+chunk, len(addrs))])
 		if err != nil {
-			return nil, s.wrap("reading decisions", err)
+			return nil, err
 		}
-		for rows.Next() {
-			var a deadletter.Address
-			var d Decision
-			var at, until, seen sql.NullString
-			if err := rows.Scan(&a.PartitionID, &a.TransactionID, &d.Queue, &seen, &d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status, &d.Owner); err != nil {
-				rows.Close()
-				return nil, s.wrap("reading decisions", err)
+		var unread []string
+		for _, c := range found {
+			if _, ok := batches[c.batchID]; !ok {
+				batches[c.batchID] = nil
+				unread = append(unread, c.batchID)
 			}
-			d.At, d.Until, d.Seen = parseTime(at), parseTime(until), parseTime(seen)
-			out[a] = d
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, s.wrap("reading decisions", err)
+		if err := s.decisionBatches(ctx, unread, batches); err != nil {
+			return nil, err
+		}
+		for _, c := range found {
+			if b := batches[c.batchID]; b != nil { // nil: no such batch
+				d := *b
+				d.Queue, d.Seen = c.queue, parseTime(sql.NullString{String: c.seen, Valid: true})
+				out[c.addr] = d
+			}
 		}
 	}
 	return out, s.copiesBack(ctx, broker, addrs, out)
+}
+
+// current is an address's row of current_decisions.
+type current struct {
+	addr                 deadletter.Address
+	batchID, queue, seen string
+}
+
+// currentDecisions reads the current_decisions rows of up to 400
+// addresses in one statement.
+func (s *Store) currentDecisions(ctx context.Context, broker string, part []deadletter.Address) ([]current, error) {
+	const cols = `SELECT cd.partition_id, cd.transaction_id, cd.batch_id, cd.queue, cd.failed_at`
+	var rows *sql.Rows
+	var err error
+	if s.engine == Postgres {
+		// A join on the addresses as arrays: PostgreSQL walks the
+		// address index for each (a row-value IN list it may scan).
+		pids, txids := make([]string, len(part)), make([]string, len(part))
+		for i, a := range part {
+			pids[i], txids[i] = a.PartitionID, a.TransactionID
+		}
+		rows, err = s.db.QueryContext(ctx, s.rebind(cols+` FROM unnest(?::text[], ?::text[]) AS a(p, t)
+			JOIN current_decisions cd ON cd.broker = ? AND cd.partition_id = a.p AND cd.transaction_id = a.t`), pids, txids, broker)
+	} else {
+		// Padded to a whole chunk with its last address, so that every
+		// statement has one text and is prepared once: parsing 400
+		// pairs was most of a lookup's cost.
+		const chunk = 400
+		padded := part
+		if len(part) < chunk {
+			padded = make([]deadletter.Address, chunk)
+			copy(padded, part)
+			for i := len(part); i < chunk; i++ {
+				padded[i] = part[len(part)-1]
+			}
+		}
+		q, args := inAddrs(cols+` FROM current_decisions cd WHERE cd.broker = ? AND (cd.partition_id, cd.transaction_id) IN `, padded, broker)
+		var st *sql.Stmt
+		if st, err = s.prepared(ctx, q); err == nil {
+			rows, err = st.QueryContext(ctx, args...)
+		}
+	}
+	if err != nil {
+		return nil, s.wrap("reading decisions", err)
+	}
+	defer rows.Close()
+	var out []current
+	for rows.Next() {
+		var c current
+		if err := rows.Scan(&c.addr.PartitionID, &c.addr.TransactionID, &c.batchID, &c.queue, &c.seen); err != nil {
+			return nil, s.wrap("reading decisions", err)
+		}
+		out = append(out, c)
+	}
+	return out, s.wrap("reading decisions", rows.Err())
+}
+
+// decisionBatches reads the batches named in ids into into, each as the
+// part of a decision that is the batch's.
+func (s *Store) decisionBatches(ctx context.Context, ids []string, into map[string]*Decision) error {
+	for start := 0; start < len(ids); start += 400 {
+		part := ids[start:min(start+400, len(ids))]
+		args := make([]any, len(part))
+		for i, id := range part {
+			args[i] = id
+		}
+		rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT id, action, by_name, at, why, until_at, status, owner FROM batches WHERE id IN (`+
+			strings.TrimSuffix(strings.Repeat("?, ", len(part)), ", ")+`)`), args...)
+		if err != nil {
+			return s.wrap("reading decisions", err)
+		}
+		for rows.Next() {
+			var d Decision
+			var at, until sql.NullString
+			if err := rows.Scan(&d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status, &d.Owner); err != nil {
+				rows.Close()
+				return s.wrap("reading decisions", err)
+			}
+			d.At, d.Until = parseTime(at), parseTime(until)
+			into[d.BatchID] = &d
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return s.wrap("reading decisions", err)
+		}
+	}
+	return nil
 }
 
 // copiesBack adds, for the addresses with no decision of their own that
