@@ -24,7 +24,7 @@ import (
 type gate struct {
 	cl        *client.Client
 	policies  policy.Set
-	dec       map[deadletter.Address]ledger.Decision
+	dec       *ledger.DecisionSet
 	src       DecisionSource // nil: dec is every decision
 	maxAge    time.Duration  // flag overrides; 0 = from policies
 	triageSLO time.Duration
@@ -56,10 +56,10 @@ func Check(ctx context.Context, cl *client.Client, in Input) (*Result, error) {
 	ctx = client.WithMeter(ctx, total)
 	now, queues := in.Now, in.Queues
 	res := &Result{Broker: cl.Server(), CheckedAt: render.Timestamp(now), OK: true}
-	g := &gate{cl: cl, policies: in.Policies, dec: in.Decisions, maxAge: in.MaxAge, triageSLO: in.TriageSLO, now: now,
+	g := &gate{cl: cl, policies: in.Policies, dec: ledger.NewDecisionSet(in.Decisions), maxAge: in.MaxAge, triageSLO: in.TriageSLO, now: now,
 		holds: map[string]bool{}, decided: map[string]bool{}, visit: in.Visit, readAll: in.ReadAll}
 	if in.Decisions == nil && in.Source != nil {
-		g.src, g.dec = in.Source, map[deadletter.Address]ledger.Decision{}
+		g.src = in.Source
 		var err error
 		if g.holds, g.decided, err = in.Source.DecidedQueues(ctx, cl.Broker(), now); err != nil {
 			return nil, err
@@ -201,9 +201,7 @@ func (g *gate) prefetch(ctx context.Context, rows []deadletter.Row) error {
 	if err != nil {
 		return err
 	}
-	for a, d := range found {
-		g.dec[a] = d
-	}
+	g.dec.Add(found)
 	return nil
 }
 

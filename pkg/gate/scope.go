@@ -44,7 +44,7 @@ func (g *gate) limitsFor(queue, group string) limits {
 }
 
 func (g *gate) held(r deadletter.Row) bool {
-	d, ok := g.dec[r.Address()]
+	d, ok := g.dec.Get(r.Address())
 	return ok && d.Action == ledger.ActionHold && d.Covers(r.FailedAt, g.now)
 }
 
@@ -73,7 +73,7 @@ type acc struct {
 // when no decision covers it or the one that does was not carried out in
 // time.
 func (a *acc) pastSLO(g *gate, r deadletter.Row) {
-	d, ok := g.dec[r.Address()]
+	d, ok := g.dec.Get(r.Address())
 	if ok && d.Covers(r.FailedAt, g.now) {
 		if !d.NotCarriedOut(g.now, a.lim.slo) {
 			return
@@ -105,7 +105,7 @@ func (g *gate) counted(t time.Time) (time.Time, time.Duration) {
 
 // copyBack counts a row that is a replay's copy back in the DLQ.
 func (a *acc) copyBack(g *gate, r deadletter.Row) {
-	if d, ok := g.dec[r.Address()]; ok && d.Copy != nil {
+	if d, ok := g.dec.Get(r.Address()); ok && d.Copy != nil {
 		if a.again == nil {
 			a.again = map[string]int{}
 		}
@@ -283,7 +283,7 @@ func (g *gate) fill(s *Scope, a *acc) {
 		s.OldestFailedAt = a.oldestAt
 		s.OldestHeld = g.held(*a.oldest)
 		if s.OldestHeld {
-			d := g.dec[a.oldest.Address()]
+			d, _ := g.dec.Get(a.oldest.Address())
 			s.OldestHold = &HoldInfo{BatchID: d.BatchID, By: d.By, Owner: d.Owner, Until: d.Until, Why: d.Why}
 		}
 	}
@@ -342,7 +342,7 @@ func (g *gate) vanishedAndVerdict(s *Scope, vanished []ledger.Archived) {
 		if v.Queue != s.Queue || (s.ConsumerGroup != "" && s.ConsumerGroup != "*" && v.ConsumerGroup != s.ConsumerGroup) || seen[v.Address] {
 			continue
 		}
-		if d, ok := g.dec[v.Address]; ok && d.Covers(v.FailedAt, g.now) {
+		if d, ok := g.dec.Get(v.Address); ok && d.Covers(v.FailedAt, g.now) {
 			continue
 		}
 		seen[v.Address] = true

@@ -4,7 +4,6 @@ import (
 	"context"
 	"iter"
 	"sync"
-	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
@@ -19,71 +18,31 @@ type DecisionLookup func(deadletter.Address) (ledger.Decision, bool)
 // read costs grows with the rows read, not with the ledger's history. It
 // keeps only the decisions found. Safe for concurrent Get.
 type Decisions struct {
-	mu sync.RWMutex
-	m  map[deadletter.Address]known
-	// batches holds each batch's part of a decision once, for every
-	// address it decided (a hold over 30,000 rows is one).
-	batches map[string]*ledger.Decision
-	ld      *ledger.Store // nil: m is all there is
-	broker  string
-	err     error
+	mu     sync.RWMutex
+	set    *ledger.DecisionSet
+	ld     *ledger.Store // nil: set is all there is
+	broker string
+	err    error
 	// queues are the queues with a decision, read at the first lookup:
 	// rows of other queues are not looked up (nil: not read yet).
 	queues map[string]bool
 }
 
-// known is an address's decision as Decisions keeps it: its batch's
-// part, shared, and the address's own.
-type known struct {
-	batch *ledger.Decision
-	queue string
-	seen  time.Time
-	copy  *ledger.Lineage
-}
-
-func (k known) decision() ledger.Decision {
-	d := *k.batch
-	d.Queue, d.Seen, d.Copy = k.queue, k.seen, k.copy
-	return d
-}
-
 // NewDecisions looks decisions up in ld as rows pass Through.
 func NewDecisions(ld *ledger.Store, broker string) *Decisions {
-	return &Decisions{m: map[deadletter.Address]known{}, batches: map[string]*ledger.Decision{}, ld: ld, broker: broker}
+	return &Decisions{set: ledger.NewDecisionSet(nil), ld: ld, broker: broker}
 }
 
 // KnownDecisions are decisions already in memory (tests, or none at all).
 func KnownDecisions(m map[deadletter.Address]ledger.Decision) *Decisions {
-	d := NewDecisions(nil, "")
-	d.keep(m)
-	return d
-}
-
-// keep adds decisions found; the caller holds mu (or owns d). A batch's
-// part is kept once while it reads the same (a batch whose status moved
-// since gets a new one: the decisions kept before keep theirs).
-func (d *Decisions) keep(found map[deadletter.Address]ledger.Decision) {
-	for a, x := range found {
-		part := x
-		part.Queue, part.Seen, part.Copy = "", time.Time{}, nil
-		b := d.batches[x.BatchID]
-		if b == nil || *b != part {
-			b = &part
-			d.batches[x.BatchID] = b
-		}
-		d.m[a] = known{batch: b, queue: x.Queue, seen: x.Seen, copy: x.Copy}
-	}
+	return &Decisions{set: ledger.NewDecisionSet(m)}
 }
 
 // Get is an address's latest decision among those looked up.
 func (d *Decisions) Get(a deadletter.Address) (ledger.Decision, bool) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	x, ok := d.m[a]
-	if !ok {
-		return ledger.Decision{}, false
-	}
-	return x.decision(), true
+	return d.set.Get(a)
 }
 
 // Take is Get for a reader that keeps the decision itself: it is
@@ -91,12 +50,7 @@ func (d *Decisions) Get(a deadletter.Address) (ledger.Decision, bool) {
 func (d *Decisions) Take(a deadletter.Address) (ledger.Decision, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	x, ok := d.m[a]
-	if !ok {
-		return ledger.Decision{}, false
-	}
-	delete(d.m, a)
-	return x.decision(), true
+	return d.set.Take(a)
 }
 
 // Lookup is Get as a DecisionLookup.
@@ -202,5 +156,5 @@ func (d *Decisions) lookup(ctx context.Context, rows []deadletter.Row) {
 		d.err = err
 		return
 	}
-	d.keep(found)
+	d.set.Add(found)
 }
