@@ -68,7 +68,7 @@ func (d *Decisions) Err() error {
 // take fewer (firstDecisionChunk, doubling), so that a read that stops
 // early (ls --limit 100) looks up little more than it shows: each
 // address looked up reads ledger pages of its own.
-const decisionChunk, firstDecisionChunk = 500, 64
+const decisionChunk, firstDecisionChunk = 500, 16
 
 // Through passes rows on unchanged, each after its decision (if any)
 // was looked up: a chunk of rows is held while the ledger is asked about
