@@ -32,6 +32,11 @@ type gate struct {
 	// holds and decided name the queues with at least one active hold or
 	// decision: a queue with none needs no row read beyond the probes.
 	holds, decided map[string]bool
+	// holdsKnown: dec has every hold in force (knowHolds), so rows read
+	// only to find the oldest one not held need no lookup; holdsAsked is
+	// the most addresses the holds were asked for with, refused.
+	holdsKnown bool
+	holdsAsked int
 	// depths are the broker's own per-queue DLQ depths, where it exports
 	// them: where probes start looking for each end.
 	depths map[string]int
@@ -184,6 +189,24 @@ type Input struct {
 type DecisionSource interface {
 	LatestDecisionsFor(ctx context.Context, broker string, addrs []deadletter.Address) (map[deadletter.Address]ledger.Decision, error)
 	DecidedQueues(ctx context.Context, broker string, now time.Time) (holds, decided map[string]bool, err error)
+	HoldsInForce(ctx context.Context, broker string, now time.Time, most int, into *ledger.DecisionSet) (bool, error)
+}
+
+// knowHolds reads every hold in force into dec, once, when the holds
+// name few enough addresses beside a queue of depth rows under them (4
+// an undecided row, 10,000 at the least): a queue whose oldest rows are
+// held is then read to its oldest row not held with no lookup a page.
+// Holds that name more (a hold over a million addresses, most gone) are
+// not read: the rows are looked up as they are read.
+func (g *gate) knowHolds(ctx context.Context, depth int) error {
+	most := max(10_000, 4*depth)
+	if g.src == nil || g.holdsKnown || most <= g.holdsAsked {
+		return nil
+	}
+	g.holdsAsked = most
+	ok, err := g.src.HoldsInForce(ctx, g.cl.Broker(), g.now, most, g.dec)
+	g.holdsKnown = ok
+	return err
 }
 
 // prefetch looks up the decisions of rows about to be judged (with a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -203,24 +204,9 @@ func TestSourceAnswersAsTheWholeHistory(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			strip := func(r *gate.Result) []gate.Scope {
-				out := append([]gate.Scope(nil), r.Scopes...)
-				for i := range out {
-					out[i].Requests, out[i].Bytes = 0, 0
-				}
-				return out
-			}
-			a, bb := strip(whole), strip(looked)
-			if len(a) != len(bb) {
-				t.Fatalf("old %v: %d scopes vs %d", old, len(a), len(bb))
-			}
+			sameScopes(t, whole, looked)
 			decided := 0
-			for i := range a {
-				x, y := a[i], bb[i]
-				if x.Queue != y.Queue || x.ConsumerGroup != y.ConsumerGroup || x.UndecidedPastSLO != y.UndecidedPastSLO || x.DecidedNotCarriedOut != y.DecidedNotCarriedOut ||
-					x.OldestHeld != y.OldestHeld || !x.OldestUnheldFailedAt.Equal(y.OldestUnheldFailedAt) || !reflect.DeepEqual(x.Breaches, y.Breaches) {
-					t.Fatalf("old %v: scope %s/%s\nwhole %+v\nsource %+v", old, x.Queue, x.ConsumerGroup, x, y)
-				}
+			for _, x := range whole.Scopes {
 				decided += x.DecidedNotCarriedOut
 			}
 			if decided == 0 {
@@ -271,4 +257,115 @@ func hasBreach(s gate.Scope, k gate.BreachKind) bool {
 		}
 	}
 	return false
+}
+
+// lookups counts the addresses a check looks up one by one; refuse makes
+// it refuse to read the holds in force, as holds over too many addresses
+// are.
+type lookups struct {
+	*ledger.Store
+	refuse bool
+	looked int
+}
+
+func (l *lookups) LatestDecisionsFor(ctx context.Context, broker string, addrs []deadletter.Address) (map[deadletter.Address]ledger.Decision, error) {
+	l.looked += len(addrs)
+	return l.Store.LatestDecisionsFor(ctx, broker, addrs)
+}
+
+func (l *lookups) HoldsInForce(ctx context.Context, broker string, now time.Time, most int, into *ledger.DecisionSet) (bool, error) {
+	if l.refuse {
+		most = 0
+	}
+	return l.Store.HoldsInForce(ctx, broker, now, most, into)
+}
+
+// A queue whose oldest rows are held is read to its oldest row not held
+// with the holds in force read once, not with a lookup a page: the answer
+// is the one every decision in memory gives, and the one the lookups give
+// when the holds name too many addresses to read. Holds renewed (the
+// expired one behind the one in force) and a replay decided since on some
+// held addresses (no longer held) are in it.
+func TestHeldRowsAreJudgedByTheHoldsInForce(t *testing.T) {
+	testkit.ForEachLedger(t, func(t *testing.T, ld *ledger.Store, _ string) {
+		b, cl := seeded(t, false)
+		ctx := context.Background()
+		byQueue := map[string][]sandbox.Row{}
+		for _, r := range b.DeadLetterRows() {
+			byQueue[r.Queue] = append(byQueue[r.Queue], r)
+		}
+		var held, replayed []ledger.ManifestItem
+		seen := map[deadletter.Address]bool{}
+		for _, rows := range byQueue {
+			slices.SortFunc(rows, func(x, y sandbox.Row) int { return x.FailedAt.Compare(y.FailedAt) })
+			for i, r := range rows[:len(rows)*3/4] { // the oldest three quarters of each queue
+				a := deadletter.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
+				if seen[a] {
+					continue
+				}
+				seen[a] = true
+				it := ledger.ManifestItem{Address: a, Queue: r.Queue, FailedAt: r.FailedAt}
+				held = append(held, it)
+				if i%7 == 3 {
+					replayed = append(replayed, it)
+				}
+			}
+		}
+		for _, bt := range []struct {
+			b     *ledger.Batch
+			items []ledger.ManifestItem
+		}{
+			{&ledger.Batch{Broker: cl.Broker(), Action: ledger.ActionHold, By: "ann", At: now.Add(-50 * time.Hour), Why: "w", Until: now.Add(-26 * time.Hour)}, held},
+			{&ledger.Batch{Broker: cl.Broker(), Action: ledger.ActionHold, By: "ann", At: now.Add(-26 * time.Hour), Why: "renewed", Until: now.Add(time.Hour)}, held},
+			{&ledger.Batch{Broker: cl.Broker(), Action: ledger.ActionReplay, By: "bob", At: now.Add(-time.Hour), Why: "fixed"}, replayed},
+		} {
+			if err := ld.CreateBatch(ctx, bt.b, bt.items); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dec, err := ld.LatestDecisions(ctx, cl.Broker())
+		if err != nil {
+			t.Fatal(err)
+		}
+		policies := policy.Set{{Queue: "*", Policy: policy.Policy{MaxAge: time.Hour}}}
+		whole, err := gate.Check(ctx, cl, gate.Input{Policies: policies, Decisions: dec, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		known, refused := &lookups{Store: ld}, &lookups{Store: ld, refuse: true}
+		for _, src := range []*lookups{known, refused} {
+			got, err := gate.Check(ctx, cl, gate.Input{Policies: policies, Source: src, Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameScopes(t, whole, got)
+		}
+		heldOldest := 0
+		for _, s := range whole.Scopes {
+			if s.OldestHeld {
+				heldOldest++
+			}
+		}
+		if heldOldest == 0 || refused.looked < len(held)/2 {
+			t.Fatalf("%d scopes with their oldest row held, %d addresses looked up row by row: the comparison says little", heldOldest, refused.looked)
+		}
+		if known.looked > refused.looked/4 {
+			t.Fatalf("%d addresses looked up row by row with the holds in force read, %d without", known.looked, refused.looked)
+		}
+	})
+}
+
+// sameScopes fails unless two checks judged every scope alike.
+func sameScopes(t *testing.T, want, got *gate.Result) {
+	t.Helper()
+	if len(want.Scopes) != len(got.Scopes) {
+		t.Fatalf("%d scopes vs %d", len(want.Scopes), len(got.Scopes))
+	}
+	for i, x := range want.Scopes {
+		y := got.Scopes[i]
+		if x.Queue != y.Queue || x.ConsumerGroup != y.ConsumerGroup || x.UndecidedPastSLO != y.UndecidedPastSLO || x.DecidedNotCarriedOut != y.DecidedNotCarriedOut ||
+			x.OldestHeld != y.OldestHeld || !x.OldestUnheldFailedAt.Equal(y.OldestUnheldFailedAt) || !reflect.DeepEqual(x.Breaches, y.Breaches) {
+			t.Fatalf("scope %s/%s\nwant %+v\ngot  %+v", x.Queue, x.ConsumerGroup, x, y)
+		}
+	}
 }

@@ -161,6 +161,9 @@ func (g *gate) pagedScope(ctx context.Context, q, group string, ext *client.Exte
 		return s, err
 	}
 	if g.holds[q] && g.held(*ext.Oldest) {
+		if err := g.knowHolds(ctx, ext.Depth); err != nil {
+			return s, err
+		}
 		r, err := g.oldestUnheld(ctx, lq, ext.Depth)
 		if err != nil {
 			return s, err
@@ -205,7 +208,9 @@ func (g *gate) pagedScope(ctx context.Context, q, group string, ext *client.Exte
 }
 
 // oldestUnheld reads a paged scope from its oldest end, a page at a time,
-// until a row not under an active hold; nil when every row is held.
+// until a row not under an active hold; nil when every row is held. The
+// rows' decisions are looked up a page at a time, unless every hold in
+// force is known (knowHolds).
 func (g *gate) oldestUnheld(ctx context.Context, lq client.ListQuery, depth int) (*deadletter.Row, error) {
 	for end := depth; end > 0; end -= pageSize {
 		lq.Offset, lq.Limit = max(0, end-pageSize), min(pageSize, end)
@@ -213,8 +218,10 @@ func (g *gate) oldestUnheld(ctx context.Context, lq client.ListQuery, depth int)
 		if err != nil {
 			return nil, err
 		}
-		if err := g.prefetch(ctx, p.Rows); err != nil {
-			return nil, err
+		if !g.holdsKnown {
+			if err := g.prefetch(ctx, p.Rows); err != nil {
+				return nil, err
+			}
 		}
 		for i := len(p.Rows) - 1; i >= 0; i-- {
 			if !g.held(p.Rows[i]) {

@@ -192,6 +192,82 @@ func (s *Store) LatestDecisionsFor(ctx context.Context, broker string, addrs []d
 	return out, s.copiesBack(ctx, broker, addrs, out)
 }
 
+// HoldsInForce puts in into the current decision of every address under
+// a hold in force at now (not cancelled, its until not passed), when the
+// holds in force name at most most addresses in all; ok is false, and
+// nothing but the holds' sizes is read, when they name more. A reader
+// that would look up every row of a queue under holds asks this once
+// instead: each hold's addresses are read in key order beside
+// current_decisions, so a page of it is read once, not once an address.
+// (A hold whose addresses have a later decision puts none of those.)
+func (s *Store) HoldsInForce(ctx context.Context, broker string, now time.Time, most int, into *DecisionSet) (ok bool, err error) {
+	// A second's slack: a hold the moment it ends is read, and judged by
+	// its until as every decision is (Decision.Active).
+	ids, err := s.holdsInForce(ctx, broker, now.Add(-time.Second), most)
+	if err != nil || ids == nil {
+		return false, err
+	}
+	batches := map[string]*Decision{}
+	if err := s.decisionBatches(ctx, ids, batches); err != nil {
+		return false, err
+	}
+	for _, id := range ids {
+		b := batches[id]
+		if b == nil {
+			continue
+		}
+		rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT cd.partition_id, cd.transaction_id, cd.queue, cd.failed_at FROM batch_items bi
+			JOIN current_decisions cd ON cd.broker = ? AND cd.partition_id = bi.partition_id AND cd.transaction_id = bi.transaction_id
+			WHERE bi.batch_id = ? AND cd.batch_id = bi.batch_id ORDER BY bi.partition_id, bi.transaction_id`), broker, id)
+		if err != nil {
+			return false, s.wrap("reading holds", err)
+		}
+		for rows.Next() {
+			var a deadletter.Address
+			var seen sql.NullString
+			d := *b
+			if err := rows.Scan(&a.PartitionID, &a.TransactionID, &d.Queue, &seen); err != nil {
+				rows.Close()
+				return false, s.wrap("reading holds", err)
+			}
+			d.Seen = parseTime(seen)
+			into.Put(a, d)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return false, s.wrap("reading holds", err)
+		}
+	}
+	return true, nil
+}
+
+// holdsInForce names the holds in force after at, nil when they name
+// more than most addresses.
+func (s *Store) holdsInForce(ctx context.Context, broker string, at time.Time, most int) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT id, size FROM batches WHERE broker = ? AND action = 'hold' AND status <> 'cancelled'
+		AND (until_at IS NULL OR until_at = '' OR until_at > ?)`), broker, fmtTime(at))
+	if err != nil {
+		return nil, s.wrap("reading holds", err)
+	}
+	defer rows.Close()
+	ids, total := []string{}, 0
+	for rows.Next() {
+		var id string
+		var size int
+		if err := rows.Scan(&id, &size); err != nil {
+			return nil, s.wrap("reading holds", err)
+		}
+		ids, total = append(ids, id), total+size
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("reading holds", err)
+	}
+	if total > most {
+		return nil, nil
+	}
+	return ids, nil
+}
+
 // current is an address's row of current_decisions.
 type current struct {
 	addr                 deadletter.Address

@@ -36,15 +36,20 @@ func NewDecisionSet(m map[deadletter.Address]Decision) *DecisionSet {
 // and the decisions held before keep theirs.
 func (s *DecisionSet) Add(found map[deadletter.Address]Decision) {
 	for a, x := range found {
-		part := x
-		part.Queue, part.Seen, part.Copy = "", time.Time{}, nil
-		b := s.batches[x.BatchID]
-		if b == nil || *b != part {
-			b = &part
-			s.batches[x.BatchID] = b
-		}
-		s.m[a] = decided{batch: b, queue: x.Queue, seen: x.Seen, copy: x.Copy}
+		s.Put(a, x)
 	}
+}
+
+// Put holds one decision, as Add does.
+func (s *DecisionSet) Put(a deadletter.Address, x Decision) {
+	part := x
+	part.Queue, part.Seen, part.Copy = "", time.Time{}, nil
+	b := s.batches[x.BatchID]
+	if b == nil || *b != part {
+		b = &part
+		s.batches[x.BatchID] = b
+	}
+	s.m[a] = decided{batch: b, queue: x.Queue, seen: x.Seen, copy: x.Copy}
 }
 
 // Get is an address's decision, if one is held.
