@@ -191,20 +191,7 @@ func TestSourceAnswersAsTheWholeHistory(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			dec, err := ld.LatestDecisions(ctx, cl.Broker())
-			if err != nil {
-				t.Fatal(err)
-			}
-			policies := policy.Set{{Queue: "*", Policy: policy.Policy{MaxAge: time.Hour, TriageSLO: 30 * time.Minute}}}
-			whole, err := gate.Check(ctx, cl, gate.Input{Policies: policies, Decisions: dec, Now: now})
-			if err != nil {
-				t.Fatal(err)
-			}
-			looked, err := gate.Check(ctx, cl, gate.Input{Policies: policies, Source: ld, Now: now})
-			if err != nil {
-				t.Fatal(err)
-			}
-			sameScopes(t, whole, looked)
+			whole := checkAlike(t, cl, ld, policy.Set{{Queue: "*", Policy: policy.Policy{MaxAge: time.Hour, TriageSLO: 30 * time.Minute}}}, ld)
 			decided := 0
 			for _, x := range whole.Scopes {
 				decided += x.DecidedNotCarriedOut
@@ -323,23 +310,8 @@ func TestHeldRowsAreJudgedByTheHoldsInForce(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		dec, err := ld.LatestDecisions(ctx, cl.Broker())
-		if err != nil {
-			t.Fatal(err)
-		}
-		policies := policy.Set{{Queue: "*", Policy: policy.Policy{MaxAge: time.Hour}}}
-		whole, err := gate.Check(ctx, cl, gate.Input{Policies: policies, Decisions: dec, Now: now})
-		if err != nil {
-			t.Fatal(err)
-		}
 		known, refused := &lookups{Store: ld}, &lookups{Store: ld, refuse: true}
-		for _, src := range []*lookups{known, refused} {
-			got, err := gate.Check(ctx, cl, gate.Input{Policies: policies, Source: src, Now: now})
-			if err != nil {
-				t.Fatal(err)
-			}
-			sameScopes(t, whole, got)
-		}
+		whole := checkAlike(t, cl, ld, policy.Set{{Queue: "*", Policy: policy.Policy{MaxAge: time.Hour}}}, known, refused)
 		heldOldest := 0
 		for _, s := range whole.Scopes {
 			if s.OldestHeld {
@@ -353,6 +325,30 @@ func TestHeldRowsAreJudgedByTheHoldsInForce(t *testing.T) {
 			t.Fatalf("%d addresses looked up row by row with the holds in force read, %d without", known.looked, refused.looked)
 		}
 	})
+}
+
+// checkAlike checks with every decision of ld in memory and then with
+// each source, and fails unless they judge every scope alike; it returns
+// the check from memory.
+func checkAlike(t *testing.T, cl *client.Client, ld *ledger.Store, policies policy.Set, sources ...gate.DecisionSource) *gate.Result {
+	t.Helper()
+	ctx := context.Background()
+	dec, err := ld.LatestDecisions(ctx, cl.Broker())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := gate.Check(ctx, cl, gate.Input{Policies: policies, Decisions: dec, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range sources {
+		got, err := gate.Check(ctx, cl, gate.Input{Policies: policies, Source: src, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameScopes(t, want, got)
+	}
+	return want
 }
 
 // sameScopes fails unless two checks judged every scope alike.
