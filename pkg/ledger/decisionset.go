@@ -9,8 +9,9 @@ import (
 // DecisionSet holds decisions looked up for the rows a reader has met,
 // by address, keeping each batch's part of a decision once for every
 // address it decided (a hold over 30,000 rows is one) and each address's
-// own part (queue, failure time, lineage) beside it: a fifth of the
-// memory of a Decision an address. Not safe for concurrent use.
+// own part (queue, failure time, lineage) beside it: an address holds a
+// pointer and its own part, not a whole Decision. Not safe for
+// concurrent use.
 type DecisionSet struct {
 	m       map[deadletter.Address]decided
 	batches map[string]*Decision
