@@ -195,7 +195,7 @@ func PrepareWhere(ctx context.Context, env Env, sel *deadletter.Selection) (*ins
 	if sel.Where == "" {
 		return inspect.PrepareWhere(ctx, env.Client, sel, nil, env.Policies, env.Now())
 	}
-	dec := inspect.NewDecisions(env.Ledger, env.Client.Broker())
+	dec := inspect.NewDecisions(env.Ledger, env.Client.Broker(), env.Now())
 	sel.WhereRows = func(ctx context.Context, rows iter.Seq2[deadletter.Row, error]) iter.Seq2[deadletter.Row, error] {
 		return func(yield func(deadletter.Row, error) bool) {
 			for r, err := range dec.Through(ctx, rows) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"iter"
 	"sync"
+	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
@@ -26,11 +27,24 @@ type Decisions struct {
 	// queues are the queues with a decision, read at the first lookup:
 	// rows of other queues are not looked up (nil: not read yet).
 	queues map[string]bool
+	// looked counts the addresses looked up one by one; holdsRead says
+	// the holds in force were asked for (readHolds).
+	looked    int
+	holdsRead bool
+	now       time.Time
 }
 
-// NewDecisions looks decisions up in ld as rows pass Through.
-func NewDecisions(ld *ledger.Store, broker string) *Decisions {
-	return &Decisions{set: ledger.NewDecisionSet(nil), ld: ld, broker: broker}
+// holdsAfter and holdsMost: once a read has looked up holdsAfter
+// addresses one by one, the holds in force are read at once, when they
+// name at most holdsMost addresses (ledger.HoldsInForce, each hold's
+// addresses in key order); the rows a hold names then need no lookup of
+// their own. A short read (ls --limit 100) never gets there.
+var holdsAfter, holdsMost = 2_000, 50_000
+
+// NewDecisions looks decisions up in ld as rows pass Through, for a
+// reader whose now is now (which holds are in force).
+func NewDecisions(ld *ledger.Store, broker string, now time.Time) *Decisions {
+	return &Decisions{set: ledger.NewDecisionSet(nil), ld: ld, broker: broker, now: now}
 }
 
 // KnownDecisions are decisions already in memory (tests, or none at all).
@@ -141,20 +155,41 @@ func (d *Decisions) lookup(ctx context.Context, rows []deadletter.Row) {
 		return
 	}
 	addrs := make([]deadletter.Address, 0, len(rows))
+	d.mu.RLock()
 	for _, r := range rows {
-		if queues[r.Queue] {
-			addrs = append(addrs, r.Address())
+		if a := r.Address(); queues[r.Queue] && !d.set.Has(a) {
+			addrs = append(addrs, a)
 		}
 	}
+	d.mu.RUnlock()
 	if len(addrs) == 0 {
 		return
 	}
 	found, err := d.ld.LatestDecisionsFor(ctx, d.broker, addrs)
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if err != nil {
 		d.err = err
-		return
+	} else {
+		d.set.Add(found)
 	}
-	d.set.Add(found)
+	d.looked += len(addrs)
+	read := err == nil && !d.holdsRead && d.looked >= holdsAfter
+	d.holdsRead = d.holdsRead || read
+	d.mu.Unlock()
+	if read {
+		d.readHolds(ctx)
+	}
+}
+
+// readHolds reads the holds in force at the reader's now into the
+// decisions (unless they name more than holdsMost addresses); each is its
+// address's current decision.
+func (d *Decisions) readHolds(ctx context.Context) {
+	// Read into the set itself, not beside it: a reader waits for the
+	// read once, and the holds are not held twice.
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := d.ld.HoldsInForce(ctx, d.broker, d.now, holdsMost, d.set); err != nil {
+		d.err = err
+	}
 }

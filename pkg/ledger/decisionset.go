@@ -59,9 +59,13 @@ func (s *DecisionSet) Get(a deadletter.Address) (Decision, bool) {
 	if !ok {
 		return Decision{}, false
 	}
+	return x.decision(), true
+}
+
+func (x decided) decision() Decision {
 	d := *x.batch
 	d.Queue, d.Seen, d.Copy = x.queue, x.seen, x.copy
-	return d, true
+	return d
 }
 
 // Take is Get, and the decision is no longer held.
@@ -69,4 +73,10 @@ func (s *DecisionSet) Take(a deadletter.Address) (Decision, bool) {
 	d, ok := s.Get(a)
 	delete(s.m, a)
 	return d, ok
+}
+
+// Has reports whether an address's decision is held.
+func (s *DecisionSet) Has(a deadletter.Address) bool {
+	_, ok := s.m[a]
+	return ok
 }

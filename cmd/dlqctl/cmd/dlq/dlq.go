@@ -50,7 +50,7 @@ func groupName(g string) string { return deadletter.GroupLabel(g) }
 func decisionsFor(ctx context.Context, f *cmdutil.Factory, broker string) (*inspect.Decisions, error) {
 	ld, err := f.Ledger(ctx)
 	if err == nil {
-		return inspect.NewDecisions(ld, broker), nil
+		return inspect.NewDecisions(ld, broker, f.Now()), nil
 	}
 	if errors.Is(err, ledger.ErrUnavailable) {
 		fmt.Fprintf(f.IO.ErrOut, "warning: decisions not shown: %v\n", err)

@@ -84,7 +84,7 @@ func (s *session) env() batch.Env {
 // (inspect.Decisions): what the screen holds grows with its rows, not
 // with the ledger's history.
 func (s *session) Decisions() *inspect.Decisions {
-	return inspect.NewDecisions(s.ld, s.cl.Broker())
+	return inspect.NewDecisions(s.ld, s.cl.Broker(), s.f.Now())
 }
 
 // DecisionsFor are the latest decisions of some addresses.
