@@ -203,7 +203,7 @@ func (s *Store) LatestDecisionsFor(ctx context.Context, broker string, addrs []d
 func (s *Store) HoldsInForce(ctx context.Context, broker string, now time.Time, most int, into *DecisionSet) (ok bool, err error) {
 	// A second's slack: a hold the moment it ends is read, and judged by
 	// its until as every decision is (Decision.Active).
-	ids, err := s.holdsInForce(ctx, broker, now.Add(-time.Second), most)
+	ids, size, err := s.holdsInForce(ctx, broker, now.Add(-time.Second), most)
 	if err != nil || ids == nil {
 		return false, err
 	}
@@ -211,6 +211,19 @@ func (s *Store) HoldsInForce(ctx context.Context, broker string, now time.Time, 
 	if err := s.decisionBatches(ctx, ids, batches); err != nil {
 		return false, err
 	}
+	into.grow(size)
+	// Queues and partitions repeat from address to address: each is kept
+	// once.
+	names := map[string]string{}
+	name := func(b sql.RawBytes) string {
+		if n, ok := names[string(b)]; ok {
+			return n
+		}
+		n := string(b)
+		names[n] = n
+		return n
+	}
+	var part, queue sql.RawBytes
 	for _, id := range ids {
 		b := batches[id]
 		if b == nil {
@@ -226,11 +239,11 @@ func (s *Store) HoldsInForce(ctx context.Context, broker string, now time.Time, 
 			var a deadletter.Address
 			var seen sql.NullString
 			d := *b
-			if err := rows.Scan(&a.PartitionID, &a.TransactionID, &d.Queue, &seen); err != nil {
+			if err := rows.Scan(&part, &a.TransactionID, &queue, &seen); err != nil {
 				rows.Close()
 				return false, s.wrap("reading holds", err)
 			}
-			d.Seen = parseTime(seen)
+			a.PartitionID, d.Queue, d.Seen = name(part), name(queue), parseTime(seen)
 			into.Put(a, d)
 		}
 		rows.Close()
@@ -241,13 +254,13 @@ func (s *Store) HoldsInForce(ctx context.Context, broker string, now time.Time, 
 	return true, nil
 }
 
-// holdsInForce names the holds in force after at, nil when they name
-// more than most addresses.
-func (s *Store) holdsInForce(ctx context.Context, broker string, at time.Time, most int) ([]string, error) {
+// holdsInForce names the holds in force after at and how many addresses
+// they name; nil when that is more than most.
+func (s *Store) holdsInForce(ctx context.Context, broker string, at time.Time, most int) ([]string, int, error) {
 	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT id, size FROM batches WHERE broker = ? AND action = 'hold' AND status <> 'cancelled'
 		AND (until_at IS NULL OR until_at = '' OR until_at > ?)`), broker, fmtTime(at))
 	if err != nil {
-		return nil, s.wrap("reading holds", err)
+		return nil, 0, s.wrap("reading holds", err)
 	}
 	defer rows.Close()
 	ids, total := []string{}, 0
@@ -255,17 +268,17 @@ func (s *Store) holdsInForce(ctx context.Context, broker string, at time.Time, m
 		var id string
 		var size int
 		if err := rows.Scan(&id, &size); err != nil {
-			return nil, s.wrap("reading holds", err)
+			return nil, 0, s.wrap("reading holds", err)
 		}
 		ids, total = append(ids, id), total+size
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.wrap("reading holds", err)
+		return nil, 0, s.wrap("reading holds", err)
 	}
 	if total > most {
-		return nil, nil
+		return nil, 0, nil
 	}
-	return ids, nil
+	return ids, total, nil
 }
 
 // current is an address's row of current_decisions.

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"maps"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
@@ -51,6 +52,13 @@ func (s *DecisionSet) Put(a deadletter.Address, x Decision) {
 		s.batches[x.BatchID] = b
 	}
 	s.m[a] = decided{batch: b, queue: x.Queue, seen: x.Seen, copy: x.Copy}
+}
+
+// grow makes room for n more decisions.
+func (s *DecisionSet) grow(n int) {
+	m := make(map[deadletter.Address]decided, len(s.m)+n)
+	maps.Copy(m, s.m)
+	s.m = m
 }
 
 // Get is an address's decision, if one is held.
