@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/config"
 	"github.com/dlqctl/dlqctl/internal/iostreams"
+	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
@@ -269,6 +270,21 @@ func (f *Factory) Session(ctx context.Context) (*client.Client, *ledger.Store, e
 	}
 	f.sessionOnce.Do(func() { f.noteOtherHistory(ctx, cl, ld) })
 	return cl, ld, nil
+}
+
+// BatchEnv is what the batch use cases work with: the session, the
+// clock, who is acting, and the config's policies and approval size.
+func (f *Factory) BatchEnv(ctx context.Context) (batch.Env, error) {
+	cfg, err := f.Config()
+	if err != nil {
+		return batch.Env{}, err
+	}
+	cl, ld, err := f.Session(ctx)
+	if err != nil {
+		return batch.Env{}, err
+	}
+	return batch.Env{Client: cl, Ledger: ld, Now: f.Now, User: f.User(), Policies: cfg.PolicySetFor(f.ContextName()),
+		ApprovalAbove: cfg.Approval.MinMessages}, nil
 }
 
 // fileUnderAlias files the client's broker under what a person said of

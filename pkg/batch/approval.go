@@ -82,7 +82,7 @@ func (p *Pending) approvalRefusal() error {
 // awaits reports whether a fresh batch is to be recorded awaiting
 // approval rather than run.
 func (p *Pending) awaits() bool {
-	return p.in.batch == nil && p.req.ApprovalAbove > 0 && p.Messages() > p.req.ApprovalAbove
+	return p.in.batch == nil && p.env.ApprovalAbove > 0 && p.Messages() > p.env.ApprovalAbove
 }
 
 // Approve is decisions approve: by (not the batch's author) approves the

@@ -40,6 +40,15 @@ func selection(t *testing.T, s deadletter.Selection) *deadletter.Selection {
 	return &s
 }
 
+// prepare is batch.Prepare, the batch closed when the test ends.
+func prepare(t *testing.T, env batch.Env, req batch.Request) (*batch.Pending, error) {
+	p, err := batch.Prepare(context.Background(), env, req)
+	if err == nil {
+		t.Cleanup(p.Close)
+	}
+	return p, err
+}
+
 func request(action string, sel *deadletter.Selection) batch.Request {
 	s := batch.DefaultSettings(action)
 	s.Rate = 0
@@ -55,7 +64,7 @@ func TestReplayLifecycle(t *testing.T) {
 		b, env := world(t, dsn)
 		ctx := context.Background()
 		sel := selection(t, deadletter.Selection{Class: "f47c6181"})
-		p, err := batch.Prepare(ctx, env, request(deadletter.Replay, sel))
+		p, err := prepare(t, env, request(deadletter.Replay, sel))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +94,7 @@ func TestReplayLifecycle(t *testing.T) {
 			ph.Plan+ph.Record+ph.Archive+ph.Run+ph.Settle > 60 {
 			t.Fatalf("phases %+v", res.Report.Phases)
 		}
-		again, err := batch.Prepare(ctx, env, request(deadletter.Replay, sel))
+		again, err := prepare(t, env, request(deadletter.Replay, sel))
 		if err != nil || again.Messages() != 0 {
 			t.Fatalf("the same selection again: %d messages (%v)", again.Messages(), err)
 		}
@@ -107,18 +116,18 @@ func TestRecordedBatches(t *testing.T) {
 	req.BatchID, req.Why = b.ID, ""
 	req.Settings.ToQueue = "elsewhere"
 	req.Changed = func(f string) bool { return f == "to-queue" }
-	if _, err := batch.Prepare(ctx, env, req); err != nil {
+	if _, err := prepare(t, env, req); err != nil {
 		t.Fatalf("a decided batch records no destination; a first run may give one: %v", err)
 	}
 	req.Changed = func(string) bool { return false }
 	req.Settings.ToQueue = ""
-	p, err := batch.Prepare(ctx, env, req)
+	p, err := prepare(t, env, req)
 	if err != nil || p.Why() != "later" || p.Messages() != n {
 		t.Fatalf("prepare the recorded batch: %v, why %q, %d of %d", err, p.Why(), p.Messages(), n)
 	}
 	rm := request(deadletter.Discard, nil)
 	rm.BatchID = b.ID
-	if _, err := batch.Prepare(ctx, env, rm); errs.KindOf(err) != errs.Usage || !strings.Contains(err.Error(), "execute it with dlq replay") {
+	if _, err := prepare(t, env, rm); errs.KindOf(err) != errs.Usage || !strings.Contains(err.Error(), "execute it with dlq replay") {
 		t.Fatalf("rm of a replay batch: %v", err)
 	}
 }
@@ -133,7 +142,7 @@ func TestHoldsInPlans(t *testing.T) {
 	if err != nil || n == 0 {
 		t.Fatalf("hold: %d %v", n, err)
 	}
-	p, err := batch.Prepare(ctx, env, request(deadletter.Replay, selection(t, deadletter.Selection{Queue: "orders"})))
+	p, err := prepare(t, env, request(deadletter.Replay, selection(t, deadletter.Selection{Queue: "orders"})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +155,7 @@ func TestHoldsInPlans(t *testing.T) {
 	all := p.Messages()
 	req := request(deadletter.Replay, selection(t, deadletter.Selection{Queue: "orders"}))
 	req.SkipHeld = true
-	p, _ = batch.Prepare(ctx, env, req)
+	p, _ = prepare(t, env, req)
 	if err := p.MakePlan(ctx); err != nil {
 		t.Fatal(err)
 	}

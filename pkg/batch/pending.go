@@ -32,6 +32,9 @@ type Env struct {
 	User string
 	// Policies give --where's decision labels their triage SLO.
 	Policies policy.Set
+	// ApprovalAbove: a fresh batch of more messages is recorded awaiting
+	// a second person's approval instead of run (approval.go); 0: none.
+	ApprovalAbove int
 }
 
 // Request is a replay or discard to plan: a selection, or a recorded
@@ -49,23 +52,16 @@ type Request struct {
 	// SkipHeld leaves messages under an active hold out of the batch;
 	// OverrideHold acts on them all the same (Run refuses otherwise).
 	SkipHeld, OverrideHold bool
-	// ApprovalAbove: a fresh batch of more messages is recorded awaiting
-	// a second person's approval instead of run (approval.go); 0: none.
-	ApprovalAbove int
 	// PlanOnly: the batch is planned and never run (a dry run), so the
 	// snapshot keeps no payload but the envelopes the plan counts.
 	PlanOnly bool
 	// Engine sets the engine options the settings in force ask for (the
 	// action's own: replay's path, order, transform, canary, …).
 	Engine func(*replay.Options, Settings) error
-	// Stage lets a batch that will run be planned from the rows as they
-	// stream, the rows staged on disk (see stage) rather than held: any
-	// size then runs in bounded memory. The caller closes the Pending.
-	Stage bool
-
 	// items: plan from the items (a streamed plan met more than it can
-	// name).
-	items bool
+	// name); inMemory: a batch that will run holds its rows rather than
+	// staging them on disk (tests compare the two).
+	items, inMemory bool
 }
 
 // Pending is a batch planned and not yet executed: what a command
@@ -103,15 +99,26 @@ type Pending struct {
 	// copyGenerations).
 	gens replay.Generations
 
+	// letGo gives back the collector settings the batch holds (holdHeap).
+	letGo func()
+
 	// Paused, when set, is told why the run waits (consumer lag, outside
 	// the window) as each pause starts or changes, and "" as it ends.
 	Paused func(why string)
 }
 
 // Prepare snapshots the selection (or loads the recorded batch), settles
-// the settings and the replay order; nothing is written anywhere.
-func Prepare(ctx context.Context, env Env, req Request) (*Pending, error) {
-	p := &Pending{env: env, req: req, began: time.Now()}
+// the settings and the replay order; nothing is written anywhere. A
+// fresh selection that will run is staged on disk as it is read, so a
+// batch of any size runs in bounded memory (see holdHeap); the caller
+// closes the Pending.
+func Prepare(ctx context.Context, env Env, req Request) (_ *Pending, err error) {
+	p := &Pending{env: env, req: req, began: time.Now(), letGo: holdHeap(streamable(req))}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
 	if req.Selection != nil {
 		if err := inspect.CheckNames(ctx, env.Client, req.Selection); err != nil {
 			return nil, err
@@ -123,7 +130,6 @@ func Prepare(ctx context.Context, env Env, req Request) (*Pending, error) {
 		p.where = ws
 	}
 	in := &input{fresh: true, planAt: env.Now()}
-	var err error
 	streamed := streamable(req)
 	if !streamed {
 		if in, err = gather(ctx, env.Client, env.Ledger, req, env.Now()); err != nil {
@@ -157,7 +163,6 @@ func Prepare(ctx context.Context, env Env, req Request) (*Pending, error) {
 			}
 			return q, err
 		case err != nil:
-			p.Close()
 			return nil, err
 		}
 	}
@@ -513,24 +518,16 @@ func (p *Pending) SkippedHeld() int { return p.skippedHeld }
 // Rate is the batch's rate, messages a second (0 = unlimited).
 func (p *Pending) Rate() float64 { return p.settings.Rate }
 
-// Streams reports whether a request is planned from the rows as they
-// stream, holding about 50 bytes an address whatever the batch's size
-// (unless a queue has more than 64 consumer groups: see Streamed).
-func Streams(req Request) bool { return streamable(req) }
-
-// Streamed reports whether the batch was planned from the rows as they
-// streamed (staged, when it will run).
-func (p *Pending) Streamed() bool { return p.sp != nil }
-
 // Close lets go of what the plan holds outside the process (a staged
 // snapshot); a Pending that ran has let go already.
 func (p *Pending) Close() {
 	p.stage.close()
 	p.stage = nil
+	p.letGo()
 }
 
 // ApprovalAbove is the size past which a fresh batch awaits approval.
-func (p *Pending) ApprovalAbove() int { return p.req.ApprovalAbove }
+func (p *Pending) ApprovalAbove() int { return p.env.ApprovalAbove }
 
 // By is who the batch is recorded under.
 func (p *Pending) By() string {
@@ -564,6 +561,6 @@ func (p *Pending) finishPlan() {
 	p.plan.Where = p.where.Notes()
 	p.plan.Trace = p.req.Action == deadletter.Replay && !p.settings.NoTrace && p.opts.Release.Traces()
 	if p.awaits() {
-		p.plan.ApprovalAbove = p.req.ApprovalAbove
+		p.plan.ApprovalAbove = p.env.ApprovalAbove
 	}
 }

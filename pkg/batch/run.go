@@ -26,7 +26,7 @@ type Result struct {
 	// after the plan (they are not in the batch).
 	NewSince int
 	// Awaiting: the batch was recorded awaiting a second person's
-	// approval, not run (Request.ApprovalAbove).
+	// approval, not run (Env.ApprovalAbove).
 	Awaiting bool
 }
 
@@ -59,7 +59,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 			recorded(batch.ID, true)
 		}
 		_ = ld.Audit(context.WithoutCancel(ctx), ledger.AuditEntry{At: now, Broker: cl.Broker(), BatchID: batch.ID, Kind: "awaiting-approval", By: by,
-			Detail: fmt.Sprintf("%s of %s: more than %d needs a second person's approval", verbOf(p.req.Action), plural(p.Messages(), "address", "addresses"), p.req.ApprovalAbove)})
+			Detail: fmt.Sprintf("%s of %s: more than %d needs a second person's approval", verbOf(p.req.Action), plural(p.Messages(), "address", "addresses"), p.env.ApprovalAbove)})
 		return &Result{Report: &replay.Report{BatchID: batch.ID}, Awaiting: true}, nil
 	}
 	jctx := context.WithoutCancel(ctx)

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"iter"
 	"reflect"
+	"runtime/debug"
 	"testing"
 	"time"
 
 	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/pkg/batch"
+	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
@@ -79,7 +81,9 @@ func TestStagedBatchIsTheItemsBatch(t *testing.T) {
 				if c.set != nil {
 					c.set(&req)
 				}
-				req.Stage = staged
+				if !staged {
+					batch.HoldInMemory(&req)
+				}
 				p, err := batch.Prepare(ctx, env, req)
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
@@ -152,7 +156,6 @@ func TestInterruptWhileStagingIsAnInterrupt(t *testing.T) {
 		}
 	}
 	req := request(deadletter.Replay, sel)
-	req.Stage = true
 	p, err := batch.Prepare(ctx, env, req)
 	if err == nil {
 		p.Close()
@@ -163,5 +166,49 @@ func TestInterruptWhileStagingIsAnInterrupt(t *testing.T) {
 	}
 	if bs, err := ld.Batches(context.Background(), ledger.BatchFilter{}); err != nil || len(bs) != 0 {
 		t.Fatalf("%d batches recorded (%v)", len(bs), err)
+	}
+}
+
+// Preparing a batch holds the collector's settings for it, whichever
+// front end asks (the command line, the triage screen): half the default
+// growth, and a fresh selection planned from the rows kept near 80 MiB
+// under the user's own GOMEMLIMIT; a list of addresses, held in memory,
+// is not limited. Closing the batch gives the settings back.
+func TestPrepareHoldsTheHeap(t *testing.T) {
+	ctx := context.Background()
+	_, env := world(t, "sqlite://"+t.TempDir()+"/l.db")
+	settings := func() (int, int64) {
+		gc := debug.SetGCPercent(100)
+		debug.SetGCPercent(gc)
+		return gc, debug.SetMemoryLimit(-1)
+	}
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(1 << 40)) // the user's GOMEMLIMIT
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	var first deadletter.Row
+	for r, err := range env.Client.Rows(ctx, client.ListQuery{Limit: 10}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		first = r
+		break
+	}
+	for _, c := range []struct {
+		sel   deadletter.Selection
+		limit int64
+	}{
+		{deadletter.Selection{All: true}, 80 << 20},
+		{deadletter.Selection{Addresses: []deadletter.Address{first.Address()}}, 1 << 40},
+	} {
+		p, err := batch.Prepare(ctx, env, request(deadletter.Replay, selection(t, c.sel)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gc, limit := settings(); gc != 50 || limit != c.limit {
+			t.Errorf("%s prepared: GOGC %d, memory limit %d; want 50 and %d", c.sel.String(), gc, limit, c.limit)
+		}
+		p.Close()
+		if gc, limit := settings(); gc != 100 || limit != 1<<40 {
+			t.Errorf("%s closed: GOGC %d, memory limit %d; want them back at 100 and %d", c.sel.String(), gc, limit, int64(1<<40))
+		}
 	}
 }

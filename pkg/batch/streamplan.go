@@ -25,13 +25,13 @@ import (
 // collide would count as one.
 
 // streamable reports whether a request can be planned so: a dry run, or
-// a batch its caller lets stage (Request.Stage), of a fresh selection
+// a batch that will run (staged, unless a test holds it in memory), of a fresh selection
 // that is not a list of addresses and cannot pick some rows of an
 // address and not others (its other rows would have to be looked for,
 // as Widen does).
 func streamable(req Request) bool {
 	sel := req.Selection
-	return (req.PlanOnly || req.Stage) && !req.items && req.BatchID == "" && sel != nil && len(sel.Addresses) == 0 && !sel.RowLevel()
+	return (req.PlanOnly || !req.inMemory) && !req.items && req.BatchID == "" && sel != nil && len(sel.Addresses) == 0 && !sel.RowLevel()
 }
 
 // errTooMany: a queue has more consumer groups than a seen's mask holds,

@@ -59,7 +59,7 @@ func TestStreamedPlanIsTheItemsPlan(t *testing.T) {
 					c.set(&req)
 				}
 				req.PlanOnly = planOnly
-				p, err := batch.Prepare(ctx, env, req)
+				p, err := prepare(t, env, req)
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
@@ -123,7 +123,7 @@ func TestStreamedPlanFallsBackOnManyGroups(t *testing.T) {
 	for i, planOnly := range []bool{false, true} {
 		req := request(deadletter.Replay, selection(t, deadletter.Selection{Queue: "wide"}))
 		req.PlanOnly = planOnly
-		p, err := batch.Prepare(ctx, env, req)
+		p, err := prepare(t, env, req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -117,7 +117,7 @@ func TestVerifiedBatch(t *testing.T) {
 func run(t *testing.T, env batch.Env, action string, s deadletter.Selection) *batch.Result {
 	t.Helper()
 	ctx := context.Background()
-	p, err := batch.Prepare(ctx, env, request(action, selection(t, s)))
+	p, err := prepare(t, env, request(action, selection(t, s)))
 	if err != nil {
 		t.Fatal(err)
 	}

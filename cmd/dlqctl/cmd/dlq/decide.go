@@ -86,7 +86,7 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 			return cmdutil.FlagErrorf("%v", err)
 		}
 	}
-	e, err := env(ctx, f)
+	e, err := f.BatchEnv(ctx)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -114,25 +113,6 @@ func (sp execSpec) request(f *cmdutil.Factory) (batch.Request, error) {
 	return req, nil
 }
 
-// env is the batch environment of the factory's session.
-func env(ctx context.Context, f *cmdutil.Factory) (batch.Env, error) {
-	cl, ld, err := f.Session(ctx)
-	if err != nil {
-		return batch.Env{}, err
-	}
-	cfg, err := f.Config()
-	if err != nil {
-		return batch.Env{}, err
-	}
-	return batch.Env{Client: cl, Ledger: ld, Now: f.Now, User: f.User(), Policies: cfg.PolicySetFor(f.ContextName())}, nil
-}
-
-// streamedHeap is the Go heap a streamed batch is held near (a soft
-// limit): the plan of a million addresses fits under it, and a larger
-// plan makes the collector run more often rather than the process grow
-// (BenchmarkBatchMemory and docs/performance.md have the figures).
-const streamedHeap = 80 << 20
-
 func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	fm, err := f.Format()
 	if err != nil {
@@ -150,37 +130,15 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 			return err
 		}
 	}
-	e, err := env(ctx, f)
+	e, err := f.BatchEnv(ctx)
 	if err != nil {
 		return err
-	}
-	if cfg, err := f.Config(); err == nil {
-		req.ApprovalAbove = cfg.Approval.MinMessages
-	}
-	// The batch's items are most of the heap from the snapshot to the
-	// end, and a run allocates little beside them: collecting at half the
-	// default growth keeps the heap near what it holds (at the default it
-	// grew to about twice that) for a little more collecting.
-	defer debug.SetGCPercent(debug.SetGCPercent(50))
-	// A batch of any size runs in bounded memory: its rows are staged on
-	// disk as they are read, and the plan holds about 50 bytes an
-	// address. Its heap is kept near streamedHeap (the collector works
-	// harder as it nears it); a batch held in memory is not limited, its
-	// heap being what it holds.
-	req.Stage = true
-	limit := debug.SetMemoryLimit(-1) // GOMEMLIMIT's, if the user set one
-	if batch.Streams(req) {
-		debug.SetMemoryLimit(min(limit, streamedHeap))
-		defer debug.SetMemoryLimit(limit)
 	}
 	p, err := batch.Prepare(ctx, e, req)
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	if !p.Streamed() {
-		debug.SetMemoryLimit(limit)
-	}
 	if err := p.Refusal(); errors.Is(err, batch.ErrNoReason) && !ef.DryRun {
 		return refusal(err, sp.verb)
 	}
@@ -236,7 +194,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	}
 	if res.Awaiting {
 		fmt.Fprintf(f.IO.ErrOut, "%s: more than %d need a second person's approval, so the batch is recorded and not run.\nSomeone other than %s approves it with: %s\nthen it runs with: %s\n",
-			plural(p.Messages(), "message", "messages"), req.ApprovalAbove, render.Clean(p.By()), f.Again("decisions", "approve", p.BatchID(), "--why", "…"), f.Again("dlq", sp.verb, "--batch", p.BatchID(), "--yes"))
+			plural(p.Messages(), "message", "messages"), p.ApprovalAbove(), render.Clean(p.By()), f.Again("decisions", "approve", p.BatchID(), "--why", "…"), f.Again("dlq", sp.verb, "--batch", p.BatchID(), "--yes"))
 		fmt.Fprintln(f.IO.Out, p.BatchID())
 		return nil
 	}

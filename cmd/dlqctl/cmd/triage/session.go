@@ -30,18 +30,15 @@ type session struct {
 	cl       *client.Client
 	ld       *ledger.Store
 	policies policy.Set
+	env      batch.Env // what the batch use cases work with
 }
 
 func newSession(ctx context.Context, f *cmdutil.Factory) (*session, error) {
-	cfg, err := f.Config()
+	env, err := f.BatchEnv(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cl, ld, err := f.Session(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &session{f: f, cl: cl, ld: ld, policies: cfg.PolicySetFor(f.ContextName())}, nil
+	return &session{f: f, cl: env.Client, ld: env.Ledger, policies: env.Policies, env: env}, nil
 }
 
 // Server is the broker's URL, without credentials.
@@ -56,7 +53,7 @@ func (s *session) Rows(ctx context.Context, sel *deadletter.Selection) iter.Seq2
 	q.NoData = sel.Where == ""
 	return func(yield func(deadletter.Row, error) bool) {
 		if sel.Where != "" {
-			if _, err := batch.PrepareWhere(ctx, s.env(), sel); err != nil {
+			if _, err := batch.PrepareWhere(ctx, s.env, sel); err != nil {
 				yield(deadletter.Row{}, err)
 				return
 			}
@@ -73,11 +70,6 @@ func (s *session) Rows(ctx context.Context, sel *deadletter.Selection) iter.Seq2
 			}
 		}
 	}
-}
-
-// env is what the batch package works with.
-func (s *session) env() batch.Env {
-	return batch.Env{Client: s.cl, Ledger: s.ld, Now: s.f.Now, User: s.f.User(), Policies: s.policies}
 }
 
 // Decisions looks up the latest decisions of rows as they are read
@@ -133,7 +125,7 @@ func (s *session) hold(ctx context.Context, t target, until, why, owner string) 
 		return nil, 0, err
 	}
 	req.Selection = sel
-	d, err := batch.Record(ctx, s.env(), req)
+	d, err := batch.Record(ctx, s.env, req)
 	if err != nil {
 		return nil, 0, fieldError(err)
 	}
@@ -166,15 +158,9 @@ func (s *session) plan(ctx context.Context, verb string, t target) (*planned, er
 	if err := cmdutil.RequireSelection(sel, "dlq "+verb); err != nil {
 		return nil, err
 	}
-	// Staged as the command stages it: a batch of any size is planned
-	// from the rows as they stream, and held on disk, not in memory.
-	var above int
-	if cfg, err := s.f.Config(); err == nil {
-		above = cfg.Approval.MinMessages
-	}
-	req := batch.Request{Action: action, Selection: sel, Settings: batch.DefaultSettings(action), Stage: true, ApprovalAbove: above,
+	req := batch.Request{Action: action, Selection: sel, Settings: batch.DefaultSettings(action),
 		Changed: func(string) bool { return false }, Engine: func(o *replay.Options, st batch.Settings) error { return st.Apply(o) }}
-	p, err := batch.Prepare(ctx, s.env(), req)
+	p, err := batch.Prepare(ctx, s.env, req)
 	if err != nil {
 		return nil, err
 	}

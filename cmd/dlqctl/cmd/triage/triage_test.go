@@ -423,6 +423,7 @@ func TestInterruptAndResume(t *testing.T) {
 		Action: deadletter.Replay, BatchID: resume, Settings: batch.DefaultSettings(deadletter.Replay),
 		Changed: func(f string) bool { return f == "rate" }, Engine: func(o *replay.Options, s batch.Settings) error { return s.Apply(o) }})
 	if err == nil {
+		defer p.Close()
 		err = p.SetRate(0)
 	}
 	if err == nil {
