@@ -1,0 +1,108 @@
+package present
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlqctl/dlqctl/pkg/batch"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/render"
+)
+
+// Batch writes a recorded batch for people (decisions show): its
+// decision, manifest with each address's state, the partitions an
+// ordered replay left waiting, and its audit.
+func Batch(w io.Writer, d *batch.Details, now time.Time, again func(args ...string) string) error {
+	b := d.Batch
+	kv := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(w, "%-12s %s\n", k+":", render.Clean(v))
+		}
+	}
+	kv("Batch", b.ID)
+	kv("Broker", b.Broker)
+	kv("Action", b.Action)
+	kv("By", b.By)
+	kv("At", render.Timestamp(b.At))
+	kv("Why", b.Why)
+	kv("Owner", b.Owner)
+	if !b.Until.IsZero() {
+		kv("Until", render.Timestamp(b.Until))
+	}
+	kv("Selection", b.Selection)
+	kv("Destination", b.Destination)
+	kv("Size", strconv.Itoa(b.Size))
+	kv("Status", b.Status)
+	if b.Stale {
+		heard := "never"
+		if t := b.LastBeat(); !t.IsZero() {
+			heard = render.AgeSince(now, t) + " ago"
+		}
+		kv("Run", fmt.Sprintf("gone: the ledger says running, but its process has exited or stopped saying it is alive (last heard from %s). Resume with: %s",
+			heard, again("dlq", resumeVerb(b), "--batch", b.ID, "--yes")))
+	}
+	switch ap := d.Approval; {
+	case ap != nil:
+		kv("Approved", fmt.Sprintf("%s by %s: %s", render.Timestamp(ap.At), ap.By, ap.Why))
+	case b.NeedsApproval:
+		kv("Approval", fmt.Sprintf("awaiting a second person's approval (not %s): %s", b.By, again("decisions", "approve", b.ID, "--why", "…")))
+	}
+	if !b.ExecutedAt.IsZero() {
+		kv("Executed", render.Timestamp(b.ExecutedAt))
+	}
+	kv("Outcome", render.Counts(b.Outcome))
+	if v := d.Verification; v != nil {
+		kv("Verified", fmt.Sprintf("%s by %s: %s", render.Timestamp(v.At), v.By, render.Counts(v.Counts)))
+	}
+	if err := manifest(w, d); err != nil {
+		return err
+	}
+	if len(d.BlockedPartitions) > 0 {
+		fmt.Fprintln(w, "\nHeld back (ordered replay):")
+		for _, x := range d.BlockedPartitions {
+			fmt.Fprintf(w, "  partition %s/%s: %d message(s) wait behind %s (%s)\n", render.Clean(x.Queue), render.Clean(x.Partition), x.Messages,
+				render.Clean(x.Address.String()), render.Clean(x.Reason))
+		}
+	}
+	fmt.Fprintln(w, "\nAudit:")
+	for _, a := range d.Audit {
+		fmt.Fprintf(w, "  %s  %-22s %s  %s\n", render.Timestamp(a.At), a.Kind, render.Clean(a.By), render.Clean(a.Detail))
+	}
+	return nil
+}
+
+// manifest writes a batch's manifest as a table, each address with its
+// journal state ("-": no run reached it).
+func manifest(w io.Writer, d *batch.Details) error {
+	state := map[deadletter.Address]string{}
+	for _, e := range d.Journal {
+		state[e.Address] = e.State
+	}
+	fmt.Fprintln(w, "\nManifest:")
+	c := render.Clean
+	rows := make([][]string, 0, len(d.Manifest))
+	for _, m := range d.Manifest {
+		st := state[m.Address]
+		if st == "" {
+			st = "-"
+		}
+		groups := make([]string, len(m.Groups))
+		for i, g := range m.Groups {
+			groups[i] = deadletter.GroupLabel(g)
+		}
+		rows = append(rows, []string{c(m.Address.String()), c(m.Queue), c(strings.Join(groups, ",")), render.Timestamp(m.FailedAt), st, render.Truncate(c(m.Error), 60)})
+	}
+	return render.WriteTable(w, []string{"ADDRESS", "QUEUE", "CG", "FAILED-AT", "STATE", "ERROR"}, rows)
+}
+
+// resumeVerb is the command that carries on with a batch.
+func resumeVerb(b *ledger.Batch) string {
+	if b.Action == ledger.ActionDiscard {
+		return "rm"
+	}
+	return "replay"
+}
