@@ -74,34 +74,36 @@ func validateExec(e *ExecFlags) error {
 	return nil
 }
 
-// execSpec is what replay or rm asks of execute.
+// execSpec is what replay or rm asks of execute: the command's verb,
+// its flags and arguments, and the batch request its own flags make
+// (the action and its settings).
 type execSpec struct {
-	verb string
-	ef   *ExecFlags
-	sel  *cmdutil.SelectionFlags
-	args []string
-	req  batch.Request
+	verb      string
+	flags     *ExecFlags
+	selection *cmdutil.SelectionFlags
+	args      []string
+	base      batch.Request
 }
 
 // request is the batch request of a command line: the selection built
 // from the flags, or the recorded batch; --batch takes no selection.
 func (sp execSpec) request(f *cmdutil.Factory) (batch.Request, error) {
-	req := sp.req
-	req.BatchID, req.Why, req.SkipHeld, req.OverrideHold, req.PlanOnly = sp.ef.BatchID, sp.ef.Why, sp.ef.SkipHeld, sp.ef.OverrideHold, sp.ef.DryRun
-	if sp.ef.By != "" {
-		by, err := f.Who(sp.ef.By)
+	req := sp.base
+	req.BatchID, req.Why, req.SkipHeld, req.OverrideHold, req.PlanOnly = sp.flags.BatchID, sp.flags.Why, sp.flags.SkipHeld, sp.flags.OverrideHold, sp.flags.DryRun
+	if sp.flags.By != "" {
+		by, err := f.Who(sp.flags.By)
 		if err != nil {
 			return req, err
 		}
 		req.By = by
 	}
-	if sp.ef.BatchID != "" {
-		if sp.sel.Any(sp.args) {
+	if sp.flags.BatchID != "" {
+		if sp.selection.Any(sp.args) {
 			return req, cmdutil.FlagErrorf("--batch executes a recorded batch; it takes no selection")
 		}
 		return req, nil
 	}
-	sel, err := sp.sel.Build(f, sp.args)
+	sel, err := sp.selection.Build(f, sp.args)
 	if err != nil {
 		return req, err
 	}
@@ -118,15 +120,15 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	if err != nil {
 		return err
 	}
-	ef := sp.ef
+	flags := sp.flags
 	req, err := sp.request(f)
 	if err != nil {
 		return err
 	}
-	if !ef.DryRun || ef.Broker.SameAs != "" || ef.Broker.Other {
+	if !flags.DryRun || flags.Broker.SameAs != "" || flags.Broker.Other {
 		// Which broker's history this continues, before anything is read
 		// for it: a second name's history cannot see the first's.
-		if err := f.ConfirmBroker(ctx, ef.Broker); err != nil {
+		if err := f.ConfirmBroker(ctx, flags.Broker); err != nil {
 			return err
 		}
 	}
@@ -139,7 +141,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		return err
 	}
 	defer p.Close()
-	if err := p.Refusal(); errors.Is(err, batch.ErrNoReason) && !ef.DryRun {
+	if err := p.Refusal(); errors.Is(err, batch.ErrNoReason) && !flags.DryRun {
 		return refusal(err, sp.verb)
 	}
 	if p.Messages() == 0 {
@@ -160,16 +162,16 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	// A dry run's plan is its output (stdout: replay --dry-run > plan.txt);
 	// before a real run, the plan is said on stderr with the progress.
 	switch {
-	case ef.DryRun && !fm.Human():
+	case flags.DryRun && !fm.Human():
 		if err := render.Document(f.IO.Out, fm, p.Plan()); err != nil {
 			return err
 		}
-	case ef.DryRun:
+	case flags.DryRun:
 		present.Plan(f.IO.Out, f.Palette(), p.Plan())
 	default:
 		present.Plan(f.IO.ErrOut, f.ErrPalette(), p.Plan())
 	}
-	if ef.DryRun {
+	if flags.DryRun {
 		fmt.Fprintln(f.IO.ErrOut, "Dry run: nothing was written to the broker or the ledger.")
 		present.Missing(f.IO.ErrOut, p.Missing())
 		return nil
@@ -177,8 +179,8 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	if err := p.Refusal(); err != nil {
 		return refusal(err, sp.verb)
 	}
-	if !ef.Yes {
-		question := map[string]string{deadletter.Replay: "Replay", deadletter.Discard: "Discard"}[sp.req.Action]
+	if !flags.Yes {
+		question := map[string]string{deadletter.Replay: "Replay", deadletter.Discard: "Discard"}[sp.base.Action]
 		if err := confirm(f, fmt.Sprintf("%s %s?", question, plural(p.Messages(), "message", "messages"))); err != nil {
 			return err
 		}

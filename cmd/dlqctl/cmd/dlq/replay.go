@@ -153,7 +153,7 @@ func replayRun(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error 
 
 // replaySpec is what replay's flags ask of execute.
 func replaySpec(o *ReplayOptions) execSpec {
-	return execSpec{verb: "replay", ef: &o.Exec, sel: &o.Selection, args: o.Args, req: batch.Request{
+	return execSpec{verb: "replay", flags: &o.Exec, selection: &o.Selection, args: o.Args, base: batch.Request{
 		Action: deadletter.Replay, Changed: o.changed,
 		Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: o.Concurrency, Via: o.Via, ToQueue: o.ToQueue,
 			Transform: o.Transform, MaxGeneration: o.MaxGeneration, MaxFailures: o.MaxFailures, MaxRefailures: o.MaxRefailures, Order: o.Order,

@@ -55,7 +55,7 @@ func rmRun(ctx context.Context, f *cmdutil.Factory, o *RmOptions) error {
 
 // rmSpec is what rm's flags ask of execute.
 func rmSpec(o *RmOptions) execSpec {
-	return execSpec{verb: "rm", ef: &o.Exec, sel: &o.Selection, args: o.Args, req: batch.Request{
+	return execSpec{verb: "rm", flags: &o.Exec, selection: &o.Selection, args: o.Args, base: batch.Request{
 		Action: deadletter.Discard, Changed: o.changed,
 		Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: 1},
 		Engine:   func(opts *replay.Options, s batch.Settings) error { return s.Apply(opts) },
