@@ -294,6 +294,23 @@ func Next(steps []batch.Step, verb, batchID string, again func(args ...string) s
 	return out
 }
 
+// Awaiting says, as lines, that a batch was recorded awaiting a second
+// person's approval rather than run, and the commands that approve it
+// and then run it.
+func Awaiting(p *batch.Pending, verb string, again func(args ...string) string) []string {
+	return []string{
+		fmt.Sprintf("%s: more than %d need a second person's approval, so batch %s is recorded and not run.", Plural(p.Messages(), "message", "messages"), p.ApprovalAbove(), p.BatchID()),
+		fmt.Sprintf("Someone other than %s approves it with: %s", render.Clean(p.By()), again("decisions", "approve", p.BatchID(), "--why", "…")),
+		"then it runs with: " + again("dlq", verb, "--batch", p.BatchID(), "--yes"),
+	}
+}
+
+// NewSince says how many dead letters matching a batch's selection
+// arrived after its plan.
+func NewSince(n int) string {
+	return Plural(n, "new dead letter", "new dead letters") + " matching the selection arrived since the plan; they are not in this batch."
+}
+
 // Plural is "1 thing" or "N things".
 func Plural(n int, one, many string) string {
 	if n == 1 {

@@ -195,8 +195,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		return refusal(err, sp.verb)
 	}
 	if res.Awaiting {
-		fmt.Fprintf(f.IO.ErrOut, "%s: more than %d need a second person's approval, so the batch is recorded and not run.\nSomeone other than %s approves it with: %s\nthen it runs with: %s\n",
-			plural(p.Messages(), "message", "messages"), p.ApprovalAbove(), render.Clean(p.By()), f.Again("decisions", "approve", p.BatchID(), "--why", "…"), f.Again("dlq", sp.verb, "--batch", p.BatchID(), "--yes"))
+		fmt.Fprintln(f.IO.ErrOut, strings.Join(present.Awaiting(p, sp.verb, f.Again), "\n"))
 		fmt.Fprintln(f.IO.Out, p.BatchID())
 		return nil
 	}
@@ -208,7 +207,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		return err
 	}
 	if res.NewSince > 0 {
-		fmt.Fprintf(f.IO.ErrOut, "%s matching the selection arrived since the plan; they are not in this batch.\n", plural(res.NewSince, "new dead letter", "new dead letters"))
+		fmt.Fprintln(f.IO.ErrOut, present.NewSince(res.NewSince))
 	}
 	return printReport(f, fm, res.Report, next, p.Missing())
 }

@@ -228,8 +228,7 @@ func (pl *planned) Run(ctx context.Context, why string, progress func(done int))
 		return nil, fieldError(err)
 	}
 	if res.Awaiting {
-		return &outcome{Report: res.Report, Awaiting: true, Next: []string{fmt.Sprintf("Recorded batch %s: it is larger than %d messages and awaits a second person's approval (%s), then runs with %s.",
-			pl.p.BatchID(), pl.p.ApprovalAbove(), pl.s.f.Again("decisions", "approve", pl.p.BatchID(), "--why", "…"), pl.s.f.Again("dlq", pl.verb, "--batch", pl.p.BatchID(), "--yes"))}}, nil
+		return &outcome{Report: res.Report, Awaiting: true, Next: present.Awaiting(pl.p, pl.verb, pl.s.f.Again)}, nil
 	}
 	return &outcome{Report: res.Report, Next: present.Next(res.Next, pl.verb, pl.p.BatchID(), pl.s.f.Again), NewSince: res.NewSince, Err: err}, nil
 }
@@ -255,7 +254,7 @@ func (o *outcome) Write(w io.Writer, pal *render.Palette) {
 		present.Report(w, pal, o.Report)
 	}
 	if o.NewSince > 0 {
-		fmt.Fprintf(w, "%s matching the selection arrived since the plan; they are not in this batch.\n", present.Plural(o.NewSince, "new dead letter", "new dead letters"))
+		fmt.Fprintln(w, present.NewSince(o.NewSince))
 	}
 	if o.Err != nil {
 		fmt.Fprintf(w, "%s %s\n", pal.Red("error:"), render.Clean(o.Err.Error()))
