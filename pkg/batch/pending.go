@@ -123,7 +123,7 @@ func Prepare(ctx context.Context, env Env, req Request) (_ *Pending, err error) 
 		if err := inspect.CheckNames(ctx, env.Client, req.Selection); err != nil {
 			return nil, err
 		}
-		ws, err := PrepareWhere(ctx, env, req.Selection)
+		ws, err := readyWhere(ctx, env, req.Selection)
 		if err != nil {
 			return nil, err
 		}
@@ -191,12 +191,12 @@ func Prepare(ctx context.Context, env Env, req Request) (_ *Pending, err error) 
 	return p, nil
 }
 
-// PrepareWhere readies a selection's --where for a batch: the
+// readyWhere readies a selection's --where for a batch: the
 // decisions it sees are the ledger's latest, looked up for the rows as
 // they are read (Selection.WhereRows), not loaded from the whole history.
 // A lookup that fails fails the read: a batch is not chosen by a
 // predicate that saw some rows without their decisions.
-func PrepareWhere(ctx context.Context, env Env, sel *deadletter.Selection) (*inspect.WhereStats, error) {
+func readyWhere(ctx context.Context, env Env, sel *deadletter.Selection) (*inspect.WhereStats, error) {
 	if sel.Where == "" {
 		return inspect.PrepareWhere(ctx, env.Client, sel, nil, env.Policies, env.Now())
 	}

@@ -85,7 +85,7 @@ func Record(ctx context.Context, env Env, req DecideRequest) (*Decided, error) {
 			return nil, err
 		}
 	}
-	ws, err := PrepareWhere(ctx, env, req.Selection)
+	ws, err := readyWhere(ctx, env, req.Selection)
 	if err != nil {
 		return nil, err
 	}

@@ -37,8 +37,8 @@ func (s *Store) setCurrent(ctx context.Context, q execer, id, at string) error {
 // dropCurrent lets a cancelled batch go: its addresses' current decision
 // becomes their latest other batch not cancelled, or none. Its DELETE
 // reads the whole table: cancelling is rare, and an index on batch_id
-// cost every recorded item a second index entry (BenchmarkManifest,
-// SQLite: 99k rows/s with it, 108k without).
+// would cost every recorded item a second index entry (BenchmarkManifest;
+// docs/performance.md).
 func (s *Store) dropCurrent(ctx context.Context, q execer, id string) error {
 	if s.schema < currentSchema {
 		return nil

@@ -3,7 +3,6 @@ package dlq
 import (
 	"context"
 	"fmt"
-	"iter"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -100,9 +99,6 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	if o.Archived {
 		return lsArchived(ctx, f, fm, cl, sel)
 	}
-	if err := inspect.CheckNames(ctx, cl, sel); err != nil {
-		return err
-	}
 	dc, err := decisionsFor(ctx, f, cl.Broker())
 	if err != nil {
 		return err
@@ -118,37 +114,26 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	if err != nil {
 		return err
 	}
-	ws, err := inspect.PrepareWhere(ctx, cl, sel, dec, cfg.PolicySetFor(f.ContextName()), now)
+	policies := cfg.PolicySetFor(f.ContextName())
+	// Groups need no payload, unless --where looks at it.
+	listing, err := inspect.List(ctx, cl, sel, dc, inspect.ListOptions{OldestFirst: o.Sort == "oldest", NoData: o.GroupBy != "", Policies: policies, Now: now})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		for _, n := range ws.Notes() {
+		for _, n := range listing.Notes() {
 			fmt.Fprintln(f.IO.ErrOut, "note: "+n)
 		}
 	}()
-	limited := false
-	q := client.QueryFor(sel, inspect.PageSize)
-	read := cl.Rows
-	if o.Sort == "oldest" {
-		read = cl.RowsOldestFirst
-	}
-	// Each row's decision is looked up with its chunk, before --where
-	// (which may ask for it) and the printing see the row.
-	src := func(ctx context.Context, q client.ListQuery) iter.Seq2[deadletter.Row, error] {
-		return dc.Through(ctx, read(ctx, q))
-	}
+	rows := listing.Rows()
 	if o.GroupBy != "" {
-		// Groups need no payload, unless --where looks at it.
-		q.NoData = sel.Where == ""
 		// What the groups hold (8 bytes a message) is most of the live
 		// heap and every row read is garbage at once: collecting at half
 		// the default growth holds the peak near what is held, for a
 		// little more CPU (docs/performance.md, BenchmarkLsMemory).
 		defer debug.SetGCPercent(debug.SetGCPercent(50))
-		return lsGroups(f, fm, o.GroupBy, inspect.Select(ctx, src(ctx, q), sel, &limited), sel, now, inspect.HeldBy(dec, now))
+		return lsGroups(f, fm, o.GroupBy, rows, sel, now, inspect.HeldBy(dec, now))
 	}
-	rows := inspect.Select(ctx, src(ctx, q), sel, &limited)
 	if !fm.Human() {
 		// Every row read is garbage once written and little is held, so
 		// the default collection pace serves (BenchmarkLsMemory).
@@ -156,7 +141,6 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		if f.IO.IsStdoutTTY() {
 			st.FlushEach()
 		}
-		policies := cfg.PolicySetFor(f.ContextName())
 		var row inspect.Row
 		for r, err := range rows {
 			if err != nil {
@@ -175,7 +159,7 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		}
 		return st.Close()
 	}
-	return lsTable(f, fm, cl, rows, sel, dec, now, func() bool { return limited }, o.Sort)
+	return lsTable(f, fm, cl, rows, sel, dec, now, listing.Limited, o.Sort)
 }
 
 func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(func(deadletter.Row, error) bool), sel *deadletter.Selection,

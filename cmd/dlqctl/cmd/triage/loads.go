@@ -52,7 +52,13 @@ func (m *model) streamRows(ctx context.Context, gen int) tea.Cmd {
 			return msg
 		}
 		batch, size := make([]deadletter.Row, 0, firstChunk), firstChunk
-		for r, err := range decs.Through(ctx, m.session.Rows(ctx, m.cfg.sel)) {
+		listing, err := m.session.List(ctx, m.cfg.sel, decs)
+		if err != nil {
+			send(rowsMsg{gen: gen, done: true, err: err})
+			return
+		}
+		for r, err := range listing.Rows() {
+			r.Data = nil // the screen keeps rows without payloads
 			if err != nil {
 				msg := msgFor(batch)
 				msg.done, msg.err = true, err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"iter"
 	"strings"
 	"time"
 
@@ -44,32 +43,11 @@ func newSession(ctx context.Context, f *cmdutil.Factory) (*session, error) {
 // Server is the broker's URL, without credentials.
 func (s *session) Server() string { return s.cl.Server() }
 
-// Rows streams the dead-letter rows sel matches, newest first, without
-// payloads (as ls --group-by reads them).
-// A --where that looks into payloads gets them; the rows are kept
-// without them all the same.
-func (s *session) Rows(ctx context.Context, sel *deadletter.Selection) iter.Seq2[deadletter.Row, error] {
-	q := client.QueryFor(sel, inspect.PageSize)
-	q.NoData = sel.Where == ""
-	return func(yield func(deadletter.Row, error) bool) {
-		if sel.Where != "" {
-			if _, err := batch.PrepareWhere(ctx, s.env, sel); err != nil {
-				yield(deadletter.Row{}, err)
-				return
-			}
-		}
-		var limited bool
-		src := s.cl.Rows(ctx, q)
-		if sel.WhereRows != nil {
-			src = sel.WhereRows(ctx, src)
-		}
-		for r, err := range inspect.Select(ctx, src, sel, &limited) {
-			r.Data = nil
-			if !yield(r, err) || err != nil {
-				return
-			}
-		}
-	}
+// List reads the dead-letter rows sel matches as dlq ls --group-by
+// does, without payloads unless --where looks at them, each row's
+// decision looked up into dec.
+func (s *session) List(ctx context.Context, sel *deadletter.Selection, dec *inspect.Decisions) (*inspect.Listing, error) {
+	return inspect.List(ctx, s.cl, sel, dec, inspect.ListOptions{NoData: true, Policies: s.policies, Now: s.f.Now()})
 }
 
 // Decisions looks up the latest decisions of rows as they are read

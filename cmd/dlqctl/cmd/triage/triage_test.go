@@ -728,3 +728,15 @@ func TestPrefilledFieldsAreReplacedByTyping(t *testing.T) {
 		t.Fatalf("typing into the pre-filled rate gave %q", pm.rate.Value())
 	}
 }
+
+// The screen lists as dlq ls does (inspect.List): a queue the broker does
+// not have is said, not shown as an empty DLQ.
+func TestAMisspelledQueueIsSaid(t *testing.T) {
+	w := newWorld(t, false, "--queue", "ordrs")
+	if w.m.loadErr == nil || !strings.Contains(w.m.loadErr.Error(), `"ordrs"`) {
+		t.Fatalf("loading rows of a queue that does not exist: %v", w.m.loadErr)
+	}
+	if frame := w.frame(); !strings.Contains(frame, "ordrs") {
+		t.Fatalf("the screen does not say so:\n%s", frame)
+	}
+}
