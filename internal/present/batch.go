@@ -72,29 +72,7 @@ func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 	if p.NoCall > 0 {
 		fmt.Fprintf(w, "  %s already done or gone from the DLQ: no call needed\n", Plural(p.NoCall, "message is", "messages are"))
 	}
-	if o := p.Order; o != nil {
-		switch {
-		case o.Recorded && replay.Ordered(o.Mode):
-			fmt.Fprintln(w, "  order: per partition, in the order the batch recorded, one at a time in each")
-		case !replay.Ordered(o.Mode):
-			fmt.Fprintln(w, "  order: none (--order none): messages of one partition may be published in any order")
-		case o.Partitions == 0:
-			fmt.Fprintln(w, "  order: per partition (no partition has more than one of these messages)")
-		default:
-			fmt.Fprintf(w, "  order: per partition, oldest first, one at a time in each; %s with several messages, the longest %s/%s (%d)\n",
-				Plural(o.Partitions, "partition", "partitions"), c(o.Chain.Queue), c(o.Chain.Partition), o.LongestChain)
-			if o.Mode == replay.OrderPartition {
-				fmt.Fprintln(w, "    a message not replayed holds back the later ones of its partition (--order skip-gaps goes on past it)")
-			}
-			fmt.Fprintln(w, "    each replay lands after whatever its partition delivered since it failed: handlers must accept an older version")
-		}
-		switch {
-		case o.Recorded && o.ByFailure > 0:
-			fmt.Fprintf(w, "    %s no time-ordered message id (an older dlqctl recorded none, or the broker lists row ids): they keep the order the batch recorded\n", Plural(o.ByFailure, "message has", "messages have"))
-		case o.ByFailure > 0:
-			fmt.Fprintf(w, "    %s ordered by first failure: their message ids are not time-ordered\n", Plural(o.ByFailure, "message is", "messages are"))
-		}
-	}
+	planOrder(w, p.Order)
 	if p.Rate > 0 {
 		est := "under a second"
 		if p.Estimated >= time.Second {
@@ -105,6 +83,42 @@ func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 		fmt.Fprintln(w, "  rate: unlimited")
 	}
 	lagAndWindow(w, p)
+	planWarnings(w, pal, p)
+}
+
+// planOrder writes the order a plan publishes in.
+func planOrder(w io.Writer, o *replay.OrderInfo) {
+	if o == nil {
+		return
+	}
+	c := render.Clean
+	switch {
+	case o.Recorded && replay.Ordered(o.Mode):
+		fmt.Fprintln(w, "  order: per partition, in the order the batch recorded, one at a time in each")
+	case !replay.Ordered(o.Mode):
+		fmt.Fprintln(w, "  order: none (--order none): messages of one partition may be published in any order")
+	case o.Partitions == 0:
+		fmt.Fprintln(w, "  order: per partition (no partition has more than one of these messages)")
+	default:
+		fmt.Fprintf(w, "  order: per partition, oldest first, one at a time in each; %s with several messages, the longest %s/%s (%d)\n",
+			Plural(o.Partitions, "partition", "partitions"), c(o.Chain.Queue), c(o.Chain.Partition), o.LongestChain)
+		if o.Mode == replay.OrderPartition {
+			fmt.Fprintln(w, "    a message not replayed holds back the later ones of its partition (--order skip-gaps goes on past it)")
+		}
+		fmt.Fprintln(w, "    each replay lands after whatever its partition delivered since it failed: handlers must accept an older version")
+	}
+	switch {
+	case o.Recorded && o.ByFailure > 0:
+		fmt.Fprintf(w, "    %s no time-ordered message id (an older dlqctl recorded none, or the broker lists row ids): they keep the order the batch recorded\n", Plural(o.ByFailure, "message has", "messages have"))
+	case o.ByFailure > 0:
+		fmt.Fprintf(w, "    %s ordered by first failure: their message ids are not time-ordered\n", Plural(o.ByFailure, "message is", "messages are"))
+	}
+}
+
+// planWarnings writes what a plan does beyond the selection, and what it
+// leaves out: other groups' rows, fan-out, envelopes, generations, holds.
+func planWarnings(w io.Writer, pal *render.Palette, p replay.Plan) {
+	c := render.Clean
 	warn := pal.Yellow("warning:")
 	if p.OtherGroups > 0 {
 		var parts []string
@@ -147,6 +161,7 @@ func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 		}
 		fmt.Fprintf(w, "  %s %s under hold %s by %s%s: %s\n", warn, Plural(h.Messages, "message is", "messages are"), h.BatchID, c(h.By), until, c(h.Why))
 	}
+
 }
 
 // groupLabels are consumer groups as people are shown them.
