@@ -260,3 +260,37 @@ func TestDecisionsThrough(t *testing.T) {
 		t.Fatalf("closed ledger: %d rows, err %v", n, dc.Err())
 	}
 }
+
+// A tally counts rows as ls's first line says them: the oldest row, the
+// failure classes, and as undecided a row with no decision, one failed
+// after its decision, one past an expired hold, and one whose replay was
+// never carried out within the triage SLO.
+func TestTallyCountsAsLsSaysIt(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	row := func(id string, ago time.Duration, msg string) deadletter.Row {
+		return deadletter.Row{PartitionID: "p", TransactionID: id, Queue: "orders", ErrorMessage: msg, FailedAt: now.Add(-ago)}
+	}
+	hold := ledger.Decision{Action: ledger.ActionHold, At: now.Add(-time.Hour), Until: now.Add(time.Hour), Seen: now.Add(-2 * time.Hour)}
+	expired := hold
+	expired.Until = now.Add(-time.Minute)
+	replay := ledger.Decision{Action: ledger.ActionReplay, At: now.Add(-5 * time.Hour), Status: ledger.StatusRecorded, Seen: now.Add(-6 * time.Hour)}
+	var tl inspect.Tally
+	for _, c := range []struct {
+		r   deadletter.Row
+		d   ledger.Decision
+		ok  bool
+		slo time.Duration
+	}{
+		{row("a", 3*time.Hour, "timeout after 30s"), hold, true, 0},                       // held
+		{row("b", time.Hour, "timeout after 5s"), hold, true, 0},                          // failed after the hold saw it
+		{row("c", 3*time.Hour, "unknown payload version 5"), expired, true, 0},            // the hold expired
+		{row("d", 7*time.Hour, "unknown payload version 7"), replay, true, 4 * time.Hour}, // not carried out
+		{row("e", 7*time.Hour, "unknown payload version 7"), replay, true, 0},             // no SLO: decided
+		{row("f", 10*time.Hour, "connection refused"), ledger.Decision{}, false, 0},       // no decision
+	} {
+		tl.Add(c.r, c.d, c.ok, now, c.slo)
+	}
+	if tl.Rows != 6 || tl.Undecided != 4 || tl.Classes() != 3 || tl.Oldest.TransactionID != "f" {
+		t.Fatalf("tally: %d rows, %d undecided, %d classes, oldest %s; want 6, 4, 3, f", tl.Rows, tl.Undecided, tl.Classes(), tl.Oldest.TransactionID)
+	}
+}

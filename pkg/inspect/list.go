@@ -7,6 +7,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/policy"
 )
 
@@ -60,3 +61,30 @@ func (l *Listing) Limited() bool { return l.limited }
 
 // Notes are what --where has to say once the rows are read.
 func (l *Listing) Notes() []string { return l.where.Notes() }
+
+// Tally is what ls's first line says of the rows it listed: how many,
+// the oldest, how many failure classes and how many undecided.
+type Tally struct {
+	Rows, Undecided int
+	Oldest          deadletter.Row
+	classes         map[string]struct{}
+}
+
+// Add counts a row, with its latest decision (ok: it has one) and its
+// triage SLO.
+func (t *Tally) Add(r deadletter.Row, d ledger.Decision, ok bool, now time.Time, slo time.Duration) {
+	if t.classes == nil {
+		t.classes = map[string]struct{}{}
+	}
+	t.Rows++
+	if Undecided(d, ok, r, now, slo) {
+		t.Undecided++
+	}
+	t.classes[deadletter.ClassID(r.ErrorMessage)] = struct{}{}
+	if t.Oldest.PartitionID == "" || r.FailedAt.Before(t.Oldest.FailedAt) {
+		t.Oldest = r
+	}
+}
+
+// Classes is how many failure classes the rows counted are in.
+func (t *Tally) Classes() int { return len(t.classes) }

@@ -13,6 +13,7 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/policy"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/spf13/cobra"
 )
@@ -159,15 +160,11 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		}
 		return st.Close()
 	}
-	return lsTable(f, fm, cl, rows, sel, dec, now, listing.Limited, o.Sort)
+	return lsTable(f, fm, cl, rows, sel, dec, policies, now, listing.Limited, o.Sort)
 }
 
 func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(func(deadletter.Row, error) bool), sel *deadletter.Selection,
-	dec inspect.DecisionLookup, now time.Time, limited func() bool, order string) error {
-	cfg, err := f.Config()
-	if err != nil {
-		return err
-	}
+	dec inspect.DecisionLookup, policies policy.Set, now time.Time, limited func() bool, order string) error {
 	pal := f.Palette()
 	header := []string{"AGE", "QUEUE", "PARTITION", "CG", "RETRIES", "ERROR", "ADDRESS", "DECISION"}
 	if fm == render.Wide {
@@ -177,28 +174,18 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 	var envelopes []int // rows whose list payload is an encryption envelope
 	var ages []time.Duration
 	var scopes [][2]string
-	var oldest deadletter.Row
-	classes := map[string]struct{}{}
-	undecided := 0
+	var tally inspect.Tally
 	for r, err := range rows {
 		if err != nil {
 			return err
 		}
-		age := now.Sub(r.FailedAt)
 		decision := "-"
-		if d, ok := dec(r.Address()); ok {
-			slo := inspect.TriageSLO(cfg.PolicySetFor(f.ContextName()), r.Queue, r.ConsumerGroup)
+		d, ok := dec(r.Address())
+		slo := inspect.TriageSLO(policies, r.Queue, r.ConsumerGroup)
+		if ok {
 			decision = inspect.DecisionLabel(d, r, now, slo)
-			if !d.Covers(r.FailedAt, now) || d.NotCarriedOut(now, slo) {
-				undecided++
-			}
-		} else {
-			undecided++
 		}
-		classes[deadletter.ClassID(r.ErrorMessage)] = struct{}{}
-		if oldest.PartitionID == "" || r.FailedAt.Before(oldest.FailedAt) {
-			oldest = r
-		}
+		tally.Add(r, d, ok, now, slo)
 		line := []string{render.AgeSince(now, r.FailedAt), render.Clean(r.Queue), render.Clean(r.Partition), render.Clean(groupName(r.ConsumerGroup)),
 			strconv.Itoa(r.RetryCount), render.Clean(r.ErrorMessage), render.Clean(r.Address().String()), decision}
 		if fm == render.Wide {
@@ -212,7 +199,7 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 			envelopes = append(envelopes, len(table))
 		}
 		table = append(table, line)
-		ages = append(ages, age)
+		ages = append(ages, now.Sub(r.FailedAt))
 		scopes = append(scopes, [2]string{r.Queue, r.ConsumerGroup})
 	}
 	// What an envelope means is known once the list has answered: in a
@@ -243,7 +230,7 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 		truncateColumn(table, header, 5, f.IO.TerminalWidth())
 		for i := range table {
 			maxAge := time.Duration(0)
-			if p, ok := cfg.PolicySetFor(f.ContextName()).For(scopes[i][0], scopes[i][1]); ok {
+			if p, ok := policies.For(scopes[i][0], scopes[i][1]); ok {
 				maxAge = p.MaxAge
 			}
 			table[i][0] = pal.Age(table[i][0], ages[i], maxAge)
@@ -255,9 +242,10 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 			what = fmt.Sprintf("%d %s dead letters shown (--limit %d)", len(table), order, sel.Limit)
 			of = " shown"
 		}
+		oldest := tally.Oldest
 		fmt.Fprintf(f.IO.Out, "%s, oldest%s %s (%s in %s), %s, %s\n\n",
 			pal.Bold(what), of, render.AgeSince(now, oldest.FailedAt), render.Clean(oldest.Address().String()), render.Clean(oldest.Queue),
-			plural(len(classes), "failure class", "failure classes"), plural(undecided, "undecided", "undecided"))
+			plural(tally.Classes(), "failure class", "failure classes"), plural(tally.Undecided, "undecided", "undecided"))
 	}
 	return render.WriteTable(f.IO.Out, header, table)
 }
