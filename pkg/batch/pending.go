@@ -247,7 +247,7 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 	}
 	p.po.Hold = func(it replay.Item) (replay.HoldShare, bool) {
 		d, ok := dec[it.Address]
-		if !ok || d.Action != ledger.ActionHold || !d.Covers(it.Newest().FailedAt, p.now) || p.in.batch != nil && d.BatchID == p.in.batch.ID {
+		if !ok || !d.Holds(it.Newest().FailedAt, p.now) || p.in.batch != nil && d.BatchID == p.in.batch.ID {
 			return replay.HoldShare{}, false
 		}
 		return replay.HoldShare{BatchID: d.BatchID, By: d.By, Until: d.Until, Why: d.Why}, true

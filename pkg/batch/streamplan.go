@@ -216,7 +216,7 @@ func (p *Pending) lookUpNewcomers(ctx context.Context, sp *streamed, holdIdx map
 	now := p.env.Now()
 	for _, n := range chunk {
 		st := sp.at(sp.by[n.key])
-		if d, ok := dec[n.addr]; ok && d.Action == ledger.ActionHold && d.Covers(n.failed, now) {
+		if d, ok := dec[n.addr]; ok && d.Holds(n.failed, now) {
 			if p.req.SkipHeld {
 				st.flags |= seenSkipped
 				sp.skipped++

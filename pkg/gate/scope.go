@@ -45,7 +45,7 @@ func (g *gate) limitsFor(queue, group string) limits {
 
 func (g *gate) held(r deadletter.Row) bool {
 	d, ok := g.dec.Get(r.Address())
-	return ok && d.Action == ledger.ActionHold && d.Covers(r.FailedAt, g.now)
+	return ok && d.Holds(r.FailedAt, g.now)
 }
 
 // acc accumulates a scope from rows streamed past it.

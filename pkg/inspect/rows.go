@@ -110,13 +110,10 @@ func Undecided(d ledger.Decision, ok bool, r deadletter.Row, now time.Time, slo 
 func HeldBy(dec DecisionLookup, now time.Time) func(deadletter.Row) (string, bool) {
 	return func(r deadletter.Row) (string, bool) {
 		d, ok := dec(r.Address())
-		if !ok || d.Action != ledger.ActionHold || !d.Covers(r.FailedAt, now) {
+		if !ok || !d.Holds(r.FailedAt, now) {
 			return "", false
 		}
-		if d.Owner != "" {
-			return d.Owner, true
-		}
-		return d.By, true
+		return d.Holder(), true
 	}
 }
 

@@ -58,6 +58,21 @@ func (d Decision) Covers(failedAt, now time.Time) bool {
 	return d.Copy == nil && d.Active(now) && (d.Seen.IsZero() || !failedAt.After(d.Seen))
 }
 
+// Holds reports whether the decision is a hold in force over a row that
+// failed at failedAt: such a row is left alone (replay and rm refuse or
+// skip it) and not counted waiting.
+func (d Decision) Holds(failedAt, now time.Time) bool {
+	return d.Action == ActionHold && d.Covers(failedAt, now)
+}
+
+// Holder is who a hold is with: its owner, else who recorded it.
+func (d Decision) Holder() string {
+	if d.Owner != "" {
+		return d.Owner
+	}
+	return d.By
+}
+
 // NotCarriedOut reports whether the decision is a replay or discard
 // recorded more than slo before now whose batch is not done: past the
 // triage SLO a decision that was never carried out (recorded, or left

@@ -41,3 +41,33 @@ func TestDecisionSetGivesBackWhatItHolds(t *testing.T) {
 		t.Fatal("a decision for an address never added")
 	}
 }
+
+// A hold holds a row while it is in force and the row failed no later
+// than the newest failure its batch saw; a replay, an expired hold and a
+// copy back in the DLQ hold nothing. The holder is the owner, else who
+// recorded it.
+func TestWhatAHoldHolds(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	seen := now.Add(-2 * time.Hour)
+	hold := ledger.Decision{Action: ledger.ActionHold, By: "ann", Until: now.Add(time.Hour), Seen: seen}
+	expired, replay, copied, owned := hold, hold, hold, hold
+	expired.Until = now.Add(-time.Second)
+	replay.Action = ledger.ActionReplay
+	copied.Copy = &ledger.Lineage{Generation: 1}
+	owned.Owner = "payments-team"
+	for _, c := range []struct {
+		d      ledger.Decision
+		failed time.Time
+		want   bool
+	}{
+		{hold, seen, true}, {hold, seen.Add(-time.Hour), true}, {hold, seen.Add(time.Second), false},
+		{expired, seen, false}, {replay, seen, false}, {copied, seen, false},
+	} {
+		if got := c.d.Holds(c.failed, now); got != c.want {
+			t.Errorf("%s until %v over a row failed at %v: holds %v, want %v", c.d.Action, c.d.Until, c.failed, got, c.want)
+		}
+	}
+	if hold.Holder() != "ann" || owned.Holder() != "payments-team" {
+		t.Fatalf("holders %q, %q", hold.Holder(), owned.Holder())
+	}
+}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
-	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 )
 
@@ -77,15 +76,11 @@ func (m *model) countHeld(key string) (int, []string) {
 	for _, i := range m.withDecision[key] {
 		r := m.rows.At(i)
 		d, ok := m.dec[r.Address()]
-		if !ok || d.Action != ledger.ActionHold || !d.Covers(r.FailedAt, now) {
+		if !ok || !d.Holds(r.FailedAt, now) {
 			continue
 		}
 		n++
-		h := d.Owner
-		if h == "" {
-			h = d.By
-		}
-		if !slices.Contains(who, h) {
+		if h := d.Holder(); !slices.Contains(who, h) {
 			who = append(who, h)
 		}
 	}
