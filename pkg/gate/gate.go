@@ -47,6 +47,30 @@ type gate struct {
 	readWhole bool
 }
 
+// Evaluate is Check against the ledger: decisions are looked up in it,
+// the rows that left the DLQ with no decision are its archive's vanished
+// ones, and a ledger made where one with history was says so in the
+// notes on every check (its vanished rows start at its creation).
+func Evaluate(ctx context.Context, cl *client.Client, ld *ledger.Store, in Input) (*Result, error) {
+	in.Source = ld
+	var err error
+	if in.Vanished, err = ld.ArchivedRows(ctx, cl.Broker(), ledger.ArchiveFilter{VanishedOnly: true}); err != nil {
+		return nil, err
+	}
+	res, err := Check(ctx, cl, in)
+	if err != nil {
+		return nil, err
+	}
+	lost, err := ld.HistoryLost(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if lost != nil {
+		res.Notes = append(res.Notes, lost.String())
+	}
+	return res, nil
+}
+
 // Check evaluates every scope. It is the whole gate, minus I/O to the
 // ledger, so tests call it directly.
 //

@@ -3,8 +3,11 @@ package gate_test
 import (
 	"context"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -367,5 +370,52 @@ func sameScopes(t *testing.T, want, got *gate.Result) {
 			x.OldestHeld != y.OldestHeld || !x.OldestUnheldFailedAt.Equal(y.OldestUnheldFailedAt) || !reflect.DeepEqual(x.Breaches, y.Breaches) {
 			t.Fatalf("scope %s/%s\nwant %+v\ngot  %+v", x.Queue, x.ConsumerGroup, x, y)
 		}
+	}
+}
+
+// Evaluate judges against the ledger as dlq check and the triage screen
+// do: a held scope is held, and a ledger created where one with history
+// was says so in the notes.
+func TestEvaluateReadsTheLedger(t *testing.T) {
+	_, cl := seeded(t, false)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "l.db")
+	policies := policy.Set{{Queue: "*", Policy: policy.Policy{MaxAge: time.Minute, TriageSLO: time.Minute}}}
+	first, err := ledger.Open(ctx, "sqlite://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []ledger.ManifestItem
+	seen := map[deadletter.Address]bool{}
+	for r, err := range cl.Rows(ctx, client.ListQuery{Queue: "payments"}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := r.Address(); !seen[a] {
+			seen[a] = true
+			held = append(held, ledger.ManifestItem{Address: a, Queue: r.Queue, FailedAt: r.FailedAt})
+		}
+	}
+	if err := first.CreateBatch(ctx, &ledger.Batch{Broker: cl.Broker(), Action: ledger.ActionHold, By: "x", At: now, Why: "w", Until: now.Add(time.Hour)}, held); err != nil {
+		t.Fatal(err)
+	}
+	res, err := gate.Evaluate(ctx, cl, first, gate.Input{Policies: policies, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := scope(res, "payments", "ledger"); s.OldestHold == nil || len(res.Notes) != 0 {
+		t.Fatalf("held scope: %+v, notes %q", s, res.Notes)
+	}
+	first.Close()
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		os.Remove(f)
+	}
+	anew := testkit.OpenLedger(t, "sqlite://"+path)
+	res, err = gate.Evaluate(ctx, cl, anew, gate.Input{Policies: policies, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "was created anew") {
+		t.Fatalf("a ledger made where one with history was: notes %q", res.Notes)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/dlqctl/dlqctl/internal/config"
 	"github.com/dlqctl/dlqctl/internal/present"
 	"github.com/dlqctl/dlqctl/pkg/gate"
-	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/spf13/cobra"
 )
@@ -128,25 +127,8 @@ func evaluate(ctx context.Context, f *cmdutil.Factory, in gate.Input) (*gate.Res
 	if err != nil {
 		return nil, err
 	}
-	in.Source = ld
-	if in.Vanished, err = ld.ArchivedRows(ctx, cl.Broker(), ledger.ArchiveFilter{VanishedOnly: true}); err != nil {
-		return nil, err
-	}
 	in.Policies, in.Now = cfg.PolicySetFor(f.ContextName()), f.Now()
-	res, err := gate.Check(ctx, cl, in)
-	if err != nil {
-		return nil, err
-	}
-	// What a ledger created in the place of one with history cannot know
-	// is said on every check: its vanished rows start at its creation.
-	lost, err := ld.HistoryLost(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if lost != nil {
-		res.Notes = append(res.Notes, lost.String())
-	}
-	return res, nil
+	return gate.Evaluate(ctx, cl, ld, in)
 }
 
 func fmtThreshold(p *float64) string {

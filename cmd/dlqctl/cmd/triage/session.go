@@ -65,11 +65,7 @@ func (s *session) DecisionsFor(ctx context.Context, addrs []deadletter.Address) 
 // Check evaluates the scopes of queues (all when empty) as dlq check does
 // with no flags: thresholds from the config's policies.
 func (s *session) Check(ctx context.Context, queues []string) (*gate.Result, error) {
-	vanished, err := s.ld.ArchivedRows(ctx, s.cl.Broker(), ledger.ArchiveFilter{VanishedOnly: true})
-	if err != nil {
-		return nil, err
-	}
-	return gate.Check(ctx, s.cl, gate.Input{Policies: s.policies, Source: s.ld, Vanished: vanished, Queues: queues, Now: s.f.Now()})
+	return gate.Evaluate(ctx, s.cl, s.ld, gate.Input{Policies: s.policies, Queues: queues, Now: s.f.Now()})
 }
 
 // MaxAge is the max-age policy of a queue and consumer group, 0 for none.
