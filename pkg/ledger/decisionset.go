@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"maps"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
@@ -54,11 +53,13 @@ func (s *DecisionSet) Put(a deadletter.Address, x Decision) {
 	s.m[a] = decided{batch: b, queue: x.Queue, seen: x.Seen, copy: x.Copy}
 }
 
-// grow makes room for n more decisions.
+// grow makes room for n decisions in a set that holds none yet: one
+// that holds some grows as they come (copying it into a larger map put
+// 4 MB on a listing's peak, BenchmarkDecisionsPerRow).
 func (s *DecisionSet) grow(n int) {
-	m := make(map[deadletter.Address]decided, len(s.m)+n)
-	maps.Copy(m, s.m)
-	s.m = m
+	if len(s.m) == 0 {
+		s.m = make(map[deadletter.Address]decided, n)
+	}
 }
 
 // Get is an address's decision, if one is held.
