@@ -10,24 +10,26 @@ import (
 // by address, keeping each batch's part of a decision once for every
 // address it decided (a hold over 30,000 rows is one) and each address's
 // own part (queue, failure time, lineage) beside it: an address holds a
-// pointer and its own part, not a whole Decision. Not safe for
+// pointer and its own part, 32 bytes, not a whole Decision. Not safe for
 // concurrent use.
 type DecisionSet struct {
 	m       map[deadletter.Address]decided
 	batches map[string]*Decision
+	queues  []string          // by number
+	queueNo map[string]uint32 // the numbers of queues
 }
 
 // decided is an address's decision as a DecisionSet keeps it.
 type decided struct {
 	batch *Decision
-	queue string
-	seen  time.Time
 	copy  *Lineage
+	seen  int64  // Seen, in Unix nanoseconds (0: none)
+	queue uint32 // the queue's number
 }
 
 // NewDecisionSet holds the decisions in m (none when nil).
 func NewDecisionSet(m map[deadletter.Address]Decision) *DecisionSet {
-	s := &DecisionSet{m: map[deadletter.Address]decided{}, batches: map[string]*Decision{}}
+	s := &DecisionSet{m: map[deadletter.Address]decided{}, batches: map[string]*Decision{}, queueNo: map[string]uint32{}}
 	s.Add(m)
 	return s
 }
@@ -50,7 +52,17 @@ func (s *DecisionSet) Put(a deadletter.Address, x Decision) {
 		b = &part
 		s.batches[x.BatchID] = b
 	}
-	s.m[a] = decided{batch: b, queue: x.Queue, seen: x.Seen, copy: x.Copy}
+	q, ok := s.queueNo[x.Queue]
+	if !ok {
+		q = uint32(len(s.queues))
+		s.queues = append(s.queues, x.Queue)
+		s.queueNo[x.Queue] = q
+	}
+	var seen int64
+	if !x.Seen.IsZero() {
+		seen = x.Seen.UnixNano()
+	}
+	s.m[a] = decided{batch: b, copy: x.Copy, seen: seen, queue: q}
 }
 
 // grow makes room for n decisions in a set that holds none yet: one
@@ -68,13 +80,12 @@ func (s *DecisionSet) Get(a deadletter.Address) (Decision, bool) {
 	if !ok {
 		return Decision{}, false
 	}
-	return x.decision(), true
-}
-
-func (x decided) decision() Decision {
 	d := *x.batch
-	d.Queue, d.Seen, d.Copy = x.queue, x.seen, x.copy
-	return d
+	d.Queue, d.Copy = s.queues[x.queue], x.copy
+	if x.seen != 0 {
+		d.Seen = time.Unix(0, x.seen).UTC()
+	}
+	return d, true
 }
 
 // Take is Get, and the decision is no longer held.
