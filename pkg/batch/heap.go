@@ -2,6 +2,7 @@ package batch
 
 import (
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 )
 
@@ -11,11 +12,14 @@ import (
 // what it holds (at the default it grew to about twice that) for a
 // little more collecting. A batch planned from the rows as they stream
 // holds about 50 bytes an address and stages its rows on disk, so its
-// heap is also kept near streamedHeap, a soft limit under any GOMEMLIMIT
-// the user set: the plan of a million addresses fits under it, and a
-// larger one makes the collector run more often rather than the process
-// grow (BenchmarkBatchMemory and docs/performance.md have the figures). A
-// batch held in memory is not limited: its heap is what it holds.
+// heap is also kept within streamedHeap of what the process held before
+// (a soft limit, under any GOMEMLIMIT the user set): the plan of a
+// million addresses fits in it, and a larger one makes the collector run
+// more often rather than the process grow (BenchmarkBatchMemory and
+// docs/performance.md have the figures). What the process held is the
+// triage screen's rows, say, which the batch must not make the collector
+// chase. A batch held in memory is not limited: its heap is what it
+// holds.
 const streamedHeap = 80 << 20
 
 // heap is the process's collector settings while batches are prepared:
@@ -39,7 +43,7 @@ func holdHeap(streamed bool) (letGo func()) {
 	heap.held++
 	if streamed {
 		if heap.streaming == 0 {
-			debug.SetMemoryLimit(min(heap.limit, streamedHeap))
+			debug.SetMemoryLimit(min(heap.limit, liveHeap()+streamedHeap))
 		}
 		heap.streaming++
 	}
@@ -58,4 +62,14 @@ func holdHeap(streamed bool) (letGo func()) {
 			}
 		})
 	}
+}
+
+// liveHeap is the heap the last collection found live.
+func liveHeap() int64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(s[0].Value.Uint64())
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"reflect"
+	"runtime"
 	"runtime/debug"
 	"testing"
 	"time"
@@ -171,9 +172,10 @@ func TestInterruptWhileStagingIsAnInterrupt(t *testing.T) {
 
 // Preparing a batch holds the collector's settings for it, whichever
 // front end asks (the command line, the triage screen): half the default
-// growth, and a fresh selection planned from the rows kept near 80 MiB
-// under the user's own GOMEMLIMIT; a list of addresses, held in memory,
-// is not limited. Closing the batch gives the settings back.
+// growth, and a fresh selection planned from the rows kept within 80 MiB
+// of what the process held (the screen's rows, here 64 MiB), under the
+// user's own GOMEMLIMIT; a list of addresses, held in memory, is not
+// limited. Closing the batch gives the settings back.
 func TestPrepareHoldsTheHeap(t *testing.T) {
 	ctx := context.Background()
 	_, env := world(t, "sqlite://"+t.TempDir()+"/l.db")
@@ -192,23 +194,36 @@ func TestPrepareHoldsTheHeap(t *testing.T) {
 		first = r
 		break
 	}
+	held := make([]byte, 64<<20) // what the screen holds
+	runtime.GC()
 	for _, c := range []struct {
-		sel   deadletter.Selection
-		limit int64
+		sel         deadletter.Selection
+		least, most int64
 	}{
-		{deadletter.Selection{All: true}, 80 << 20},
-		{deadletter.Selection{Addresses: []deadletter.Address{first.Address()}}, 1 << 40},
+		{deadletter.Selection{All: true}, (64 + 80) << 20, (64 + 80 + 16) << 20},
+		{deadletter.Selection{Addresses: []deadletter.Address{first.Address()}}, 1 << 40, 1 << 40},
 	} {
 		p, err := batch.Prepare(ctx, env, request(deadletter.Replay, selection(t, c.sel)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if gc, limit := settings(); gc != 50 || limit != c.limit {
-			t.Errorf("%s prepared: GOGC %d, memory limit %d; want 50 and %d", c.sel.String(), gc, limit, c.limit)
+		if gc, limit := settings(); gc != 50 || limit < c.least || limit > c.most {
+			t.Errorf("%s prepared: GOGC %d, memory limit %d MiB; want 50 and %d–%d MiB", c.sel.String(), gc, limit>>20, c.least>>20, c.most>>20)
 		}
 		p.Close()
 		if gc, limit := settings(); gc != 100 || limit != 1<<40 {
 			t.Errorf("%s closed: GOGC %d, memory limit %d; want them back at 100 and %d", c.sel.String(), gc, limit, int64(1<<40))
 		}
 	}
+	runtime.KeepAlive(held)
+	// The user's own limit, lower, stands.
+	debug.SetMemoryLimit(100 << 20)
+	p, err := batch.Prepare(ctx, env, request(deadletter.Replay, selection(t, deadletter.Selection{All: true})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, limit := settings(); limit != 100<<20 {
+		t.Errorf("under GOMEMLIMIT=100MiB: memory limit %d MiB", limit>>20)
+	}
+	p.Close()
 }
