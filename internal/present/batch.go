@@ -28,18 +28,18 @@ func Missing(w io.Writer, missing []deadletter.Address) {
 func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 	c := render.Clean
 	verb := map[string]string{deadletter.Replay: "Replay", deadletter.Discard: "Discard"}[p.Action]
-	rows := Plural(p.Rows, "dead-letter row", "dead-letter rows")
+	rows := render.Plural(p.Rows, "dead-letter row", "dead-letter rows")
 	if p.OtherGroups > 0 {
 		rows = fmt.Sprintf("%d dead-letter rows: %d selected, %d more of the same messages", p.Rows+p.OtherGroups, p.Rows, p.OtherGroups)
 	}
-	fmt.Fprintf(w, "%s plan: %s (%s)\n", pal.Bold(verb), Plural(p.Addresses, "message", "messages"), rows)
+	fmt.Fprintf(w, "%s plan: %s (%s)\n", pal.Bold(verb), render.Plural(p.Addresses, "message", "messages"), rows)
 	queues := make([]string, 0, len(p.ByQueue))
 	for q := range p.ByQueue {
 		queues = append(queues, q)
 	}
 	sort.Strings(queues)
 	for _, q := range queues {
-		fmt.Fprintf(w, "  queue %-20s %s\n", c(q), Plural(p.ByQueue[q], "message", "messages"))
+		fmt.Fprintf(w, "  queue %-20s %s\n", c(q), render.Plural(p.ByQueue[q], "message", "messages"))
 	}
 	fmt.Fprintln(w, "  by failure class (messages):")
 	for i, cc := range p.ByClass {
@@ -67,10 +67,10 @@ func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 		fmt.Fprintf(w, "  path: %s\n", p.Via)
 	}
 	if p.Pinned > 0 {
-		fmt.Fprintf(w, "    %s the manual path an earlier attempt took (its derived id makes a repeat a duplicate)\n", Plural(p.Pinned, "address keeps", "addresses keep"))
+		fmt.Fprintf(w, "    %s the manual path an earlier attempt took (its derived id makes a repeat a duplicate)\n", render.Plural(p.Pinned, "address keeps", "addresses keep"))
 	}
 	if p.NoCall > 0 {
-		fmt.Fprintf(w, "  %s already done or gone from the DLQ: no call needed\n", Plural(p.NoCall, "message is", "messages are"))
+		fmt.Fprintf(w, "  %s already done or gone from the DLQ: no call needed\n", render.Plural(p.NoCall, "message is", "messages are"))
 	}
 	planOrder(w, p.Order)
 	if p.Rate > 0 {
@@ -101,7 +101,7 @@ func planOrder(w io.Writer, o *replay.OrderInfo) {
 		fmt.Fprintln(w, "  order: per partition (no partition has more than one of these messages)")
 	default:
 		fmt.Fprintf(w, "  order: per partition, oldest first, one at a time in each; %s with several messages, the longest %s/%s (%d)\n",
-			Plural(o.Partitions, "partition", "partitions"), c(o.Chain.Queue), c(o.Chain.Partition), o.LongestChain)
+			render.Plural(o.Partitions, "partition", "partitions"), c(o.Chain.Queue), c(o.Chain.Partition), o.LongestChain)
 		if o.Mode == replay.OrderPartition {
 			fmt.Fprintln(w, "    a message not replayed holds back the later ones of its partition (--order skip-gaps goes on past it)")
 		}
@@ -109,9 +109,9 @@ func planOrder(w io.Writer, o *replay.OrderInfo) {
 	}
 	switch {
 	case o.Recorded && o.ByFailure > 0:
-		fmt.Fprintf(w, "    %s no time-ordered message id (an older dlqctl recorded none, or the broker lists row ids): they keep the order the batch recorded\n", Plural(o.ByFailure, "message has", "messages have"))
+		fmt.Fprintf(w, "    %s no time-ordered message id (an older dlqctl recorded none, or the broker lists row ids): they keep the order the batch recorded\n", render.Plural(o.ByFailure, "message has", "messages have"))
 	case o.ByFailure > 0:
-		fmt.Fprintf(w, "    %s ordered by first failure: their message ids are not time-ordered\n", Plural(o.ByFailure, "message is", "messages are"))
+		fmt.Fprintf(w, "    %s ordered by first failure: their message ids are not time-ordered\n", render.Plural(o.ByFailure, "message is", "messages are"))
 	}
 }
 
@@ -131,35 +131,35 @@ func planWarnings(w io.Writer, pal *render.Palette, p replay.Plan) {
 		}
 		fmt.Fprintf(w, "  %s a %s acts on the message, so it also removes %s the selection left out: %s. They are archived and recorded in this batch.\n",
 			warn, map[string]string{deadletter.Replay: "replay's delete", deadletter.Discard: "delete"}[p.Action],
-			Plural(p.OtherGroups, "dead-letter row", "dead-letter rows"), strings.Join(parts, "; "))
+			render.Plural(p.OtherGroups, "dead-letter row", "dead-letter rows"), strings.Join(parts, "; "))
 		if p.Action == deadletter.Replay {
 			fmt.Fprintf(w, "  To replay for one consumer group alone, publish to a recovery queue only that group reads: --to-queue.\n")
 		}
 	}
 	for _, fo := range p.FanOut {
 		fmt.Fprintf(w, "  %s a re-push reaches every consumer group of %s (%s): %s failed in only some of them and will be delivered again to the others. Use --to-queue for a recovery queue only the failed group reads.\n",
-			warn, c(fo.Queue), c(strings.Join(groupLabels(fo.AlsoReaches), ", ")), Plural(fo.Messages, "message", "messages"))
+			warn, c(fo.Queue), c(strings.Join(groupLabels(fo.AlsoReaches), ", ")), render.Plural(fo.Messages, "message", "messages"))
 	}
 	if p.Undecryptable > 0 {
 		if p.Action == deadletter.Replay {
-			fmt.Fprintf(w, "  %s %s an encryption envelope the broker cannot decrypt; they are skipped and left in place.\n", warn, Plural(p.Undecryptable, "message is", "messages are"))
+			fmt.Fprintf(w, "  %s %s an encryption envelope the broker cannot decrypt; they are skipped and left in place.\n", warn, render.Plural(p.Undecryptable, "message is", "messages are"))
 		} else {
-			fmt.Fprintf(w, "  %s %s an encryption envelope the broker cannot decrypt; they are discarded like the rest (the archive keeps the envelope).\n", warn, Plural(p.Undecryptable, "message is", "messages are"))
+			fmt.Fprintf(w, "  %s %s an encryption envelope the broker cannot decrypt; they are discarded like the rest (the archive keeps the envelope).\n", warn, render.Plural(p.Undecryptable, "message is", "messages are"))
 		}
 	}
 	if p.OverGenCap > 0 {
-		fmt.Fprintf(w, "  %s %s past --max-generation and will be skipped (%s failing after replays).\n", warn, Plural(p.OverGenCap, "message is", "messages are"),
+		fmt.Fprintf(w, "  %s %s past --max-generation and will be skipped (%s failing after replays).\n", warn, render.Plural(p.OverGenCap, "message is", "messages are"),
 			map[bool]string{true: "it keeps", false: "they keep"}[p.OverGenCap == 1])
 	}
 	if p.SkippedHeld > 0 {
-		fmt.Fprintf(w, "  %s under an active hold left out of the batch (--skip-held)\n", Plural(p.SkippedHeld, "message", "messages"))
+		fmt.Fprintf(w, "  %s under an active hold left out of the batch (--skip-held)\n", render.Plural(p.SkippedHeld, "message", "messages"))
 	}
 	for _, h := range p.Holds {
 		until := ""
 		if !h.Until.IsZero() {
 			until = " until " + render.Timestamp(h.Until)
 		}
-		fmt.Fprintf(w, "  %s %s under hold %s by %s%s: %s\n", warn, Plural(h.Messages, "message is", "messages are"), h.BatchID, c(h.By), until, c(h.Why))
+		fmt.Fprintf(w, "  %s %s under hold %s by %s%s: %s\n", warn, render.Plural(h.Messages, "message is", "messages are"), h.BatchID, c(h.By), until, c(h.Why))
 	}
 
 }
@@ -188,7 +188,7 @@ func lagAndWindow(w io.Writer, p replay.Plan) {
 				}
 				behind := ""
 				if g.Messages != nil {
-					behind = ", " + Plural(*g.Messages, "message", "messages") + " behind"
+					behind = ", " + render.Plural(*g.Messages, "message", "messages") + " behind"
 				}
 				lag := "0s"
 				if g.Lag >= time.Second {
@@ -259,20 +259,20 @@ func Report(w io.Writer, pal *render.Palette, rep *replay.Report) {
 		if b.Address.PartitionID != "" {
 			by = render.Clean(b.Address.String()) + " (" + render.Clean(b.Reason) + ")"
 		}
-		fmt.Fprintf(w, "  partition %s/%s: %s held back behind %s\n", render.Clean(b.Queue), render.Clean(b.Partition), Plural(b.Messages, "message", "messages"), by)
+		fmt.Fprintf(w, "  partition %s/%s: %s held back behind %s\n", render.Clean(b.Queue), render.Clean(b.Partition), render.Plural(b.Messages, "message", "messages"), by)
 	}
 	for _, ps := range rep.Pauses {
 		fmt.Fprintf(w, "Paused %s in all for %s (%s; last: %s)\n", render.Duration(ps.For.Round(time.Second)), ps.Kind,
-			Plural(ps.Times, "time", "times"), render.Clean(ps.Last))
+			render.Plural(ps.Times, "time", "times"), render.Clean(ps.Last))
 	}
 	if rep.Stopped != "" {
 		fmt.Fprintf(w, "%s %s\n", pal.Yellow("Stopped:"), render.Clean(rep.Stopped))
 	}
 	if rep.Traced > 0 {
-		fmt.Fprintf(w, "Traced %s in the broker (their lineage: this batch, its reason, the original).\n", Plural(rep.Traced, "copy", "copies"))
+		fmt.Fprintf(w, "Traced %s in the broker (their lineage: this batch, its reason, the original).\n", render.Plural(rep.Traced, "copy", "copies"))
 	}
 	if rep.TraceFailed > 0 {
-		fmt.Fprintf(w, "%s %s not written (%s); the replay is not affected.\n", pal.Yellow("warning:"), Plural(rep.TraceFailed, "trace event", "trace events"), render.Clean(rep.TraceError))
+		fmt.Fprintf(w, "%s %s not written (%s); the replay is not affected.\n", pal.Yellow("warning:"), render.Plural(rep.TraceFailed, "trace event", "trace events"), render.Clean(rep.TraceError))
 	}
 }
 
@@ -287,10 +287,10 @@ func Next(steps []batch.Step, verb, batchID string, again func(args ...string) s
 			out = append(out, "Resume with: "+again("dlq", verb, "--batch", batchID, "--yes"))
 		case batch.RetryUnknown:
 			out = append(out, fmt.Sprintf("%s unknown: check the live queue for a copy (discard the dead letter if one is there), then: %s",
-				Plural(s.N, "address is", "addresses are"), again("dlq", verb, "--batch", batchID, "--retry-unknown", "--yes")))
+				render.Plural(s.N, "address is", "addresses are"), again("dlq", verb, "--batch", batchID, "--retry-unknown", "--yes")))
 		case batch.SkipGaps:
 			out = append(out, fmt.Sprintf("%s behind a message a resume will not replay: go on past it with %s",
-				Plural(s.N, "partition waits", "partitions wait"), again("dlq", verb, "--batch", batchID, "--order", replay.OrderSkipGaps, "--yes")))
+				render.Plural(s.N, "partition waits", "partitions wait"), again("dlq", verb, "--batch", batchID, "--order", replay.OrderSkipGaps, "--yes")))
 		case batch.Discard:
 			args := []string{"dlq", "rm"}
 			what := map[bool]string{true: "it", false: "them"}[s.N == 1]
@@ -303,7 +303,7 @@ func Next(steps []batch.Step, verb, batchID string, again func(args ...string) s
 			}
 			args = append(args, "--why", "…")
 			out = append(out, fmt.Sprintf("%s cannot be replayed as %s (undecryptable, or past --max-generation); to discard %s, archived first: %s",
-				Plural(s.N, "message", "messages"), map[bool]string{true: "it is", false: "they are"}[s.N == 1], what, again(args...)))
+				render.Plural(s.N, "message", "messages"), map[bool]string{true: "it is", false: "they are"}[s.N == 1], what, again(args...)))
 		}
 	}
 	return out
@@ -314,7 +314,7 @@ func Next(steps []batch.Step, verb, batchID string, again func(args ...string) s
 // and then run it.
 func Awaiting(p *batch.Pending, verb string, again func(args ...string) string) []string {
 	return []string{
-		fmt.Sprintf("%s: more than %d need a second person's approval, so batch %s is recorded and not run.", Plural(p.Messages(), "message", "messages"), p.ApprovalAbove(), p.BatchID()),
+		fmt.Sprintf("%s: more than %d need a second person's approval, so batch %s is recorded and not run.", render.Plural(p.Messages(), "message", "messages"), p.ApprovalAbove(), p.BatchID()),
 		fmt.Sprintf("Someone other than %s approves it with: %s", render.Clean(p.By()), again("decisions", "approve", p.BatchID(), "--why", "…")),
 		"then it runs with: " + again("dlq", verb, "--batch", p.BatchID(), "--yes"),
 	}
@@ -323,13 +323,5 @@ func Awaiting(p *batch.Pending, verb string, again func(args ...string) string) 
 // NewSince says how many dead letters matching a batch's selection
 // arrived after its plan.
 func NewSince(n int) string {
-	return Plural(n, "new dead letter", "new dead letters") + " matching the selection arrived since the plan; they are not in this batch."
-}
-
-// Plural is "1 thing" or "N things".
-func Plural(n int, one, many string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, one)
-	}
-	return fmt.Sprintf("%d %s", n, many)
+	return render.Plural(n, "new dead letter", "new dead letters") + " matching the selection arrived since the plan; they are not in this batch."
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
@@ -58,7 +59,7 @@ func Decide(ctx context.Context, cl *client.Client, ld *ledger.Store, sel *deadl
 		return 0, errs.Usagef("no dead letter matches the selection; nothing recorded")
 	}
 	if len(gone) > 0 && b.Action == ledger.ActionReplay {
-		return 0, errs.Usagef("%s no longer in the DLQ (the archive keeps it): it cannot be replayed from the broker; record --action discard (nothing to redo) or hold", plural(len(gone), "message is", "messages are"))
+		return 0, errs.Usagef("%s no longer in the DLQ (the archive keeps it): it cannot be replayed from the broker; record --action discard (nothing to redo) or hold", render.Plural(len(gone), "message is", "messages are"))
 	}
 	b.Broker, b.Selection = cl.Broker(), sel.String()
 	if b.Action == ledger.ActionReplay {

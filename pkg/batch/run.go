@@ -59,7 +59,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 			recorded(batch.ID, true)
 		}
 		_ = ld.Audit(context.WithoutCancel(ctx), ledger.AuditEntry{At: now, Broker: cl.Broker(), BatchID: batch.ID, Kind: "awaiting-approval", By: by,
-			Detail: fmt.Sprintf("%s of %s: more than %d needs a second person's approval", verbOf(p.req.Action), plural(p.Messages(), "address", "addresses"), p.env.ApprovalAbove)})
+			Detail: fmt.Sprintf("%s of %s: more than %d needs a second person's approval", verbOf(p.req.Action), render.Plural(p.Messages(), "address", "addresses"), p.env.ApprovalAbove)})
 		return &Result{Report: &replay.Report{BatchID: batch.ID}, Awaiting: true}, nil
 	}
 	jctx := context.WithoutCancel(ctx)
@@ -82,7 +82,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	}
 	defer beat(jctx, ld, batch.ID, owner)()
 	_ = ld.Audit(jctx, ledger.AuditEntry{At: now, Broker: cl.Broker(), BatchID: batch.ID, Kind: "execution-started", By: by,
-		Detail: fmt.Sprintf("%s of %s at %s, %s", verbOf(p.req.Action), plural(p.Messages(), "address", "addresses"), rateWords(settings.Rate), viaWords(settings, opts.Via))})
+		Detail: fmt.Sprintf("%s of %s at %s, %s", verbOf(p.req.Action), render.Plural(p.Messages(), "address", "addresses"), rateWords(settings.Rate), viaWords(settings, opts.Via))})
 	if recorded != nil {
 		recorded(batch.ID, in.batch == nil)
 	}
@@ -370,13 +370,6 @@ func verbOf(action string) string {
 		return "rm"
 	}
 	return "replay"
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, one)
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }
 
 // nonce is a short random hex string (a claim owner's).

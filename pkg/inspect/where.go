@@ -85,7 +85,7 @@ func (w *WhereStats) Notes() []string {
 	p := w.sel.WherePredicate()
 	var out []string
 	if n, first := p.Errored(); n > 0 {
-		out = append(out, fmt.Sprintf("--where failed on %s, not selected (the first: %s)", plural(n, "row", "rows"), render.Clean(first)))
+		out = append(out, fmt.Sprintf("--where failed on %s, not selected (the first: %s)", render.Plural(n, "row", "rows"), render.Clean(first)))
 	}
 	for _, a := range p.Absent() {
 		out = append(out, "--where: "+render.Clean(a))
@@ -93,19 +93,12 @@ func (w *WhereStats) Notes() []string {
 	switch n := p.Envelopes(); {
 	case n == 0:
 	case w.cl != nil && w.cl.ListDecrypts():
-		out = append(out, fmt.Sprintf("--where saw the encryption envelope as data for %s: the broker could not decrypt them (undecryptable)", plural(n, "row", "rows")))
+		out = append(out, fmt.Sprintf("--where saw the encryption envelope as data for %s: the broker could not decrypt them (undecryptable)", render.Plural(n, "row", "rows")))
 	default:
-		out = append(out, fmt.Sprintf("--where saw the encryption envelope as data for %s: this broker's list does not decrypt (narrow the selection and add --where-decrypt to fetch each payload with one GET)", plural(n, "row", "rows")))
+		out = append(out, fmt.Sprintf("--where saw the encryption envelope as data for %s: this broker's list does not decrypt (narrow the selection and add --where-decrypt to fetch each payload with one GET)", render.Plural(n, "row", "rows")))
 	}
 	if n := w.Gets(); n > 0 {
-		out = append(out, fmt.Sprintf("--where-decrypt fetched %s, one GET each", plural(n, "payload", "payloads")))
+		out = append(out, fmt.Sprintf("--where-decrypt fetched %s, one GET each", render.Plural(n, "payload", "payloads")))
 	}
 	return out
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }

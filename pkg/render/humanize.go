@@ -107,6 +107,14 @@ func Duration(d time.Duration) string {
 	return string(b)
 }
 
+// Plural is "1 thing" or "N things".
+func Plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
 // Counts writes counts for people, largest name-order stable: "3 already
 // gone, 23 replayed" (camelCase keys become words), or "-" when empty.
 func Counts(m map[string]int) string {

@@ -144,7 +144,7 @@ func writeCheckTable(f *cmdutil.Factory, res *gate.Result) {
 	rows := checkRows(pal, res)
 	_ = render.WriteTable(f.IO.Out, header, rows)
 	if res.Hidden > 0 {
-		fmt.Fprintf(f.IO.ErrOut, "note: %s with no dead letter and no policy not shown (--all-scopes shows them)\n", plural(res.Hidden, "scope", "scopes"))
+		fmt.Fprintf(f.IO.ErrOut, "note: %s with no dead letter and no policy not shown (--all-scopes shows them)\n", render.Plural(res.Hidden, "scope", "scopes"))
 	}
 	for _, n := range res.Notes {
 		fmt.Fprintln(f.IO.ErrOut, "note: "+render.Clean(n))

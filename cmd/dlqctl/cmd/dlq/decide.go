@@ -103,7 +103,7 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 	if !fm.Human() {
 		return render.Document(f.IO.Out, fm, d.Batch)
 	}
-	fmt.Fprintf(f.IO.ErrOut, "Recorded %s of %s by %s.\n", o.Action, plural(d.Messages, "message", "messages"), d.Batch.By)
+	fmt.Fprintf(f.IO.ErrOut, "Recorded %s of %s by %s.\n", o.Action, render.Plural(d.Messages, "message", "messages"), d.Batch.By)
 	fmt.Fprintln(f.IO.Out, d.Batch.ID)
 	return nil
 }

@@ -11,7 +11,6 @@ import (
 	"fmt"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
-	"github.com/dlqctl/dlqctl/internal/present"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
@@ -58,5 +57,3 @@ func decisionsFor(ctx context.Context, f *cmdutil.Factory, broker string) (*insp
 	}
 	return nil, err
 }
-
-func plural(n int, one, many string) string { return present.Plural(n, one, many) }

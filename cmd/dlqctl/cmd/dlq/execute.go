@@ -181,7 +181,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	}
 	if !flags.Yes {
 		question := map[string]string{deadletter.Replay: "Replay", deadletter.Discard: "Discard"}[sp.base.Action]
-		if err := confirm(f, fmt.Sprintf("%s %s?", question, plural(p.Messages(), "message", "messages"))); err != nil {
+		if err := confirm(f, fmt.Sprintf("%s %s?", question, render.Plural(p.Messages(), "message", "messages"))); err != nil {
 			return err
 		}
 	}
@@ -225,7 +225,7 @@ func refusal(err error, verb string) error {
 	case errors.Is(err, batch.ErrNoReason):
 		return cmdutil.FlagErrorf("--why is required: say why this batch is %s (it is recorded in the ledger)", map[string]string{"replay": "replayed", "rm": "discarded"}[verb])
 	case errors.As(err, &held):
-		return cmdutil.UsageError(fmt.Errorf("%s under an active hold (see the plan); pass --override-hold to %s them anyway", plural(held.Messages, "message is", "messages are"), verb))
+		return cmdutil.UsageError(fmt.Errorf("%s under an active hold (see the plan); pass --override-hold to %s them anyway", render.Plural(held.Messages, "message is", "messages are"), verb))
 	}
 	return err
 }

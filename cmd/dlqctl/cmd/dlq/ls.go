@@ -235,7 +235,7 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 			}
 			table[i][0] = pal.Age(table[i][0], ages[i], maxAge)
 		}
-		what := plural(len(table), "dead letter", "dead letters")
+		what := render.Plural(len(table), "dead letter", "dead letters")
 		of := ""
 		if limited() {
 			// The rows shown are the newest (or oldest): the summary is of them.
@@ -245,7 +245,7 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 		oldest := tally.Oldest
 		fmt.Fprintf(f.IO.Out, "%s, oldest%s %s (%s in %s), %s, %s\n\n",
 			pal.Bold(what), of, render.AgeSince(now, oldest.FailedAt), render.Clean(oldest.Address().String()), render.Clean(oldest.Queue),
-			plural(tally.Classes(), "failure class", "failure classes"), plural(tally.Undecided, "undecided", "undecided"))
+			render.Plural(tally.Classes(), "failure class", "failure classes"), render.Plural(tally.Undecided, "undecided", "undecided"))
 	}
 	return render.WriteTable(f.IO.Out, header, table)
 }

@@ -26,7 +26,7 @@ func lsArchived(ctx context.Context, f *cmdutil.Factory, fm render.Format, cl *c
 	defer func() {
 		if p := sel.WherePredicate(); p != nil {
 			if n, first := p.Errored(); n > 0 {
-				fmt.Fprintf(f.IO.ErrOut, "note: --where failed on %s, not selected (the first: %s)\n", plural(n, "row", "rows"), render.Clean(first))
+				fmt.Fprintf(f.IO.ErrOut, "note: --where failed on %s, not selected (the first: %s)\n", render.Plural(n, "row", "rows"), render.Clean(first))
 			}
 			for _, a := range p.Absent() {
 				fmt.Fprintf(f.IO.ErrOut, "note: --where: %s\n", render.Clean(a))

@@ -54,6 +54,6 @@ func syncRun(ctx context.Context, f *cmdutil.Factory, o *SyncOptions) error {
 		return render.Document(f.IO.Out, fm, res)
 	}
 	fmt.Fprintf(f.IO.ErrOut, "Synced %s from %s. Since the last sync, %s left the broker under a recorded replay or discard decision; %s left with no decision (vanished; dlq check reports them).\n",
-		plural(res.Seen, "dead-letter row", "dead-letter rows"), cl.Server(), plural(res.Gone, "row", "rows"), plural(res.Vanished, "row", "rows"))
+		render.Plural(res.Seen, "dead-letter row", "dead-letter rows"), cl.Server(), render.Plural(res.Gone, "row", "rows"), render.Plural(res.Vanished, "row", "rows"))
 	return nil
 }

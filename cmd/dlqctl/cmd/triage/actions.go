@@ -51,7 +51,7 @@ func (m *model) decided(msg decidedMsg) tea.Cmd {
 	}
 	m.modal = nil
 	b := msg.batch
-	line := "Held " + plural(msg.n, "message", "messages") + " until " + render.Timestamp(b.Until) + " (batch " + b.ID + ")"
+	line := "Held " + render.Plural(msg.n, "message", "messages") + " until " + render.Timestamp(b.Until) + " (batch " + b.ID + ")"
 	m.setStatus(line)
 	m.log = append(m.log, line)
 	// The decisions of what was held and the scopes' verdicts change; the
@@ -177,7 +177,7 @@ func (m *model) startRun(pm *planModal) tea.Cmd {
 		pm.err = "why: say why; it is recorded in the ledger"
 		return nil
 	case errors.As(err, &held):
-		pm.err = plural(held.Messages, "message is", "messages are") + " under an active hold: ctrl+o overrides (--override-hold)"
+		pm.err = render.Plural(held.Messages, "message is", "messages are") + " under an active hold: ctrl+o overrides (--override-hold)"
 		return nil
 	}
 	ctx, cancel := context.WithCancel(m.ctx)

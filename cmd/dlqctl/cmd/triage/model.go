@@ -387,7 +387,7 @@ func (m *model) target() (target, bool) {
 	case "partition":
 		s.Queue, s.Partition, words = first.Queue, first.Partition, "queue "+first.Queue+", partition "+first.Partition
 	}
-	words += " (" + plural(g.Count, "row", "rows") + ")"
+	words += " (" + render.Plural(g.Count, "row", "rows") + ")"
 	return target{group: g.Key, words: render.Clean(words), args: selectionArgs(s), sel: s}, true
 }
 
@@ -411,11 +411,4 @@ func selectionArgs(s cmdutil.SelectionFlags) []string {
 		add("limit", strconv.Itoa(s.Limit))
 	}
 	return a
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return strconv.Itoa(n) + " " + many
 }

@@ -116,7 +116,7 @@ func fieldError(err error) error {
 	case errors.Is(err, batch.ErrNoUntil):
 		return cmdutil.FlagErrorf("a hold needs an until (a time, or a duration from now such as 24h)")
 	case errors.As(err, &held):
-		return cmdutil.UsageError(fmt.Errorf("%s under an active hold; nothing done", present.Plural(held.Messages, "message is", "messages are")))
+		return cmdutil.UsageError(fmt.Errorf("%s under an active hold; nothing done", render.Plural(held.Messages, "message is", "messages are")))
 	}
 	return err
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
@@ -295,7 +296,7 @@ func TestHoldOneClassReplayAnother(t *testing.T) {
 	if w.m.modal != nil {
 		t.Fatalf("hold not recorded: %+v", w.m.modal)
 	}
-	if !strings.Contains(w.m.status, "Held "+plural(held.Messages, "message", "messages")) {
+	if !strings.Contains(w.m.status, "Held "+render.Plural(held.Messages, "message", "messages")) {
 		t.Fatalf("status %q", w.m.status)
 	}
 	if n := w.m.undecided(held.Key); n != 0 {

@@ -59,12 +59,12 @@ func (m *model) render() string {
 // terminal cuts it first.
 func (m *model) title() string {
 	n := m.rows.Len()
-	count := plural(n, "dead letter", "dead letters")
+	count := render.Plural(n, "dead letter", "dead letters")
 	if m.loading {
 		count = "loading… " + commas(n) + " rows"
 	}
 	what := map[string][2]string{"error": {"class", "classes"}, "queue": {"queue", "queues"}, "cg": {"group", "groups"}, "partition": {"partition", "partitions"}}[m.by]
-	parts := []string{"triage", count, plural(len(m.groups), what[0], what[1]), "by " + m.by}
+	parts := []string{"triage", count, render.Plural(len(m.groups), what[0], what[1]), "by " + m.by}
 	if m.loadErr != nil && n == 0 {
 		parts = []string{"triage", "the broker cannot be read"}
 	}

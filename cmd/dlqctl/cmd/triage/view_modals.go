@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/pkg/render"
 )
 
 func (m *model) helpBody(w, h int) []string {
@@ -76,7 +77,7 @@ func (m *model) planBody(pm *planModal, w, h int) []string {
 		total := max(pm.planned.Messages(), 1)
 		pm.bar.SetWidth(max(w-6, 10))
 		lines = []string{
-			map[string]string{"replay": "Replaying", "rm": "Discarding"}[pm.verb] + " " + plural(pm.planned.Messages(), "message", "messages") + "…",
+			map[string]string{"replay": "Replaying", "rm": "Discarding"}[pm.verb] + " " + render.Plural(pm.planned.Messages(), "message", "messages") + "…",
 			"",
 			pm.bar.ViewAs(float64(pm.done) / float64(total)),
 			fmt.Sprintf("%d of %d done", pm.done, pm.planned.Messages()),

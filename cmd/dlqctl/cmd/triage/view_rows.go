@@ -92,9 +92,9 @@ func (m *model) rowsBody(w, h int) []string {
 	var head string
 	g, ok := m.grouper.Lookup(m.classKey)
 	if ok && m.by == "error" {
-		head = fmt.Sprintf("class %s · %s · %s", g.Key, render.Clean(g.Pattern), plural(g.Count, "row", "rows"))
+		head = fmt.Sprintf("class %s · %s · %s", g.Key, render.Clean(g.Pattern), render.Plural(g.Count, "row", "rows"))
 	} else if ok {
-		head = fmt.Sprintf("%s %s · %s", m.by, render.Clean(g.Key), plural(g.Count, "row", "rows"))
+		head = fmt.Sprintf("%s %s · %s", m.by, render.Clean(g.Key), render.Plural(g.Count, "row", "rows"))
 	}
 	if n, who := m.held(m.classKey); ok && n > 0 {
 		head += fmt.Sprintf(" · %d held by %s", n, render.Clean(strings.Join(who, ", ")))
