@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/internal/present"
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
@@ -177,7 +178,7 @@ func writeVerification(w io.Writer, v *batch.Verification, nc *notCompleted) {
 		}
 		sort.Strings(pg)
 		rows = append(rows, []string{c(q.Queue), strconv.Itoa(q.Completed), strconv.Itoa(q.Pending), strconv.Itoa(q.DeadLetteredAgain), strconv.Itoa(q.Missing),
-			c(orDash(strings.Join(pg, ", ")))})
+			c(present.OrDash(strings.Join(pg, ", ")))})
 	}
 	if len(rows) > 0 {
 		_ = render.WriteTable(w, []string{"QUEUE", "COMPLETED", "PENDING", "DEAD-LETTERED-AGAIN", "MISSING", "NOT CONSUMED BY"}, rows)
@@ -194,7 +195,7 @@ func writeVerification(w io.Writer, v *batch.Verification, nc *notCompleted) {
 			if s.Reason != "" {
 				detail = s.Reason
 			}
-			rows = append(rows, []string{c(s.Address.String()), c(s.Of.String()), c(s.Queue), s.Status, render.Truncate(c(orDash(detail)), 60)})
+			rows = append(rows, []string{c(s.Address.String()), c(s.Of.String()), c(s.Queue), s.Status, render.Truncate(c(present.OrDash(detail)), 60)})
 		}
 		_ = render.WriteTable(w, []string{"COPY", "OF", "QUEUE", "STATUS", "GROUPS / WHY"}, rows)
 		if n := nc.n - len(nc.first); n > 0 {
@@ -209,11 +210,4 @@ func writeVerification(w io.Writer, v *batch.Verification, nc *notCompleted) {
 	case nc.deadQueue != "":
 		fmt.Fprintf(w, "Dead-lettered again: their failures are in dlqctl dlq ls --queue %s; the batch does not replay them twice.\n", c(nc.deadQueue))
 	}
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

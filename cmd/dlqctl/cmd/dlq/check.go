@@ -181,7 +181,7 @@ func checkRows(pal *render.Palette, res *gate.Result) [][]string {
 		if s.TriageSLOSeconds != nil {
 			undecided = strconv.Itoa(s.UndecidedPastSLO)
 		}
-		rows = append(rows, []string{render.Clean(s.Queue), orDash(render.Clean(groupName(s.ConsumerGroup))), orDash(render.Clean(s.Owner)), strconv.Itoa(s.Depth), oldest, ma,
+		rows = append(rows, []string{render.Clean(s.Queue), present.OrDash(render.Clean(groupName(s.ConsumerGroup))), present.OrDash(render.Clean(s.Owner)), strconv.Itoa(s.Depth), oldest, ma,
 			undecided, strconv.Itoa(s.VanishedUndecided), status})
 	}
 	return rows
@@ -192,13 +192,6 @@ func scopeName(s gate.Scope) string {
 		return s.Queue
 	}
 	return s.Queue + "/" + groupName(s.ConsumerGroup)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // writeGitHub prints workflow commands: an ::error per breach, a ::notice

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/internal/present"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
@@ -48,7 +49,7 @@ func lsArchived(ctx context.Context, f *cmdutil.Factory, fm render.Format, cl *c
 	var rows [][]string
 	c := render.Clean
 	err = inspect.EachArchived(ctx, ld, cl.Broker(), sel, policies, now, func(a inspect.ArchivedRow) error {
-		rows = append(rows, []string{render.AgeSince(now, a.FailedAt), c(a.Queue), c(orDash(groupName(a.ConsumerGroup))), c(a.Address.String()),
+		rows = append(rows, []string{render.AgeSince(now, a.FailedAt), c(a.Queue), c(present.OrDash(groupName(a.ConsumerGroup))), c(a.Address.String()),
 			render.Truncate(c(a.Error), 50), c(a.Words())})
 		return nil
 	})
