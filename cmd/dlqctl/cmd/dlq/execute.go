@@ -120,8 +120,8 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	// The batch holds the collector at half the default growth from
 	// Prepare on (batch.Prepare); set from the command's start, what
 	// reading the config and opening the ledger leave behind is collected
-	// at that pace too (BenchmarkBatchMemory, 50k rows: 47.5–48.2 MB peak
-	// against 49.7–50.3 MB when it began at Prepare).
+	// at that pace too, and the peak is lower (BenchmarkBatchMemory;
+	// docs/performance.md).
 	defer debug.SetGCPercent(debug.SetGCPercent(50))
 	fm, err := f.Format()
 	if err != nil {
