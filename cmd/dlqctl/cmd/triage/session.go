@@ -11,12 +11,10 @@ import (
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/present"
 	"github.com/dlqctl/dlqctl/pkg/batch"
-	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
-	"github.com/dlqctl/dlqctl/pkg/policy"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 )
@@ -25,11 +23,8 @@ import (
 // ledger and the config of the command line it was started with, and
 // the domain packages the dlq commands call, called the same way.
 type session struct {
-	f        *cmdutil.Factory
-	cl       *client.Client
-	ld       *ledger.Store
-	policies policy.Set
-	env      batch.Env // what the batch use cases work with
+	f *cmdutil.Factory
+	batch.Env
 }
 
 func newSession(ctx context.Context, f *cmdutil.Factory) (*session, error) {
@@ -37,51 +32,51 @@ func newSession(ctx context.Context, f *cmdutil.Factory) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &session{f: f, cl: env.Client, ld: env.Ledger, policies: env.Policies, env: env}, nil
+	return &session{f: f, Env: env}, nil
 }
 
 // Server is the broker's URL, without credentials.
-func (s *session) Server() string { return s.cl.Server() }
+func (s *session) Server() string { return s.Client.Server() }
 
 // List reads the dead-letter rows sel matches as dlq ls --group-by
 // does, without payloads unless --where looks at them, each row's
 // decision looked up into dec.
 func (s *session) List(ctx context.Context, sel *deadletter.Selection, dec *inspect.Decisions) (*inspect.Listing, error) {
-	return inspect.List(ctx, s.cl, sel, dec, inspect.ListOptions{NoData: true, Policies: s.policies, Now: s.f.Now()})
+	return inspect.List(ctx, s.Client, sel, dec, inspect.ListOptions{NoData: true, Policies: s.Policies, Now: s.f.Now()})
 }
 
 // Decisions looks up the latest decisions of rows as they are read
 // (inspect.Decisions): what the screen holds grows with its rows, not
 // with the ledger's history.
 func (s *session) Decisions() *inspect.Decisions {
-	return inspect.NewDecisions(s.ld, s.cl.Broker(), s.f.Now())
+	return inspect.NewDecisions(s.Ledger, s.Client.Broker(), s.f.Now())
 }
 
 // DecisionsFor are the latest decisions of some addresses.
 func (s *session) DecisionsFor(ctx context.Context, addrs []deadletter.Address) (map[deadletter.Address]ledger.Decision, error) {
-	return s.ld.LatestDecisionsFor(ctx, s.cl.Broker(), addrs)
+	return s.Ledger.LatestDecisionsFor(ctx, s.Client.Broker(), addrs)
 }
 
 // Check evaluates the scopes of queues (all when empty) as dlq check does
 // with no flags: thresholds from the config's policies.
 func (s *session) Check(ctx context.Context, queues []string) (*gate.Result, error) {
-	return gate.Evaluate(ctx, s.cl, s.ld, gate.Input{Policies: s.policies, Queues: queues, Now: s.f.Now()})
+	return gate.Evaluate(ctx, s.Client, s.Ledger, gate.Input{Policies: s.Policies, Queues: queues, Now: s.f.Now()})
 }
 
 // MaxAge is the max-age policy of a queue and consumer group, 0 for none.
 func (s *session) MaxAge(queue, group string) time.Duration {
-	p, _ := s.policies.For(queue, group)
+	p, _ := s.Policies.For(queue, group)
 	return p.MaxAge
 }
 
 // TriageSLO is the triage SLO policy of a queue and consumer group.
 func (s *session) TriageSLO(queue, group string) time.Duration {
-	return inspect.TriageSLO(s.policies, queue, group)
+	return inspect.TriageSLO(s.Policies, queue, group)
 }
 
 // Show is what dlq show prints for an address.
 func (s *session) Show(ctx context.Context, addr deadletter.Address) (inspect.ShowResult, error) {
-	return inspect.Lookup(ctx, s.cl, s.ld, addr, s.f.Now())
+	return inspect.Lookup(ctx, s.Client, s.Ledger, addr, s.f.Now())
 }
 
 // hold records a hold as dlq decide --action hold does: the same use
@@ -99,7 +94,7 @@ func (s *session) hold(ctx context.Context, t target, until, why, owner string) 
 		return nil, 0, err
 	}
 	req.Selection = sel
-	d, err := batch.Record(ctx, s.env, req)
+	d, err := batch.Record(ctx, s.Env, req)
 	if err != nil {
 		return nil, 0, fieldError(err)
 	}
@@ -134,7 +129,7 @@ func (s *session) plan(ctx context.Context, verb string, t target) (*planned, er
 	}
 	req := batch.Request{Action: action, Selection: sel, Settings: batch.DefaultSettings(action),
 		Changed: func(string) bool { return false }, Engine: func(o *replay.Options, st batch.Settings) error { return st.Apply(o) }}
-	p, err := batch.Prepare(ctx, s.env, req)
+	p, err := batch.Prepare(ctx, s.Env, req)
 	if err != nil {
 		return nil, err
 	}

@@ -420,7 +420,7 @@ func TestInterruptAndResume(t *testing.T) {
 	}
 	// The resume line's batch, run as dlq replay --batch runs it.
 	ctx := context.Background()
-	p, err := batch.Prepare(ctx, batch.Env{Client: w.session.cl, Ledger: w.session.ld, Now: time.Now, User: "oncall"}, batch.Request{
+	p, err := batch.Prepare(ctx, batch.Env{Client: w.session.Client, Ledger: w.session.Ledger, Now: time.Now, User: "oncall"}, batch.Request{
 		Action: deadletter.Replay, BatchID: resume, Settings: batch.DefaultSettings(deadletter.Replay),
 		Changed: func(f string) bool { return f == "rate" }, Engine: func(o *replay.Options, s batch.Settings) error { return s.Apply(o) }})
 	if err == nil {
