@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -37,12 +38,32 @@ type stage struct {
 	chk *sql.Stmt
 }
 
+const stagePattern = "dlqctl-stage-*.db"
+
+// sweepStages removes the stage files in the temporary directory last
+// changed before before.
+func sweepStages(before time.Time) {
+	left, _ := filepath.Glob(filepath.Join(os.TempDir(), stagePattern))
+	for _, path := range left {
+		if fi, err := os.Stat(path); err == nil && fi.ModTime().Before(before) {
+			_ = os.Remove(path)
+		}
+	}
+}
+
 // zeroTime stands for a row without a failure time: it sorts first, as
 // the zero time.Time does.
 const zeroTime = math.MinInt64
 
+// staleStage is how old a stage file left in the temporary directory
+// must be before a new stage removes it. A stage's file is unlinked once
+// open, a moment after it is made, so one that stays was left by a
+// process killed in that moment (a cron job's timeout, kill -9).
+const staleStage = time.Hour
+
 func openStage(ctx context.Context) (st *stage, err error) {
-	f, err := os.CreateTemp("", "dlqctl-stage-*.db")
+	sweepStages(time.Now().Add(-staleStage))
+	f, err := os.CreateTemp("", stagePattern)
 	if err != nil {
 		return nil, stageErr(ctx, "staging the snapshot", err)
 	}

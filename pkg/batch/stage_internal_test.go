@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -167,5 +168,35 @@ func TestFullTmpdirIsNamed(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "in TMPDIR, "+os.Getenv("TMPDIR")) || !strings.Contains(err.Error(), "set TMPDIR") {
 		t.Fatalf("err = %v, want TMPDIR named", err)
+	}
+}
+
+// A stage file a killed process left in the temporary directory (it is
+// unlinked once open, so one that stays was left) is removed by the next
+// stage once it is an hour old; a newer one may be another process's
+// in its first moment, and stays.
+func TestStageSweepsWhatKilledRunsLeft(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TMPDIR", dir)
+	stale, fresh := filepath.Join(dir, "dlqctl-stage-1.db"), filepath.Join(dir, "dlqctl-stage-2.db")
+	for _, f := range []string{stale, fresh} {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	st, err := openStage(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("the stale stage file is still there: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Fatalf("a stage file of the last hour was removed: %v", err)
 	}
 }
