@@ -166,22 +166,8 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		fmt.Fprintf(f.IO.ErrOut, "Nothing to %s: every dead letter that matches is under an active hold (%d left out by --skip-held).\n", sp.verb, p.SkippedHeld())
 		return nil
 	}
-	// A dry run's plan is its output (stdout: replay --dry-run > plan.txt);
-	// before a real run, the plan is said on stderr with the progress.
-	switch {
-	case flags.DryRun && !fm.Human():
-		if err := render.Document(f.IO.Out, fm, p.Plan()); err != nil {
-			return err
-		}
-	case flags.DryRun:
-		present.Plan(f.IO.Out, f.Palette(), p.Plan())
-	default:
-		present.Plan(f.IO.ErrOut, f.ErrPalette(), p.Plan())
-	}
-	if flags.DryRun {
-		fmt.Fprintln(f.IO.ErrOut, "Dry run: nothing was written to the broker or the ledger.")
-		present.Missing(f.IO.ErrOut, p.Missing())
-		return nil
+	if err := writePlan(f, fm, p, flags.DryRun); err != nil || flags.DryRun {
+		return err
 	}
 	if err := p.Refusal(); err != nil {
 		return refusal(err, sp.verb)
@@ -217,6 +203,26 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		fmt.Fprintln(f.IO.ErrOut, present.NewSince(res.NewSince))
 	}
 	return printReport(f, fm, res.Report, next, p.Missing())
+}
+
+// writePlan writes a batch's plan. A dry run's plan is its output
+// (stdout: replay --dry-run > plan.txt); before a real run, the plan is
+// said on stderr with the progress.
+func writePlan(f *cmdutil.Factory, fm render.Format, p *batch.Pending, dryRun bool) error {
+	switch {
+	case dryRun && !fm.Human():
+		if err := render.Document(f.IO.Out, fm, p.Plan()); err != nil {
+			return err
+		}
+	case dryRun:
+		present.Plan(f.IO.Out, f.Palette(), p.Plan())
+	default:
+		present.Plan(f.IO.ErrOut, f.ErrPalette(), p.Plan())
+		return nil
+	}
+	fmt.Fprintln(f.IO.ErrOut, "Dry run: nothing was written to the broker or the ledger.")
+	present.Missing(f.IO.ErrOut, p.Missing())
+	return nil
 }
 
 // refusal words a batch's refusal (batch.Refusal) in the command's flags.
