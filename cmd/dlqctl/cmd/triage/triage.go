@@ -80,11 +80,11 @@ func triageRun(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	if err != nil {
 		return err
 	}
-	wf, err := newSession(ctx, f)
+	sess, err := newSession(ctx, f)
 	if err != nil {
 		return err
 	}
-	m := newModel(ctx, wf, config{base: o.Selection, sel: sel, by: o.GroupBy, now: f.Now, color: f.IO.ColorEnabled()})
+	m := newModel(ctx, sess, config{base: o.Selection, sel: sel, by: o.GroupBy, now: f.Now, color: f.IO.ColorEnabled()})
 	// The screen keeps every row it loads, and little else is allocated
 	// once they are in: collecting at half the default growth keeps the
 	// heap near what it holds (at the default it grew to twice that)
