@@ -20,7 +20,9 @@ import (
 // overlapping addresses, equal times, and cancellations of the latest and
 // of older ones, on every engine; and a ledger migrated from before the
 // table (schema 15), or from before it held each address's queue and
-// failure time (17), holds the same.
+// failure time (17), holds the same. HoldsInForce puts exactly the
+// addresses whose latest decision is a hold in force, whichever way it
+// reads them.
 func TestCurrentDecisionIsTheLatest(t *testing.T) {
 	for _, from := range []int{15, 17} {
 		t.Run(fmt.Sprintf("from-schema-%d", from), func(t *testing.T) {
@@ -49,7 +51,7 @@ func currentIsTheLatest(t *testing.T, dsn string, from int) {
 		for k := 0; k < n; k++ {
 			var items []ledger.ManifestItem
 			for _, i := range rng.Perm(len(addrs))[:1+rng.IntN(25)] {
-				items = append(items, ledger.ManifestItem{Address: addrs[i], Queue: "orders", Partition: "0", FailedAt: t0})
+				items = append(items, ledger.ManifestItem{Address: addrs[i], Queue: queueOf(addrs[i]), Partition: "0", FailedAt: t0.Add(time.Duration(i) * time.Minute)})
 			}
 			action := []string{ledger.ActionHold, ledger.ActionReplay, ledger.ActionDiscard}[rng.IntN(3)]
 			b := &ledger.Batch{Broker: broker, Action: action, By: "ann", At: t0.Add(time.Duration(rng.IntN(6)) * time.Hour), Why: "w"}
@@ -82,6 +84,7 @@ func currentIsTheLatest(t *testing.T, dsn string, from int) {
 		if !reflect.DeepEqual(got, all) {
 			t.Fatalf("%s: the current decisions (%d) are not the history's latest (%d)", when, len(got), len(all))
 		}
+		holdsAreTheLatest(t, s, broker, all, when)
 	}
 	same("migrated")
 	for round := 0; round < 8; round++ {
@@ -95,5 +98,50 @@ func currentIsTheLatest(t *testing.T, dsn string, from int) {
 			t.Fatal(err)
 		}
 		same(fmt.Sprintf("round %d, %s cancelled", round, id))
+	}
+}
+
+// queueOf is the queue of an address of currentIsTheLatest: its
+// partition's.
+func queueOf(a deadletter.Address) string {
+	if a.PartitionID == "p2" {
+		return "payments"
+	}
+	return "orders"
+}
+
+// holdsAreTheLatest holds HoldsInForce, at moments before, among and
+// after the holds' ends, to the addresses of all (the latest decisions)
+// that a hold in force decides, reading the holds' manifests whole and
+// through current_decisions.
+func holdsAreTheLatest(t *testing.T, s *ledger.Store, broker string, all map[deadletter.Address]ledger.Decision, when string) {
+	t.Helper()
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for _, now := range []time.Time{t0.Add(-time.Hour), t0.Add(90 * time.Minute), t0.Add(270 * time.Minute), t0.Add(7 * time.Hour)} {
+		want := map[deadletter.Address]string{}
+		for a, d := range all {
+			if d.Action == ledger.ActionHold && d.Active(now) {
+				want[a] = fmt.Sprintf("%s %s %s", d.BatchID, d.Queue, d.Seen)
+			}
+		}
+		for _, direct := range []int{0, 1_000} {
+			defer ledger.SetHoldsReadDirect(ledger.SetHoldsReadDirect(direct))
+			set := ledger.NewDecisionSet(nil)
+			ok, err := s.HoldsInForce(ctx, broker, now, 1_000, set)
+			if err != nil || !ok {
+				t.Fatalf("%s: HoldsInForce: %v, %v", when, ok, err)
+			}
+			got := map[deadletter.Address]string{}
+			for a := range all {
+				if d, ok := set.Get(a); ok {
+					got[a] = fmt.Sprintf("%s %s %s", d.BatchID, d.Queue, d.Seen)
+				}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s, at %s, read whole up to %d×: the holds in force put %d addresses, the latest decisions say %d:\n%v\n%v",
+					when, now.Sub(t0), direct, len(got), len(want), got, want)
+			}
+		}
 	}
 }

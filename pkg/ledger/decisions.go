@@ -155,20 +155,14 @@ func (s *Store) QueuesWithDecisions(ctx context.Context, broker string) (map[str
 // textSet runs a query of one text column and gives its values as a set;
 // what says what was being read, for its errors.
 func (s *Store) textSet(ctx context.Context, what, q string, args ...any) (map[string]bool, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
-	if err != nil {
-		return nil, s.wrap(what, err)
-	}
-	defer rows.Close()
 	out := map[string]bool{}
-	for rows.Next() {
+	err := s.each(ctx, q, func(rows *sql.Rows) error {
 		var v string
-		if err := rows.Scan(&v); err != nil {
-			return nil, s.wrap(what, err)
-		}
+		err := rows.Scan(&v)
 		out[v] = true
-	}
-	return out, s.wrap(what, rows.Err())
+		return err
+	}, args...)
+	return out, s.wrap(what, err)
 }
 
 // LatestDecisionsFor is LatestDecisions for the given addresses only,
@@ -205,95 +199,6 @@ func (s *Store) LatestDecisionsFor(ctx context.Context, broker string, addrs []d
 		}
 	}
 	return out, s.copiesBack(ctx, broker, addrs, out)
-}
-
-// HoldsInForce puts in into the current decision of every address under
-// a hold in force at now (not cancelled, its until not passed), when the
-// holds in force name at most most addresses in all; ok is false, and
-// nothing but the holds' sizes is read, when they name more. A reader
-// that would look up every row of a queue under holds asks this once
-// instead: each hold's addresses are read in key order beside
-// current_decisions, so a page of it is read once, not once an address.
-// (A hold whose addresses have a later decision puts none of those.)
-func (s *Store) HoldsInForce(ctx context.Context, broker string, now time.Time, most int, into *DecisionSet) (ok bool, err error) {
-	// A second's slack: a hold the moment it ends is read, and judged by
-	// its until as every decision is (Decision.Active).
-	ids, size, err := s.holdsInForce(ctx, broker, now.Add(-time.Second), most)
-	if err != nil || ids == nil {
-		return false, err
-	}
-	batches := map[string]*Decision{}
-	if err := s.decisionBatches(ctx, ids, batches); err != nil {
-		return false, err
-	}
-	into.grow(size)
-	// Queues and partitions repeat from address to address: each is kept
-	// once.
-	names := map[string]string{}
-	name := func(b sql.RawBytes) string {
-		if n, ok := names[string(b)]; ok {
-			return n
-		}
-		n := string(b)
-		names[n] = n
-		return n
-	}
-	var part, queue sql.RawBytes
-	for _, id := range ids {
-		b := batches[id]
-		if b == nil {
-			continue
-		}
-		rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT cd.partition_id, cd.transaction_id, cd.queue, cd.failed_at FROM batch_items bi
-			JOIN current_decisions cd ON cd.broker = ? AND cd.partition_id = bi.partition_id AND cd.transaction_id = bi.transaction_id
-			WHERE bi.batch_id = ? AND cd.batch_id = bi.batch_id ORDER BY bi.partition_id, bi.transaction_id`), broker, id)
-		if err != nil {
-			return false, s.wrap("reading holds", err)
-		}
-		for rows.Next() {
-			var a deadletter.Address
-			var seen sql.NullString
-			d := *b
-			if err := rows.Scan(&part, &a.TransactionID, &queue, &seen); err != nil {
-				rows.Close()
-				return false, s.wrap("reading holds", err)
-			}
-			a.PartitionID, d.Queue, d.Seen = name(part), name(queue), parseTime(seen)
-			into.Put(a, d)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return false, s.wrap("reading holds", err)
-		}
-	}
-	return true, nil
-}
-
-// holdsInForce names the holds in force after at and how many addresses
-// they name; nil when that is more than most.
-func (s *Store) holdsInForce(ctx context.Context, broker string, at time.Time, most int) ([]string, int, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT id, size FROM batches WHERE broker = ? AND action = 'hold' AND status <> 'cancelled'
-		AND (until_at IS NULL OR until_at = '' OR until_at > ?)`), broker, fmtTime(at))
-	if err != nil {
-		return nil, 0, s.wrap("reading holds", err)
-	}
-	defer rows.Close()
-	ids, total := []string{}, 0
-	for rows.Next() {
-		var id string
-		var size int
-		if err := rows.Scan(&id, &size); err != nil {
-			return nil, 0, s.wrap("reading holds", err)
-		}
-		ids, total = append(ids, id), total+size
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, s.wrap("reading holds", err)
-	}
-	if total > most {
-		return nil, 0, nil
-	}
-	return ids, total, nil
 }
 
 // current is an address's row of current_decisions.

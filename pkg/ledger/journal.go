@@ -153,18 +153,7 @@ func (s *Store) byAddrs(ctx context.Context, what, q string, addrs []deadletter.
 	const chunk = 400
 	for start := 0; start < len(addrs); start += chunk {
 		text, all := inAddrs(q, addrs[start:min(start+chunk, len(addrs))], args...)
-		rows, err := s.db.QueryContext(ctx, s.rebind(text), all...)
-		if err != nil {
-			return s.wrap(what, err)
-		}
-		for rows.Next() {
-			if err := scan(rows); err != nil {
-				rows.Close()
-				return s.wrap(what, err)
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err := s.each(ctx, text, scan, all...); err != nil {
 			return s.wrap(what, err)
 		}
 	}
