@@ -386,20 +386,16 @@ func (s *Store) ManifestAt(ctx context.Context, batchID string, pos []int32) ([]
 // ManifestChains calls f with the queue and partition of the manifest's
 // items from position from to to-1, in order, reading nothing else.
 func (s *Store) ManifestChains(ctx context.Context, batchID string, from, to int, f func(pos int, queue, partition string)) error {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT seq, queue, partition_name FROM batch_items WHERE batch_id = ? AND seq >= ? AND seq < ? ORDER BY seq`), batchID, from, to)
-	if err != nil {
-		return s.wrap("reading the manifest", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	err := s.each(ctx, `SELECT seq, queue, partition_name FROM batch_items WHERE batch_id = ? AND seq >= ? AND seq < ? ORDER BY seq`, func(rows *sql.Rows) error {
 		var pos int
 		var queue, partition string
 		if err := rows.Scan(&pos, &queue, &partition); err != nil {
-			return s.wrap("reading the manifest", err)
+			return err
 		}
 		f(pos, queue, partition)
-	}
-	return s.wrap("reading the manifest", rows.Err())
+		return nil
+	}, batchID, from, to)
+	return s.wrap("reading the manifest", err)
 }
 
 func (s *Store) manifest(ctx context.Context, where string, args ...any) ([]ManifestItem, error) {
@@ -528,20 +524,14 @@ func (s *Store) ResolveHolds(ctx context.Context, broker string) (int, error) {
 // that the ledger knows (journal, manifests or archive): how a bare id is
 // found once its message has left the DLQ.
 func (s *Store) AddressesOf(ctx context.Context, broker, txid string) ([]deadletter.Address, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT partition_id FROM journal WHERE broker = ? AND transaction_id = ?
-		UNION SELECT partition_id FROM batch_items WHERE broker = ? AND transaction_id = ?
-		UNION SELECT partition_id FROM archive WHERE broker = ? AND transaction_id = ?`), broker, txid, broker, txid, broker, txid)
-	if err != nil {
-		return nil, s.wrap("looking up a transaction id", err)
-	}
-	defer rows.Close()
 	var out []deadletter.Address
-	for rows.Next() {
+	err := s.each(ctx, `SELECT partition_id FROM journal WHERE broker = ? AND transaction_id = ?
+		UNION SELECT partition_id FROM batch_items WHERE broker = ? AND transaction_id = ?
+		UNION SELECT partition_id FROM archive WHERE broker = ? AND transaction_id = ?`, func(rows *sql.Rows) error {
 		a := deadletter.Address{TransactionID: txid}
-		if err := rows.Scan(&a.PartitionID); err != nil {
-			return nil, s.wrap("looking up a transaction id", err)
-		}
+		err := rows.Scan(&a.PartitionID)
 		out = append(out, a)
-	}
-	return out, s.wrap("looking up a transaction id", rows.Err())
+		return err
+	}, broker, txid, broker, txid, broker, txid)
+	return out, s.wrap("looking up a transaction id", err)
 }

@@ -96,24 +96,18 @@ func (d Decision) Active(now time.Time) bool {
 // that cost grows with the history (LatestDecisionsFor is what they use);
 // it is the whole answer tests hold the lookups to.
 func (s *Store) LatestDecisions(ctx context.Context, broker string) (map[deadletter.Address]Decision, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT bi.partition_id, bi.transaction_id, bi.queue, bi.failed_at, b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status, b.owner
-		FROM batch_items bi JOIN batches b ON b.id = bi.batch_id WHERE bi.broker = ? AND b.status <> 'cancelled' ORDER BY b.at, b.id`), broker)
-	if err != nil {
-		return nil, s.wrap("reading decisions", err)
-	}
-	defer rows.Close()
 	out := map[deadletter.Address]Decision{}
-	for rows.Next() {
+	err := s.each(ctx, `SELECT bi.partition_id, bi.transaction_id, bi.queue, bi.failed_at, b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status, b.owner
+		FROM batch_items bi JOIN batches b ON b.id = bi.batch_id WHERE bi.broker = ? AND b.status <> 'cancelled' ORDER BY b.at, b.id`, func(rows *sql.Rows) error {
 		var a deadletter.Address
 		var d Decision
 		var at, until, seen sql.NullString
-		if err := rows.Scan(&a.PartitionID, &a.TransactionID, &d.Queue, &seen, &d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status, &d.Owner); err != nil {
-			return nil, s.wrap("reading decisions", err)
-		}
+		err := rows.Scan(&a.PartitionID, &a.TransactionID, &d.Queue, &seen, &d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status, &d.Owner)
 		d.At, d.Until, d.Seen = parseTime(at), parseTime(until), parseTime(seen)
 		out[a] = d
-	}
-	return out, s.wrap("reading decisions", rows.Err())
+		return err
+	}, broker)
+	return out, s.wrap("reading decisions", err)
 }
 
 // DecidedQueues names the queues where some batch that is still a
@@ -123,24 +117,18 @@ func (s *Store) LatestDecisions(ctx context.Context, broker string) (map[deadlet
 // whose hold was followed by a replay still counts its queue as held),
 // which callers use only to skip reading queues with no decision.
 func (s *Store) DecidedQueues(ctx context.Context, broker string, now time.Time) (holds, decided map[string]bool, err error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT DISTINCT bq.queue, b.action FROM batch_queues bq JOIN batches b ON b.id = bq.batch_id
-		WHERE b.broker = ? AND b.status <> 'cancelled' AND (b.action <> 'hold' OR b.until_at IS NULL OR b.until_at = '' OR b.until_at > ?)`), broker, fmtTime(now))
-	if err != nil {
-		return nil, nil, s.wrap("reading decisions", err)
-	}
-	defer rows.Close()
 	holds, decided = map[string]bool{}, map[string]bool{}
-	for rows.Next() {
+	err = s.each(ctx, `SELECT DISTINCT bq.queue, b.action FROM batch_queues bq JOIN batches b ON b.id = bq.batch_id
+		WHERE b.broker = ? AND b.status <> 'cancelled' AND (b.action <> 'hold' OR b.until_at IS NULL OR b.until_at = '' OR b.until_at > ?)`, func(rows *sql.Rows) error {
 		var q, action string
-		if err := rows.Scan(&q, &action); err != nil {
-			return nil, nil, s.wrap("reading decisions", err)
-		}
+		err := rows.Scan(&q, &action)
 		decided[q] = true
 		if action == ActionHold {
 			holds[q] = true
 		}
-	}
-	return holds, decided, s.wrap("reading decisions", rows.Err())
+		return err
+	}, broker, fmtTime(now))
+	return holds, decided, s.wrap("reading decisions", err)
 }
 
 // QueuesWithDecisions names the queues any batch not cancelled covers
@@ -265,23 +253,16 @@ func (s *Store) decisionBatches(ctx context.Context, ids []string, into map[stri
 		for i, id := range part {
 			args[i] = id
 		}
-		rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT id, action, by_name, at, why, until_at, status, owner FROM batches WHERE id IN (`+
-			strings.TrimSuffix(strings.Repeat("?, ", len(part)), ", ")+`)`), args...)
-		if err != nil {
-			return s.wrap("reading decisions", err)
-		}
-		for rows.Next() {
+		err := s.each(ctx, `SELECT id, action, by_name, at, why, until_at, status, owner FROM batches WHERE id IN (`+
+			strings.TrimSuffix(strings.Repeat("?, ", len(part)), ", ")+`)`, func(rows *sql.Rows) error {
 			var d Decision
 			var at, until sql.NullString
-			if err := rows.Scan(&d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status, &d.Owner); err != nil {
-				rows.Close()
-				return s.wrap("reading decisions", err)
-			}
+			err := rows.Scan(&d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status, &d.Owner)
 			d.At, d.Until = parseTime(at), parseTime(until)
 			into[d.BatchID] = &d
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+			return err
+		}, args...)
+		if err != nil {
 			return s.wrap("reading decisions", err)
 		}
 	}
@@ -326,26 +307,22 @@ func (s *Store) copiesBack(ctx context.Context, broker string, addrs []deadlette
 
 // DecisionsFor returns every decision that covered an address, oldest first.
 func (s *Store) DecisionsFor(ctx context.Context, broker string, a deadletter.Address) ([]Decision, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status, b.owner, b.runner, b.beat_at
-		FROM batch_items bi JOIN batches b ON b.id = bi.batch_id
-		WHERE bi.broker = ? AND bi.partition_id = ? AND bi.transaction_id = ? ORDER BY b.at, b.id`), broker, a.PartitionID, a.TransactionID)
-	if err != nil {
-		return nil, s.wrap("reading decisions", err)
-	}
-	defer rows.Close()
 	var out []Decision
-	for rows.Next() {
+	err := s.each(ctx, `SELECT b.id, b.action, b.by_name, b.at, b.why, b.until_at, b.status, b.owner, b.runner, b.beat_at
+		FROM batch_items bi JOIN batches b ON b.id = bi.batch_id
+		WHERE bi.broker = ? AND bi.partition_id = ? AND bi.transaction_id = ? ORDER BY b.at, b.id`, func(rows *sql.Rows) error {
 		var d Decision
 		var at, until, beat sql.NullString
 		var runner string
 		if err := rows.Scan(&d.BatchID, &d.Action, &d.By, &at, &d.Why, &until, &d.Status, &d.Owner, &runner, &beat); err != nil {
-			return nil, s.wrap("reading decisions", err)
+			return err
 		}
 		d.At, d.Until = parseTime(at), parseTime(until)
 		if d.Status == StatusRunning && RunGone(runner, parseTime(beat)) {
 			d.Status = StatusInterrupted // shown as such: its run is gone
 		}
 		out = append(out, d)
-	}
-	return out, s.wrap("reading decisions", rows.Err())
+		return nil
+	}, broker, a.PartitionID, a.TransactionID)
+	return out, s.wrap("reading decisions", err)
 }

@@ -183,7 +183,11 @@ func (r *holdsRead) newestFirst(ctx context.Context, later []heldBatch) error {
 func (r *holdsRead) byCurrent(ctx context.Context, broker string, ids []string) error {
 	var part, queue sql.RawBytes
 	for _, id := range ids {
-		d := *r.batches[id]
+		b := r.batches[id]
+		if b == nil {
+			continue // gone since the holds were named
+		}
+		d := *b
 		err := r.s.each(ctx, `SELECT cd.partition_id, cd.transaction_id, cd.queue, cd.failed_at FROM batch_items bi
 			JOIN current_decisions cd ON cd.broker = ? AND cd.partition_id = bi.partition_id AND cd.transaction_id = bi.transaction_id
 			WHERE bi.batch_id = ? AND cd.batch_id = bi.batch_id ORDER BY bi.partition_id, bi.transaction_id`, func(rows *sql.Rows) error {
