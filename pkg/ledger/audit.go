@@ -34,20 +34,14 @@ func (s *Store) auditTx(ctx context.Context, q execer, at time.Time, broker, bat
 
 // AuditFor returns a batch's audit entries, oldest first.
 func (s *Store) AuditFor(ctx context.Context, batchID string) ([]AuditEntry, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT at, broker, batch_id, kind, by_name, detail FROM audit WHERE batch_id = ? ORDER BY id`), batchID)
-	if err != nil {
-		return nil, s.wrap("reading the audit", err)
-	}
-	defer rows.Close()
 	var out []AuditEntry
-	for rows.Next() {
+	err := s.each(ctx, `SELECT at, broker, batch_id, kind, by_name, detail FROM audit WHERE batch_id = ? ORDER BY id`, func(rows *sql.Rows) error {
 		var e AuditEntry
 		var at sql.NullString
-		if err := rows.Scan(&at, &e.Broker, &e.BatchID, &e.Kind, &e.By, &e.Detail); err != nil {
-			return nil, s.wrap("reading the audit", err)
-		}
+		err := rows.Scan(&at, &e.Broker, &e.BatchID, &e.Kind, &e.By, &e.Detail)
 		e.At = parseTime(at)
 		out = append(out, e)
-	}
-	return out, s.wrap("reading the audit", rows.Err())
+		return err
+	}, batchID)
+	return out, s.wrap("reading the audit", err)
 }

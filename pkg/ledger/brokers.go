@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
 	"time"
 )
 
@@ -18,20 +19,14 @@ func (s *Store) HasHistory(ctx context.Context, broker string) (bool, error) {
 
 // Brokers lists the brokers the ledger holds batches or archived rows of.
 func (s *Store) Brokers(ctx context.Context) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT broker FROM batches UNION SELECT broker FROM archive`)
-	if err != nil {
-		return nil, s.wrap("reading the ledger", err)
-	}
-	defer rows.Close()
 	var out []string
-	for rows.Next() {
+	err := s.each(ctx, `SELECT broker FROM batches UNION SELECT broker FROM archive`, func(rows *sql.Rows) error {
 		var b string
-		if err := rows.Scan(&b); err != nil {
-			return nil, s.wrap("reading the ledger", err)
-		}
+		err := rows.Scan(&b)
 		out = append(out, b)
-	}
-	return out, s.wrap("reading the ledger", rows.Err())
+		return err
+	})
+	return out, s.wrap("reading the ledger", err)
 }
 
 // Alias is the identity a broker identity's history is filed under, as a
