@@ -40,19 +40,13 @@ func (s *Store) ManifestDigest(ctx context.Context, id string) (string, error) {
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%d\x00", b.ID, b.Action, b.Size)
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT partition_id, transaction_id FROM batch_items WHERE batch_id = ? ORDER BY seq`), b.ID)
-	if err != nil {
-		return "", s.wrap("reading the manifest", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	err = s.each(ctx, `SELECT partition_id, transaction_id FROM batch_items WHERE batch_id = ? ORDER BY seq`, func(rows *sql.Rows) error {
 		var p, t string
-		if err := rows.Scan(&p, &t); err != nil {
-			return "", s.wrap("reading the manifest", err)
-		}
+		err := rows.Scan(&p, &t)
 		fmt.Fprintf(h, "%s/%s\x00", p, t)
-	}
-	if err := rows.Err(); err != nil {
+		return err
+	}, b.ID)
+	if err != nil {
 		return "", s.wrap("reading the manifest", err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

@@ -223,19 +223,14 @@ func (s *Store) archivedPage(ctx context.Context, broker string, f ArchiveFilter
 		args = append(args, fmtTime(after.FailedAt), after.Address.PartitionID, after.Address.TransactionID, after.ConsumerGroup)
 	}
 	q += fmt.Sprintf(` ORDER BY failed_at DESC, partition_id DESC, transaction_id DESC, consumer_group DESC LIMIT %d`, limit)
-	rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
-	if err != nil {
-		return nil, s.wrap("reading the archive", err)
-	}
-	defer rows.Close()
 	var out []Archived
-	for rows.Next() {
+	err := s.each(ctx, q, func(rows *sql.Rows) error {
 		var a Archived
 		var failed, first, last, gone, payload sql.NullString
 		var vanished int
 		if err := rows.Scan(&a.Broker, &a.Address.PartitionID, &a.Address.TransactionID, &a.ConsumerGroup, &a.Queue, &a.Partition, &a.MessageID,
 			&a.Error, &a.RetryCount, &failed, &payload, &first, &last, &gone, &vanished); err != nil {
-			return nil, s.wrap("reading the archive", err)
+			return err
 		}
 		a.FailedAt, a.FirstSeen, a.LastSeen, a.GoneAt = parseTime(failed), parseTime(first), parseTime(last), parseTime(gone)
 		if payload.Valid {
@@ -243,8 +238,9 @@ func (s *Store) archivedPage(ctx context.Context, broker string, f ArchiveFilter
 		}
 		a.Vanished = vanished != 0
 		out = append(out, a)
-	}
-	return out, s.wrap("reading the archive", rows.Err())
+		return nil
+	}, args...)
+	return out, s.wrap("reading the archive", err)
 }
 
 // Departed hands fn, one at a time, each archived row of the broker that
@@ -252,21 +248,16 @@ func (s *Store) archivedPage(ctx context.Context, broker string, f ArchiveFilter
 // discarded, vanished): with the rows still in the DLQ, every arrival of
 // the window.
 func (s *Store) Departed(ctx context.Context, broker string, since time.Time, fn func(queue, errorText string, failedAt time.Time)) error {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT queue, error, failed_at FROM archive WHERE broker = ? AND gone_at IS NOT NULL AND failed_at >= ?`),
-		broker, fmtTime(since))
-	if err != nil {
-		return s.wrap("reading the archive", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	err := s.each(ctx, `SELECT queue, error, failed_at FROM archive WHERE broker = ? AND gone_at IS NOT NULL AND failed_at >= ?`, func(rows *sql.Rows) error {
 		var q, e string
 		var f sql.NullString
 		if err := rows.Scan(&q, &e, &f); err != nil {
-			return s.wrap("reading the archive", err)
+			return err
 		}
 		fn(q, e, parseTime(f))
-	}
-	return s.wrap("reading the archive", rows.Err())
+		return nil
+	}, broker, fmtTime(since))
+	return s.wrap("reading the archive", err)
 }
 
 // MarkRemoved records in the archive that a batch's run removed its

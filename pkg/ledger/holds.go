@@ -208,18 +208,3 @@ func (r *holdsRead) byCurrent(ctx context.Context, broker string, ids []string) 
 	}
 	return nil
 }
-
-// each runs a query and calls f on each of its rows.
-func (s *Store) each(ctx context.Context, q string, f func(*sql.Rows) error, args ...any) error {
-	rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := f(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
-}

@@ -162,20 +162,15 @@ func (s *Store) byAddrs(ctx context.Context, what, q string, addrs []deadletter.
 
 // BatchEntries returns the journal entries currently attributed to a batch.
 func (s *Store) BatchEntries(ctx context.Context, batchID string) ([]Entry, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT `+entryCols+` FROM journal WHERE batch_id = ? ORDER BY partition_id, transaction_id`), batchID)
-	if err != nil {
-		return nil, s.wrap("reading the journal", err)
-	}
-	defer rows.Close()
 	var out []Entry
-	for rows.Next() {
+	err := s.each(ctx, `SELECT `+entryCols+` FROM journal WHERE batch_id = ? ORDER BY partition_id, transaction_id`, func(rows *sql.Rows) error {
 		e, err := scanEntry(rows)
-		if err != nil {
-			return nil, s.wrap("reading the journal", err)
+		if err == nil {
+			out = append(out, *e)
 		}
-		out = append(out, *e)
-	}
-	return out, s.wrap("reading the journal", rows.Err())
+		return err
+	}, batchID)
+	return out, s.wrap("reading the journal", err)
 }
 
 // Claim takes an address for owner until now+lease and returns its entry.
@@ -261,22 +256,16 @@ func (s *Store) CopyGenerations(ctx context.Context, broker string, addrs []dead
 // (failed, unknown, skipped, pending, inflight, published). Across resumed
 // runs, it is the batch's whole outcome, not the last run's.
 func (s *Store) BatchOutcome(ctx context.Context, batchID string) (map[string]int, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT CASE WHEN state = 'removed' AND outcome <> '' THEN outcome ELSE state END, COUNT(*)
-		FROM journal WHERE batch_id = ? GROUP BY 1`), batchID)
-	if err != nil {
-		return nil, s.wrap("reading the batch outcome", err)
-	}
-	defer rows.Close()
 	out := map[string]int{}
-	for rows.Next() {
+	err := s.each(ctx, `SELECT CASE WHEN state = 'removed' AND outcome <> '' THEN outcome ELSE state END, COUNT(*)
+		FROM journal WHERE batch_id = ? GROUP BY 1`, func(rows *sql.Rows) error {
 		var k string
 		var n int
-		if err := rows.Scan(&k, &n); err != nil {
-			return nil, s.wrap("reading the batch outcome", err)
-		}
+		err := rows.Scan(&k, &n)
 		out[k] = n
-	}
-	return out, s.wrap("reading the batch outcome", rows.Err())
+		return err
+	}, batchID)
+	return out, s.wrap("reading the batch outcome", err)
 }
 
 // ReplayTxIDs are the transaction ids a batch's replays were published

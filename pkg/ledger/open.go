@@ -271,6 +271,21 @@ type execer interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
+// each runs a query and calls f on each of its rows.
+func (s *Store) each(ctx context.Context, q string, f func(*sql.Rows) error, args ...any) error {
+	rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := f(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 // wrap turns a driver error into a ledger error that names the store.
 func (s *Store) wrap(op string, err error) error {
 	if err == nil {
