@@ -116,32 +116,62 @@ func queueOf(a deadletter.Address) string {
 // through current_decisions.
 func holdsAreTheLatest(t *testing.T, s *ledger.Store, broker string, all map[deadletter.Address]ledger.Decision, when string) {
 	t.Helper()
-	ctx := context.Background()
 	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	for _, now := range []time.Time{t0.Add(-time.Hour), t0.Add(90 * time.Minute), t0.Add(270 * time.Minute), t0.Add(7 * time.Hour)} {
-		want := map[deadletter.Address]string{}
+		want := map[deadletter.Address]ledger.Decision{}
 		for a, d := range all {
 			if d.Action == ledger.ActionHold && d.Active(now) {
-				want[a] = fmt.Sprintf("%s %s %s", d.BatchID, d.Queue, d.Seen)
+				want[a] = describe(d)
 			}
 		}
-		for _, direct := range []int{0, 1_000} {
-			defer ledger.SetHoldsReadDirect(ledger.SetHoldsReadDirect(direct))
-			set := ledger.NewDecisionSet(nil)
-			ok, err := s.HoldsInForce(ctx, broker, now, 1_000, set)
-			if err != nil || !ok {
-				t.Fatalf("%s: HoldsInForce: %v, %v", when, ok, err)
-			}
-			got := map[deadletter.Address]string{}
-			for a := range all {
-				if d, ok := set.Get(a); ok {
-					got[a] = fmt.Sprintf("%s %s %s", d.BatchID, d.Queue, d.Seen)
-				}
+		// 0: every hold looked up in current_decisions; 1<<30: the
+		// manifests read whole, however many batches followed.
+		for _, direct := range []int{0, 1 << 30} {
+			got := holdsPut(t, s, broker, now, direct, nil)
+			for a := range got {
+				got[a] = describe(got[a])
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("%s, at %s, read whole up to %d×: the holds in force put %d addresses, the latest decisions say %d:\n%v\n%v",
 					when, now.Sub(t0), direct, len(got), len(want), got, want)
 			}
+			// What a reader already looked up (an address's current
+			// decision) stays as it was.
+			looked := holdsPut(t, s, broker, now, direct, all)
+			if !reflect.DeepEqual(looked, all) {
+				t.Fatalf("%s, at %s, read whole up to %d×: reading the holds changed decisions already looked up", when, now.Sub(t0), direct)
+			}
 		}
 	}
+}
+
+// holdsPut runs HoldsInForce, with holdsReadDirect at direct, into a set
+// holding known, and gives what the set then holds of known's addresses
+// and of the holds' (known: nil for none).
+func holdsPut(t *testing.T, s *ledger.Store, broker string, now time.Time, direct int, known map[deadletter.Address]ledger.Decision) map[deadletter.Address]ledger.Decision {
+	t.Helper()
+	was := ledger.SetHoldsReadDirect(direct)
+	defer ledger.SetHoldsReadDirect(was)
+	set := ledger.NewDecisionSet(known)
+	ok, err := s.HoldsInForce(context.Background(), broker, now, 1_000, set)
+	if err != nil || !ok {
+		t.Fatalf("HoldsInForce: %v, %v", ok, err)
+	}
+	all, err := s.LatestDecisions(context.Background(), broker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[deadletter.Address]ledger.Decision{}
+	for a := range all {
+		if d, ok := set.Get(a); ok {
+			out[a] = d
+		}
+	}
+	return out
+}
+
+// describe is what HoldsInForce must get right of a decision: its batch,
+// and the address's queue and newest failure the batch saw.
+func describe(d ledger.Decision) ledger.Decision {
+	return ledger.Decision{BatchID: d.BatchID, Queue: d.Queue, Seen: d.Seen}
 }
