@@ -201,6 +201,9 @@ func readyWhere(ctx context.Context, env Env, sel *deadletter.Selection) (*inspe
 		return inspect.PrepareWhere(ctx, env.Client, sel, nil, env.Policies, env.Now())
 	}
 	dec := inspect.NewDecisions(env.Ledger, env.Client.Broker(), env.Now())
+	if sel.Limit == 0 {
+		dec.ReadsAll()
+	}
 	sel.WhereRows = func(ctx context.Context, rows iter.Seq2[deadletter.Row, error]) iter.Seq2[deadletter.Row, error] {
 		return func(yield func(deadletter.Row, error) bool) {
 			for r, err := range dec.Through(ctx, rows) {

@@ -31,14 +31,19 @@ type Decisions struct {
 	// the holds in force were asked for (readHolds).
 	looked    int
 	holdsRead bool
-	now       time.Time
+	// all: the reader reads every row of its selection (ReadsAll); held
+	// are the queues a hold in force covers, read at its first lookup.
+	all  bool
+	held map[string]bool
+	now  time.Time
 }
 
 // holdsAfter and holdsMost: once a read has looked up holdsAfter
 // addresses one by one, the holds in force are read at once, when they
-// name at most holdsMost addresses (ledger.HoldsInForce, each hold's
-// addresses in key order); the rows a hold names then need no lookup of
-// their own. A short read (ls --limit 100) never gets there.
+// name at most holdsMost addresses (ledger.HoldsInForce); the rows a
+// hold names then need no lookup of their own. A short read (ls --limit
+// 100) never gets there; a reader of every row reads them sooner
+// (ReadsAll).
 var holdsAfter, holdsMost = 2_000, 50_000
 
 // NewDecisions looks decisions up in ld as rows pass Through, for a
@@ -65,6 +70,16 @@ func (d *Decisions) Take(a deadletter.Address) (ledger.Decision, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.set.Take(a)
+}
+
+// ReadsAll tells d, before its first lookup, that its reader reads every
+// row of its selection (no --limit): the holds in force are then read at
+// the first row of a queue a hold covers, not after holdsAfter lookups,
+// and the rows they name are not looked up one by one.
+func (d *Decisions) ReadsAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.all = true
 }
 
 // Lookup is Get as a DecisionLookup.
@@ -154,6 +169,9 @@ func (d *Decisions) lookup(ctx context.Context, rows []deadletter.Row) {
 	if len(queues) == 0 {
 		return
 	}
+	if d.holdsDue(ctx, rows) {
+		d.readHolds(ctx)
+	}
 	addrs := make([]deadletter.Address, 0, len(rows))
 	d.mu.RLock()
 	for _, r := range rows {
@@ -179,6 +197,32 @@ func (d *Decisions) lookup(ctx context.Context, rows []deadletter.Row) {
 	if read {
 		d.readHolds(ctx)
 	}
+}
+
+// holdsDue reports, for a reader of every row, whether the holds in force
+// are to be read before rows are looked up: once, at the first row of a
+// queue a hold covers.
+func (d *Decisions) holdsDue(ctx context.Context, rows []deadletter.Row) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.all || d.holdsRead || d.err != nil {
+		return false
+	}
+	if d.held == nil {
+		held, _, err := d.ld.DecidedQueues(ctx, d.broker, d.now)
+		if err != nil {
+			d.err = err
+			return false
+		}
+		d.held = held
+	}
+	for _, r := range rows {
+		if d.held[r.Queue] {
+			d.holdsRead = true
+			return true
+		}
+	}
+	return false
 }
 
 // readHolds reads the holds in force at the reader's now into the

@@ -14,3 +14,10 @@ func (d *Decisions) Looked() int {
 	defer d.mu.RUnlock()
 	return d.looked
 }
+
+// HoldsRead says whether the read asked for the holds in force.
+func (d *Decisions) HoldsRead() bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.holdsRead
+}

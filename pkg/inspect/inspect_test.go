@@ -222,10 +222,19 @@ func TestDecisionsThrough(t *testing.T) {
 	// Read looking every row up, and with the holds in force read after
 	// the first lookup: the same decisions, and then only the rows no
 	// hold names are looked up one by one.
+	// A reader of every row reads them at the first held queue's row,
+	// however many lookups holdsAfter would wait for.
 	var looked []int
-	for _, after := range []int{1 << 30, 1} {
+	for _, c := range []struct {
+		after int
+		all   bool
+	}{{1 << 30, false}, {1, false}, {1 << 30, true}} {
+		after := c.after
 		restore := inspect.ReadHoldsAfter(after)
 		dc := inspect.NewDecisions(ld, cl.Broker(), now)
+		if c.all {
+			dc.ReadsAll()
+		}
 		n := 0
 		for r, err := range dc.Through(ctx, cl.Rows(ctx, client.ListQuery{Limit: 500})) {
 			if err != nil {
@@ -244,11 +253,22 @@ func TestDecisionsThrough(t *testing.T) {
 		}
 		looked = append(looked, dc.Looked())
 	}
-	if looked[0] < len(items) || looked[1] > looked[0]/2 {
-		t.Fatalf("%d addresses looked up one by one, %d with the holds read (%d held)", looked[0], looked[1], len(items))
+	if looked[0] < len(items) || looked[1] > looked[0]/2 || looked[2] > looked[0]/2 {
+		t.Fatalf("%d addresses looked up one by one, %d with the holds read after one, %d read whole (%d held)", looked[0], looked[1], looked[2], len(items))
+	}
+	// A reader of every row of a queue no hold covers does not read them.
+	dc := inspect.NewDecisions(ld, cl.Broker(), now)
+	dc.ReadsAll()
+	for _, err := range dc.Through(ctx, cl.Rows(ctx, client.ListQuery{Queue: "payments", Limit: 500})) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dc.HoldsRead() {
+		t.Fatal("the holds in force were read for a queue no hold covers")
 	}
 	ld.Close()
-	dc := inspect.NewDecisions(ld, cl.Broker(), now)
+	dc = inspect.NewDecisions(ld, cl.Broker(), now)
 	n := 0
 	for _, err := range dc.Through(ctx, cl.Rows(ctx, client.ListQuery{Limit: 500})) {
 		if err != nil {

@@ -33,7 +33,7 @@ type Listing struct {
 // List reads the dead letters sel matches: its queue and consumer group
 // checked against the broker's, its --where readied, and each row's
 // latest decision looked up into dec with its chunk, before --where and
-// the caller see the row.
+// the caller see the row (with no --limit, dec is told every row is read).
 func List(ctx context.Context, cl *client.Client, sel *deadletter.Selection, dec *Decisions, o ListOptions) (*Listing, error) {
 	if err := CheckNames(ctx, cl, sel); err != nil {
 		return nil, err
@@ -47,6 +47,9 @@ func List(ctx context.Context, cl *client.Client, sel *deadletter.Selection, dec
 	read := cl.Rows
 	if o.OldestFirst {
 		read = cl.RowsOldestFirst
+	}
+	if sel.Limit == 0 {
+		dec.ReadsAll()
 	}
 	l := &Listing{where: ws}
 	l.rows = Select(ctx, dec.Through(ctx, read(ctx, q)), sel, &l.limited)

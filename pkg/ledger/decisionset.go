@@ -45,24 +45,36 @@ func (s *DecisionSet) Add(found map[deadletter.Address]Decision) {
 
 // Put holds one decision, as Add does.
 func (s *DecisionSet) Put(a deadletter.Address, x Decision) {
-	part := x
+	s.put(a, s.part(&x), x.Queue, x.Seen, x.Copy)
+}
+
+// part is the batch's part of x as the set keeps it: the one it holds
+// while that reads the same, else x's, held from now on.
+func (s *DecisionSet) part(x *Decision) *Decision {
+	part := *x
 	part.Queue, part.Seen, part.Copy = "", time.Time{}, nil
 	b := s.batches[x.BatchID]
 	if b == nil || *b != part {
 		b = &part
 		s.batches[x.BatchID] = b
 	}
-	q, ok := s.queueNo[x.Queue]
+	return b
+}
+
+// put holds a's decision: its batch's part b (from part) and its own.
+// A reader putting many addresses of one batch asks for the part once.
+func (s *DecisionSet) put(a deadletter.Address, b *Decision, queue string, at time.Time, copy *Lineage) {
+	q, ok := s.queueNo[queue]
 	if !ok {
 		q = uint32(len(s.queues))
-		s.queues = append(s.queues, x.Queue)
-		s.queueNo[x.Queue] = q
+		s.queues = append(s.queues, queue)
+		s.queueNo[queue] = q
 	}
 	var seen int64
-	if !x.Seen.IsZero() {
-		seen = x.Seen.UnixNano()
+	if !at.IsZero() {
+		seen = at.UnixNano()
 	}
-	s.m[a] = decided{batch: b, copy: x.Copy, seen: seen, queue: q}
+	s.m[a] = decided{batch: b, copy: copy, seen: seen, queue: q}
 }
 
 // grow makes room for n decisions in a set that holds none yet: one

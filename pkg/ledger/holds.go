@@ -43,6 +43,11 @@ func (s *Store) HoldsInForce(ctx context.Context, broker string, now time.Time, 
 		return false, err
 	}
 	into.grow(size)
+	for id, d := range batches {
+		if d != nil {
+			batches[id] = into.part(d) // each hold's part is put as it is held
+		}
+	}
 	r := holdsRead{s: s, into: into, batches: batches, names: map[string]string{}}
 	later, laterSize, err := s.batchesSince(ctx, broker, at, holds[0])
 	if err != nil {
@@ -125,9 +130,8 @@ func (r *holdsRead) name(b sql.RawBytes) string {
 
 // put holds a's decision, the hold d as the address's manifest row
 // (queue, failure time) gives it.
-func (r *holdsRead) put(a deadletter.Address, d Decision, queue sql.RawBytes, seen sql.NullString) {
-	d.Queue, d.Seen = r.name(queue), parseTime(seen)
-	r.into.Put(a, d)
+func (r *holdsRead) put(a deadletter.Address, d *Decision, queue sql.RawBytes, seen sql.NullString) {
+	r.into.put(a, d, r.name(queue), parseTime(seen), nil)
 }
 
 // newestFirst reads the manifests of later (newest first): an address
@@ -166,7 +170,7 @@ func (r *holdsRead) newestFirst(ctx context.Context, later []heldBatch) error {
 			case d == nil:
 				decidedSince[a] = true
 			default:
-				r.put(a, *d, queue, seen)
+				r.put(a, d, queue, seen)
 			}
 			return nil
 		}, b.id)
@@ -187,7 +191,6 @@ func (r *holdsRead) byCurrent(ctx context.Context, broker string, ids []string) 
 		if b == nil {
 			continue // gone since the holds were named
 		}
-		d := *b
 		err := r.s.each(ctx, `SELECT cd.partition_id, cd.transaction_id, cd.queue, cd.failed_at FROM batch_items bi
 			JOIN current_decisions cd ON cd.broker = ? AND cd.partition_id = bi.partition_id AND cd.transaction_id = bi.transaction_id
 			WHERE bi.batch_id = ? AND cd.batch_id = bi.batch_id ORDER BY bi.partition_id, bi.transaction_id`, func(rows *sql.Rows) error {
@@ -198,7 +201,7 @@ func (r *holdsRead) byCurrent(ctx context.Context, broker string, ids []string) 
 			}
 			a.PartitionID = r.name(part)
 			if !r.into.Has(a) {
-				r.put(a, d, queue, seen)
+				r.put(a, b, queue, seen)
 			}
 			return nil
 		}, broker, id)
