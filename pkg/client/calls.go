@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dlqctl/dlqctl/pkg/duration"
 	"io"
 	"math"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/prometheus/common/expfmt"
@@ -224,7 +224,7 @@ func (c *Client) ConsumerGroups(ctx context.Context) ([]ConsumerGroup, error) {
 		if g.Name != "" && q != "" {
 			cg := ConsumerGroup{Name: g.Name, Queue: q}
 			if g.MaxTimeLag.ok {
-				cg.Lag = &Lag{MaxTime: time.Duration(g.MaxTimeLag.v * float64(time.Second)), State: g.State}
+				cg.Lag = &Lag{MaxTime: duration.Seconds(g.MaxTimeLag.v), State: g.State}
 				if g.TotalLag.ok {
 					n := int(g.TotalLag.v)
 					cg.Lag.Messages = &n

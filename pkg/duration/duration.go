@@ -75,3 +75,19 @@ func String(d time.Duration) string {
 	}
 	return strconv.FormatInt(int64(days), 10) + "d" + rest.String()
 }
+
+// Seconds is s seconds as a duration, held within what a duration can
+// hold: a broker's figure (a lag, a failure time thousands of years
+// away) that overflows it is the longest one, never a wrapped value.
+func Seconds(s float64) time.Duration {
+	const most = float64(math.MaxInt64) / float64(time.Second)
+	switch {
+	case math.IsNaN(s):
+		return 0
+	case s >= most:
+		return Max
+	case s <= -most:
+		return -Max
+	}
+	return time.Duration(s * float64(time.Second))
+}

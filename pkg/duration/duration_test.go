@@ -1,6 +1,7 @@
 package duration
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -47,5 +48,15 @@ func TestOneLimitForEverySpelling(t *testing.T) {
 	}
 	if got := String(Max); got != "106751d23h47m16.854775807s" {
 		t.Errorf("String(Max) = %s", got)
+	}
+}
+
+func TestSecondsStayWithinADuration(t *testing.T) {
+	for s, want := range map[float64]time.Duration{
+		1.5: 1500 * time.Millisecond, -2: -2 * time.Second, 9223372036.854776: Max, 1e300: Max, -1e300: -Max, math.Inf(1): Max, math.NaN(): 0,
+	} {
+		if got := Seconds(s); got != want {
+			t.Errorf("Seconds(%v) = %v, want %v", s, got, want)
+		}
 	}
 }

@@ -445,3 +445,19 @@ func TestRunStopsOnCancel(t *testing.T) {
 		t.Fatalf("a pass ran after Run returned: %v, then %v", last, got)
 	}
 }
+
+// A dead letter that failed far in the future: a pass evaluates it (it
+// counts as old as it is ahead) and a scrape serves it; nothing crashes.
+func TestFarFutureFailureTimeIsAPass(t *testing.T) {
+	b := newBroker(t, false)
+	b.AddDeadLetters(sandbox.DeadLetter{Queue: "clocks", Partition: "p", TransactionID: "future-1", ConsumerGroup: "billing",
+		Error: "clock", FailedAt: time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), Data: []byte(`{}`)})
+	e := newExporter(t, b, "sqlite://"+t.TempDir()+"/l.db", nil)
+	if err := e.Pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m := gather(t, e)
+	if value(t, m, "dlqctl_dlq_depth", "queue", "clocks") != 1 || value(t, m, "dlqctl_dlq_breach", "queue", "clocks") != 1 {
+		t.Fatal("the far-future dead letter is not a breach")
+	}
+}

@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"fmt"
+	"github.com/dlqctl/dlqctl/pkg/duration"
 	"slices"
 	"sort"
 	"time"
@@ -329,7 +330,7 @@ func (g *gate) fill(s *Scope, a *acc) {
 // clock runs ahead, and an age of 0 would hide them.
 func aheadNote(s Scope) string {
 	name := scopeLabel(s)
-	ahead := time.Duration(s.AheadSeconds * float64(time.Second))
+	ahead := duration.Seconds(s.AheadSeconds)
 	return fmt.Sprintf("%s: %d dead letter(s) failed after now, by up to %s: the broker's clock is ahead of this one; each counts as old as it is ahead", name, s.FailedAhead, render.Duration(ahead.Round(time.Second)))
 }
 

@@ -89,6 +89,9 @@ func AgeOfSeconds(s float64) string {
 // seconds (10d, 4h, 1d12h, 1h30m, 90s → 1m30s), milliseconds below a second.
 func Duration(d time.Duration) string {
 	if d < 0 {
+		if d == math.MinInt64 {
+			d++ // -d would overflow back to itself (a time far in the future)
+		}
 		return "-" + Duration(-d)
 	}
 	if d < time.Second {

@@ -3,6 +3,7 @@ package dlq
 import (
 	"context"
 	"fmt"
+	"github.com/dlqctl/dlqctl/pkg/duration"
 	"io"
 	"strconv"
 	"strings"
@@ -135,7 +136,7 @@ func fmtThreshold(p *float64) string {
 	if p == nil {
 		return "-"
 	}
-	return render.Duration(time.Duration(*p * float64(time.Second)))
+	return render.Duration(duration.Seconds(*p))
 }
 
 func writeCheckTable(f *cmdutil.Factory, res *gate.Result) {
