@@ -1,13 +1,21 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
@@ -136,4 +144,103 @@ func pushed(w *world, r sandbox.Row) ([]client.PushResult, error) {
 		return nil, err
 	}
 	return c.Push(context.Background(), []client.PushItem{{Queue: r.Queue, Partition: r.Partition, Payload: r.Payload, TransactionID: client.CopyID(r.ID)}})
+}
+
+// twoRowWorld is a sandbox of a line that moves holding n messages two
+// groups dead-lettered: billing's row newer than shipping's, so a
+// replay's copy of each goes under billing's row id and the console, in
+// the tests, moves shipping's.
+func twoRowWorld(t *testing.T, line sandbox.Line, n int) *world {
+	b, url := testkit.Sandbox(t)
+	b.SetLine(line)
+	now := time.Now()
+	var dls []sandbox.DeadLetter
+	for i := range n {
+		for k, g := range []string{"shipping", "billing"} {
+			dls = append(dls, sandbox.DeadLetter{Queue: "orders", Partition: fmt.Sprintf("p%d", i%3), TransactionID: fmt.Sprintf("order-%d", i),
+				ConsumerGroup: g, Error: "boom", FailedAt: now.Add(-time.Duration(100-i)*time.Second + time.Duration(k)*time.Second),
+				Data: json.RawMessage(fmt.Sprintf(`{"order":%d}`, i))})
+		}
+	}
+	b.AddDeadLetters(dls...)
+	w := &world{t: t, b: b, url: url, dir: t.TempDir(), orig: map[string]deadletter.Address{}, undec: map[string]bool{}}
+	w.ledger = "sqlite://" + filepath.Join(w.dir, "ledger.db")
+	for _, r := range b.DeadLetterRows() {
+		w.orig[string(r.Payload)] = deadletter.Address{PartitionID: r.PartitionID, TransactionID: r.TransactionID}
+	}
+	return w
+}
+
+// killAfterLine starts a command, waits for a line of its stderr that
+// starts with prefix, SIGKILLs it d later and returns that line.
+func (w *world) killAfterLine(prefix string, d time.Duration, args ...string) string {
+	w.t.Helper()
+	c := w.cmd(args...)
+	stderr, err := c.StderrPipe()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), prefix) {
+				found <- sc.Text()
+				break
+			}
+		}
+		io.Copy(io.Discard, stderr)
+		close(found)
+	}()
+	var line string
+	select {
+	case line = <-found:
+	case <-time.After(30 * time.Second):
+	}
+	if line == "" {
+		_ = c.Process.Kill()
+		_ = c.Wait()
+		w.t.Fatalf("%q never came", prefix)
+	}
+	time.Sleep(d)
+	_ = c.Process.Signal(syscall.SIGKILL)
+	_ = c.Wait()
+	return line
+}
+
+// A replay killed once its claim journaled each message's intent (the
+// copy id of its newest row); the console then moves every remaining
+// message's other row; the resume finds the console's copies and
+// publishes no second one: each message once in the broker.
+func TestResumeAfterTheConsoleMovedAnotherRow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	for _, line := range []sandbox.Line{sandbox.Queen16, sandbox.Queen22} {
+		t.Run(string(line), func(t *testing.T) {
+			w := twoRowWorld(t, line, 12)
+			rec := w.killAfterLine("Recorded batch", 250*time.Millisecond,
+				"dlq", "replay", "--all", "--rate", "6", "--order", "none", "--why", "crash test", "--yes")
+			id := strings.TrimSuffix(strings.TrimPrefix(rec, "Recorded batch "), ".")
+			moved := 0
+			for _, r := range w.b.DeadLetterRows() {
+				if r.ConsumerGroup == "shipping" {
+					moved += w.b.ConsoleReplay(r.ID)
+				}
+			}
+			if moved == 0 {
+				t.Fatal("the killed run left nothing for the console to move")
+			}
+			out, code := w.run("dlq", "replay", "--batch", id, "--yes", "--rate", "0")
+			w.books(false)
+			if code != 0 || !strings.Contains(out, "moved elsewhere") {
+				t.Fatalf("resume: exit %d\n%s", code, out)
+			}
+			w.finish()
+			w.books(true)
+		})
+	}
 }

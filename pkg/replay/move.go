@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
@@ -24,14 +25,11 @@ func (e *Engine) move(ctx context.Context, it Item, ent *ledger.Entry) error {
 	// A copy under this id may be this entry's own when an earlier run
 	// recorded this move and was stopped before its verdict.
 	ours := !ent.Fresh() && ent.Via == ViaMove && ent.ReplayTxID == cp
-	if !ours && e.o.ToQueue == "" {
-		// Another group's row of the message, seen before and moved since
-		// by another hand: its copy reached every group, this one's too.
-		if other, err := e.otherRowCopied(ctx, it); err != nil {
-			return e.fail(ctx, ent, "failed: looking for a copy another hand published: ", err)
-		} else if other != "" {
-			return e.movedElsewhere(ctx, ent, other)
-		}
+	// Another group's row of the message, seen before and moved since by
+	// another hand: its copy reached every group, this one's too, whatever
+	// destination this batch has.
+	if done, err := e.anotherHandsCopy(ctx, it, ent, ours); done || err != nil {
+		return err
 	}
 	ent.State, ent.Via, ent.ReplayTxID, ent.ReplayQueue = ledger.Inflight, ViaMove, cp, e.destQueue(it)
 	ent.Attempts++
@@ -113,13 +111,46 @@ func (e *Engine) copyFound(ctx context.Context, it Item, cp string) (bool, error
 	return false, err
 }
 
+// anotherHandsCopy settles an item whose message another hand (the
+// console) replayed by moving one of its other rows, and reports whether
+// it did: the broker holds that copy, so nothing more is published and
+// what is left of the rows is deleted. ours says an earlier attempt of
+// this entry may have published its own copy: when that copy is there
+// too, the broker now holds the message twice, and the report says so.
+func (e *Engine) anotherHandsCopy(ctx context.Context, it Item, ent *ledger.Entry, ours bool) (bool, error) {
+	cp, err := e.otherRowCopied(ctx, it, ent.ReplayTxID)
+	if err != nil {
+		return true, e.fail(ctx, ent, "failed: looking for a copy another hand published: ", err)
+	}
+	if cp == "" {
+		return false, nil
+	}
+	if ours && ent.ReplayTxID != "" {
+		if own, ok := copyAddress(it, ent, e.o.ToQueue); ok {
+			if _, err := e.b.Get(ctx, own); err == nil {
+				e.heldTwice(it.Address, own.TransactionID, cp)
+			}
+		}
+	}
+	return true, e.movedElsewhere(ctx, ent, cp)
+}
+
+// heldTwice records a message the broker holds two copies of: ours,
+// published by an attempt of this batch, and another hand's.
+func (e *Engine) heldTwice(a deadletter.Address, ours, theirs string) {
+	e.record(func(r *Report) {
+		r.HeldTwice++
+		r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("held twice by the broker: %s, published by an earlier attempt of this batch, and %s, published by another hand (the broker's console moved another of its rows) while this batch held it", ours, theirs)})
+	})
+}
+
 // otherRowCopied is the copy id of a row of the item's message, other
-// than the one its copy is published under, that the broker holds:
-// another hand moved that row. The rows are the item's and those the
-// ledger archived of its address and the DLQ no longer lists (a row the
-// console moved before anything of dlqctl's saw it cannot be known).
-// "" when none is there.
-func (e *Engine) otherRowCopied(ctx context.Context, it Item) (string, error) {
+// than the one its copy is published under (and own, the copy id its
+// journal names), that the broker holds: another hand moved that row.
+// The rows are the item's and those the ledger archived of its address
+// and the DLQ no longer lists (a row the console moved before anything
+// of dlqctl's saw it cannot be known). "" when none is there.
+func (e *Engine) otherRowCopied(ctx context.Context, it Item, own string) (string, error) {
 	e.mu.Lock()
 	ids := e.archived[it.Address]
 	e.mu.Unlock()
@@ -128,11 +159,11 @@ func (e *Engine) otherRowCopied(ctx context.Context, it Item) (string, error) {
 	}
 	seen := map[string]bool{it.Rows[0].ID: true}
 	for _, id := range ids {
-		if id == "" || seen[id] {
+		cp := client.CopyID(id)
+		if id == "" || seen[id] || cp == own {
 			continue
 		}
 		seen[id] = true
-		cp := client.CopyID(id)
 		found, err := e.copyFound(ctx, it, cp)
 		if err != nil || found {
 			return map[bool]string{true: cp}[found], err

@@ -304,3 +304,96 @@ func TestDecimalPartitionIDs(t *testing.T) {
 	}
 	r.books(t)
 }
+
+// A message two groups dead-lettered, one of whose rows the console
+// moved before a replay to a recovery queue: the console's copy in the
+// message's own queue reached every group, so nothing is published to
+// the recovery queue.
+func TestConsoleMoveBeforeAReplayToARecoveryQueue(t *testing.T) {
+	for _, line := range []sandbox.Line{sandbox.Queen16, sandbox.Queen22} {
+		t.Run(string(line), func(t *testing.T) {
+			r := newMoveRig(t, line, 2, 3)
+			for _, it := range r.items {
+				if rows := it.AllRows(); len(rows) == 2 {
+					r.b.ConsoleReplay(rows[1].ID)
+				}
+			}
+			rep := r.run(t, "b", func(o *replay.Options) { o.ToQueue = "orders-recovery" })
+			if rep.MovedElsewhere != 3 || rep.Replayed != 2 {
+				t.Fatalf("report %v: want the 3 the console moved said so, the 2 others replayed", rep.Outcome())
+			}
+			r.books(t)
+		})
+	}
+}
+
+// A run that claimed a two-row message with its intent (the manual
+// path's copy id) and was killed before its push; the console then
+// moved the message's other row. The resume finds the console's copy
+// and publishes nothing.
+func TestResumeFindsTheConsolesCopyOfAnotherRow(t *testing.T) {
+	for _, line := range []sandbox.Line{sandbox.Queen16, sandbox.Queen22} {
+		t.Run(string(line), func(t *testing.T) {
+			r := newMoveRig(t, line, 0, 4)
+			ctx := context.Background()
+			addrs := make([]deadletter.Address, len(r.items))
+			enrol := make([]ledger.Enrolment, len(r.items))
+			for i, it := range r.items {
+				addrs[i] = it.Address
+				enrol[i] = ledger.Enrolment{Via: replay.ViaManual, ReplayTxID: client.CopyID(it.Rows[0].ID), ReplayQueue: it.Queue,
+					Digest: ledger.PayloadDigest(it.Data())}
+			}
+			// The killed run: on another host, its lease already run out.
+			if _, err := r.store.Acquire(ctx, r.c.Broker(), "b", deadletter.Replay, addrs, enrol, "elsewhere:1:dead", time.Now().Add(-time.Hour), time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range r.items {
+				r.b.ConsoleReplay(it.AllRows()[1].ID)
+			}
+			rep := r.run(t, "b", nil)
+			if rep.MovedElsewhere != 4 || rep.Replayed != 0 {
+				t.Fatalf("report %v: want all 4 moved elsewhere", rep.Outcome())
+			}
+			r.books(t)
+		})
+	}
+}
+
+// The killed run's push landed, then the console moved the message's
+// other row: the broker holds the message twice, one copy by each hand.
+// Nothing more is published, and the report says what the broker holds.
+func TestAMessageTheBrokerHoldsTwiceIsSaid(t *testing.T) {
+	r := newMoveRig(t, sandbox.Queen16, 1, 2)
+	ctx := context.Background()
+	var addrs []deadletter.Address
+	var enrol []ledger.Enrolment
+	for _, it := range r.items {
+		if len(it.AllRows()) < 2 {
+			continue
+		}
+		addrs = append(addrs, it.Address)
+		enrol = append(enrol, ledger.Enrolment{Via: replay.ViaManual, ReplayTxID: client.CopyID(it.Rows[0].ID), ReplayQueue: it.Queue,
+			Digest: ledger.PayloadDigest(it.Data())})
+		if _, err := r.c.Push(ctx, []client.PushItem{{Queue: it.Queue, Partition: it.Partition, Payload: it.Data(), TransactionID: client.CopyID(it.Rows[0].ID)}}); err != nil {
+			t.Fatal(err)
+		}
+		r.b.ConsoleReplay(it.AllRows()[1].ID)
+	}
+	if _, err := r.store.Acquire(ctx, r.c.Broker(), "b", deadletter.Replay, addrs, enrol, "elsewhere:1:dead", time.Now().Add(-time.Hour), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	before := len(r.b.LiveMessages())
+	rep := r.run(t, "b", nil)
+	if rep.HeldTwice != 2 || rep.MovedElsewhere != 2 || rep.Replayed != 1 || len(r.b.LiveMessages()) != before+1 {
+		t.Fatalf("report %v, held twice %d, %d copies published: want the 2 said held twice, the single-row one replayed", rep.Outcome(), rep.HeldTwice, len(r.b.LiveMessages())-before)
+	}
+	twice := 0
+	for _, l := range rep.Listed {
+		if strings.Contains(l.Reason, "held twice") {
+			twice++
+		}
+	}
+	if twice != 2 || r.b.Depth() != 0 {
+		t.Fatalf("%d listed held twice, depth %d", twice, r.b.Depth())
+	}
+}

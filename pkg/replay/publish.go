@@ -257,14 +257,15 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 			return err
 		}
 	}
-	if !ours && e.o.Release.Moves() && e.o.ToQueue == "" {
+	if e.o.Release.Moves() {
 		// The console moves one row at a time: a message of several rows
 		// may have had another of them moved meanwhile, its copy already
-		// published.
-		if cp, err := e.otherRowCopied(ctx, it); err != nil {
-			return e.fail(ctx, ent, "failed: looking for a copy another hand published: ", err)
-		} else if cp != "" {
-			return e.movedElsewhere(ctx, ent, cp)
+		// published to every group in the message's own partition. That is
+		// so whether or not an earlier attempt of this entry pushed (its
+		// copy is under another id), and whatever destination this batch
+		// has.
+		if done, err := e.anotherHandsCopy(ctx, it, ent, ours); done || err != nil {
+			return err
 		}
 	}
 	e.copies.add(ent.ReplayTxID)

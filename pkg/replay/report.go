@@ -27,7 +27,12 @@ type Report struct {
 	// MovedElsewhere counts addresses another hand replayed while this
 	// batch held them (Queen's console, on a broker that moves): their
 	// copy is in the broker, published once, not by this batch.
-	MovedElsewhere    int `json:"movedElsewhere"`
+	MovedElsewhere int `json:"movedElsewhere"`
+	// HeldTwice counts messages the broker now holds two copies of: one
+	// an attempt of this batch published, one another hand's (the
+	// console moved another of the message's rows meanwhile). dlqctl
+	// published once; the report says what the broker holds.
+	HeldTwice         int `json:"heldTwice,omitempty"`
 	AlreadyDone       int `json:"alreadyDone"`
 	Failed            int `json:"failed"`
 	Unknown           int `json:"unknown"`
