@@ -108,7 +108,7 @@ func TestRecordedBatches(t *testing.T) {
 	_, env := world(t, "sqlite://"+t.TempDir()+"/l.db")
 	ctx := context.Background()
 	b := &ledger.Batch{Action: ledger.ActionReplay, By: "ann", At: now, Why: "later"}
-	n, err := batch.Decide(ctx, env.Client, env.Ledger, selection(t, deadletter.Selection{Queue: "payments"}), b)
+	n, err := batch.Decide(ctx, env, selection(t, deadletter.Selection{Queue: "payments"}), b)
 	if err != nil || n == 0 {
 		t.Fatalf("decide: %d %v", n, err)
 	}
@@ -138,7 +138,7 @@ func TestHoldsInPlans(t *testing.T) {
 	_, env := world(t, "sqlite://"+t.TempDir()+"/l.db")
 	ctx := context.Background()
 	hold := &ledger.Batch{Action: ledger.ActionHold, By: "ann", At: now, Why: "INC", Until: now.Add(time.Hour)}
-	n, err := batch.Decide(ctx, env.Client, env.Ledger, selection(t, deadletter.Selection{Class: "f47c6181"}), hold)
+	n, err := batch.Decide(ctx, env, selection(t, deadletter.Selection{Class: "f47c6181"}), hold)
 	if err != nil || n == 0 {
 		t.Fatalf("hold: %d %v", n, err)
 	}

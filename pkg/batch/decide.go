@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/duration"
 	"github.com/dlqctl/dlqctl/pkg/errs"
@@ -42,8 +41,11 @@ func ParseUntil(s string, now time.Time) (time.Time, error) {
 // dead-lettered but that the ledger's archive kept (a vanished row, one
 // that left the broker) is recorded from the archive: that is how the
 // alarm of a vanished row is settled. A batch of such addresses alone has
-// nothing left to carry out, and is done.
-func Decide(ctx context.Context, cl *client.Client, ld *ledger.Store, sel *deadletter.Selection, b *ledger.Batch) (int, error) {
+// nothing left to carry out, and is done. A replay or discard of more
+// messages than env.ApprovalAbove awaits a second person's approval, as
+// one the run records does: its --batch runs it only once approved.
+func Decide(ctx context.Context, env Env, sel *deadletter.Selection, b *ledger.Batch) (int, error) {
+	cl, ld := env.Client, env.Ledger
 	items, err := replay.Snapshot(ctx, cl, sel, inspect.PageSize)
 	if err != nil {
 		return 0, err
@@ -70,6 +72,8 @@ func Decide(ctx context.Context, cl *client.Client, ld *ledger.Store, sel *deadl
 	}
 	if len(items) == 0 && b.Action == ledger.ActionDiscard {
 		b.Status, b.Outcome = ledger.StatusDone, map[string]int{"gone": len(gone)}
+	} else if b.Action != ledger.ActionHold && env.ApprovalAbove > 0 && len(items)+len(gone) > env.ApprovalAbove {
+		b.Status, b.NeedsApproval = ledger.StatusAwaiting, true
 	}
 	if err := ld.CreateBatch(ctx, b, append(ToManifest(items), gone...)); err != nil {
 		return 0, err

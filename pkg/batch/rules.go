@@ -89,7 +89,7 @@ func Record(ctx context.Context, env Env, req DecideRequest) (*Decided, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := Decide(ctx, env.Client, env.Ledger, req.Selection, b)
+	n, err := Decide(ctx, env, req.Selection, b)
 	if err != nil {
 		return nil, err
 	}

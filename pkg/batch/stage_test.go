@@ -51,7 +51,7 @@ func TestStagedBatchIsTheItemsBatch(t *testing.T) {
 		ctx := context.Background()
 		holds := testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/h.db")
 		hold := &ledger.Batch{Action: ledger.ActionHold, By: "ann", At: now, Why: "INC", Until: now.Add(time.Hour)}
-		if n, err := batch.Decide(ctx, cl, holds, selection(t, deadletter.Selection{Class: "f47c6181"}), hold); err != nil || n == 0 {
+		if n, err := batch.Decide(ctx, batch.Env{Client: cl, Ledger: holds}, selection(t, deadletter.Selection{Class: "f47c6181"}), hold); err != nil || n == 0 {
 			t.Fatalf("hold: %d %v", n, err)
 		}
 		holdItems, err := holds.Manifest(ctx, hold.ID)

@@ -35,7 +35,7 @@ func TestStreamedPlanIsTheItemsPlan(t *testing.T) {
 		env := batch.Env{Client: testkit.Client(t, url), Ledger: testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/l.db"), Now: func() time.Time { return now }, User: "tester"}
 		ctx := context.Background()
 		hold := &ledger.Batch{Action: ledger.ActionHold, By: "ann", At: now, Why: "INC", Until: now.Add(time.Hour)}
-		if n, err := batch.Decide(ctx, env.Client, env.Ledger, selection(t, deadletter.Selection{Class: "f47c6181"}), hold); err != nil || n == 0 {
+		if n, err := batch.Decide(ctx, env, selection(t, deadletter.Selection{Class: "f47c6181"}), hold); err != nil || n == 0 {
 			t.Fatalf("hold: %d %v", n, err)
 		}
 		pinJournal(t, env)

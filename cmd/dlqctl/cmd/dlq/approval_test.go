@@ -72,3 +72,30 @@ func TestLargeBatchesNeedASecondPerson(t *testing.T) {
 		t.Fatalf("a small replay: exit %d\n%s", code, stderr)
 	}
 }
+
+// A large decision recorded with dlq decide is a plan like any other:
+// its --batch runs it only once a second person approved it, for a
+// replay and a discard alike.
+func TestADecidedBatchNeedsASecondPersonToo(t *testing.T) {
+	b, cli := seeded(t)
+	cli.WriteConfig("approval:\n  min-messages: 10\n")
+	for _, c := range []struct{ action, verb string }{{"replay", "replay"}, {"discard", "rm"}} {
+		depth, live := b.Depth(), len(b.LiveMessages())
+		out, stderr, code := cli.Exec("dlq", "decide", "--queue", map[string]string{"replay": "payments", "discard": "notifications"}[c.action], "--action", c.action, "--why", "x")
+		id := strings.TrimSpace(out)
+		if code != 0 || !strings.Contains(stderr, "need a second person's approval") {
+			t.Fatalf("decide --action %s: exit %d\n%s", c.action, code, stderr)
+		}
+		if _, stderr, code := cli.Exec("dlq", c.verb, "--batch", id, "--yes", "--rate", "0"); code == 0 || !strings.Contains(stderr, "awaits approval") || b.Depth() != depth || len(b.LiveMessages()) != live {
+			t.Fatalf("dlq %s --batch of an unapproved decision: exit %d, depth %d of %d\n%s", c.verb, code, b.Depth(), depth, stderr)
+		}
+		cli.Env["DLQCTL_USER"] = "bob"
+		if _, stderr, code := cli.Exec("decisions", "approve", id, "--why", "checked"); code != 0 {
+			t.Fatalf("bob's approval: exit %d\n%s", code, stderr)
+		}
+		cli.Env["DLQCTL_USER"] = "oncall"
+		if _, stderr, code := cli.Exec("dlq", c.verb, "--batch", id, "--yes", "--rate", "0"); code != 0 || b.Depth() >= depth {
+			t.Fatalf("the approved decision: exit %d\n%s", code, stderr)
+		}
+	}
+}

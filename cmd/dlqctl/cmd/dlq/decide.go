@@ -104,6 +104,11 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 		return render.Document(f.IO.Out, fm, d.Batch)
 	}
 	fmt.Fprintf(f.IO.ErrOut, "Recorded %s of %s by %s.\n", o.Action, render.Plural(d.Messages, "message", "messages"), d.Batch.By)
+	if d.Batch.NeedsApproval {
+		verb := map[string]string{ledger.ActionReplay: "replay", ledger.ActionDiscard: "rm"}[d.Batch.Action]
+		fmt.Fprintf(f.IO.ErrOut, "More than %d messages need a second person's approval: dlq %s --batch %s runs it once someone other than you approves it (%s).\n",
+			e.ApprovalAbove, verb, d.Batch.ID, f.Again("decisions", "approve", d.Batch.ID, "--why", "…"))
+	}
 	fmt.Fprintln(f.IO.Out, d.Batch.ID)
 	return nil
 }
