@@ -15,12 +15,16 @@ import (
 
 // Exit codes (PRODUCT.md "Output and exit codes").
 const (
-	ExitOK          = 0
-	ExitBreach      = 1 // check found a breach; a batch finished with failures
-	ExitUsage       = 2
-	ExitBroker      = 3
-	ExitAuth        = 4
-	ExitNotFound    = 5
+	ExitOK       = 0
+	ExitBreach   = 1 // check found a breach; a batch finished with failures
+	ExitUsage    = 2
+	ExitBroker   = 3
+	ExitAuth     = 4
+	ExitNotFound = 5
+	// ExitAwaiting: a replay or discard is recorded awaiting a second
+	// person's approval, and nothing was run (a script's "replay &&
+	// notify replayed" must not go on).
+	ExitAwaiting    = 6
 	ExitInterrupted = 130
 )
 

@@ -26,7 +26,11 @@ func Batch(w io.Writer, d *batch.Details, now time.Time, again func(args ...stri
 	kv("Batch", b.ID)
 	kv("Broker", b.Broker)
 	kv("Action", b.Action)
-	kv("By", b.By)
+	by := b.By
+	if b.Author != "" && b.Author != b.By {
+		by += " (recorded by " + Identity(b.Author, d.Vouched) + ")"
+	}
+	kv("By", by)
 	kv("At", render.Timestamp(b.At))
 	kv("Why", b.Why)
 	kv("Owner", b.Owner)
@@ -47,9 +51,13 @@ func Batch(w io.Writer, d *batch.Details, now time.Time, again func(args ...stri
 	}
 	switch ap := d.Approval; {
 	case ap != nil:
-		kv("Approved", fmt.Sprintf("%s by %s: %s", render.Timestamp(ap.At), ap.By, ap.Why))
+		kv("Approved", fmt.Sprintf("%s by %s: %s", render.Timestamp(ap.At), Approver(ap, d.Vouched), ap.Why))
 	case b.NeedsApproval:
-		kv("Approval", fmt.Sprintf("awaiting a second person's approval (not %s): %s", b.By, again("decisions", "approve", b.ID, "--why", "…")))
+		not := b.By
+		if b.Author != "" && b.Author != b.By {
+			not += " or " + Identity(b.Author, d.Vouched)
+		}
+		kv("Approval", fmt.Sprintf("awaiting a second person's approval (not %s): %s", not, again("decisions", "approve", b.ID, "--why", "…")))
 	}
 	if !b.ExecutedAt.IsZero() {
 		kv("Executed", render.Timestamp(b.ExecutedAt))
@@ -105,4 +113,31 @@ func resumeVerb(b *ledger.Batch) string {
 		return "rm"
 	}
 	return "replay"
+}
+
+// Unvouched says what an approval on a ledger that authenticates nobody
+// (SQLite) is worth.
+const Unvouched = "this ledger is SQLite, which authenticates nobody: it records the operating system's account that ran dlqctl, and cannot vouch for it (anyone who can write its file can write any name). A team that relies on four eyes shares a PostgreSQL ledger, where the database records each person's role (docs/configuration.md)."
+
+// Identity says who the ledger knows someone as: a database role it
+// vouches for, or an operating system's account it cannot.
+func Identity(who string, vouched bool) string {
+	if vouched {
+		return "database role " + render.Clean(who)
+	}
+	return "operating-system account " + render.Clean(who) + ", unvouched"
+}
+
+// Approver says who approved a batch: the name recorded, and the
+// identity the ledger knows where it says more.
+func Approver(a *ledger.Approval, vouched bool) string {
+	switch {
+	case a == nil:
+		return "-"
+	case a.Approver == "":
+		return render.Clean(a.By)
+	case vouched && a.Approver == a.By:
+		return render.Clean(a.By) + " (the database role this ledger authenticated)"
+	}
+	return render.Clean(a.By) + " (" + Identity(a.Approver, vouched) + ")"
 }

@@ -183,3 +183,42 @@ func Concurrently[T any](workers int, items []T, each func(T)) {
 	close(feed)
 	wg.Wait()
 }
+
+// PostgresRoles returns, for each role named, a DSN that logs in as that
+// role on one fresh schema whose ledger is already made: each role may
+// read and write its tables, as the people of a team sharing a ledger
+// do. Roles are made if missing (they are the server's, not the
+// schema's) and log in without a password, as the test server trusts
+// loopback; without PostgreSQL the test is skipped (a failure in CI).
+func PostgresRoles(t testing.TB, roles ...string) map[string]string {
+	t.Helper()
+	dsn := PostgresDSN(t)
+	OpenLedger(t, dsn) // the schema, made by the server's own user
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := u.Query().Get("search_path")
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	out := map[string]string{}
+	for _, role := range roles {
+		for _, q := range []string{
+			`DO $$ BEGIN CREATE ROLE ` + role + ` LOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`,
+			`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + role,
+			`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ` + schema + ` TO ` + role,
+			`GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA ` + schema + ` TO ` + role,
+		} {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		as := *u
+		as.User = url.User(role)
+		out[role] = as.String()
+	}
+	return out
+}

@@ -85,21 +85,28 @@ func (p *Pending) awaits() bool {
 	return p.in.batch == nil && p.env.ApprovalAbove > 0 && p.Messages() > p.env.ApprovalAbove
 }
 
-// Approve is decisions approve: by (not the batch's author) approves the
-// plan of a batch awaiting approval, as it was recorded.
-func Approve(ctx context.Context, ld *ledger.Store, id, by, why string, now time.Time) (*ledger.Batch, error) {
+// Approve is decisions approve: someone other than the batch's author
+// approves the plan of a batch awaiting approval, as it was recorded. by
+// is the name the approval is recorded under where the ledger cannot
+// vouch for one (ledger.Store.Approve); the approval is returned as
+// recorded.
+func Approve(ctx context.Context, ld *ledger.Store, id, by, why string, now time.Time) (*ledger.Batch, *ledger.Approval, error) {
 	if strings.TrimSpace(why) == "" {
-		return nil, ErrNoReason
+		return nil, nil, ErrNoReason
 	}
 	b, err := ld.Batch(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var st Settings
 	_ = json.Unmarshal(b.Settings, &st)
 	m, err := ld.ManifestDigest(ctx, b.ID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return ld.Approve(ctx, b.ID, by, why, planDigest(m, st), now)
+	if b, err = ld.Approve(ctx, b.ID, by, why, planDigest(m, st), now); err != nil {
+		return nil, nil, err
+	}
+	a, err := ld.ApprovalOf(ctx, b.ID)
+	return b, a, err
 }

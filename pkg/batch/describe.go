@@ -23,6 +23,9 @@ type Details struct {
 	Verification *ledger.Verification `json:"lastVerification,omitempty"`
 	// Approval is the second person's approval of a batch that needs one.
 	Approval *ledger.Approval `json:"approval,omitempty"`
+	// Vouched: the ledger vouches for who recorded and approved (the
+	// database's roles, on PostgreSQL); on SQLite it cannot.
+	Vouched bool `json:"identitiesVouched"`
 }
 
 // Batches are the recorded batches a filter picks, each as Shown makes
@@ -48,7 +51,7 @@ func Describe(ctx context.Context, ld *ledger.Store, id string) (*Details, error
 	if err != nil {
 		return nil, err
 	}
-	d := &Details{Batch: b}
+	d := &Details{Batch: b, Vouched: ld.Vouches()}
 	if err := shown(ctx, ld, b); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -28,6 +29,9 @@ type Approval struct {
 	At     time.Time `json:"at"`
 	Why    string    `json:"why"`
 	Digest string    `json:"digest"`
+	// Approver is who approved as the ledger knows them (identity.go);
+	// "" for an approval an older dlqctl recorded.
+	Approver string `json:"approver,omitempty"`
 }
 
 // ManifestDigest is a digest of a batch's action and frozen manifest (its
@@ -52,18 +56,32 @@ func (s *Store) ManifestDigest(ctx context.Context, id string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// Approve records by's approval of a batch awaiting one, bound to digest;
-// the batch is then recorded (it may run). Its author is refused.
+// Approve records an approval of a batch awaiting one, bound to digest;
+// the batch is then recorded (it may run). The approver is the ledger's
+// identity of this session (Identity): on a ledger that vouches for it
+// (PostgreSQL), the database role, written by the database, which is
+// also the name recorded; elsewhere by, the name the caller gives. The
+// author of the batch is refused, whether told by that identity or by
+// the name the batch was recorded under.
 func (s *Store) Approve(ctx context.Context, id, by, why, digest string, now time.Time) (*Batch, error) {
 	b, err := s.Batch(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	who, err := s.Identity(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if s.Vouches() {
+		by = who
+	}
 	switch {
 	case b.Status != StatusAwaiting:
 		return nil, fmt.Errorf("%w: batch %s is %s", ErrNotApprovable, b.ID, b.Shown())
-	case by == b.By:
-		return nil, fmt.Errorf("%w: %s recorded batch %s", ErrOwnApproval, by, b.ID)
+	case by == b.By || who == b.By:
+		return nil, fmt.Errorf("%w: %s recorded batch %s", ErrOwnApproval, b.By, b.ID)
+	case who == b.Author:
+		return nil, fmt.Errorf("%w: %s recorded batch %s (as %s)", ErrOwnApproval, s.identityName(who), b.ID, b.By)
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -77,7 +95,9 @@ func (s *Store) Approve(ctx context.Context, id, by, why, digest string, now tim
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil, fmt.Errorf("%w: batch %s changed while it was being approved; look again (decisions show %s)", ErrNotApprovable, b.ID, b.ID)
 	}
-	if _, err := s.exec(ctx, tx, `INSERT INTO approvals (batch_id, by_name, at, why, digest) VALUES (?, ?, ?, ?, ?)`, b.ID, by, fmtTime(now), why, digest); err != nil {
+	val, args := s.identityValue()
+	if _, err := s.exec(ctx, tx, `INSERT INTO approvals (batch_id, by_name, at, why, digest, approver) VALUES (?, ?, ?, ?, ?, `+val+`)`,
+		append([]any{b.ID, by, fmtTime(now), why, digest}, args...)...); err != nil {
 		return nil, s.wrap("approving the batch", err)
 	}
 	if err := s.auditTx(ctx, tx, now, b.Broker, b.ID, "approved", by, why); err != nil {
@@ -90,11 +110,19 @@ func (s *Store) Approve(ctx context.Context, id, by, why, digest string, now tim
 	return b, nil
 }
 
+// identityName says an identity as the ledger knows it.
+func (s *Store) identityName(who string) string {
+	if s.Vouches() {
+		return "database role " + who
+	}
+	return "operating-system account " + who
+}
+
 // ApprovalOf is a batch's approval, or nil.
 func (s *Store) ApprovalOf(ctx context.Context, id string) (*Approval, error) {
 	var a Approval
 	var at string
-	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT by_name, at, why, digest FROM approvals WHERE batch_id = ?`), id).Scan(&a.By, &at, &a.Why, &a.Digest)
+	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT by_name, at, why, digest, `+strings.Replace(s.authorCol(), "author", "approver", 1)+` FROM approvals WHERE batch_id = ?`), id).Scan(&a.By, &at, &a.Why, &a.Digest, &a.Approver)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

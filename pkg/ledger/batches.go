@@ -63,6 +63,11 @@ type Batch struct {
 	// NeedsApproval: the batch runs only once someone other than its
 	// author approved its plan (approval.go).
 	NeedsApproval bool `json:"needsApproval,omitempty"`
+	// Author is who recorded the batch as the ledger knows them
+	// (identity.go): the database role on PostgreSQL, the operating
+	// system's account on SQLite; By is the name given (--by). "" for a
+	// batch an older dlqctl recorded.
+	Author string `json:"author,omitempty"`
 
 	runner string
 	beat   time.Time
@@ -148,14 +153,16 @@ func (s *Store) CreateBatchFrom(ctx context.Context, b *Batch, n int, next func(
 	if len(b.Settings) > 0 {
 		settings = string(b.Settings)
 	}
-	q := `INSERT INTO batches (id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, status, settings, active_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	cols, vals := `id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, status, settings, active_at`, `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
 	args := []any{b.ID, b.Broker, b.Action, b.By, fmtTime(b.At), b.Why, b.Owner, nullTime(b.Until), b.Selection, b.Size, b.Destination, b.Status, settings, fmtTime(b.At)}
 	if b.NeedsApproval {
-		q = `INSERT INTO batches (id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, status, settings, active_at, needs_approval)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`
+		cols, vals = cols+", needs_approval", vals+", 1"
 	}
-	if _, err := s.exec(ctx, tx, q, args...); err != nil {
+	if s.schema >= authorSchema {
+		who, whoArgs := s.identityValue()
+		cols, vals, args = cols+", author", vals+", "+who, append(args, whoArgs...)
+	}
+	if err := tx.QueryRowContext(ctx, s.rebind(`INSERT INTO batches (`+cols+`) VALUES (`+vals+`) RETURNING `+s.authorCol()), args...).Scan(&b.Author); err != nil {
 		return s.wrap("recording the batch", err)
 	}
 	var queues []string
@@ -223,7 +230,23 @@ func boolInt(b bool) int {
 	return 0
 }
 
-const batchCols = `id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, executed_at, status, outcome, settings, runner, beat_at, needs_approval`
+// authorSchema is the migration that recorded who wrote a batch and who
+// approved it as the ledger knows them (identity.go).
+const authorSchema = 19
+
+// authorCol is batches.author where the schema has it ('' for a ledger
+// as an older dlqctl wrote it, in tests).
+func (s *Store) authorCol() string {
+	if s.schema < authorSchema {
+		return "''"
+	}
+	return "author"
+}
+
+// batchCols are the columns scanBatch reads.
+func (s *Store) batchCols() string {
+	return `id, broker, action, by_name, at, why, owner, until_at, selection, size, destination, executed_at, status, outcome, settings, runner, beat_at, needs_approval, ` + s.authorCol()
+}
 
 func scanBatch(sc interface{ Scan(...any) error }) (*Batch, error) {
 	var b Batch
@@ -231,7 +254,7 @@ func scanBatch(sc interface{ Scan(...any) error }) (*Batch, error) {
 	var outcome, settings, runner string
 	var approval int
 	if err := sc.Scan(&b.ID, &b.Broker, &b.Action, &b.By, &at, &b.Why, &b.Owner, &until, &b.Selection, &b.Size,
-		&b.Destination, &executed, &b.Status, &outcome, &settings, &runner, &beat, &approval); err != nil {
+		&b.Destination, &executed, &b.Status, &outcome, &settings, &runner, &beat, &approval, &b.Author); err != nil {
 		return nil, err
 	}
 	b.NeedsApproval = approval != 0
@@ -246,7 +269,7 @@ func scanBatch(sc interface{ Scan(...any) error }) (*Batch, error) {
 
 // Batch returns a batch by id or by a unique prefix of its id.
 func (s *Store) Batch(ctx context.Context, id string) (*Batch, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT `+batchCols+` FROM batches WHERE id = ? OR id LIKE ? ORDER BY id LIMIT 3`), id, escapeLike(id)+"%")
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT `+s.batchCols()+` FROM batches WHERE id = ? OR id LIKE ? ORDER BY id LIMIT 3`), id, escapeLike(id)+"%")
 	if err != nil {
 		return nil, s.wrap("reading the batch", err)
 	}
@@ -290,7 +313,7 @@ type BatchFilter struct {
 
 // Batches lists batches, newest first.
 func (s *Store) Batches(ctx context.Context, f BatchFilter) ([]Batch, error) {
-	q := `SELECT ` + batchCols + ` FROM batches WHERE 1=1`
+	q := `SELECT ` + s.batchCols() + ` FROM batches WHERE 1=1`
 	var args []any
 	if f.Broker != "" {
 		q += ` AND broker = ?`

@@ -217,6 +217,11 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 	// whole history, and reading them was most of a lookup. Rebuilt, as
 	// 16 made it, with them (current.go).
 	{data: rebuildCurrent},
+	// 19: who recorded a batch and who approved one, as the ledger knows
+	// them (identity.go), beside the names people gave; '' where an older
+	// dlqctl recorded the name alone.
+	{sql: `ALTER TABLE batches ADD COLUMN author TEXT NOT NULL DEFAULT '';
+	ALTER TABLE approvals ADD COLUMN approver TEXT NOT NULL DEFAULT ''`},
 }
 
 // SchemaVersion is the schema this binary writes.
@@ -236,8 +241,19 @@ func (s *Store) migrateTo(ctx context.Context, upto int) error {
 			return s.wrap("locking for migration", err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS dlqctl_schema (version INTEGER NOT NULL)`); err != nil {
-		return s.notLedger(s.wrap("creating the schema table", err), err)
+	// A role that may only read and write the ledger's tables (each
+	// person's own, on a team's ledger) may not create one, even one that
+	// exists: it is created only where it is missing.
+	var made sql.NullString
+	if s.engine == Postgres {
+		if err := tx.QueryRowContext(ctx, `SELECT to_regclass('dlqctl_schema')::text`).Scan(&made); err != nil {
+			return s.wrap("reading the schema version", err)
+		}
+	}
+	if !made.Valid {
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS dlqctl_schema (version INTEGER NOT NULL)`); err != nil {
+			return s.notLedger(s.wrap("creating the schema table", err), err)
+		}
 	}
 	var version int
 	err = tx.QueryRowContext(ctx, `SELECT version FROM dlqctl_schema`).Scan(&version)

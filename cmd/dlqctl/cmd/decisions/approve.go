@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/internal/present"
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
@@ -28,11 +29,16 @@ func NewCmdApprove(f *cmdutil.Factory) *cobra.Command {
 		Long: `Approve lets a batch that awaits approval run. With approval: {min-messages: N}
 in the config, a replay or discard of more than N messages is recorded with
 its frozen plan and not run; someone other than its author approves it
-here (the approver is the user dlqctl records decisions under: DLQCTL_USER,
-or the OS user; --by is not taken). Then dlq replay --batch (or dlq rm
---batch) runs it, as approved: a changed --to-queue or --transform is a
-new plan, refused until approved again. The approval, who and why, is in
-the audit and in decisions show.`,
+here. Then dlq replay --batch (or dlq rm --batch) runs it, as approved: a
+changed --to-queue or --transform is a new plan, refused until approved
+again. The approval, who and why, is in the audit and in decisions show.
+
+Who recorded the batch and who approves it are the ledger's to say, not a
+name anyone types (--by, DLQCTL_USER): on a PostgreSQL ledger, the role the
+database authenticated, which the database itself records; on a SQLite
+ledger, the operating system's account, which the ledger cannot vouch for
+(anyone who can write its file can write any name). A team that relies on
+four eyes shares a PostgreSQL ledger, a role a person.`,
 		Example: `  $ dlqctl decisions approve 20261130T031502-9f3a --why "checked the plan: 40k orders, inventory fixed"
   $ dlqctl dlq replay --batch 20261130T031502-9f3a --yes`,
 		Args: cobra.ExactArgs(1),
@@ -53,7 +59,7 @@ func approveRun(ctx context.Context, f *cmdutil.Factory, o *ApproveOptions) erro
 	if err != nil {
 		return err
 	}
-	b, err := batch.Approve(ctx, ld, o.BatchID, f.User(), o.Why, f.Now())
+	b, a, err := batch.Approve(ctx, ld, o.BatchID, f.User(), o.Why, f.Now())
 	switch {
 	case errors.Is(err, ledger.ErrOwnApproval):
 		return cmdutil.UsageError(fmt.Errorf("%v: ask someone else to approve it", err))
@@ -63,7 +69,10 @@ func approveRun(ctx context.Context, f *cmdutil.Factory, o *ApproveOptions) erro
 		return err
 	}
 	verb := map[string]string{ledger.ActionReplay: "replay", ledger.ActionDiscard: "rm"}[b.Action]
-	fmt.Fprintf(f.IO.ErrOut, "Approved %s batch %s (%d messages) by %s: %s\nRun it with: %s\n", b.Action, b.ID, b.Size, render.Clean(f.User()), render.Clean(o.Why),
-		f.Again("dlq", verb, "--batch", b.ID, "--yes"))
+	fmt.Fprintf(f.IO.ErrOut, "Approved %s batch %s (%d messages) by %s: %s\n", b.Action, b.ID, b.Size, present.Approver(a, ld.Vouches()), render.Clean(o.Why))
+	if !ld.Vouches() {
+		fmt.Fprintln(f.IO.ErrOut, "note: "+present.Unvouched)
+	}
+	fmt.Fprintf(f.IO.ErrOut, "Run it with: %s\n", f.Again("dlq", verb, "--batch", b.ID, "--yes"))
 	return nil
 }

@@ -190,7 +190,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	if res.Awaiting {
 		fmt.Fprintln(f.IO.ErrOut, strings.Join(present.Awaiting(p, sp.verb, f.Again), "\n"))
 		fmt.Fprintln(f.IO.Out, p.BatchID())
-		return nil
+		return &cmdutil.ExitError{Code: cmdutil.ExitAwaiting, Silent: true}
 	}
 	next := present.Next(res.Next, sp.verb, p.BatchID(), f.Again)
 	if err != nil {
@@ -232,7 +232,7 @@ func refusal(err error, verb string) error {
 	var changed *batch.ChangedError
 	switch {
 	case errors.As(err, &awaiting):
-		return cmdutil.UsageError(fmt.Errorf("%v: it runs once approved (dlqctl decisions approve %s --why …)", err, awaiting.BatchID))
+		return &cmdutil.ExitError{Code: cmdutil.ExitAwaiting, Err: fmt.Errorf("%v: it runs once approved (dlqctl decisions approve %s --why …)", err, awaiting.BatchID)}
 	case errors.As(err, &changed):
 		return cmdutil.UsageError(fmt.Errorf("%v: run it as approved, or have the new plan approved (a new batch)", err))
 	case errors.Is(err, batch.ErrNoReason):
