@@ -268,8 +268,25 @@ func (f *Factory) Session(ctx context.Context) (*client.Client, *ledger.Store, e
 	if err != nil {
 		return nil, nil, err
 	}
-	f.sessionOnce.Do(func() { f.noteOtherHistory(ctx, cl, ld) })
+	f.sessionOnce.Do(func() {
+		f.noteServer(ctx, cl, ld)
+		f.noteOtherHistory(ctx, cl, ld)
+	})
 	return cl, ld, nil
+}
+
+// noteServer records, for a broker a context names (broker:), where this
+// session reached it: another session that reaches it by URL alone is
+// then asked whether they are one broker (brokerSuspects). A ledger that
+// cannot record it changes nothing else.
+func (f *Factory) noteServer(ctx context.Context, cl *client.Client, ld *ledger.Store) {
+	s, err := f.Settings()
+	if err != nil || s.Broker == "" {
+		return
+	}
+	if id, err := deadletter.Identity(cl.Server()); err == nil {
+		_ = ld.NoteServer(ctx, s.Broker, id, f.Now())
+	}
 }
 
 // BatchEnv is what the batch use cases work with: the session, the

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dlqctl/dlqctl/internal/config"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/errs"
@@ -52,21 +53,42 @@ func (f *Factory) brokerSuspects(ctx context.Context, cl *client.Client, ld *led
 			}
 			continue
 		}
-		// A broker name: the contexts that name it say where it is.
-		if cfg == nil {
+		// A broker name: the contexts that name it say where it is, and
+		// so does the ledger, where a session of such a context reached it
+		// (one of another person's config, say).
+		if s, ok := namedHere(ctx, cfg, o, mine); ok {
+			out = append(out, s)
 			continue
 		}
-		for name, c := range cfg.Contexts {
-			if c.Broker != o || c.Server == "" {
-				continue
-			}
-			if id, err := deadletter.Identity(c.Server); err == nil && deadletter.SameAddress(ctx, mine, id) {
-				out = append(out, suspect{o, fmt.Sprintf("context %s names %s the broker at %s, which reaches the same address as %s now", name, o, c.Server, mine)})
+		servers, err := ld.Servers(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		for _, at := range servers {
+			if at == mine || deadletter.SameAddress(ctx, mine, at) {
+				out = append(out, suspect{o, fmt.Sprintf("the ledger recorded that broker %s was reached at %s, which reaches the same address as %s now", o, at, mine)})
 				break
 			}
 		}
 	}
 	return out, nil
+}
+
+// namedHere is the suspect a context of this config makes of the broker
+// name o: one that names o the broker at a server reaching mine.
+func namedHere(ctx context.Context, cfg *config.Config, o, mine string) (suspect, bool) {
+	if cfg == nil {
+		return suspect{}, false
+	}
+	for name, c := range cfg.Contexts {
+		if c.Broker != o || c.Server == "" {
+			continue
+		}
+		if id, err := deadletter.Identity(c.Server); err == nil && deadletter.SameAddress(ctx, mine, id) {
+			return suspect{o, fmt.Sprintf("context %s names %s the broker at %s, which reaches the same address as %s now", name, o, c.Server, mine)}, true
+		}
+	}
+	return suspect{}, false
 }
 
 // noteOtherHistory says, for a command that only reads, when the ledger

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"time"
 )
 
@@ -64,4 +65,40 @@ func (s *Store) SetAlias(ctx context.Context, identity, canonical, by string, at
 		return err
 	}
 	return s.wrap("recording the broker's name", tx.Commit())
+}
+
+// serversSchema is the migration that recorded where named brokers were
+// reached.
+const serversSchema = 20
+
+// NoteServer records that the broker the ledger knows by name was
+// reached at server (a URL's identity), once: a session that reaches the
+// same address with no context naming the broker is then told that its
+// history may be filed under the name (a hold recorded there holds it).
+func (s *Store) NoteServer(ctx context.Context, name, server string, at time.Time) error {
+	if s.schema < serversSchema {
+		return nil
+	}
+	var n int
+	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT COUNT(*) FROM broker_servers WHERE broker = ? AND server = ?`), name, server).Scan(&n)
+	if err != nil || n > 0 {
+		return s.wrap("reading the ledger", err)
+	}
+	_, err = s.db.ExecContext(ctx, s.rebind(`INSERT INTO broker_servers (broker, server, at) VALUES (?, ?, ?) ON CONFLICT (broker, server) DO NOTHING`), name, server, fmtTime(at))
+	return s.wrap("recording where the broker was reached", err)
+}
+
+// Servers are where the broker the ledger knows by name was reached
+// (NoteServer), by the identities of their URLs.
+func (s *Store) Servers(ctx context.Context, name string) ([]string, error) {
+	if s.schema < serversSchema {
+		return nil, nil
+	}
+	out, err := s.textSet(ctx, "reading the ledger", `SELECT server FROM broker_servers WHERE broker = ?`, name)
+	list := make([]string, 0, len(out))
+	for k := range out {
+		list = append(list, k)
+	}
+	slices.Sort(list)
+	return list, err
 }

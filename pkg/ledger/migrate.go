@@ -222,6 +222,15 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 	// dlqctl recorded the name alone.
 	{sql: `ALTER TABLE batches ADD COLUMN author TEXT NOT NULL DEFAULT '';
 	ALTER TABLE approvals ADD COLUMN approver TEXT NOT NULL DEFAULT ''`},
+	// 20: where a broker known by a name (a context's broker:) was
+	// reached, so that a session reaching it by its URL, with no context
+	// that names it, is told its history may be there (brokers.go).
+	{sql: `CREATE TABLE broker_servers (
+		broker TEXT NOT NULL,
+		server TEXT NOT NULL,
+		at     TEXT NOT NULL,
+		PRIMARY KEY (broker, server)
+	)`},
 }
 
 // SchemaVersion is the schema this binary writes.

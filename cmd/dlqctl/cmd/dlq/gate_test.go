@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -411,5 +412,35 @@ func TestCheckJudgesAGroupTheQueueListOmits(t *testing.T) {
 	out, stderr, code := cli.Exec("dlq", "check")
 	if code != 1 || !strings.Contains(out, "billing") || !strings.Contains(out, "team-billing") {
 		t.Fatalf("exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+// A shared ledger knows the broker by a context's name (broker:
+// queen-prod) where operator A holds a class. Operator B, with no config
+// at all, reaches the same broker by its URL: the replay is refused until
+// B says which broker it is, nothing sent; said to be queen-prod, the
+// hold holds.
+func TestHoldOfANamedBrokerHoldsForItsURL(t *testing.T) {
+	b, cli := seeded(t)
+	url := cli.Env["DLQCTL_SERVER"]
+	dir := t.TempDir()
+	cli.Env["DLQCTL_CONFIG"] = filepath.Join(dir, "a.yaml")
+	if err := os.WriteFile(cli.Env["DLQCTL_CONFIG"], []byte("contexts:\n  prod:\n    server: "+url+"\n    broker: queen-prod\ncurrent-context: prod\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	delete(cli.Env, "DLQCTL_SERVER")
+	if _, stderr, code := cli.Exec("dlq", "decide", "--class", orderNotFound, "--action", "hold", "--until", "4h", "--why", "INC-9"); code != 0 {
+		t.Fatalf("A's hold: exit %d\n%s", code, stderr)
+	}
+	// B: the same ledger, no config, the URL.
+	cli.Env["DLQCTL_CONFIG"], cli.Env["DLQCTL_SERVER"] = filepath.Join(dir, "b.yaml"), url
+	b.ResetCalls()
+	_, stderr, code := cli.Exec("dlq", "replay", "--class", orderNotFound, "--why", "x", "--yes", "--rate", "0")
+	if code != 2 || !strings.Contains(stderr, "--same-broker-as queen-prod") || mutating(b) != 0 {
+		t.Fatalf("B's replay of the held class: exit %d, %d calls that change the broker\n%s", code, mutating(b), stderr)
+	}
+	_, stderr, code = cli.Exec("dlq", "replay", "--class", orderNotFound, "--why", "x", "--yes", "--rate", "0", "--same-broker-as", "queen-prod")
+	if code != 2 || !strings.Contains(stderr, "--override-hold") || mutating(b) != 0 {
+		t.Fatalf("B's replay, said to be queen-prod: exit %d\n%s", code, stderr)
 	}
 }
