@@ -27,16 +27,17 @@ type SelectionFlags struct {
 // AddSelectionFlags binds the selection flags; withAll adds --all.
 func AddSelectionFlags(cmd *cobra.Command, s *SelectionFlags, withAll bool) {
 	fl := cmd.Flags()
-	fl.StringVar(&s.Queue, "queue", "", "only dead letters of this queue")
-	fl.StringVar(&s.ConsumerGroup, "cg", "", "only rows of this consumer group ('(queue mode)' or __QUEUE_MODE__ for queue-mode consumers)")
-	fl.StringVar(&s.Partition, "partition", "", "only this partition (by name)")
-	fl.StringVar(&s.Error, "error", "", "only rows whose errorMessage matches this regular expression")
-	fl.StringVar(&s.FailedAfter, "failed-after", "", "only rows that failed after this time (RFC 3339, or a duration ago such as 2h)")
-	fl.StringVar(&s.FailedBefore, "failed-before", "", "only rows that failed before this time (RFC 3339, or a duration ago)")
-	fl.StringVar(&s.Class, "class", "", "only this failure class (an id from ls --group-by error)")
+	once := func(p *string, name, usage string) { fl.Var(&onceString{p: p, name: name}, name, usage) }
+	once(&s.Queue, "queue", "only dead letters of this queue")
+	once(&s.ConsumerGroup, "cg", "only rows of this consumer group ('(queue mode)' or __QUEUE_MODE__ for queue-mode consumers)")
+	once(&s.Partition, "partition", "only this partition (by name)")
+	once(&s.Error, "error", "only rows whose errorMessage matches this regular expression")
+	once(&s.FailedAfter, "failed-after", "only rows that failed after this time (RFC 3339, or a duration ago such as 2h)")
+	once(&s.FailedBefore, "failed-before", "only rows that failed before this time (RFC 3339, or a duration ago)")
+	once(&s.Class, "class", "only this failure class (an id from ls --group-by error)")
 	fl.IntVar(&s.Limit, "limit", 0, "at most this many (0 = no limit)")
-	fl.StringVar(&s.FromFile, "from-file", "", "addresses to select, one a line or as NDJSON rows of ls -o ndjson (- for stdin)")
-	fl.StringVar(&s.Where, "where", "", "only rows this jq predicate is true for, over the row as ls -o ndjson prints it (.data.orderId == 8812); "+jq.BudgetHelp())
+	once(&s.FromFile, "from-file", "addresses to select, one a line or as NDJSON rows of ls -o ndjson (- for stdin)")
+	once(&s.Where, "where", "only rows this jq predicate is true for, over the row as ls -o ndjson prints it (.data.orderId == 8812); "+jq.BudgetHelp())
 	fl.BoolVar(&s.WhereDecrypt, "where-decrypt", false, "fetch each encrypted row's payload (one GET) for --where where the list shows envelopes; needs a narrowing selection")
 	if withAll {
 		fl.BoolVar(&s.All, "all", false, "select the whole DLQ (required when no other selection is given)")
@@ -144,3 +145,34 @@ func Noun(cmd *cobra.Command) *cobra.Command {
 	cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
 	return cmd
 }
+
+// onceString is a selection flag that takes one value: given again with
+// another, it is refused, where a plain string flag kept the last and a
+// selection silently acted on one queue of the two named.
+type onceString struct {
+	p    *string
+	name string
+	set  bool
+}
+
+func (o *onceString) String() string {
+	if o.p == nil {
+		return ""
+	}
+	return *o.p
+}
+
+func (o *onceString) Set(v string) error {
+	if o.set && v != *o.p {
+		hint := "give one"
+		if o.name == "queue" || o.name == "cg" || o.name == "partition" || o.name == "class" {
+			field := map[string]string{"queue": ".queue", "cg": ".consumerGroup", "partition": ".partition", "class": ".errorClass"}[o.name]
+			hint = fmt.Sprintf("to select both, --where '%s == %q or %s == %q'", field, *o.p, field, v)
+		}
+		return fmt.Errorf("given twice (%q, then %q): a selection takes one; %s", *o.p, v, hint)
+	}
+	*o.p, o.set = v, true
+	return nil
+}
+
+func (o *onceString) Type() string { return "string" }

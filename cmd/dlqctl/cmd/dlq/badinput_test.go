@@ -169,3 +169,25 @@ func TestClaimedElsewhereIsNotSuccess(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, stderr)
 	}
 }
+
+// A selection flag given twice with two values is refused, before
+// anything is read or written: a plain string flag kept the last, and
+// "--queue orders --queue payments" acted on payments alone.
+func TestARepeatedSelectionFlagIsRefused(t *testing.T) {
+	b, cli := seeded(t)
+	depth := b.Depth()
+	for _, args := range [][]string{
+		{"dlq", "rm", "--queue", "orders", "--queue", "payments", "--why", "x", "--yes", "--rate", "0"},
+		{"dlq", "replay", "--class", "f47c6181", "--class", "ad8e8ffc", "--why", "x", "--yes", "--rate", "0"},
+		{"dlq", "ls", "--cg", "billing", "--cg", "fraud"},
+		{"dlq", "decide", "--where", ".retryCount > 1", "--where", ".retryCount > 2", "--action", "hold", "--until", "1h", "--why", "x"},
+	} {
+		_, stderr, code := cli.Exec(args...)
+		if code != 2 || !strings.Contains(stderr, "given twice") || b.Depth() != depth {
+			t.Fatalf("%v: exit %d, depth %d of %d\n%s", args, code, b.Depth(), depth, stderr)
+		}
+	}
+	if _, stderr, code := cli.Exec("dlq", "ls", "--queue", "orders", "--queue", "orders", "--limit", "1"); code != 0 {
+		t.Fatalf("the same queue twice: exit %d\n%s", code, stderr)
+	}
+}
