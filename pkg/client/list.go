@@ -326,6 +326,13 @@ func (c *Client) listStream(ctx context.Context, q ListQuery, visit func(deadlet
 			c.dialect.CompareAndSwap(0, dialectReleased)
 		}
 	}
+	if t := info.total; t != nil && !info.stopped && q.Limit > 0 && n < q.Limit && *t > q.Offset+n {
+		// A short page is the listing's end: a total past it (2.x counts
+		// every matching row; 1.x the page's) is rows the broker counts
+		// and did not send. Taken as the end, a gate would pass them.
+		return info, &HTTPError{Method: http.MethodGet, URL: resp.shown, Status: 200, Kind: ErrBadResponse,
+			Err: fmt.Errorf("%w: the broker counts %d matching rows (total) but its answer ends at row %d (offset %d, %d rows of the %d asked for): it does not send what it counts", ErrBadResponse, *t, q.Offset+n, q.Offset, n, q.Limit)}
+	}
 	return info, nil
 }
 

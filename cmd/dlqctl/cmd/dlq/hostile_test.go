@@ -465,3 +465,23 @@ func TestHostileTricklingBody(t *testing.T) {
 		srv.Close()
 	}
 }
+
+// A 2.x list counts every matching row in total: an answer that counts
+// rows it does not send is unreadable (exit 3), never an empty DLQ and a
+// green gate.
+func TestHostileListCountsRowsItDoesNotSend(t *testing.T) {
+	b, cli := hostile(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path != "/api/v1/dlq" {
+			return false
+		}
+		io.WriteString(w, `{"messages":[],"pagination":{"limit":500,"offset":0},"total":50}`)
+		return true
+	})
+	b.SetLine(sandbox.Queen22)
+	for _, args := range [][]string{{"dlq", "check"}, {"dlq", "check", "--max-age", "1h"}, {"dlq", "ls"}, {"dlq", "stats"}, {"dlq", "replay", "--all", "--dry-run"}} {
+		_, stderr, code := cli.Exec(args...)
+		if code != 3 || !strings.Contains(stderr, "counts 50 matching rows") {
+			t.Fatalf("%v: exit %d\n%s", args, code, stderr)
+		}
+	}
+}
