@@ -298,11 +298,19 @@ func (c *Client) listStream(ctx context.Context, q ListQuery, visit func(deadlet
 	defer resp.close()
 	pr := &prefixReader{r: resp.body}
 	lr := &limitReader{r: pr, max: c.opts.MaxRow}
+	over, seen := false, 0
 	info, n, err := decodeList(lr, q.NoData, func(r deadletter.Row) bool {
+		if seen++; seen > MaxAnswerRows {
+			over = true
+			return false
+		}
 		resp.hold()
 		defer resp.progress()
 		return visit(r)
 	})
+	if over {
+		err = errTooManyRows
+	}
 	c.trace("← %d rows, %dB", n, lr.read)
 	if err != nil {
 		var he *HTTPError
@@ -314,6 +322,9 @@ func (c *Client) listStream(ctx context.Context, q ListQuery, visit func(deadlet
 		case errors.Is(err, errValueTooLarge):
 			return info, &HTTPError{Method: http.MethodGet, URL: resp.shown, Status: 200, Kind: ErrBadResponse,
 				Err: fmt.Errorf("%w: a row of the answer is larger than %s, the most dlqctl reads of one", ErrBadResponse, mib(c.opts.MaxRow))}
+		case errors.Is(err, errTooManyRows):
+			return info, &HTTPError{Method: http.MethodGet, URL: resp.shown, Status: 200, Kind: ErrBadResponse,
+				Err: fmt.Errorf("%w: the answer goes on past %d rows, the most dlqctl reads of one answer (a DLQ that deep needs a broker that pages)", ErrBadResponse, MaxAnswerRows)}
 		case resp.ctx.Err() != nil || resp.cause() != nil || isReadError(err):
 			return info, resp.readErr(err)
 		}
@@ -366,6 +377,15 @@ func (p *prefixReader) Read(b []byte) (int, error) {
 }
 
 var errValueTooLarge = errors.New("value too large")
+
+// MaxAnswerRows is the most rows dlqctl reads of one list answer: a
+// broker that sends its whole DLQ in one body (0.x) sends 10 million
+// rows as about 4.6 GB; one whose answer goes on past it is taken for an
+// answer without end (its time is bounded too: see errEndless).
+const MaxAnswerRows = 10_000_000
+
+// errTooManyRows: an answer past MaxAnswerRows.
+var errTooManyRows = errors.New("too many rows")
 
 // RowsOldestFirst is Rows in the other order: the oldest failure first.
 // The first page is read as Rows reads it: when it holds everything (a

@@ -100,6 +100,8 @@ func (r *response) readErr(err error) error {
 		r.c.noAnswerSince(time.Now().Add(-r.c.opts.Timeout))
 	case errSlow:
 		err = fmt.Errorf("the answer trickled: a row of it (or the whole of it) did not arrive within %s (%d× --timeout)", r.c.unresponsive(), r.c.opts.Attempts)
+	case errEndless:
+		err = fmt.Errorf("the answer did not end within %s (%d× --timeout), its rows still coming: a broker that sends its DLQ in one answer that deep needs a longer --timeout", r.c.unresponsive(), r.c.opts.Attempts)
 	}
 	return &HTTPError{Method: r.method, URL: r.shown, Status: 200, Kind: ErrUnavailable, Err: fmt.Errorf("reading the answer: %s", r.c.redact.Redact(err.Error()))}
 }
@@ -205,6 +207,9 @@ var (
 	// errSlow: a row of a list answer (or a whole other answer) took
 	// longer than unresponsive() to arrive.
 	errSlow = errors.New("slow")
+	// errEndless: a list answer still going after what a call may take
+	// in all (unresponsive()), its rows arriving however fast.
+	errEndless = errors.New("endless")
 )
 
 // idleReader fails a read that waits longer than the timeout for
@@ -321,10 +326,31 @@ func (c *Client) once(ctx context.Context, method, target, shown string, payload
 	c.trace("← %s %s", hr.Status, time.Since(start).Round(time.Millisecond))
 	ir := &idleReader{r: hr.Body, timer: timer, d: c.opts.Timeout, meters: meters(ctx)}
 	// The whole answer (a list's: each row) must arrive within what a
-	// call may wait in all, however it trickles.
+	// call may wait in all, however it trickles; and so must the whole of
+	// a list answer, however fast its rows come: a broker that never ends
+	// an answer is not a DLQ without end. What counts is the broker's
+	// time and the reader's work on the rows, not a reader that holds a
+	// row for longer (a pager waiting for a person).
 	slow := time.AfterFunc(c.unresponsive(), func() { cancel(errSlow) })
+	var used time.Duration
+	since, held := time.Now(), time.Time{}
 	r := &response{body: ir, raw: hr.Body, stop: func() { timer.Stop(); slow.Stop(); cancel(nil) }, shown: shown, method: method, c: c, ctx: ctx,
-		cause: func() error { return context.Cause(cctx) }, hold: func() { slow.Stop() }, progress: func() { slow.Reset(c.unresponsive()) }}
+		cause: func() error { return context.Cause(cctx) },
+		hold: func() {
+			slow.Stop()
+			held = time.Now()
+			if used += held.Sub(since); used > c.unresponsive() {
+				cancel(errEndless)
+			}
+		},
+		progress: func() {
+			now := time.Now()
+			if h := now.Sub(held); h < time.Second {
+				used += h
+			}
+			since = now
+			slow.Reset(c.unresponsive())
+		}}
 	if hr.StatusCode >= 200 && hr.StatusCode < 300 {
 		return r, nil, false
 	}
