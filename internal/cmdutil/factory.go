@@ -246,7 +246,8 @@ func (f *Factory) Ledger(ctx context.Context) (*ledger.Store, error) {
 			f.ldErr = err
 			return
 		}
-		f.ld, f.ldErr = ledger.Open(ctx, s.Ledger)
+		// A silent PostgreSQL ledger is bounded as a silent broker is.
+		f.ld, f.ldErr = ledger.OpenWith(ctx, s.Ledger, ledger.Options{Silence: f.Globals.Timeout})
 		if f.ldErr == nil {
 			if h := f.ld.LostOnOpen(); h != nil {
 				fmt.Fprintln(f.IO.ErrOut, "warning: "+f.Redact(h.String()))

@@ -234,7 +234,7 @@ func boolInt(b bool) int {
 // approved it as the ledger knows them (identity.go).
 const authorSchema = 19
 
-// authorCol is batches.author where the schema has it ('' for a ledger
+// authorCol is batches.author where the schema has it (” for a ledger
 // as an older dlqctl wrote it, in tests).
 func (s *Store) authorCol() string {
 	if s.schema < authorSchema {

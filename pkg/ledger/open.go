@@ -19,8 +19,9 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/secret"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
-	_ "modernc.org/sqlite"             // registers "sqlite"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib" // also registers "pgx"
+	_ "modernc.org/sqlite"           // registers "sqlite"
 )
 
 // Errors the exit-code mapper switches on.
@@ -54,6 +55,8 @@ type Store struct {
 	stmts  map[string]*sql.Stmt
 
 	file *fileState // a SQLite ledger's file; nil for PostgreSQL
+	// quiet bounds a PostgreSQL ledger's silence (quiet.go); nil for SQLite.
+	quiet *quiet
 	// schema is the version the store was migrated to: the latest, but
 	// for tests that build a ledger as an older dlqctl left it.
 	schema int
@@ -140,15 +143,36 @@ func ParseDSN(dsn string) (Engine, string, string, error) {
 	return SQLite, dsn, "sqlite://" + dsn, nil
 }
 
-// Open opens (creating and migrating as needed) the ledger at dsn.
-func Open(ctx context.Context, dsn string) (*Store, error) { return open(ctx, dsn, len(migrations)) }
+// Options are how a ledger is opened.
+type Options struct {
+	// Silence bounds how long a PostgreSQL ledger may send nothing while
+	// a statement waits on it (quiet.go): the command's --timeout. Zero
+	// is DefaultSilence.
+	Silence time.Duration
+}
 
-func open(ctx context.Context, dsn string, schema int) (*Store, error) {
+// DefaultSilence is the bound on a PostgreSQL ledger's silence when none
+// is given: --timeout's default.
+const DefaultSilence = 30 * time.Second
+
+// Open opens (creating and migrating as needed) the ledger at dsn.
+func Open(ctx context.Context, dsn string) (*Store, error) { return OpenWith(ctx, dsn, Options{}) }
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
+	return open(ctx, dsn, len(migrations), o)
+}
+
+func open(ctx context.Context, dsn string, schema int, o ...Options) (*Store, error) {
 	engine, source, shown, err := ParseDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
 	s := &Store{engine: engine, shown: shown, schema: schema}
+	silence := DefaultSilence
+	if len(o) > 0 && o[0].Silence > 0 {
+		silence = o[0].Silence
+	}
 	switch engine {
 	case SQLite:
 		if err := os.MkdirAll(filepath.Dir(source), 0o700); err != nil {
@@ -186,11 +210,21 @@ func open(ctx context.Context, dsn string, schema int) (*Store, error) {
 		// handler; other processes still wait on busy_timeout.
 		s.db.SetMaxOpenConns(1)
 	case Postgres:
-		s.db, err = sql.Open("pgx", source)
+		cfg, err := pgx.ParseConfig(source)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrBadDSN, shown, scrub(err, source))
 		}
+		// Opening may migrate, silent until done: bounded loosely until
+		// the store is open, then by the command's --timeout.
+		s.quiet = &quiet{}
+		s.quiet.after.Store(int64(openSilence))
+		cfg.AfterNetConnect = s.quiet.wrap
+		if cfg.ConnectTimeout == 0 {
+			cfg.ConnectTimeout = silence
+		}
+		s.db = stdlib.OpenDB(*cfg)
 		s.db.SetMaxOpenConns(8)
+		defer func() { s.quiet.after.Store(int64(silence)) }()
 	}
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()

@@ -232,7 +232,9 @@ func newExporter(f *cmdutil.Factory, o *Options, logger *slog.Logger, version, r
 		Client: cl,
 		// The ledger is opened by the passes, not here: one that is down
 		// at start is reported (dlqctl_ledger_up 0) and picked up later.
-		Ledger:      func(ctx context.Context) (*ledger.Store, error) { return ledger.Open(ctx, settings.Ledger) },
+		Ledger: func(ctx context.Context) (*ledger.Store, error) {
+			return ledger.OpenWith(ctx, settings.Ledger, ledger.Options{Silence: f.Globals.Timeout})
+		},
 		Policies:    cfg.PolicySetFor(settings.Context),
 		Now:         f.Now,
 		Interval:    o.interval,

@@ -48,6 +48,11 @@ func Main() int {
 func Run(ctx context.Context, f *cmdutil.Factory, args []string) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	// The first signal asks the command to stop cleanly (a replay
+	// finishes its calls, records them and says how to resume); from
+	// then on the signals are the system's again, so a second one ends
+	// the process at once, whatever it waits for.
+	context.AfterFunc(ctx, stop)
 	defer f.Close()
 	cmd := NewCmdRoot(f)
 	cmd.SetArgs(args)
