@@ -86,6 +86,9 @@ func (a *Archiver) Flush(ctx context.Context) error {
 	s := a.s
 	tx := a.tx
 	if tx == nil {
+		if err := s.checkFile(ctx); err != nil {
+			return err
+		}
 		own, err := s.db.BeginTx(ctx, nil)
 		if err != nil {
 			return s.wrap("archiving", err)
@@ -264,6 +267,9 @@ func (s *Store) Departed(ctx context.Context, broker string, since time.Time, fn
 // addresses' rows from the DLQ (the journal says removed): they left
 // under a decision, as a sync would find.
 func (s *Store) MarkRemoved(ctx context.Context, broker, batchID string, now time.Time) error {
+	if err := s.checkFile(ctx); err != nil {
+		return err
+	}
 	_, err := s.exec(ctx, s.db, `UPDATE archive SET gone_at = ?, vanished = 0
 		WHERE broker = ? AND gone_at IS NULL AND EXISTS (SELECT 1 FROM journal j WHERE j.broker = archive.broker
 			AND j.partition_id = archive.partition_id AND j.transaction_id = archive.transaction_id AND j.batch_id = ? AND j.state = 'removed'

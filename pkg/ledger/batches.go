@@ -140,6 +140,9 @@ func (s *Store) CreateBatchFrom(ctx context.Context, b *Batch, n int, next func(
 		b.Status = StatusRecorded
 	}
 	b.Size = n
+	if err := s.checkFile(ctx); err != nil {
+		return err
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return s.wrap("recording the batch", err)
@@ -466,6 +469,9 @@ func (s *Store) SetBatchSettings(ctx context.Context, id string, settings json.R
 // end, so a window's outcomes are those of the batches active in it or
 // still running (OutcomeCounts).
 func (s *Store) SetBatchStatus(ctx context.Context, id, status string, executedAt, now time.Time, outcome map[string]int) error {
+	if err := s.checkFile(ctx); err != nil {
+		return err
+	}
 	out, _ := json.Marshal(outcome)
 	_, err := s.exec(ctx, s.db, `UPDATE batches SET status = ?, executed_at = COALESCE(executed_at, ?), active_at = ?, outcome = ? WHERE id = ?`,
 		status, nullTime(executedAt), fmtTime(now), string(out), id)

@@ -375,6 +375,9 @@ func (s *Store) Acquire(ctx context.Context, broker, batchID, action string, add
 	if len(addrs) == 0 {
 		return out, nil
 	}
+	if err := s.checkFile(ctx); err != nil {
+		return nil, err
+	}
 	fresh := make(map[deadletter.Address]bool, len(addrs))
 	const chunk = 400 // 400 × 14 parameters stays far below PostgreSQL's 65,535
 	for start := 0; start < len(addrs); start += chunk {
@@ -585,6 +588,9 @@ func (s *Store) SaveMany(ctx context.Context, items []SaveItem, owner string, no
 			errs[i] = s.wrap("writing the journal", err)
 		}
 		return errs
+	}
+	if err := s.checkFile(ctx); err != nil {
+		return fail(err)
 	}
 	// Prepared before the transaction takes the (SQLite: only) connection.
 	full, err := s.prepared(ctx, saveSQL)

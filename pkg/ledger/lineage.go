@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -54,6 +55,7 @@ type fileState struct {
 	created bool         // open created the file
 	info    os.FileInfo  // the file as opened
 	lost    *HistoryLost // this open found the history gone
+	gone    *gone        // the file left its path under this command (checkFile)
 }
 
 // LostOnOpen is the loss this open found and recorded, or nil: a command
@@ -157,4 +159,72 @@ func (s *Store) witness(ctx context.Context, now time.Time) {
 	if os.Rename(f.Name(), wp) != nil {
 		os.Remove(f.Name())
 	}
+}
+
+// A SQLite ledger removed (or replaced) under a running command keeps
+// taking its writes, into a file nobody can open again: a discard that
+// archives its rows and then deletes them would leave no archive, and a
+// replay no journal. Every write of a run (a claim, a journal
+// transaction, a batch, the archive, a heartbeat) first asks whether the
+// file at the path is still this one (a stat). The first time it is not,
+// what the open file holds is written back (VACUUM INTO): to the path if
+// nothing stands there, else beside it; and every write from then on is
+// refused, so the command stops and says where its ledger went.
+
+// ErrLedgerGone: the ledger's file was removed or replaced under the
+// command (exit 3).
+var ErrLedgerGone = fmt.Errorf("%w: its file was removed under this command", ErrUnavailable)
+
+// gone is what became of a ledger whose file left its path: the error
+// every write returns from then on.
+type gone struct {
+	once sync.Once
+	err  error
+}
+
+// checkFile returns nil while the ledger's file is the one at its path
+// (always, for PostgreSQL); else it rescues what the file holds, once,
+// and returns why nothing more is written.
+func (s *Store) checkFile(ctx context.Context) error {
+	if s.file == nil {
+		return nil
+	}
+	how := s.Replaced()
+	if how == "" && s.file.gone == nil {
+		return nil
+	}
+	s.fileMu.Lock()
+	if s.file.gone == nil {
+		s.file.gone = &gone{}
+	}
+	g := s.file.gone
+	s.fileMu.Unlock()
+	g.once.Do(func() { g.err = s.rescue(context.WithoutCancel(ctx), how) })
+	return g.err
+}
+
+// rescue writes what the open file holds back where it can be found, and
+// says what happened.
+func (s *Store) rescue(ctx context.Context, how string) error {
+	path := s.file.path
+	to := path
+	if how == "replaced" {
+		to = fmt.Sprintf("%s.rescued-%s", path, time.Now().UTC().Format("20060102T150405"))
+	}
+	if _, err := s.db.ExecContext(ctx, `VACUUM INTO ?`, to); err != nil {
+		return fmt.Errorf("%w: %s was %s while this command had it open, and what it holds could not be written back (%v): what this command recorded is lost with it; nothing more is sent", ErrLedgerGone, path, how, firstLine(err))
+	}
+	if how == "removed" {
+		if fi, err := os.Stat(to); err == nil {
+			s.witnessAt(to, fi.ModTime())
+		}
+		return fmt.Errorf("%w: %s was removed while this command had it open; what it held, and what this command recorded, is written back there, and the command stops: run it again to go on", ErrLedgerGone, path)
+	}
+	return fmt.Errorf("%w: %s was replaced by another file while this command had it open; what this command's ledger held is written to %s, and the command stops: put that file back at %s to go on with it", ErrLedgerGone, path, to, path)
+}
+
+// witnessAt writes the witness of a ledger file written back at path.
+func (s *Store) witnessAt(path string, seen time.Time) {
+	b, _ := json.Marshal(witness{Ledger: path, Seen: seen.UTC().Truncate(time.Second)})
+	_ = os.WriteFile(witnessPath(path), b, 0o600)
 }

@@ -54,7 +54,8 @@ type Store struct {
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt
 
-	file *fileState // a SQLite ledger's file; nil for PostgreSQL
+	file   *fileState // a SQLite ledger's file; nil for PostgreSQL
+	fileMu sync.Mutex
 	// quiet bounds a PostgreSQL ledger's silence (quiet.go); nil for SQLite.
 	quiet *quiet
 	// schema is the version the store was migrated to: the latest, but

@@ -24,12 +24,18 @@ const (
 
 // StartRun records that runner runs the batch now.
 func (s *Store) StartRun(ctx context.Context, id, runner string) error {
+	if err := s.checkFile(ctx); err != nil {
+		return err
+	}
 	_, err := s.exec(ctx, s.db, `UPDATE batches SET runner = ?, beat_at = ? WHERE id = ?`, runner, fmtTime(time.Now()), id)
 	return s.wrap("recording the run", err)
 }
 
 // Beat says runner still runs the batch.
 func (s *Store) Beat(ctx context.Context, id, runner string) error {
+	if err := s.checkFile(ctx); err != nil {
+		return err
+	}
 	_, err := s.exec(ctx, s.db, `UPDATE batches SET beat_at = ? WHERE id = ? AND runner = ?`, fmtTime(time.Now()), id, runner)
 	return s.wrap("recording the run", err)
 }
