@@ -63,25 +63,36 @@ func (c *Client) Get(ctx context.Context, a deadletter.Address) (*Message, error
 // message itself, live or not: callers confirm the address is dead-lettered
 // first.
 func (c *Client) Delete(ctx context.Context, a deadletter.Address) error {
+	_, err := c.Deleted(ctx, a)
+	return err
+}
+
+// Deleted is Delete, and how many rows the broker says it removed: 2.x
+// answers deleted:<n>; -1 where the broker does not say.
+func (c *Client) Deleted(ctx context.Context, a deadletter.Address) (int, error) {
 	path, err := messagePath(a, "")
 	if err != nil {
-		return err
+		return -1, err
 	}
 	body, err := c.do(ctx, http.MethodDelete, path, nil, nil)
 	if err != nil {
-		return err
+		return -1, err
 	}
 	var r struct {
 		Success *bool  `json:"success"`
 		Message string `json:"message"`
+		Deleted *int   `json:"deleted"`
 	}
 	if len(bytes.TrimSpace(body)) > 0 && json.Unmarshal(body, &r) == nil && r.Success != nil && !*r.Success {
 		if strings.Contains(strings.ToLower(r.Message), "not found") {
-			return &HTTPError{Method: http.MethodDelete, URL: c.shown + path, Status: 200, Body: c.snippet(body), Kind: ErrNoDeadLetterRow}
+			return -1, &HTTPError{Method: http.MethodDelete, URL: c.shown + path, Status: 200, Body: c.snippet(body), Kind: ErrNoDeadLetterRow}
 		}
-		return &HTTPError{Method: http.MethodDelete, URL: c.shown + path, Status: 200, Body: c.snippet(body), Kind: ErrUnavailable}
+		return -1, &HTTPError{Method: http.MethodDelete, URL: c.shown + path, Status: 200, Body: c.snippet(body), Kind: ErrUnavailable}
 	}
-	return nil
+	if r.Deleted != nil && *r.Deleted >= 0 {
+		return *r.Deleted, nil
+	}
+	return -1, nil
 }
 
 // Push publishes items; never retried, since a lost answer cannot tell

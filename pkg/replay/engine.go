@@ -23,7 +23,9 @@ type Broker interface {
 	Push(ctx context.Context, items []client.PushItem) ([]client.PushResult, error)
 	Retry(ctx context.Context, a deadletter.Address) (*client.RetryResult, error)
 	Move(ctx context.Context, rowID string, to *client.Destination) (*client.Moved, error)
-	Delete(ctx context.Context, a deadletter.Address) error
+	// Deleted deletes an address's rows and says how many the broker
+	// removed (2.x says it; -1 where the broker does not).
+	Deleted(ctx context.Context, a deadletter.Address) (int, error)
 }
 
 // Journal is what the engine needs of the ledger; *ledger.Store is one.

@@ -304,9 +304,9 @@ func (c *concurrencyBroker) Push(ctx context.Context, items []client.PushItem) (
 	return c.Broker.Push(ctx, items)
 }
 
-func (c *concurrencyBroker) Delete(ctx context.Context, a deadletter.Address) error {
+func (c *concurrencyBroker) Deleted(ctx context.Context, a deadletter.Address) (int, error) {
 	defer c.track()()
-	return c.Broker.Delete(ctx, a)
+	return c.Broker.Deleted(ctx, a)
 }
 
 func TestConcurrencyNeverExceeded(t *testing.T) {

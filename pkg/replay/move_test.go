@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -395,5 +396,28 @@ func TestAMessageTheBrokerHoldsTwiceIsSaid(t *testing.T) {
 	}
 	if twice != 2 || r.b.Depth() != 0 {
 		t.Fatalf("%d listed held twice, depth %d", twice, r.b.Depth())
+	}
+}
+
+// On 2.x the delete after dlqctl's own push says how many rows it
+// removed: fewer than the message had means another hand took one
+// meanwhile. Here the console moved the other row between the push and
+// the delete: the broker holds the message twice, and the report says so
+// where it said "replayed".
+func TestADeleteThatRemovedFewerRowsIsSaid(t *testing.T) {
+	r := newMoveRig(t, sandbox.Queen22, 0, 3)
+	other := map[string]string{} // the address's other row, by transaction id
+	for _, it := range r.items {
+		other[it.Address.TransactionID] = it.AllRows()[1].ID
+	}
+	r.b.SetFaults(sandbox.Faults{Script: func(c sandbox.Call) sandbox.Action {
+		if c.Route == "DELETE /api/v1/messages/{pid}/{txid}" {
+			r.b.ConsoleReplay(other[path.Base(c.Path)])
+		}
+		return sandbox.Serve
+	}})
+	rep := r.run(t, "b", func(o *replay.Options) { o.Concurrency = 1 })
+	if rep.HeldTwice != 3 || rep.Replayed != 3 {
+		t.Fatalf("report %v, held twice %d: want all 3 replayed and said held twice", rep.Outcome(), rep.HeldTwice)
 	}
 }

@@ -290,7 +290,7 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 	}
 	// Published is journaled only if the delete fails (finishDelete);
 	// otherwise the next write is the final one.
-	return e.finishDelete(ctx, ent, func(r *Report) {
+	return e.deleteAfterPush(ctx, it, ent, func(r *Report) {
 		if dup {
 			r.Duplicate++
 		} else {
@@ -343,14 +343,44 @@ func (e *Engine) stopOnRefusal(err error) {
 // finishDelete deletes the row of a published address; a 404 means it is
 // already gone, which is what we wanted.
 func (e *Engine) finishDelete(ctx context.Context, ent *ledger.Entry, count func(r *Report)) error {
+	_, err := e.deleteRows(ctx, ent, count)
+	return err
+}
+
+// deleteAfterPush is finishDelete after a push of this run's own, on a
+// broker that moves: a delete that removed fewer rows than the message
+// had (2.x says how many) is another hand's doing meanwhile, and where
+// it was the console's move, the broker now holds a second copy. The
+// report says which.
+func (e *Engine) deleteAfterPush(ctx context.Context, it Item, ent *ledger.Entry, count func(r *Report)) error {
+	e.mu.Lock()
+	planned := e.rows[it.Address]
+	e.mu.Unlock()
+	n, err := e.deleteRows(ctx, ent, count)
+	if err != nil || n < 0 || n >= planned || !e.o.Release.Moves() {
+		return err
+	}
+	if cp, ferr := e.otherRowCopied(ctx, it, ent.ReplayTxID); ferr == nil && cp != "" {
+		e.heldTwice(it.Address, ent.ReplayTxID, cp)
+		return nil
+	}
+	e.list(it.Address, fmt.Sprintf("replayed as %s; its delete removed %d of the %d rows the message had: another hand removed the others meanwhile (no copy of theirs was found, so none was replayed)", ent.ReplayTxID, n, planned))
+	return nil
+}
+
+// deleteRows deletes a published address's rows and settles it, saying
+// how many rows the broker removed (-1: it did not say, or none were
+// there).
+func (e *Engine) deleteRows(ctx context.Context, ent *ledger.Entry, count func(r *Report)) (int, error) {
 	var err error
+	n := -1
 	for try := 0; try < 3; try++ {
 		if try > 0 {
 			if serr := e.o.Sleep(ctx, time.Duration(try)*300*time.Millisecond); serr != nil {
 				break
 			}
 		}
-		err = e.b.Delete(ctx, ent.Address)
+		n, err = e.b.Deleted(ctx, ent.Address)
 		if err == nil || errors.Is(err, client.ErrNoDeadLetterRow) {
 			err = nil
 			break
@@ -360,15 +390,15 @@ func (e *Engine) finishDelete(ctx context.Context, ent *ledger.Entry, count func
 		// Published stays: the next run only finishes this delete.
 		ent.State, ent.LastError = ledger.Published, err.Error()
 		if serr := e.save(ctx, ent, true); serr != nil {
-			return serr
+			return -1, serr
 		}
 		e.record(func(r *Report) {
 			r.Failed++
 			r.Listed = append(r.Listed, AddrResult{ent.Address, "published, but the dead-letter row could not be deleted: " + err.Error() + " (re-run to finish)"})
 		})
-		return nil
+		return -1, nil
 	}
-	return e.settle(ctx, ent, ledger.Removed, ent.Outcome, "", count)
+	return n, e.settle(ctx, ent, ledger.Removed, ent.Outcome, "", count)
 }
 
 // discard deletes an address whose rows are archived.
@@ -385,7 +415,7 @@ func (e *Engine) discard(pctx, ctx context.Context, it Item, ent *ledger.Entry) 
 	// The command archived every row of the batch before the run began.
 	ent.Action, ent.State, ent.Via = deadletter.Discard, ledger.Pending, ""
 	ent.Attempts++
-	err := e.b.Delete(ctx, a)
+	_, err := e.b.Deleted(ctx, a)
 	switch {
 	case err == nil:
 		return e.settle(ctx, ent, ledger.Removed, "discarded", "", func(r *Report) { r.Discarded++ })

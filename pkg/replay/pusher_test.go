@@ -48,7 +48,7 @@ func (p *pushOnly) Retry(context.Context, deadletter.Address) (*client.RetryResu
 func (p *pushOnly) Move(context.Context, string, *client.Destination) (*client.Moved, error) {
 	return nil, nil
 }
-func (p *pushOnly) Delete(context.Context, deadletter.Address) error { return nil }
+func (p *pushOnly) Deleted(context.Context, deadletter.Address) (int, error) { return -1, nil }
 
 type pushAnswerFor struct {
 	txid string

@@ -57,6 +57,8 @@ type Call struct {
 	// Route is "METHOD pattern" as the broker routes it, e.g.
 	// "POST /api/v1/push", "POST /api/v1/messages/{pid}/{txid}/retry".
 	Route string
+	// Path is the request's path, e.g. "/api/v1/messages/p/t".
+	Path string
 	// N counts the calls of this route since the faults were set, from 1.
 	N int
 	// All counts every call since the faults were set, from 1.

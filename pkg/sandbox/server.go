@@ -52,7 +52,7 @@ func (b *Broker) Handler() http.Handler {
 		}
 		if f.Script != nil {
 			_, pattern := mux.Handler(r)
-			switch a := b.script(f, pattern); a {
+			switch a := b.script(f, pattern, r.URL.Path); a {
 			case Refuse:
 				writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "Service Unavailable"})
 				return
@@ -131,14 +131,14 @@ func refuse(w http.ResponseWriter, r *http.Request, line Line, a Action) bool {
 }
 
 // script counts a call and asks the fault script what to do with it.
-func (b *Broker) script(f Faults, pattern string) Action {
+func (b *Broker) script(f Faults, pattern, path string) Action {
 	b.mu.Lock()
 	if b.scriptN == nil {
 		b.scriptN = map[string]int{}
 	}
 	b.scriptN[pattern]++
 	b.callN++
-	c := Call{Route: pattern, N: b.scriptN[pattern], All: b.callN}
+	c := Call{Route: pattern, Path: path, N: b.scriptN[pattern], All: b.callN}
 	b.mu.Unlock()
 	return f.Script(c)
 }
