@@ -587,7 +587,7 @@ func (w *world) livePayloads() map[string]int {
 // 500s with dlqRowRemoved null or false, lost answers) while the console
 // replays rows beside the batch. It reports the doubles and losses it saw.
 func BenchmarkKillResumeTrials(b *testing.B) {
-	for _, line := range []sandbox.Line{sandbox.Queen15, sandbox.Queen16} {
+	for _, line := range []sandbox.Line{sandbox.Queen15, sandbox.Queen16, sandbox.Queen22} {
 		b.Run(string(line), func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
 			profiles := []sandbox.Faults{
@@ -600,6 +600,15 @@ func BenchmarkKillResumeTrials(b *testing.B) {
 					{Fail503Every: 5, CutEvery: 7, Script: moveFaults(5, sandbox.Maintenance, sandbox.UnknownAfterApply)},
 					{CutEvery: 5, Script: moveFaults(3, sandbox.UnknownNotApplied, sandbox.FailNotApplied, sandbox.UnknownAfterApply)},
 					{Fail503Every: 4, CutEvery: 6, Script: moveFaults(4, sandbox.Maintenance, sandbox.FailNotApplied)},
+				}
+			}
+			if line == sandbox.Queen22 {
+				// 2.x: no maintenance and no dlqRowRemoved null; 503 is no
+				// leader (with Retry-After), 409 a refusal.
+				profiles = []sandbox.Faults{
+					{CutEvery: 7, Script: moveFaults(5, sandbox.NoLeader, sandbox.FailNotApplied)},
+					{CutEvery: 5, Script: moveFaults(3, sandbox.NoLeader)},
+					{Fail503Every: 6, CutEvery: 6, Script: moveFaults(4, sandbox.FailNotApplied, sandbox.NoLeader)},
 				}
 			}
 			vias := []string{"auto", "manual", "endpoint"}
@@ -692,7 +701,7 @@ func trialOnce(b *testing.B, rng *rand.Rand, line sandbox.Line, faults sandbox.F
 	consoled := make(chan struct{})
 	go func() {
 		defer close(consoled)
-		if line != sandbox.Queen16 {
+		if line != sandbox.Queen16 && line != sandbox.Queen22 {
 			return
 		}
 		// Rows of messages one group dead-lettered: a console move of one

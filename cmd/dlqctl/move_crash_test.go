@@ -244,3 +244,39 @@ func TestResumeAfterTheConsoleMovedAnotherRow(t *testing.T) {
 		})
 	}
 }
+
+// A message two groups dead-lettered, one row of which the console moved
+// after a sync saw both: a replay of it to a recovery queue publishes
+// nothing more, since the console's copy in the message's own queue
+// reached every group.
+func TestToQueueAfterTheConsoleMovedARow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real binary")
+	}
+	for _, line := range []sandbox.Line{sandbox.Queen16, sandbox.Queen22} {
+		t.Run(string(line), func(t *testing.T) {
+			w := twoRowWorld(t, line, 3)
+			if out, code := w.run("dlq", "sync"); code != 0 {
+				t.Fatalf("sync: exit %d\n%s", code, out)
+			}
+			var addr string
+			for _, r := range w.b.DeadLetterRows() {
+				if r.ConsumerGroup == "shipping" {
+					addr = r.PartitionID + "/" + r.TransactionID
+					w.b.ConsoleReplay(r.ID)
+					break
+				}
+			}
+			out, code := w.run("dlq", "replay", addr, "--to-queue", "recovery", "--why", "recover", "--yes", "--rate", "0")
+			if code != 0 || !strings.Contains(out, "moved elsewhere") {
+				t.Fatalf("replay to recovery: exit %d\n%s", code, out)
+			}
+			w.books(false)
+			for _, m := range w.b.LiveMessages() {
+				if m.Queue == "recovery" {
+					t.Fatalf("a copy in the recovery queue beside the console's: %s", m.TransactionID)
+				}
+			}
+		})
+	}
+}
