@@ -40,6 +40,10 @@ var (
 	// ErrFull: the broker's disk is full (2.x's 507): nothing more can be
 	// written until someone makes room.
 	ErrFull = errors.New("the broker's storage is full")
+	// ErrStandby: the broker is a standby cluster (Queen 2.1): it answers
+	// reads and refuses every write with 503 "code":"standby" until it is
+	// promoted. Not an election: nothing to wait out.
+	ErrStandby = errors.New("the broker is a standby cluster, which refuses every write until it is promoted")
 	// ErrNotApplied: the broker answered that the call changed nothing
 	// (a move's 500 with dlqRowRemoved:false): safe to repeat.
 	ErrNotApplied = errors.New("the broker changed nothing")
@@ -119,6 +123,8 @@ func (e *HTTPError) Error() string {
 		b.WriteString("; check --server and that the broker is up")
 	case errors.Is(e.Kind, ErrFull):
 		b.WriteString("; the broker can take nothing more until its disk has room")
+	case errors.Is(e.Kind, ErrStandby):
+		b.WriteString("; point --server at the primary cluster, or go on once this one is promoted")
 	}
 	return b.String()
 }

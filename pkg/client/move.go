@@ -120,6 +120,8 @@ func (c *Client) moveCall(ctx context.Context, path string, to *Destination) (*M
 		}
 		retry := false
 		switch {
+		case errors.Is(err, ErrStandby):
+			return nil, err // nothing touched, and nothing will be until promoted
 		case he.Status == 0 && he.NotSent:
 			return nil, err // never reached the broker: safe to send again
 		case he.Status == 0:

@@ -154,13 +154,33 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, pa
 	return nil, last
 }
 
+// backoff is the wait before try (1 for the first retry): what the
+// broker's Retry-After asked, up to 30 s, else the client's Backoff
+// doubled each try up to 5 s, with jitter. It is never negative and
+// never panics, whatever the try count, Backoff or Retry-After.
 func (c *Client) backoff(try int, last error) time.Duration {
 	if ra := RetryAfter(last); ra > 0 {
-		return min(ra, 30*time.Second)
+		return min(ra, maxRetryAfter)
 	}
-	ceil := c.opts.Backoff << (try - 1)
-	ceil = min(ceil, 5*time.Second)
+	ceil := backoffCeiling(c.opts.Backoff, try)
 	return ceil/2 + rand.N(ceil/2+1)
+}
+
+// maxRetryAfter and maxBackoff bound a retry's wait.
+const (
+	maxRetryAfter = 30 * time.Second
+	maxBackoff    = 5 * time.Second
+)
+
+// backoffCeiling is base doubled try-1 times, up to maxBackoff (and at
+// least a millisecond): doubled by a loop that stops at the bound, not by
+// a shift, which overflows into a negative wait past the 35th try.
+func backoffCeiling(base time.Duration, try int) time.Duration {
+	d := min(max(base, time.Millisecond), maxBackoff)
+	for i := 1; i < try && d < maxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxBackoff)
 }
 
 // errRedirect is what checkRedirect refuses with; once turns it into an
@@ -412,14 +432,14 @@ func (c *Client) statusError(method, shown string, hr *http.Response, body []byt
 	case s == http.StatusForbidden:
 		return fail(ErrForbidden), false
 	case s == http.StatusNotFound:
-		if !noSuchRoute(body) && (bytes.Contains(body, []byte(NoDeadLetterText)) || jsonErrorIsNotFound(body)) {
-			return fail(ErrNoDeadLetterRow), false
-		}
-		return fail(ErrRouteMissing), false
+		return fail(notFoundKind(body)), false
 	case s == http.StatusConflict:
 		return fail(ErrRefused), false
 	case s == http.StatusInsufficientStorage:
 		return fail(ErrFull), false
+	case s == http.StatusServiceUnavailable && bodyCode(body) == "standby":
+		// A standby refuses every write until it is promoted: no retry.
+		return fail(ErrStandby), false
 	case s == http.StatusTooManyRequests:
 		return fail(ErrUnavailable), true
 	case s == http.StatusBadGateway || s == http.StatusServiceUnavailable || s == http.StatusGatewayTimeout:
@@ -466,19 +486,49 @@ func errorKind(text string) error {
 	return ErrUnavailable
 }
 
+// notFoundKind reads a 404 by what the broker says, not by its words: a
+// verdict (1.6's and 2.x's move answer result:"gone"), or Queen's own
+// refusal (success:false, or an error the route wrote), is the row gone;
+// code:"no_such_route", or an answer that is not Queen's JSON (the C++
+// server's HTML, a proxy's page, another JSON shape), is a missing route.
+// Only an older server's plain text is read for its words.
+func notFoundKind(body []byte) error {
+	var v struct {
+		Result  *string         `json:"result"`
+		Success *bool           `json:"success"`
+		Error   json.RawMessage `json:"error"`
+		Code    string          `json:"code"`
+	}
+	switch b := bytes.TrimSpace(body); {
+	case json.Unmarshal(b, &v) == nil && len(b) > 0 && b[0] == '{':
+		switch {
+		case v.Code == "no_such_route":
+			return ErrRouteMissing
+		case v.Result != nil && *v.Result == "gone", v.Success != nil && !*v.Success, len(v.Error) > 0:
+			return ErrNoDeadLetterRow
+		}
+		return ErrRouteMissing
+	case bytes.Contains(b, []byte(NoDeadLetterText)):
+		return ErrNoDeadLetterRow
+	}
+	return ErrRouteMissing
+}
+
 // noSuchRoute reports the Rust broker's answer for a path it has no
 // route for: 404 {"error":"Not Found","code":"no_such_route"}.
-func noSuchRoute(body []byte) bool {
+func noSuchRoute(body []byte) bool { return bodyCode(body) == "no_such_route" }
+
+// bodyCode is an error body's "code" ("" when it has none).
+func bodyCode(body []byte) string {
 	var e struct {
 		Code string `json:"code"`
 	}
-	return json.Unmarshal(bytes.TrimSpace(body), &e) == nil && e.Code == "no_such_route"
+	if json.Unmarshal(bytes.TrimSpace(body), &e) != nil {
+		return ""
+	}
+	return e.Code
 }
 
-func jsonErrorIsNotFound(body []byte) bool {
-	k, ok := bodyError(body)
-	return ok && errors.Is(k, ErrNoDeadLetterRow)
-}
 
 func parseRetryAfter(v string) time.Duration {
 	if v == "" {

@@ -187,6 +187,7 @@ func (e *Engine) settle(ctx context.Context, ent *ledger.Entry, state, outcome, 
 // authentication or permission refusal stops the batch, since every other
 // call would be refused too.
 func (e *Engine) fail(ctx context.Context, ent *ledger.Entry, reason string, err error) error {
+	e.stopOnRefusal(err)
 	if errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) {
 		e.mu.Lock()
 		e.rep.AuthRefused = true

@@ -313,7 +313,7 @@ func (e *Engine) pushCopy(ctx context.Context, p client.PushItem) (res client.Pu
 		}
 		res, err = e.pushes.push(p)
 		if err == nil || errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) ||
-			errors.Is(err, client.ErrRefused) || errors.Is(err, client.ErrFull) {
+			errors.Is(err, client.ErrRefused) || errors.Is(err, client.ErrFull) || errors.Is(err, client.ErrStandby) {
 			break
 		}
 	}
@@ -330,9 +330,15 @@ func (e *Engine) pushCopy(ctx context.Context, p client.PushItem) (res client.Pu
 }
 
 // stopOnRefusal stops the batch when the broker refuses what every other
-// call would also need: a 2.x refusal (409) or a full disk (507).
+// call would also need: a 2.x refusal (409), a full disk (507), a standby
+// cluster (503 "standby", which refuses every write until promoted).
 func (e *Engine) stopOnRefusal(err error) {
 	switch {
+	case errors.Is(err, client.ErrStandby):
+		e.mu.Lock()
+		e.rep.BrokerDown = true
+		e.mu.Unlock()
+		e.stop("the broker is a standby cluster (503, code standby): it refuses every write until it is promoted, so nothing more is sent; point --server at the primary, or resume once this cluster is promoted")
 	case errors.Is(err, client.ErrFull):
 		e.stop("the broker's storage is full (507): nothing more can be published until it has room; " + err.Error())
 	case errors.Is(err, client.ErrRefused):

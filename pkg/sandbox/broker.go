@@ -45,6 +45,10 @@ type Faults struct {
 	// file, not stored), and every other call is parked until the client
 	// gives up.
 	DatabaseDown bool
+	// Standby behaves as a Queen 2.1 standby cluster: reads are answered,
+	// every write is refused with 503 and "code":"standby" until the
+	// cluster is promoted, and /health's raft block says it is linked.
+	Standby bool
 	// Script, when set, picks a fault for each call by its route and its
 	// number (a test's exact sequence: the probe meets a 503, the third
 	// push is cut, everything goes silent after the tenth). It is asked

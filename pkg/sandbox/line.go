@@ -90,7 +90,7 @@ func (l Line) healthBody(down bool) map[string]any {
 			"version": l.version(), "shared_state": map[string]any{"enabled": false}, "queen": map[string]any{"pool": "ok"}}
 	case Queen22:
 		body := map[string]any{"status": status, "engine": "raft", "version": l.version(),
-			"raft": map[string]any{"role": "leader", "term": 1, "voters": 1}}
+			"raft": map[string]any{"role": "leader", "term": 1, "voters": 1, "clusterVersion": 2}}
 		if down {
 			body["status"] = "settling"
 		}

@@ -50,6 +50,11 @@ func (b *Broker) Handler() http.Handler {
 			line.noRoute(w)
 			return
 		}
+		if f.Standby && r.Method != http.MethodGet && r.URL.Path != "/api/v1/configure" {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"success": false, "code": "standby",
+				"error": "this cluster is a standby: it takes writes once promoted (POST /api/v1/system/link/promote)"})
+			return
+		}
 		if f.Script != nil {
 			_, pattern := mux.Handler(r)
 			switch a := b.script(f, pattern, r.URL.Path); a {
@@ -269,13 +274,17 @@ func cut(w http.ResponseWriter) {
 
 func (b *Broker) health(w http.ResponseWriter, _ *http.Request) {
 	b.mu.Lock()
-	down, line := b.faults.DatabaseDown, b.line
+	down, standby, line := b.faults.DatabaseDown, b.faults.Standby, b.line
 	b.mu.Unlock()
 	status := http.StatusOK
 	if down {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, line.healthBody(down))
+	body := line.healthBody(down)
+	if raft, ok := body["raft"].(map[string]any); ok && standby {
+		raft["link"] = map[string]any{"role": "standby", "primary": "queen-primary:6632"}
+	}
+	writeJSON(w, status, body)
 }
 
 func (b *Broker) metrics(w http.ResponseWriter, _ *http.Request) {

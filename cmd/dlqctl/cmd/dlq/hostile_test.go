@@ -485,3 +485,81 @@ func TestHostileListCountsRowsItDoesNotSend(t *testing.T) {
 		}
 	}
 }
+
+// A Queen 2.1 standby cluster answers reads and refuses every write with
+// 503 "code":"standby" until it is promoted: a replay or discard stops at
+// its first refusal (not retried as an election would be), names the
+// standby and says how to resume (exit 3); nothing is written.
+func TestStandbyClusterStopsTheBatch(t *testing.T) {
+	b, cli := seeded(t)
+	b.SetLine(sandbox.Queen22)
+	b.SetFaults(sandbox.Faults{Standby: true})
+	for _, args := range [][]string{
+		{"dlq", "replay", "--all", "--why", "x", "--yes", "--rate", "0"},
+		{"dlq", "rm", "--queue", "orders", "--why", "x", "--yes", "--rate", "0"},
+	} {
+		b.ResetCalls()
+		start := time.Now()
+		_, stderr, code := cli.Exec(args...)
+		writes := mutating(b)
+		if code != 3 || !strings.Contains(stderr, "standby cluster") || !strings.Contains(stderr, "--batch") || time.Since(start) > 10*time.Second || writes > 8 || b.Applied() != 0 {
+			t.Fatalf("%v: exit %d after %s, %d writes tried\n%s", args, code, time.Since(start).Round(time.Millisecond), writes, stderr)
+		}
+	}
+}
+
+// A 1.6 broker that words its "gone" answers its own way (another
+// language, a proxy's rewording): the verdict is read from result, not
+// from the words. The console moves rows beside the batch; every message
+// ends up in the broker once, and the run says which the console moved.
+func TestGoneIsReadFromResultNotWords(t *testing.T) {
+	var b *sandbox.Broker
+	var h http.Handler
+	b, cli := hostile(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/api/v1/dlq/") {
+			return false
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		if rec.Code == http.StatusNotFound {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"success":false,"result":"gone","error":"Zeile weg","message":"Diese Zeile wurde schon verschoben"}`)
+			return true
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
+		return true
+	})
+	h = b.Handler()
+	b.SetLine(sandbox.Queen16)
+	moved := 0
+	b.SetFaults(sandbox.Faults{Script: func(c sandbox.Call) sandbox.Action {
+		if c.Route == "POST /api/v1/dlq/{id}/replay" && c.N == 2 {
+			// One row a message: the console moving two rows of one
+			// message publishes it twice by its own hand.
+			seen := map[string]bool{}
+			for _, r := range b.DeadLetterRows() {
+				if a := r.PartitionID + "/" + r.TransactionID; r.Queue == "payments" && !seen[a] && len(seen) < 30 {
+					seen[a] = true
+					moved += b.ConsoleReplay(r.ID)
+				}
+			}
+		}
+		return sandbox.Serve
+	}})
+	_, stderr, code := cli.Exec("dlq", "replay", "--queue", "payments", "--why", "x", "--yes", "--rate", "0", "--order", "none", "--concurrency", "1")
+	if code != 0 && code != 1 || !strings.Contains(stderr, "moved elsewhere") || strings.Contains(stderr, "no move route") || moved == 0 {
+		t.Fatalf("exit %d, the console moved %d\n%s", code, moved, stderr)
+	}
+	live := map[string]int{}
+	for _, m := range b.LiveMessages() {
+		live[string(m.Payload)]++
+		if live[string(m.Payload)] > 1 {
+			t.Fatalf("%s published twice", m.Payload)
+		}
+	}
+}
