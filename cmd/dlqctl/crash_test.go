@@ -778,3 +778,35 @@ func trialOnce(b *testing.B, rng *rand.Rand, line sandbox.Line, faults sandbox.F
 	}
 	return res
 }
+
+// A batch killed twice and resumed to the end: decisions verify counts
+// and asks about every copy the broker holds of it, those a killed run
+// published (the resume's push then came back a duplicate) included.
+func TestVerifyCountsTheCopiesOfKilledRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	w := newWorld(t, 150, 61, "")
+	w.b.SetFaults(sandbox.Faults{CutEvery: 9})
+	out, err := w.cmd("dlq", "decide", "--all", "--action", "replay", "--why", "verify after kills").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimSpace(string(out))
+	args := []string{"dlq", "replay", "--batch", id, "--yes", "--rate", "200", "--via", "manual", "--order", "none"}
+	w.killAfter(400*time.Millisecond, args...)
+	w.killAfter(300*time.Millisecond, args...)
+	w.b.SetFaults(sandbox.Faults{})
+	for i := 0; i < 3; i++ {
+		w.run("dlq", "replay", "--batch", id, "--yes", "--rate", "0", "--via", "manual", "--order", "none")
+	}
+	w.books(false)
+	js, _ := w.run("decisions", "verify", id, "-o", "json")
+	var v struct{ Copies, Unchecked int }
+	if err := json.Unmarshal([]byte(js[strings.Index(js, "{"):]), &v); err != nil {
+		t.Fatalf("%v\n%s", err, js)
+	}
+	if live := len(w.b.LiveMessages()); v.Copies != live || v.Unchecked != 0 {
+		t.Fatalf("verify counts %d copies (%d unchecked), the broker holds %d", v.Copies, v.Unchecked, live)
+	}
+}

@@ -41,6 +41,10 @@ type Verification struct {
 	// Unchecked counts copies the broker could not be asked about (no
 	// address recorded, or the call failed): a later verify asks again.
 	Unchecked int `json:"unchecked"`
+	// NotPublished counts the attempts that may have published a copy
+	// (a run killed after its intent, a push whose answer was lost) and
+	// left none in the broker: they are not copies.
+	NotPublished int `json:"notPublished,omitempty"`
 	// MovedElsewhere counts the copies among these that another hand
 	// published (the broker's console) while the batch held the address.
 	MovedElsewhere int `json:"movedElsewhere"`
@@ -69,6 +73,20 @@ type QueueVerified struct {
 	// PendingGroups counts the pending copies each consumer group has not
 	// consumed, where the broker says (the released server does).
 	PendingGroups map[string]int `json:"pendingGroups,omitempty"`
+	// Groups say, for each consumer group the broker lists for the copies
+	// asked about, how many of them it consumed: a copy is completed only
+	// once every group has (its status alone can say completed while a
+	// group has not).
+	Groups []GroupVerified `json:"groups,omitempty"`
+	groups map[string]*GroupVerified
+}
+
+// GroupVerified is how many of the copies asked about a consumer group
+// consumed, of those the broker lists it for.
+type GroupVerified struct {
+	Name     string `json:"name"`
+	Consumed int    `json:"consumed"`
+	Of       int    `json:"of"`
 }
 
 // CopyState is one copy that is not completed.
@@ -81,6 +99,8 @@ type CopyState struct {
 	// or that dead-lettered it again, where the broker says.
 	Groups []string `json:"consumerGroups,omitempty"`
 	Reason string   `json:"reason,omitempty"`
+	// consumed is what the broker said of each of its groups.
+	consumed []client.GroupConsumed
 }
 
 // unchecked is the status of a copy that could not be asked about.
@@ -144,7 +164,7 @@ func Verify(ctx context.Context, cl *client.Client, ld *ledger.Store, batchID st
 					return nil, err
 				}
 			}
-			if st.Status != unchecked && st.Status != c.Verified {
+			if st.Status != unchecked && st.Status != ledger.CopyNotPublished && st.Status != c.Verified {
 				save = append(save, ledger.Verified{Of: c.Of, Status: st.Status})
 			}
 		}
@@ -236,6 +256,9 @@ func askCopy(ctx context.Context, cl *client.Client, lim *rate.Limiter, c ledger
 	}
 	m, err := cl.Get(ctx, st.Address)
 	switch {
+	case errors.Is(err, client.ErrNoDeadLetterRow) && c.Maybe:
+		st.Status = ledger.CopyNotPublished
+		return st
 	case errors.Is(err, client.ErrNoDeadLetterRow):
 		st.Status = ledger.CopyMissing
 		return st
@@ -246,11 +269,20 @@ func askCopy(ctx context.Context, cl *client.Client, lim *rate.Limiter, c ledger
 	if m.Queue != "" {
 		st.Queue = m.Queue
 	}
-	switch m.Status {
-	case "completed":
-		st.Status = ledger.CopyCompleted
-	case "dead_letter":
+	st.consumed = m.Groups
+	switch {
+	case m.Status == "dead_letter":
 		st.Status, st.Groups = ledger.CopyDeadAgain, m.FailedGroups
+	case len(m.Groups) > 0:
+		// Each group says whether it consumed the copy: completed once
+		// every one has, whatever the status (0.x says completed once
+		// queue mode consumed it).
+		st.Status, st.Groups = ledger.CopyCompleted, m.PendingGroups
+		if len(m.PendingGroups) > 0 {
+			st.Status = ledger.CopyPending
+		}
+	case m.Status == "completed":
+		st.Status = ledger.CopyCompleted
 	default: // pending, processing
 		st.Status, st.Groups = ledger.CopyPending, m.PendingGroups
 	}
@@ -272,6 +304,10 @@ func newTally(batchID string) *tally {
 // add counts one copy's answer, and says whether it is not completed.
 func (t *tally) add(c ledger.Copy, st CopyState) (notCompleted bool) {
 	v := t.v
+	if st.Status == ledger.CopyNotPublished {
+		v.NotPublished++
+		return false
+	}
 	v.Copies++
 	q := t.byQueue[st.Queue]
 	if q == nil {
@@ -280,6 +316,20 @@ func (t *tally) add(c ledger.Copy, st CopyState) (notCompleted bool) {
 	}
 	if c.Verified != ledger.CopyCompleted {
 		v.Asked++
+	}
+	for _, g := range st.consumed {
+		if q.groups == nil {
+			q.groups = map[string]*GroupVerified{}
+		}
+		gv := q.groups[g.Name]
+		if gv == nil {
+			gv = &GroupVerified{Name: g.Name}
+			q.groups[g.Name] = gv
+		}
+		gv.Of++
+		if g.Consumed {
+			gv.Consumed++
+		}
 	}
 	if c.Elsewhere {
 		v.MovedElsewhere++
@@ -315,10 +365,14 @@ func (t *tally) add(c ledger.Copy, st CopyState) (notCompleted bool) {
 // did not reach (it was interrupted) are unchecked.
 func (t *tally) done(total int) *Verification {
 	v := t.v
-	if rest := total - v.Copies; rest > 0 {
+	if rest := total - v.Copies - v.NotPublished; rest > 0 {
 		v.NotAsked, v.Unchecked, v.Copies = rest, v.Unchecked+rest, total
 	}
 	for _, q := range t.byQueue {
+		for _, g := range q.groups {
+			q.Groups = append(q.Groups, *g)
+		}
+		sort.Slice(q.Groups, func(i, j int) bool { return q.Groups[i].Name < q.Groups[j].Name })
 		v.ByQueue = append(v.ByQueue, *q)
 	}
 	sort.Slice(v.ByQueue, func(i, j int) bool { return v.ByQueue[i].Queue < v.ByQueue[j].Queue })

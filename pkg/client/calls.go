@@ -43,6 +43,7 @@ func (c *Client) Get(ctx context.Context, a deadletter.Address) (*Message, error
 	var names []string
 	var consumers []struct {
 		Name     string `json:"name"`
+		Group    string `json:"group"`
 		Consumed bool   `json:"consumed"`
 	}
 	switch {
@@ -50,8 +51,16 @@ func (c *Client) Get(ctx context.Context, a deadletter.Address) (*Message, error
 		m.Message.FailedGroups = names
 	case json.Unmarshal(m.Groups, &consumers) == nil:
 		for _, g := range consumers {
-			if !g.Consumed && g.Name != "" {
-				m.Message.PendingGroups = append(m.Message.PendingGroups, g.Name)
+			name := g.Name
+			if name == "" {
+				name = g.Group
+			}
+			if name == "" {
+				continue
+			}
+			m.Message.Groups = append(m.Message.Groups, GroupConsumed{Name: name, Consumed: g.Consumed})
+			if !g.Consumed {
+				m.Message.PendingGroups = append(m.Message.PendingGroups, name)
 			}
 		}
 	}

@@ -28,6 +28,17 @@ type Message struct {
 	// lists every group with whether it consumed).
 	FailedGroups  []string `json:"-"`
 	PendingGroups []string `json:"-"`
+	// Groups are the consumer groups reading its partition and whether
+	// each has consumed it, where the broker says (0.x, 1.6, 2.x): its
+	// status alone can say completed while a group has not (the 0.x
+	// server calls a message completed once queue mode consumed it).
+	Groups []GroupConsumed `json:"-"`
+}
+
+// GroupConsumed is whether a consumer group consumed a message.
+type GroupConsumed struct {
+	Name     string `json:"name"`
+	Consumed bool   `json:"consumed"`
 }
 
 // PushItem is one message to publish.

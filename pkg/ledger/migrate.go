@@ -231,6 +231,13 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 		at     TEXT NOT NULL,
 		PRIMARY KEY (broker, server)
 	)`},
+	// 21: a copy was recorded completed from the broker's status alone,
+	// which the 0.x server gives once queue mode consumed a message
+	// whatever its other groups did; verify now asks each group. The
+	// verdicts so recorded are forgotten (the next verify asks again), and
+	// the batches they made verified are done again.
+	{sql: `UPDATE journal SET verified = '' WHERE verified = 'completed';
+	UPDATE batches SET status = 'done' WHERE status = 'verified'`},
 }
 
 // SchemaVersion is the schema this binary writes.

@@ -15,6 +15,9 @@ const (
 	CopyPending   = "pending"           // not consumed yet (or being consumed)
 	CopyDeadAgain = "deadLetteredAgain" // back in the DLQ
 	CopyMissing   = "missing"           // gone with no completion: deleted, or retained away
+	// CopyNotPublished: an attempt that may have published a copy (a run
+	// killed or failed after its intent) left none: not a copy.
+	CopyNotPublished = "notPublished"
 )
 
 // Copy is a copy a replay published, from the journal.
@@ -36,12 +39,19 @@ type Copy struct {
 	// Elsewhere: another hand published it (the broker's console, while
 	// the batch held the address); the batch found it there.
 	Elsewhere bool `json:"movedElsewhere,omitempty"`
+	// Maybe: the journal does not say it was published, only that an
+	// attempt under its id was made (a run killed after its intent, a
+	// push whose answer was lost, then failed): the broker may hold it.
+	Maybe bool `json:"maybe,omitempty"`
 }
 
-// copyWhere picks a batch's copies from the journal: its addresses the
-// journal says were replayed (published, or published and removed), and
-// those another hand replayed while the batch held them.
-const copyWhere = `j.batch_id = ? AND j.action = 'replay' AND j.replay_txid <> '' AND (j.state = 'published' OR (j.state = 'removed' AND j.outcome IN ('replayed', 'movedElsewhere')))`
+// copyWhere picks every copy the broker may hold of a batch's replays
+// from the journal: the addresses it says were replayed (published, or
+// published and removed, the push answered queued or duplicate), those
+// another hand replayed while the batch held them, and those an attempt
+// may have published under a recorded id (inflight, failed, unknown: a
+// run killed, or a push's answer lost).
+const copyWhere = `j.batch_id = ? AND j.action = 'replay' AND j.replay_txid <> '' AND (j.state IN ('published', 'inflight', 'failed', 'unknown') OR (j.state = 'removed' AND j.outcome IN ('replayed', 'duplicate', 'movedElsewhere')))`
 
 // CountCopies counts the copies a batch published.
 func (s *Store) CountCopies(ctx context.Context, batchID string) (int, error) {
@@ -54,7 +64,7 @@ func (s *Store) CountCopies(ctx context.Context, batchID string) (int, error) {
 // manifest order, after the one at manifest place after (-1 for the
 // first): a verification holds a page, never the batch.
 func (s *Store) CopiesAfter(ctx context.Context, batchID string, after, limit int) ([]Copy, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT bi.seq, bi.queue, j.partition_id, j.transaction_id, j.replay_partition_id, j.replay_txid, j.replay_queue, j.verified, j.outcome
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT bi.seq, bi.queue, j.partition_id, j.transaction_id, j.replay_partition_id, j.replay_txid, j.replay_queue, j.verified, j.outcome, j.state
 		FROM batch_items bi JOIN journal j ON j.broker = bi.broker AND j.partition_id = bi.partition_id AND j.transaction_id = bi.transaction_id
 		WHERE bi.batch_id = ? AND bi.seq > ? AND `+copyWhere+`
 		ORDER BY bi.seq LIMIT ?`), batchID, after, batchID, limit)
@@ -65,11 +75,12 @@ func (s *Store) CopiesAfter(ctx context.Context, batchID string, after, limit in
 	out := make([]Copy, 0, limit)
 	for rows.Next() {
 		var c Copy
-		var outcome string
-		if err := rows.Scan(&c.Seq, &c.Origin, &c.Of.PartitionID, &c.Of.TransactionID, &c.Address.PartitionID, &c.Address.TransactionID, &c.Queue, &c.Verified, &outcome); err != nil {
+		var outcome, state string
+		if err := rows.Scan(&c.Seq, &c.Origin, &c.Of.PartitionID, &c.Of.TransactionID, &c.Address.PartitionID, &c.Address.TransactionID, &c.Queue, &c.Verified, &outcome, &state); err != nil {
 			return nil, s.wrap("reading the journal", err)
 		}
 		c.Elsewhere = outcome == "movedElsewhere"
+		c.Maybe = state != Published && state != Removed
 		out = append(out, c)
 	}
 	return out, s.wrap("reading the journal", rows.Err())

@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/dustin/go-humanize"
 )
 
 // Age renders a duration the way kubectl does, but with two units past a
@@ -109,6 +111,9 @@ func Duration(d time.Duration) string {
 	}
 	return string(b)
 }
+
+// Count writes a count for people, in thousands: 14,960.
+func Count(n int) string { return humanize.Comma(int64(n)) }
 
 // Plural is "1 thing" or "N things".
 func Plural(n int, one, many string) string {

@@ -198,8 +198,10 @@ type message struct {
 	Encrypted     bool
 	Undecryptable bool
 	Live          bool
-	// Completed: every consumer group has consumed it (Complete).
+	// Completed: every consumer group has consumed it (Complete);
+	// consumed, the groups that have (Consume).
 	Completed bool
+	consumed  map[string]bool
 	CreatedAt time.Time
 	seq       int64
 	offset    int64  // its place in its partition (2.x lists it)
@@ -511,13 +513,80 @@ func (b *Broker) SetLag(queue, group string, lag time.Duration) {
 func (b *Broker) Complete(partitionID, txid string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	m := b.messages[msgKey{partitionID, txid}]
+	m := b.messages[msgKey{b.internalPID(partitionID), txid}]
 	if m == nil {
 		return false
 	}
 	m.Completed = true
 	return true
 }
+
+// Consume marks a live message consumed by the groups named (the queue's
+// consumer groups; __QUEUE_MODE__ for queue mode), as their consumers
+// acknowledging it would.
+func (b *Broker) Consume(partitionID, txid string, groups ...string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m := b.messages[msgKey{b.internalPID(partitionID), txid}]
+	if m == nil {
+		return false
+	}
+	if m.consumed == nil {
+		m.consumed = map[string]bool{}
+	}
+	for _, g := range groups {
+		m.consumed[g] = true
+	}
+	return true
+}
+
+// consumedBy reports whether a group consumed a message.
+func (m *message) consumedBy(g string) bool { return m.Completed || m.consumed[g] }
+
+// statusLocked is a message's status as the line computes it: dead_letter
+// while any group holds a row; completed once its groups consumed it, by
+// the line's rule; else pending. The 0.x server (010_messages.sql at
+// v0.15.4) calls a message of a queue with queue mode completed once
+// queue mode consumed it, whatever its other groups did; 1.6 and 2.x once
+// every named group has (queue mode when there is no named group).
+func (b *Broker) statusLocked(m *message) string {
+	if len(m.rows) > 0 {
+		return "dead_letter"
+	}
+	if m.Completed {
+		return "completed"
+	}
+	groups := b.queues[m.Queue].Groups
+	var named []string
+	queueMode := false
+	for _, g := range groups {
+		if g == queueModeGroup {
+			queueMode = true
+		} else {
+			named = append(named, g)
+		}
+	}
+	all := func(gs []string) bool {
+		for _, g := range gs {
+			if !m.consumedBy(g) {
+				return false
+			}
+		}
+		return len(gs) > 0
+	}
+	switch {
+	case b.line == Queen015 && queueMode && m.consumedBy(queueModeGroup):
+		return "completed"
+	case len(named) > 0 && all(named) && (b.line != Queen015 || !queueMode):
+		return "completed"
+	case len(named) == 0 && queueMode && m.consumedBy(queueModeGroup):
+		return "completed"
+	}
+	return "pending"
+}
+
+// queueModeGroup is how Queen names queue mode's consumers.
+const queueModeGroup = "__QUEUE_MODE__"
 
 // Forget removes a message as retention would: no row, no trace.
 func (b *Broker) Forget(partitionID, txid string) bool {

@@ -99,14 +99,10 @@ func (b *Broker) get(w http.ResponseWriter, r *http.Request) {
 		b.notFoundLocked(w, "Message not found")
 		return
 	}
-	status, groups := "pending", []string{}
-	if m.Completed {
-		status = "completed"
-	}
+	status, groups := b.statusLocked(m), []string{}
 	var errText string
 	retries := 0
 	for _, rw := range m.rows {
-		status = "dead_letter"
 		groups = append(groups, rw.Group)
 		if errText == "" {
 			errText, retries = rw.Error, rw.Retries
@@ -118,7 +114,7 @@ func (b *Broker) get(w http.ResponseWriter, r *http.Request) {
 		// the groups that dead-lettered the message.
 		objs := []map[string]any{}
 		for _, g := range b.queues[m.Queue].Groups {
-			o := map[string]any{"name": g, "consumed": m.Completed, "leaseExpiresAt": nil}
+			o := map[string]any{"name": g, "consumed": m.consumedBy(g), "leaseExpiresAt": nil}
 			if b.line.moves() {
 				o["group"] = g
 			}

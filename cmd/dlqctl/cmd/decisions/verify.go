@@ -183,6 +183,19 @@ func writeVerification(w io.Writer, v *batch.Verification, nc *notCompleted) {
 	if len(rows) > 0 {
 		_ = render.WriteTable(w, []string{"QUEUE", "COMPLETED", "PENDING", "DEAD-LETTERED-AGAIN", "MISSING", "NOT CONSUMED BY"}, rows)
 	}
+	for _, q := range v.ByQueue {
+		if len(q.Groups) == 0 {
+			continue
+		}
+		parts := make([]string, len(q.Groups))
+		for i, g := range q.Groups {
+			parts[i] = fmt.Sprintf("%s: %s of %s consumed", c(deadletter.GroupLabel(g.Name)), render.Count(g.Consumed), render.Count(g.Of))
+		}
+		fmt.Fprintf(w, "%s, by consumer group (of the copies asked now): %s\n", c(q.Queue), strings.Join(parts, "; "))
+	}
+	if v.NotPublished > 0 {
+		fmt.Fprintf(w, "%s of killed or failed runs left no copy in the broker: not copies, not counted\n", render.Plural(v.NotPublished, "attempt", "attempts"))
+	}
 	if len(nc.first) > 0 {
 		fmt.Fprintln(w, "\nNot completed:")
 		rows = nil

@@ -1,0 +1,73 @@
+package dlq_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
+	"github.com/dlqctl/dlqctl/internal/testkit"
+	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/sandbox"
+)
+
+// A queue read by queue mode and two consumer groups: once queue mode
+// consumed the replay's copies, the 0.x server calls each completed
+// whatever the groups did. Verify asks each group: 0 completed, the
+// groups named with their counts, in the table and in JSON; once every
+// group consumed them, every copy is completed at the next verify.
+func TestVerifyAsksEveryConsumerGroup(t *testing.T) {
+	for _, line := range []sandbox.Line{sandbox.Queen015, sandbox.Queen16} {
+		t.Run(string(line), func(t *testing.T) {
+			b, url := testkit.Sandbox(t)
+			b.SetLine(line)
+			b.AddQueue("orders", false, 3, "__QUEUE_MODE__", "billing", "shipping")
+			now := time.Now()
+			for i := range 12 {
+				b.AddDeadLetters(sandbox.DeadLetter{Queue: "orders", Partition: fmt.Sprintf("p%d", i%3), TransactionID: fmt.Sprintf("o-%d", i),
+					ConsumerGroup: "__QUEUE_MODE__", Error: "boom", FailedAt: now.Add(-time.Duration(i+1) * time.Minute), Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
+			}
+			cli := testutil.NewCLI(t, url, root.Run)
+			cli.Clock = now
+			out, stderr, code := cli.Exec("dlq", "replay", "--all", "--why", "fixed", "--yes", "--rate", "0", "-o", "json")
+			if code != 0 {
+				t.Fatalf("replay: exit %d\n%s", code, stderr)
+			}
+			var rep struct{ BatchID string }
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatal(err)
+			}
+			live := b.LiveMessages()
+			for _, m := range live {
+				b.Consume(m.PartitionID, m.TransactionID, "__QUEUE_MODE__")
+			}
+			out, _, code = cli.Exec("decisions", "verify", rep.BatchID)
+			if code != 0 || !strings.Contains(out, "0 completed, 12 pending") || !strings.Contains(out, "billing: 0 of 12 consumed") ||
+				!strings.Contains(out, "shipping: 0 of 12 consumed") || !strings.Contains(out, "(queue mode): 12 of 12 consumed") {
+				t.Fatalf("queue mode alone consumed them: exit %d\n%s", code, out)
+			}
+			js, _, _ := cli.Exec("decisions", "verify", rep.BatchID, "-o", "json")
+			var v struct {
+				Completed int
+				ByQueue   []struct {
+					Groups []struct {
+						Name         string
+						Consumed, Of int
+					}
+				}
+			}
+			if err := json.Unmarshal([]byte(js), &v); err != nil || v.Completed != 0 || len(v.ByQueue) != 1 || len(v.ByQueue[0].Groups) != 3 {
+				t.Fatalf("json: %v\n%s", err, js)
+			}
+			for _, m := range live {
+				b.Consume(m.PartitionID, m.TransactionID, "billing", "shipping")
+			}
+			out, _, code = cli.Exec("decisions", "verify", rep.BatchID)
+			if code != 0 || !strings.Contains(out, "12 completed, 0 pending") || !strings.Contains(out, "the batch is verified") {
+				t.Fatalf("every group consumed them: exit %d\n%s", code, out)
+			}
+		})
+	}
+}
