@@ -103,6 +103,9 @@ func Show(w, warn io.Writer, pal *render.Palette, res inspect.ShowResult) {
 				via = "another hand"
 			}
 			fmt.Fprintf(w, "  replayed as transaction id %s (partition %s) via %s; %s\n", c(cp.TransactionID), c(cp.PartitionID), via, now)
+			if cp.Envelope {
+				fmt.Fprintln(w, "  warning: the copy is the encryption envelope of a row the broker could not decrypt, pushed as it was: no consumer can read it")
+			}
 		}
 		if j.LastError != "" {
 			fmt.Fprintf(w, "  last error: %s\n", c(j.LastError))

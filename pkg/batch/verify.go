@@ -41,6 +41,10 @@ type Verification struct {
 	// Unchecked counts copies the broker could not be asked about (no
 	// address recorded, or the call failed): a later verify asks again.
 	Unchecked int `json:"unchecked"`
+	// Envelopes counts the copies whose payload is an encryption envelope:
+	// a 2.x broker (or its console) moved a row it could not decrypt and
+	// pushed the envelope as it was, which no consumer can read.
+	Envelopes int `json:"envelopeCopies,omitempty"`
 	// NotPublished counts the attempts that may have published a copy
 	// (a run killed after its intent, a push whose answer was lost) and
 	// left none in the broker: they are not copies.
@@ -99,8 +103,10 @@ type CopyState struct {
 	// or that dead-lettered it again, where the broker says.
 	Groups []string `json:"consumerGroups,omitempty"`
 	Reason string   `json:"reason,omitempty"`
-	// consumed is what the broker said of each of its groups.
+	// consumed is what the broker said of each of its groups; envelope,
+	// that its payload is an encryption envelope.
 	consumed []client.GroupConsumed
+	envelope bool
 }
 
 // unchecked is the status of a copy that could not be asked about.
@@ -270,6 +276,7 @@ func askCopy(ctx context.Context, cl *client.Client, lim *rate.Limiter, c ledger
 		st.Queue = m.Queue
 	}
 	st.consumed = m.Groups
+	st.envelope = deadletter.IsEnvelope(m.Payload)
 	switch {
 	case m.Status == "dead_letter":
 		st.Status, st.Groups = ledger.CopyDeadAgain, m.FailedGroups
@@ -333,6 +340,9 @@ func (t *tally) add(c ledger.Copy, st CopyState) (notCompleted bool) {
 	}
 	if c.Elsewhere {
 		v.MovedElsewhere++
+	}
+	if st.envelope {
+		v.Envelopes++
 	}
 	switch st.Status {
 	case ledger.CopyCompleted:

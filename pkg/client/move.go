@@ -126,6 +126,10 @@ func (c *Client) moveCall(ctx context.Context, path string, to *Destination) (*M
 			return nil, err // never reached the broker: safe to send again
 		case he.Status == 0:
 			return nil, &moveError{ErrOutcomeUnknown, err}
+		case he.Status == http.StatusServiceUnavailable && c.inDoubt(he.raw):
+			// A later 2.x raft answers an in-doubt commit with 503: the
+			// move may have happened.
+			return nil, &moveError{ErrOutcomeUnknown, err}
 		case he.Status == http.StatusServiceUnavailable:
 			// Nothing touched: maintenance (1.6), no leader (2.x).
 			retry = time.Since(start) < c.unresponsive()
@@ -149,6 +153,29 @@ func (c *Client) moveCall(ctx context.Context, path string, to *Destination) (*M
 			return nil, serr
 		}
 	}
+}
+
+// inDoubt reports whether a 503 to a move may have changed something: an
+// in-doubt commit (outcome_unknown), or, from a 2.x broker, any 503 that
+// does not say nothing was touched (no_leader); 1.6's maintenance and a
+// broker of another line touched nothing.
+func (c *Client) inDoubt(body []byte) bool {
+	var v struct {
+		Result string `json:"result"`
+		Code   string `json:"code"`
+		Error  any    `json:"error"`
+	}
+	_ = json.Unmarshal(bytes.TrimSpace(body), &v)
+	said, _ := v.Error.(string)
+	switch {
+	case v.Code == "outcome_unknown" || said == "outcome_unknown" || v.Result == "outcome_unknown":
+		return true
+	case v.Result == "maintenance" || v.Code == "no_leader" || said == "no_leader":
+		return false
+	}
+	c.releaseMu.Lock()
+	defer c.releaseMu.Unlock()
+	return c.release != nil && c.release.Line == Line2
 }
 
 // rowRemoved is a failed move's dlqRowRemoved as it was written: "true",

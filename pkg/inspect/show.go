@@ -46,6 +46,9 @@ type ReplayedCopy struct {
 	TransactionID string `json:"transactionId"`
 	Queue         string `json:"queue,omitempty"`
 	Status        string `json:"status,omitempty"`
+	// Envelope: the copy's payload is an encryption envelope (a 2.x move
+	// of a row the broker could not decrypt pushes it as it was).
+	Envelope bool `json:"envelope,omitempty"`
 }
 
 // Lookup gathers everything known about one address: the broker's detail
@@ -204,7 +207,7 @@ func showHistory(ctx context.Context, cl *client.Client, ld *ledger.Store, addr 
 		cp.PartitionID = addr.PartitionID
 	}
 	if m, err := cl.Get(ctx, deadletter.Address{PartitionID: cp.PartitionID, TransactionID: cp.TransactionID}); err == nil {
-		cp.Status, cp.Queue = m.Status, m.Queue
+		cp.Status, cp.Queue, cp.Envelope = m.Status, m.Queue, deadletter.IsEnvelope(m.Payload)
 	} else if errors.Is(err, client.ErrNoDeadLetterRow) {
 		cp.Status = "not found"
 	}

@@ -144,6 +144,17 @@ func (e *Engine) heldTwice(a deadletter.Address, ours, theirs string) {
 	})
 }
 
+// anyRowCopied is the copy id of any row of the item's message (its own
+// selected rows' included) that the broker holds, "" when none is.
+func (e *Engine) anyRowCopied(ctx context.Context, it Item) (string, error) {
+	if cp := client.CopyID(it.Rows[0].ID); it.Rows[0].ID != "" {
+		if found, err := e.copyFound(ctx, it, cp); err != nil || found {
+			return map[bool]string{true: cp}[found], err
+		}
+	}
+	return e.otherRowCopied(ctx, it, "")
+}
+
 // otherRowCopied is the copy id of a row of the item's message, other
 // than the one its copy is published under (and own, the copy id its
 // journal names), that the broker holds: another hand moved that row.

@@ -421,3 +421,59 @@ func TestADeleteThatRemovedFewerRowsIsSaid(t *testing.T) {
 		t.Fatalf("report %v, held twice %d: want all 3 replayed and said held twice", rep.Outcome(), rep.HeldTwice)
 	}
 }
+
+// 2.x's console moves a row the broker cannot decrypt, the envelope as
+// the copy: dlqctl never replays an envelope, but a row the console moved
+// while the batch held it is said moved elsewhere, not "left in place".
+func TestConsoleMovedAnUndecryptableRow(t *testing.T) {
+	r := newMoveRig(t, sandbox.Queen22, 0, 0)
+	r.b.AddQueue("secrets", true, 3, "billing")
+	r.b.AddDeadLetters(
+		sandbox.DeadLetter{Queue: "secrets", Partition: "p", TransactionID: "s-1", ConsumerGroup: "billing", Error: "decryption failed", FailedAt: time.Now().Add(-time.Minute), Data: json.RawMessage(`{"card":1}`), Undecryptable: true},
+		sandbox.DeadLetter{Queue: "secrets", Partition: "p", TransactionID: "s-2", ConsumerGroup: "billing", Error: "decryption failed", FailedAt: time.Now().Add(-2 * time.Minute), Data: json.RawMessage(`{"card":2}`), Undecryptable: true},
+	)
+	r.items = r.snapshot(t)
+	if r.b.ConsoleReplay(r.items[0].Rows[0].ID) != 1 {
+		t.Fatal("the console did not move the undecryptable row")
+	}
+	rep := r.run(t, "b", nil)
+	if rep.MovedElsewhere != 1 || rep.SkippedEncrypted != 1 {
+		t.Fatalf("report %v: want the moved one said moved elsewhere, the other skipped", rep.Outcome())
+	}
+	live := r.b.LiveMessages()
+	if len(live) != 1 || !deadletter.IsEnvelope(live[0].Payload) {
+		t.Fatalf("the copy: %+v", live)
+	}
+}
+
+// A later 2.x raft answers an in-doubt commit with 503 and Retry-After:
+// the move may have happened. Read as an unknown outcome (the copy looked
+// for, the row moved again where it is not there), every message is
+// replayed once and none is taken for another hand's.
+func TestInDoubtMoveOn2x(t *testing.T) {
+	r := newMoveRig(t, sandbox.Queen22, 20, 0)
+	r.b.SetFaults(sandbox.Faults{Script: func(c sandbox.Call) sandbox.Action {
+		if c.Route == "POST /api/v1/dlq/{id}/replay" && c.N%3 == 0 {
+			return []sandbox.Action{sandbox.UnknownAfterApply, sandbox.UnknownNotApplied}[c.N/3%2]
+		}
+		return sandbox.Serve
+	}})
+	replayed := 0
+	for i := 0; ; i++ {
+		rep := r.run(t, "b", nil)
+		replayed += rep.Replayed
+		if rep.MovedElsewhere != 0 {
+			t.Fatalf("run %d: report %v: a move of this batch's taken for another hand's", i, rep.Outcome())
+		}
+		if rep.Clean() {
+			break
+		}
+		if i == 5 {
+			t.Fatalf("never clean: %v", rep.Outcome())
+		}
+	}
+	if replayed != 20 {
+		t.Fatalf("%d replayed in all", replayed)
+	}
+	r.books(t)
+}

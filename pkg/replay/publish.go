@@ -94,6 +94,15 @@ func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) e
 		payload = m.Payload
 	}
 	if deadletter.IsEnvelope(payload) {
+		if e.o.Release.Moves() {
+			// 2.x's console moves a row it cannot decrypt, the envelope as
+			// the copy: a row moved meanwhile is not left in place.
+			if cp, err := e.anyRowCopied(ctx, it); err != nil {
+				return e.fail(ctx, ent, "failed: looking for a copy another hand published: ", err)
+			} else if cp != "" {
+				return e.movedElsewhere(ctx, ent, cp)
+			}
+		}
 		return e.settle(ctx, ent, ledger.Skipped, "undecryptable", "", func(r *Report) {
 			r.SkippedEncrypted++
 			r.Listed = append(r.Listed, AddrResult{a, "skipped: undecryptable envelope (wrong or rotated key); left in place"})

@@ -109,9 +109,10 @@ func (b *Broker) list(w http.ResponseWriter, r *http.Request) {
 type listQuery struct {
 	limit, offset           int
 	queue, group, partition string
-	// groupSet: an empty consumerGroup= was given, which 2.x takes as
-	// the group "" (nothing matches) where 1.x drops the filter.
-	groupSet bool
+	// groupSet, queueSet: consumerGroup= or queue= was given, which 2.x
+	// takes even empty, as the name "" (nothing matches), where 1.x
+	// drops an empty filter.
+	groupSet, queueSet bool
 	from, to time.Time
 }
 
@@ -128,6 +129,10 @@ func (b *Broker) listQuery(r *http.Request) (lq listQuery, bad string) {
 		switch {
 		case err != nil && b.line.rust() && b.line != Queen15:
 			return def, true // 1.6 and 2.x fall back to the default
+		case n < 0 && name == "limit" && b.line == Queen16:
+			return 500, true // 1.6 takes a negative limit for 500
+		case n < 0 && name == "limit" && b.line == Queen22:
+			return 100, true // 2.x, for its default
 		case err != nil || n < 0:
 			return 0, false
 		}
@@ -141,8 +146,11 @@ func (b *Broker) listQuery(r *http.Request) (lq listQuery, bad string) {
 		return lq, "offset"
 	}
 	if b.line == Queen22 {
+		// 2.x clamps limit, and an empty queue= or consumerGroup= is the
+		// name "", which matches nothing (1.6 takes either as no filter).
 		lq.limit = min(max(lq.limit, 1), 1000)
 		_, lq.groupSet = q["consumerGroup"]
+		_, lq.queueSet = q["queue"]
 	}
 	lq.queue, lq.group = q.Get("queue"), q.Get("consumerGroup")
 	if b.line == Queen15 {
@@ -161,11 +169,11 @@ func (b *Broker) listQuery(r *http.Request) (lq listQuery, bad string) {
 // changes.
 func (b *Broker) pageLocked(lq listQuery) ([]*row, int) {
 	match := func(rw *row) bool {
-		return (lq.queue == "" || rw.msg.Queue == lq.queue) && (lq.group == "" && !lq.groupSet || rw.Group == lq.group) &&
+		return (lq.queue == "" && !lq.queueSet || rw.msg.Queue == lq.queue) && (lq.group == "" && !lq.groupSet || rw.Group == lq.group) &&
 			(lq.partition == "" || rw.msg.Partition == lq.partition) &&
 			(lq.from.IsZero() || !rw.FailedAt.Before(lq.from)) && (lq.to.IsZero() || rw.FailedAt.Before(lq.to))
 	}
-	filtered := lq.queue != "" || lq.group != "" || lq.groupSet || lq.partition != "" || !lq.from.IsZero() || !lq.to.IsZero()
+	filtered := lq.queue != "" || lq.queueSet || lq.group != "" || lq.groupSet || lq.partition != "" || !lq.from.IsZero() || !lq.to.IsZero()
 	all := b.rows
 	switch {
 	case b.line == Queen015:

@@ -87,9 +87,10 @@ func (b *Broker) moveLocked(w http.ResponseWriter, r *http.Request, rw *row, des
 		gone()
 		return
 	}
-	if rw.msg.Undecryptable {
-		// Assumed: the broker cannot decrypt the snapshot to push it, and
-		// rolls back (nothing is written, the row stays).
+	if rw.msg.Undecryptable && b.line != Queen22 {
+		// Assumed (1.6): the broker cannot decrypt the snapshot to push
+		// it, and rolls back (nothing is written, the row stays). 2.x
+		// pushes the envelope as the copy instead (moveRowLocked).
 		writeJSON(w, http.StatusInternalServerError, map[string]any{"success": false, "error": "decrypt failed: bad auth tag",
 			"dlqRowRemoved": false, "message": "The replay was rolled back; nothing changed"})
 		return
@@ -100,7 +101,7 @@ func (b *Broker) moveLocked(w http.ResponseWriter, r *http.Request, rw *row, des
 	b.mu.Unlock()
 	switch after {
 	case UnknownAfterApply:
-		writeJSON(w, http.StatusInternalServerError, unknownBody())
+		writeUnknown(w, b.line)
 		return
 	case Serve:
 	default:
@@ -123,6 +124,9 @@ func (b *Broker) moveRowLocked(rw *row, dest moveDest) map[string]any {
 		partition = dest.partition
 	}
 	txid := "dlq:" + rw.id
+	// A snapshot the broker cannot decrypt is pushed as it is, the
+	// envelope as the copy's payload (2.x: decrypt_payload_bytes(..)
+	// .unwrap_or(..)).
 	copied, dup := b.pushLocked(queue, partition, txid, readPayload(m))
 	result, status, msgID := "moved", "queued", copied.ID
 	if dup {
@@ -142,6 +146,19 @@ func (b *Broker) moveRowLocked(rw *row, dest moveDest) map[string]any {
 func unknownBody() map[string]any {
 	return map[string]any{"success": false, "error": "connection reset while reading the verdict", "dlqRowRemoved": nil,
 		"message": "The replay's outcome is unknown: re-read the dead-letter list before anything else"}
+}
+
+// writeUnknown answers a move whose outcome is in doubt: 1.6's 500 with
+// dlqRowRemoved null; a later 2.x raft's 503 with Retry-After for an
+// in-doubt commit (outcome_unknown).
+func writeUnknown(w http.ResponseWriter, line Line) {
+	if line == Queen22 {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"success": false, "error": "outcome_unknown", "code": "outcome_unknown",
+			"message": "the commit is in doubt: read the row and the copy before anything else"})
+		return
+	}
+	writeJSON(w, http.StatusInternalServerError, unknownBody())
 }
 
 // readMoveBody reads a move's optional body: nothing, {}, or an object
@@ -185,8 +202,8 @@ func (b *Broker) ConsoleReplay(ids ...string) int {
 	n := 0
 	for _, id := range ids {
 		rw := b.byRowID[id]
-		if rw == nil || rw.msg.Undecryptable {
-			continue
+		if rw == nil || rw.msg.Undecryptable && b.line != Queen22 {
+			continue // 2.x's console moves it all the same, the envelope as the copy
 		}
 		if body := b.moveRowLocked(rw, moveDest{}); body["result"] == "moved" {
 			n++
@@ -205,7 +222,7 @@ func (b *Broker) ConsoleReplayNewest(queue, group string, limit int) []string {
 		if len(ids) == limit {
 			break
 		}
-		if (queue == "" || rw.msg.Queue == queue) && (group == "" || rw.Group == group) && !rw.msg.Undecryptable {
+		if (queue == "" || rw.msg.Queue == queue) && (group == "" || rw.Group == group) && (!rw.msg.Undecryptable || b.line == Queen22) {
 			ids = append(ids, rw.id)
 		}
 	}
@@ -298,7 +315,9 @@ func (b *Broker) recordTrace(w http.ResponseWriter, r *http.Request) {
 		TraceNames    json.RawMessage `json:"traceNames"`
 		Data          json.RawMessage `json:"data"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.TransactionID == "" || req.PartitionID == "" {
+	// 2.x takes a trace without a partition id (a decimal one, or a
+	// UUID, when given); 1.x needs both.
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.TransactionID == "" || req.PartitionID == "" && b.Line() != Queen22 {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "transactionId and partitionId are required"})
 		return
 	}
@@ -312,9 +331,18 @@ func (b *Broker) recordTrace(w http.ResponseWriter, r *http.Request) {
 		if json.Unmarshal(req.TraceNames, &one) == nil && one != "" {
 			names = []string{one}
 		}
+		if b.Line() == Queen22 && len(req.TraceNames) > 0 {
+			// 2.x takes traceNames as an array only.
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "traceNames must be an array of strings"})
+			return
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.line == Queen22 && req.PartitionID != "" && !b.knownPartitionLocked(req.PartitionID) {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "Partition not found"})
+		return
+	}
 	b.count("POST /api/v1/traces")
 	if !b.mutatingLocked(w) {
 		return
@@ -331,18 +359,41 @@ func (b *Broker) recordTrace(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, map[string]any{"success": true, "traceId": b.nextIDLocked()})
 }
 
-// tracesOf is GET /api/v1/traces/{pid}/{txid}, oldest first.
+// tracesOf is GET /api/v1/traces/{pid}/{txid}: 1.x oldest first as
+// {traces}; 2.x newest first as {traces, events, total, pagination},
+// every key in both cases.
 func (b *Broker) tracesOf(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := []map[string]any{}
 	for i, t := range b.traces {
-		if t.PartitionID == r.PathValue("pid") && t.TransactionID == r.PathValue("txid") {
-			out = append(out, map[string]any{"id": i + 1, "event_type": t.EventType, "data": t.Data, "consumer_group": t.ConsumerGroup,
-				"worker_id": "seg-rust", "created_at": t.At.Format(tsLayout), "trace_names": t.TraceNames})
+		if b.internalPID(t.PartitionID) == b.internalPID(r.PathValue("pid")) && t.TransactionID == r.PathValue("txid") {
+			ev := map[string]any{"id": i + 1, "event_type": t.EventType, "data": t.Data, "consumer_group": t.ConsumerGroup,
+				"worker_id": "seg-rust", "created_at": t.At.Format(tsLayout), "trace_names": t.TraceNames}
+			if b.line == Queen22 {
+				ev["eventType"], ev["consumerGroup"], ev["workerId"], ev["createdAt"], ev["traceNames"] = t.EventType, t.ConsumerGroup, "raft", t.At.Format(tsLayout), t.TraceNames
+			}
+			out = append(out, ev)
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"traces": out})
+	if b.line != Queen22 {
+		writeJSON(w, http.StatusOK, map[string]any{"traces": out})
+		return
+	}
+	slices.Reverse(out)
+	writeJSON(w, http.StatusOK, map[string]any{"traces": out, "events": out, "total": len(out), "pagination": map[string]any{"limit": 200, "offset": 0}})
+}
+
+// knownPartitionLocked reports whether a partition id (2.x's decimal
+// number, or a UUID) names a partition the broker has.
+func (b *Broker) knownPartitionLocked(pid string) bool {
+	id := b.internalPID(pid)
+	for _, p := range b.parts {
+		if p == id {
+			return true
+		}
+	}
+	return false
 }
 
 // kvNamespaces is 1.6's GET /api/v1/resources/kv/namespaces: its

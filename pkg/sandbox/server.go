@@ -120,7 +120,7 @@ func refuse(w http.ResponseWriter, r *http.Request, line Line, a Action) bool {
 		writeJSON(w, http.StatusInternalServerError, map[string]any{"success": false, "error": "replay failed: could not serialize access",
 			"dlqRowRemoved": false, "message": "The replay was rolled back; nothing changed"})
 	case a == UnknownNotApplied && move:
-		writeJSON(w, http.StatusInternalServerError, unknownBody())
+		writeUnknown(w, line)
 	case a == NoLeader && (move || push):
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Retry-After", "1")

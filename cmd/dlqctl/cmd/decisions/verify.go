@@ -193,6 +193,10 @@ func writeVerification(w io.Writer, v *batch.Verification, nc *notCompleted) {
 		}
 		fmt.Fprintf(w, "%s, by consumer group (of the copies asked now): %s\n", c(q.Queue), strings.Join(parts, "; "))
 	}
+	if v.Envelopes > 0 {
+		fmt.Fprintf(w, "%s the encryption envelope of a row the broker could not decrypt, pushed as it was (a 2.x move, the console's or dlqctl's): no consumer can read %s\n",
+			render.Plural(v.Envelopes, "copy is", "copies are"), map[bool]string{true: "it", false: "them"}[v.Envelopes == 1])
+	}
 	if v.NotPublished > 0 {
 		fmt.Fprintf(w, "%s of killed or failed runs left no copy in the broker: not copies, not counted\n", render.Plural(v.NotPublished, "attempt", "attempts"))
 	}

@@ -71,3 +71,37 @@ func TestVerifyAsksEveryConsumerGroup(t *testing.T) {
 		})
 	}
 }
+
+// The console of a 2.x broker moved a row the broker cannot decrypt
+// while a batch held it: the copy is the envelope as it was. The batch
+// says moved elsewhere; verify and show say the copy is an envelope.
+func TestAnEnvelopeCopyIsSaid(t *testing.T) {
+	b, url := testkit.Sandbox(t)
+	b.SetLine(sandbox.Queen22)
+	b.AddQueue("secrets", true, 3, "billing")
+	now := time.Now()
+	b.AddDeadLetters(sandbox.DeadLetter{Queue: "secrets", Partition: "p", TransactionID: "s-1", ConsumerGroup: "billing", Error: "decryption failed",
+		FailedAt: now.Add(-time.Minute), Data: json.RawMessage(`{"card":1}`), Undecryptable: true})
+	moved := false
+	b.SetFaults(sandbox.Faults{Script: func(c sandbox.Call) sandbox.Action {
+		if !moved && c.Route == "GET /api/v1/messages/{pid}/{txid}" {
+			moved = true
+			b.ConsoleReplayNewest("secrets", "", 1)
+		}
+		return sandbox.Serve
+	}})
+	cli := testutil.NewCLI(t, url, root.Run)
+	cli.Clock = now
+	out, stderr, code := cli.Exec("dlq", "replay", "--all", "--why", "x", "--yes", "--rate", "0", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"movedElsewhere": 1`) {
+		t.Fatalf("replay: exit %d\n%s\n%s", code, out, stderr)
+	}
+	var rep struct{ BatchID string }
+	_ = json.Unmarshal([]byte(out), &rep)
+	if out, _, _ := cli.Exec("decisions", "verify", rep.BatchID); !strings.Contains(out, "1 copy is the encryption envelope") {
+		t.Fatalf("verify:\n%s", out)
+	}
+	if out, _, _ := cli.Exec("dlq", "show", "s-1"); !strings.Contains(out, "the copy is the encryption envelope") {
+		t.Fatalf("show:\n%s", out)
+	}
+}
