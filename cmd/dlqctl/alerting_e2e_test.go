@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 )
 
 // The alerting path with the real parts: a sandbox broker, the real

@@ -19,12 +19,12 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 // BenchmarkLsMemory runs the real binary's `dlq ls -o ndjson` and

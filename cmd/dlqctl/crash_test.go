@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 var (
@@ -588,7 +588,7 @@ func (w *world) livePayloads() map[string]int {
 // replays rows beside the batch. It reports the doubles and losses it saw.
 func BenchmarkKillResumeTrials(b *testing.B) {
 	for _, line := range []sandbox.Line{sandbox.Queen15, sandbox.Queen16, sandbox.Queen22} {
-		b.Run(string(line), func(b *testing.B) {
+		b.Run(line.String(), func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
 			profiles := []sandbox.Faults{
 				{Fail503Every: 5, CutEvery: 7},

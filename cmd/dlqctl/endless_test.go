@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 )
 
 // A broker whose list answer never ends, every row of it valid and new:

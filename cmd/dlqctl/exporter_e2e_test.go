@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testkit"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 // lockedLog is a process's output, written by one goroutine and read

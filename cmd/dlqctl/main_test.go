@@ -19,7 +19,7 @@ import (
 	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
 	"github.com/dlqctl/dlqctl/internal/e2e"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 

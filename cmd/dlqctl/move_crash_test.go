@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 // killWhen starts a command and SIGKILLs it once ready says so (a call
@@ -220,7 +220,7 @@ func TestResumeAfterTheConsoleMovedAnotherRow(t *testing.T) {
 		t.Skip("builds and kills the real binary")
 	}
 	for _, line := range []sandbox.Line{sandbox.Queen16, sandbox.Queen22} {
-		t.Run(string(line), func(t *testing.T) {
+		t.Run(line.String(), func(t *testing.T) {
 			w := twoRowWorld(t, line, 12)
 			rec := w.killAfterLine("Recorded batch", 250*time.Millisecond,
 				"dlq", "replay", "--all", "--rate", "6", "--order", "none", "--why", "crash test", "--yes")
@@ -254,7 +254,7 @@ func TestToQueueAfterTheConsoleMovedARow(t *testing.T) {
 		t.Skip("runs the real binary")
 	}
 	for _, line := range []sandbox.Line{sandbox.Queen16, sandbox.Queen22} {
-		t.Run(string(line), func(t *testing.T) {
+		t.Run(line.String(), func(t *testing.T) {
 			w := twoRowWorld(t, line, 3)
 			if out, code := w.run("dlq", "sync"); code != 0 {
 				t.Fatalf("sync: exit %d\n%s", code, out)

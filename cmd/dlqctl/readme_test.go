@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	dlqctl "github.com/dlqctl/dlqctl"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 

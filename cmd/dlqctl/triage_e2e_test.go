@@ -12,9 +12,9 @@ import (
 	"time"
 
 	dlqctl "github.com/dlqctl/dlqctl"
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 // terminal is the real dlqctl binary in a tmux pane of 80×24: the test

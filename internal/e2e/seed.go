@@ -22,9 +22,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 // Seeded says what a seeding made.

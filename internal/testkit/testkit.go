@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl"
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 // Now is the fixed clock of the tests and the golden files.

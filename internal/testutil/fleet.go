@@ -11,7 +11,7 @@ import (
 
 	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 )
 
 // Fleet is a CLI whose config has three contexts, each with its own

@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 func newClient(t testing.TB, url string, mod ...func(*client.Options)) *client.Client {

@@ -175,7 +175,7 @@ func (c *Client) inDoubt(body []byte) bool {
 	}
 	c.releaseMu.Lock()
 	defer c.releaseMu.Unlock()
-	return c.release != nil && c.release.Line == Line2
+	return c.release != nil && c.release.Line.Does().Raft
 }
 
 // rowRemoved is a failed move's dlqRowRemoved as it was written: "true",

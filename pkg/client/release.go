@@ -31,19 +31,7 @@ const (
 	Line2
 )
 
-func (l Line) String() string {
-	switch l {
-	case Line0x:
-		return "0.x"
-	case Line1:
-		return "1.0–1.5"
-	case Line16:
-		return "1.6"
-	case Line2:
-		return "2.x"
-	}
-	return "unknown"
-}
+func (l Line) String() string { return l.Does().Name }
 
 // Release is the Queen release a broker runs, as far as dlqctl can tell.
 type Release struct {
@@ -60,7 +48,7 @@ type Release struct {
 // Moves reports whether the broker replays a dead letter by its own
 // move (POST /api/v1/dlq/{id}/replay): one call, atomic, deduplicated by
 // the broker under the copy id "dlq:<row id>".
-func (s Release) Moves() bool { return s.Line == Line16 || s.Line == Line2 }
+func (s Release) Moves() bool { return s.Line.Does().Moves }
 
 // RowIDs reports whether a list row's id is the dead-letter row's own
 // id (the move's key) rather than the message's.
@@ -68,12 +56,12 @@ func (s Release) RowIDs() bool { return s.Moves() }
 
 // Traces reports whether the broker keeps trace events (POST
 // /api/v1/traces): the Rust lines, 1.x and 2.x.
-func (s Release) Traces() bool { return s.Line == Line1 || s.Moves() }
+func (s Release) Traces() bool { return s.Line.Does().Traces }
 
 // KeepsMessageOnDelete reports whether DELETE of an address removes its
 // dead-letter rows only (1.x, 2.x), never a live message. On 0.x, and on
 // a broker dlqctl cannot place, a delete may remove the message itself.
-func (s Release) KeepsMessageOnDelete() bool { return s.Line == Line1 || s.Moves() }
+func (s Release) KeepsMessageOnDelete() bool { return s.Line.Does().KeepsMessageOnDelete }
 
 // MaxPage is the largest page dlqctl asks for: 2.x clamps limit to 1000
 // (a larger ask would read as a short, final page), and a broker it
@@ -154,10 +142,10 @@ func (c *Client) detect(ctx context.Context) (Release, error) {
 	case s.Engine == "" && hasServer:
 		s.Line = Line0x
 		s.Told = "/health names a server and no engine, as the C++ 0.x server does (its version always says 1.0.0)"
-	case s.Engine == "raft":
+	case s.Engine == Line2.Does().Engine:
 		s.Line = Line2
 		s.Told = "/health names the raft engine"
-	case s.Engine == "segments-rust":
+	case s.Engine == Line1.Does().Engine:
 		has, err := c.hasRoute(ctx, "/api/v1/resources/kv/namespaces")
 		switch {
 		case err != nil:

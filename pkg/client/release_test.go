@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 // Each line is told from what the broker answers, never from its

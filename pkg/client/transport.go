@@ -529,7 +529,6 @@ func bodyCode(body []byte) string {
 	return e.Code
 }
 
-
 func parseRetryAfter(v string) time.Duration {
 	if v == "" {
 		return 0

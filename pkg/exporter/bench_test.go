@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/exporter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/policy"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 // filled is a sandbox of n generated dead letters that counts the

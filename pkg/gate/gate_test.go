@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/policy"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 var now = testkit.Now
@@ -220,7 +220,7 @@ func TestGroupPolicyWhereTheQueueListNamesNoGroups(t *testing.T) {
 		{Queue: "orders", ConsumerGroup: "billing", Policy: policy.Policy{MaxAge: 30 * time.Minute, Owner: "team-billing"}},
 	}
 	for _, line := range sandbox.Lines {
-		t.Run(string(line), func(t *testing.T) {
+		t.Run(line.String(), func(t *testing.T) {
 			b := sandbox.New(func() time.Time { return now })
 			b.SetLine(line)
 			b.AddQueue("orders", false, 3) // no groups named

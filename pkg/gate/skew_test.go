@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/policy"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 // A broker whose clock runs two hours ahead writes failedAt two hours in

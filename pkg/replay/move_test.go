@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 // moveRig is a broker of a line that moves, holding n messages one
@@ -105,7 +105,7 @@ func (r *moveRig) books(t *testing.T) {
 // under the broker's copy id of one of its rows, then deleted.
 func TestMoveIsOneCallAMessage(t *testing.T) {
 	for _, line := range []sandbox.Line{sandbox.Queen16, sandbox.Queen22} {
-		t.Run(string(line), func(t *testing.T) {
+		t.Run(line.String(), func(t *testing.T) {
 			r := newMoveRig(t, line, 30, 10)
 			r.b.ResetCalls()
 			rep := r.run(t, "b", nil)
@@ -312,7 +312,7 @@ func TestDecimalPartitionIDs(t *testing.T) {
 // the recovery queue.
 func TestConsoleMoveBeforeAReplayToARecoveryQueue(t *testing.T) {
 	for _, line := range []sandbox.Line{sandbox.Queen16, sandbox.Queen22} {
-		t.Run(string(line), func(t *testing.T) {
+		t.Run(line.String(), func(t *testing.T) {
 			r := newMoveRig(t, line, 2, 3)
 			for _, it := range r.items {
 				if rows := it.AllRows(); len(rows) == 2 {
@@ -334,7 +334,7 @@ func TestConsoleMoveBeforeAReplayToARecoveryQueue(t *testing.T) {
 // and publishes nothing.
 func TestResumeFindsTheConsolesCopyOfAnotherRow(t *testing.T) {
 	for _, line := range []sandbox.Line{sandbox.Queen16, sandbox.Queen22} {
-		t.Run(string(line), func(t *testing.T) {
+		t.Run(line.String(), func(t *testing.T) {
 			r := newMoveRig(t, line, 0, 4)
 			ctx := context.Background()
 			addrs := make([]deadletter.Address, len(r.items))

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/replay"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 // While a destination group lags past --max-lag nothing is published;

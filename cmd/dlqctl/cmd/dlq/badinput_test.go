@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/internal/testutil"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 // Bad input gets one line, the right exit code, and no secret.

@@ -15,11 +15,11 @@ import (
 
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
 	"github.com/dlqctl/dlqctl/internal/config"
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/internal/testutil"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/gate"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 	"github.com/go-json-experiment/json/jsontext"
 )
 

@@ -22,10 +22,10 @@ import (
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/iostreams"
 	"github.com/dlqctl/dlqctl/internal/present"
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/internal/testutil"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )

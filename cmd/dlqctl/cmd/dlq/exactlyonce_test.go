@@ -20,10 +20,10 @@ import (
 
 	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testutil"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/replay"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 // oneAddress is a replayable dead letter of the seed: its address and
@@ -478,7 +478,7 @@ func TestReplayStopsAtTheGenerationCap(t *testing.T) {
 		line sandbox.Line
 	}{{"auto", sandbox.Queen15}, {"endpoint", sandbox.Queen15}, {"auto", sandbox.Queen16}} {
 		via := c.via
-		t.Run(via+" on "+string(c.line), func(t *testing.T) {
+		t.Run(via+" on "+c.line.String(), func(t *testing.T) {
 			b, cli := seeded(t) // the contract's broker: it has /retry
 			b.SetLine(c.line)
 			addr, payload := oneAddress(t, b)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 )
 
 // A dead letter that failed far in the future (a broker's clock gone

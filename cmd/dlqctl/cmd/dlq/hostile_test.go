@@ -22,8 +22,8 @@ import (
 
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testutil"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 // recorder is a server that only records what reaches it.

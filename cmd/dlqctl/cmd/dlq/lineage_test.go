@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 )
 
 // A copy a replay published that fails again is a dead letter of its own
@@ -17,7 +17,7 @@ import (
 // (dlqr-…), the 1.6 move names it dlq:<row id>.
 func TestCopyThatFailsAgainShowsItsLineage(t *testing.T) {
 	for _, line := range []sandbox.Line{sandbox.Queen015, sandbox.Queen15, sandbox.Queen16} {
-		t.Run(string(line), func(t *testing.T) {
+		t.Run(line.String(), func(t *testing.T) {
 			b, cli := onLine(t, line)
 			// Single-row messages of one queue: each is replayed whole (on
 			// 1.6, by the broker's move).

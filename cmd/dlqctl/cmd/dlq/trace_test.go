@@ -11,8 +11,8 @@ import (
 
 	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testutil"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 func onLine(t *testing.T, line sandbox.Line) (*sandbox.Broker, *testutil.CLI) {
@@ -32,7 +32,7 @@ func onLine(t *testing.T, line sandbox.Line) (*sandbox.Broker, *testutil.CLI) {
 // original; the plan says so, the summary counts them.
 func TestReplayTracesEachCopy(t *testing.T) {
 	for _, line := range []sandbox.Line{sandbox.Queen15, sandbox.Queen16, sandbox.Queen22} {
-		t.Run(string(line), func(t *testing.T) {
+		t.Run(line.String(), func(t *testing.T) {
 			b, cli := onLine(t, line)
 			out, _, _ := cli.Exec("dlq", "replay", "--class", "3ce87dde", "--why", "inventory fixed", "--dry-run")
 			if !strings.Contains(out, "trace: each copy gets a trace event") {

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/internal/testutil"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 // A queue read by queue mode and two consumer groups: once queue mode
@@ -20,7 +20,7 @@ import (
 // group consumed them, every copy is completed at the next verify.
 func TestVerifyAsksEveryConsumerGroup(t *testing.T) {
 	for _, line := range []sandbox.Line{sandbox.Queen015, sandbox.Queen16} {
-		t.Run(string(line), func(t *testing.T) {
+		t.Run(line.String(), func(t *testing.T) {
 			b, url := testkit.Sandbox(t)
 			b.SetLine(line)
 			b.AddQueue("orders", false, 3, "__QUEUE_MODE__", "billing", "shipping")

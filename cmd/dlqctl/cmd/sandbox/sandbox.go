@@ -13,7 +13,7 @@ import (
 
 	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
-	sb "github.com/dlqctl/dlqctl/pkg/sandbox"
+	sb "github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/spf13/cobra"
 )
 
@@ -71,7 +71,7 @@ It can also misbehave on purpose for rehearsals: --fail-503-every,
 	fl := cmd.Flags()
 	fl.StringVar(&o.Addr, "addr", "127.0.0.1:6632", "address to listen on")
 	fl.StringVar(&o.Seed, "seed", "", "seed file (default: the built-in testdata/sandbox.json)")
-	fl.StringVar(&o.ServerVersion, "server-version", string(sb.Queen15), "the Queen release line to behave as: 0.15, 1.5, 1.6 or 2.2")
+	fl.StringVar(&o.ServerVersion, "server-version", sb.Queen15.Does().Flag, "the Queen release line to behave as: 0.15, 1.5, 1.6 or 2.2")
 	fl.BoolVar(&o.OldServer, "old-server", false, "behave as the C++ 0.x server (--server-version 0.15)")
 	fl.BoolVar(&o.Faults.Maintenance, "maintenance", false, "behave as a 1.6 broker in push maintenance: moves answered 503, pushes buffered")
 	fl.BoolVar(&o.Faults.DatabaseDown, "database-down", false, "behave as a broker whose database is away: pushes answered buffered, other calls hang")
@@ -108,7 +108,7 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	}
 	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String()
-	fmt.Fprintf(f.IO.ErrOut, "Sandbox broker (Queen %s) on %s with %d dead letters.\n", line, url, b.Depth())
+	fmt.Fprintf(f.IO.ErrOut, "Sandbox broker (Queen %s) on %s with %d dead letters.\n", line.Does().Flag, url, b.Depth())
 	var set []string
 	if url != "http://127.0.0.1:6632" {
 		set = append(set, "export DLQCTL_SERVER="+url)

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testutil"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 // BenchmarkTriage100k is the screen on 100,000 dead letters: how soon the

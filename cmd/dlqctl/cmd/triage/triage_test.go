@@ -15,6 +15,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 	dlqctl "github.com/dlqctl/dlqctl"
+	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testutil"
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
@@ -22,7 +23,6 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/replay"
-	"github.com/dlqctl/dlqctl/pkg/sandbox"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

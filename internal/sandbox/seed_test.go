@@ -30,7 +30,7 @@ func TestSeedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(got) != string(want) {
-		t.Fatalf("%s is stale: go test ./pkg/sandbox -run TestSeedFile -update-seed", seedPath)
+		t.Fatalf("%s is stale: go test ./internal/sandbox -run TestSeedFile -update-seed", seedPath)
 	}
 	b := New(nil)
 	if err := b.Load(got); err != nil {

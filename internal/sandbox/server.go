@@ -46,8 +46,8 @@ func (b *Broker) Handler() http.Handler {
 		if r.URL.Path != "/health" && !b.authorised(w, r, f) {
 			return
 		}
-		if !line.serves(r) {
-			line.noRoute(w)
+		if !serves(line, r) {
+			noRoute(line, w)
 			return
 		}
 		if f.Standby && r.Method != http.MethodGet && r.URL.Path != "/api/v1/configure" {
@@ -78,7 +78,7 @@ func (b *Broker) Handler() http.Handler {
 			return
 		}
 		if _, pattern := mux.Handler(r); pattern == "" {
-			line.noRoute(w)
+			noRoute(line, w)
 			return
 		}
 		mux.ServeHTTP(w, r)
@@ -94,15 +94,17 @@ const ConsoleReplayPath = "/_sandbox/console/replay"
 // has no replay route at all, the move is 1.6's, the kv namespaces
 // route is 1.6's (its tell, for a client), traces and the bulk purge
 // are 1.x's, the console is the move's.
-func (l Line) serves(r *http.Request) bool {
-	p := r.URL.Path
+func serves(l Line, r *http.Request) bool {
+	p, does := r.URL.Path, l.Does()
 	switch {
-	case strings.HasSuffix(p, "/retry"), p == "/api/v1/traces", strings.HasPrefix(p, "/api/v1/traces/"):
-		return l.rust()
+	case strings.HasSuffix(p, "/retry"):
+		return does.Retry
+	case p == "/api/v1/traces", strings.HasPrefix(p, "/api/v1/traces/"):
+		return does.Traces
 	case strings.HasPrefix(p, "/api/v1/dlq/") && strings.HasSuffix(p, "/replay"), p == "/api/v1/resources/kv/namespaces", p == ConsoleReplayPath:
-		return l.moves()
+		return does.Moves
 	case p == "/api/v1/dlq" && r.Method == http.MethodDelete:
-		return l.rust()
+		return does.KeepsMessageOnDelete // the bulk purge came with the rows kept apart (1.4.2)
 	}
 	return true
 }
@@ -110,7 +112,7 @@ func (l Line) serves(r *http.Request) bool {
 // refuse answers a call with a scripted refusal, where the line has it
 // and the route can meet it; it reports whether it answered.
 func refuse(w http.ResponseWriter, r *http.Request, line Line, a Action) bool {
-	move := strings.HasSuffix(r.URL.Path, "/replay") || strings.HasSuffix(r.URL.Path, "/retry") && line.moves()
+	move := strings.HasSuffix(r.URL.Path, "/replay") || strings.HasSuffix(r.URL.Path, "/retry") && line.Does().Moves
 	push := r.URL.Path == "/api/v1/push"
 	switch {
 	case a == Maintenance && move:
@@ -280,7 +282,7 @@ func (b *Broker) health(w http.ResponseWriter, _ *http.Request) {
 	if down {
 		status = http.StatusServiceUnavailable
 	}
-	body := line.healthBody(down)
+	body := healthBody(line, down)
 	if raft, ok := body["raft"].(map[string]any); ok && standby {
 		raft["link"] = map[string]any{"role": "standby", "primary": "queen-primary:6632"}
 	}

@@ -76,7 +76,7 @@ func (b *Broker) list(w http.ResponseWriter, r *http.Request) {
 		b.badParam(w, bad)
 		return
 	}
-	if line == Queen015 && (lq.offset >= 1 || lq.limit == 0) {
+	if !line.Does().Pages && (lq.offset >= 1 || lq.limit == 0) {
 		writeJSON(w, http.StatusOK, map[string]any{"success": true, "value": nil})
 		return
 	}
@@ -113,7 +113,7 @@ type listQuery struct {
 	// takes even empty, as the name "" (nothing matches), where 1.x
 	// drops an empty filter.
 	groupSet, queueSet bool
-	from, to time.Time
+	from, to           time.Time
 }
 
 // listQuery reads a list call's parameters; bad names one it cannot read.
@@ -126,13 +126,12 @@ func (b *Broker) listQuery(r *http.Request) (lq listQuery, bad string) {
 			return def, true
 		}
 		n, err := strconv.Atoi(v)
+		does := b.line.Does()
 		switch {
-		case err != nil && b.line.rust() && b.line != Queen15:
-			return def, true // 1.6 and 2.x fall back to the default
-		case n < 0 && name == "limit" && b.line == Queen16:
-			return 500, true // 1.6 takes a negative limit for 500
-		case n < 0 && name == "limit" && b.line == Queen22:
-			return 100, true // 2.x, for its default
+		case err != nil && does.NegativeLimit > 0:
+			return def, true // the lines that take a negative limit take a bad one for the default
+		case n < 0 && name == "limit" && does.NegativeLimit > 0:
+			return does.NegativeLimit, true // 1.6: 500; 2.x: 100
 		case err != nil || n < 0:
 			return 0, false
 		}
@@ -145,10 +144,12 @@ func (b *Broker) listQuery(r *http.Request) (lq listQuery, bad string) {
 	if lq.offset, ok = num("offset", 0); !ok {
 		return lq, "offset"
 	}
-	if b.line == Queen22 {
-		// 2.x clamps limit, and an empty queue= or consumerGroup= is the
-		// name "", which matches nothing (1.6 takes either as no filter).
-		lq.limit = min(max(lq.limit, 1), 1000)
+	if most := b.line.Does().MaxPage; most > 0 {
+		lq.limit = min(max(lq.limit, 1), most)
+	}
+	if b.line.Does().EmptyFilterIsName {
+		// An empty queue= or consumerGroup= is the name "", which
+		// matches nothing (1.6 takes either as no filter).
 		_, lq.groupSet = q["consumerGroup"]
 		_, lq.queueSet = q["queue"]
 	}
@@ -176,7 +177,7 @@ func (b *Broker) pageLocked(lq listQuery) ([]*row, int) {
 	filtered := lq.queue != "" || lq.queueSet || lq.group != "" || lq.groupSet || lq.partition != "" || !lq.from.IsZero() || !lq.to.IsZero()
 	all := b.rows
 	switch {
-	case b.line == Queen015:
+	case !b.line.Does().Pages:
 		var page []*row
 		for _, rw := range b.rows {
 			if match(rw) {
@@ -238,10 +239,10 @@ func encodePage(w http.ResponseWriter, items []listItem, lq listQuery, line Line
 		}
 	}
 	fmt.Fprintf(&buf, `],"pagination":{"limit":%d,"offset":%d}`, lq.limit, lq.offset)
-	switch line {
-	case Queen015:
+	switch does := line.Does(); {
+	case !does.Pages:
 		// No total on the released server: its page says only what was asked.
-	case Queen22:
+	case does.FullTotal:
 		fmt.Fprintf(&buf, `,"total":%d`, total) // every matching row
 	default:
 		fmt.Fprintf(&buf, `,"total":%d`, len(items)) // the page's rows
@@ -266,7 +267,7 @@ func wireOf(it listItem, line Line) any {
 	// 0.x server the message's. (A real 1.0-1.5 lists row ids too, random
 	// ones: this mode keeps the seed contract, which lists message ids.)
 	id := rw.msg.ID
-	if line.moves() {
+	if line.Does().Moves {
 		id = rw.id
 	}
 	wr := wireRow{ID: id, TransactionID: rw.msg.TxID, PartitionID: it.pid, Queue: rw.msg.Queue,
@@ -276,7 +277,7 @@ func wireOf(it listItem, line Line) any {
 		// The released server's createdAt is the message's enqueue time.
 		wr.CreatedAt = rw.msg.CreatedAt.UTC().Format(tsLayout)
 	}
-	if it.enc && line != Queen015 {
+	if it.enc && line.Does().Decrypts {
 		t := true
 		wr.IsEncrypted = &t
 	}
@@ -284,7 +285,7 @@ func wireOf(it listItem, line Line) any {
 }
 
 func (b *Broker) badParam(w http.ResponseWriter, name string) {
-	if b.line == Queen015 {
+	if !b.line.Does().JSONErrors {
 		writeJSON(w, http.StatusOK, map[string]any{"error": "invalid input syntax for " + name})
 		return
 	}

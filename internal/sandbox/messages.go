@@ -27,10 +27,10 @@ func (b *Broker) push(w http.ResponseWriter, r *http.Request) {
 	line := b.line
 	// 1.6 and 2.x answer 201; the others 200.
 	created := http.StatusOK
-	if line.moves() {
+	if line.Does().Moves {
 		created = http.StatusCreated
 	}
-	if b.faults.DatabaseDown || b.faults.Maintenance && line == Queen16 {
+	if b.faults.DatabaseDown || b.faults.Maintenance && line.Does().Maintenance {
 		b.mu.Unlock()
 		if line == Queen22 {
 			w.Header().Set("Retry-After", "1")
@@ -61,7 +61,7 @@ func (b *Broker) push(w http.ResponseWriter, r *http.Request) {
 			status = "duplicate"
 		}
 		switch {
-		case line.moves():
+		case line.Does().Moves:
 			// 1.6 and 2.x: no partition in the answer (2.x adds the offset).
 			res := map[string]any{"index": i, "message_id": m.ID, "transaction_id": m.TxID, "queueName": m.Queue, "status": status}
 			if line == Queen22 {
@@ -115,7 +115,7 @@ func (b *Broker) get(w http.ResponseWriter, r *http.Request) {
 		objs := []map[string]any{}
 		for _, g := range b.queues[m.Queue].Groups {
 			o := map[string]any{"name": g, "consumed": m.consumedBy(g), "leaseExpiresAt": nil}
-			if b.line.moves() {
+			if b.line.Does().Moves {
 				o["group"] = g
 			}
 			objs = append(objs, o)
@@ -220,7 +220,7 @@ func (b *Broker) del(w http.ResponseWriter, r *http.Request) {
 func (b *Broker) retry(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
 	b.count("POST /api/v1/messages/retry")
-	if b.line.moves() {
+	if b.line.Does().Moves {
 		b.retryMoveLocked(w, r)
 		return
 	}

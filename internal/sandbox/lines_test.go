@@ -90,7 +90,7 @@ func TestHealthAndProbesOfEachLine(t *testing.T) {
 // there under that id is a duplicate that keeps the row.
 func TestMoveVerdicts(t *testing.T) {
 	for _, l := range []Line{Queen16, Queen22} {
-		t.Run(string(l), func(t *testing.T) {
+		t.Run(l.String(), func(t *testing.T) {
 			b, srv := lineBroker(t, l)
 			var billing1, shipping1, m2 map[string]any
 			for _, r := range rowsOf(t, srv.URL) {

@@ -76,7 +76,7 @@ func (b *Broker) moveLocked(w http.ResponseWriter, r *http.Request, rw *row, des
 			b.mu.Unlock()
 		}
 	}()
-	if b.faults.Maintenance && b.line == Queen16 {
+	if b.faults.Maintenance && b.line.Does().Maintenance {
 		refuse(w, r, b.line, Maintenance)
 		return
 	}
@@ -87,7 +87,7 @@ func (b *Broker) moveLocked(w http.ResponseWriter, r *http.Request, rw *row, des
 		gone()
 		return
 	}
-	if rw.msg.Undecryptable && b.line != Queen22 {
+	if rw.msg.Undecryptable && !b.line.Does().MovesEnvelopes {
 		// Assumed (1.6): the broker cannot decrypt the snapshot to push
 		// it, and rolls back (nothing is written, the row stays). 2.x
 		// pushes the envelope as the copy instead (moveRowLocked).
@@ -202,7 +202,7 @@ func (b *Broker) ConsoleReplay(ids ...string) int {
 	n := 0
 	for _, id := range ids {
 		rw := b.byRowID[id]
-		if rw == nil || rw.msg.Undecryptable && b.line != Queen22 {
+		if rw == nil || rw.msg.Undecryptable && !b.line.Does().MovesEnvelopes {
 			continue // 2.x's console moves it all the same, the envelope as the copy
 		}
 		if body := b.moveRowLocked(rw, moveDest{}); body["result"] == "moved" {
@@ -222,7 +222,7 @@ func (b *Broker) ConsoleReplayNewest(queue, group string, limit int) []string {
 		if len(ids) == limit {
 			break
 		}
-		if (queue == "" || rw.msg.Queue == queue) && (group == "" || rw.Group == group) && (!rw.msg.Undecryptable || b.line == Queen22) {
+		if (queue == "" || rw.msg.Queue == queue) && (group == "" || rw.Group == group) && (!rw.msg.Undecryptable || b.line.Does().MovesEnvelopes) {
 			ids = append(ids, rw.id)
 		}
 	}

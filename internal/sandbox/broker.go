@@ -277,7 +277,7 @@ func (b *Broker) partitionLocked(queue, partition string) string {
 // listedPID is a partition id as the list shows it: 2.x's decimal
 // partition number, the UUID elsewhere.
 func (b *Broker) listedPID(pid string) string {
-	if b.line != Queen22 {
+	if !b.line.Does().DecimalPartitions {
 		return pid
 	}
 	if d, ok := b.decimal[pid]; ok {
@@ -294,7 +294,7 @@ func (b *Broker) listedPID(pid string) string {
 // internalPID is the partition a path's partition id names: 2.x takes
 // its decimal number or the UUID.
 func (b *Broker) internalPID(pid string) string {
-	if p, ok := b.byDecimal[pid]; ok && b.line == Queen22 {
+	if p, ok := b.byDecimal[pid]; ok && b.line.Does().DecimalPartitions {
 		return p
 	}
 	return pid
@@ -575,9 +575,9 @@ func (b *Broker) statusLocked(m *message) string {
 		return len(gs) > 0
 	}
 	switch {
-	case b.line == Queen015 && queueMode && m.consumedBy(queueModeGroup):
+	case b.line.Does().CompletedByQueueMode && queueMode && m.consumedBy(queueModeGroup):
 		return "completed"
-	case len(named) > 0 && all(named) && (b.line != Queen015 || !queueMode):
+	case len(named) > 0 && all(named) && (!b.line.Does().CompletedByQueueMode || !queueMode):
 		return "completed"
 	case len(named) == 0 && queueMode && m.consumedBy(queueModeGroup):
 		return "completed"
@@ -678,7 +678,7 @@ func (b *Broker) listedPayload(m *message) (json.RawMessage, bool) {
 	switch {
 	case m.Undecryptable:
 		return envelope(m.Payload), false
-	case m.Encrypted && b.line == Queen015:
+	case m.Encrypted && !b.line.Does().Decrypts:
 		return envelope(m.Payload), false
 	case m.Encrypted:
 		return m.Payload, true
@@ -709,7 +709,7 @@ func (b *Broker) pushLocked(queue, partition, txid string, payload json.RawMessa
 	}
 	k := msgKey{pid, txid}
 	if m, ok := b.messages[k]; ok {
-		if !b.line.windowed() {
+		if !b.line.Does().DedupWindowed {
 			return m, true
 		}
 		if w := b.queues[queue].DedupWindow; w > 0 && b.now().Sub(b.lastPush[k]) < w {
