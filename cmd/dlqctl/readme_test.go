@@ -1,31 +1,40 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
-	"net/http/httptest"
+	"io"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
-
-	dlqctl "github.com/dlqctl/dlqctl"
-	"github.com/dlqctl/dlqctl/internal/sandbox"
-	"github.com/rogpeppe/go-internal/testscript"
+	"time"
 )
 
-// TestREADMECommands runs the dlqctl lines of the README's Install, Quick
-// start and workflow code blocks, in order, against the sandbox those
-// sections start: the README's set-up stays true as written. `dlqctl
-// sandbox` itself is the sandbox this test starts; `dlq check` may exit 1
-// (that is the gate working); every other line must exit 0.
+// TestREADMECommands follows the README's Install, Quick start and
+// workflow code blocks, in order, with the real binary: it starts
+// `dlqctl sandbox` as the README says, with the sandbox's default port
+// taken by another program (a recorder, where the port is free to take),
+// takes the README's `export DLQCTL_CONTEXT=sandbox`, and runs every
+// dlqctl line. `dlq check` may exit 1 (that is the gate working); every
+// other line must exit 0; nothing reaches the program on the default
+// port.
 func TestREADMECommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real binary")
+	}
 	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var script strings.Builder
-	n := 0
+	var lines []string
 	for _, section := range []string{"## Install", "## Quick start", "## The workflow"} {
 		body := string(raw)
 		i := strings.Index(body, section)
@@ -38,53 +47,124 @@ func TestREADMECommands(t *testing.T) {
 		}
 		for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(body, -1) {
 			for _, line := range strings.Split(block[1], "\n") {
-				line = strings.TrimSpace(trailingComment.ReplaceAllString(line, ""))
-				if !strings.HasPrefix(line, "dlqctl ") || line == "dlqctl sandbox" {
-					continue
+				if line = strings.TrimSpace(trailingComment.ReplaceAllString(line, "")); line != "" {
+					lines = append(lines, line)
 				}
-				args, err := shellWords(line)
-				if err != nil {
-					t.Fatalf("README line %q: %v", line, err)
-				}
-				want := "0"
-				if len(args) > 2 && args[1] == "dlq" && args[2] == "check" {
-					want = "[01]"
-				}
-				quoted := make([]string, len(args))
-				for k, a := range args {
-					quoted[k] = "'" + strings.ReplaceAll(a, "'", "''") + "'"
-				}
-				fmt.Fprintf(&script, "# %s\nexitin %s %s\n", line, want, strings.Join(quoted, " "))
-				if strings.Contains(line, "--where") {
-					// Each example selects something, and reads no field
-					// the rows lack.
-					fmt.Fprintf(&script, "! stderr 'no row has'\n")
-					if args[2] == "ls" {
-						fmt.Fprintf(&script, "stdout .\n")
-					} else {
-						fmt.Fprintf(&script, "! stderr 'Nothing to'\n")
-					}
-				}
-				n++
 			}
 		}
 	}
-	if n < 8 {
-		t.Fatalf("only %d dlqctl lines found in the README", n)
+	// Another program on the sandbox's default port.
+	var other atomic.Int64
+	if ln, err := net.Listen("tcp", "127.0.0.1:6632"); err == nil {
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			other.Add(1)
+			io.WriteString(w, `{"status":"healthy","version":"9.9.9","messages":[]}`)
+		})}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
 	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "readme.txtar"), []byte(script.String()), 0o644); err != nil {
+	home := t.TempDir()
+	env := append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "XDG_STATE_HOME="+filepath.Join(home, ".local", "state"),
+		"NO_COLOR=1", "DLQCTL_USER=oncall")
+	env = slices.DeleteFunc(env, func(kv string) bool {
+		for _, k := range []string{"DLQCTL_SERVER=", "QUEEN_SERVER=", "DLQCTL_CONTEXT=", "DLQCTL_LEDGER=", "DLQCTL_CONFIG=", "DLQCTL_TOKEN="} {
+			if strings.HasPrefix(kv, k) {
+				return true
+			}
+		}
+		return false
+	})
+	ran, sandboxed := 0, false
+	for _, line := range lines {
+		switch {
+		case line == "dlqctl sandbox":
+			sandboxed = true
+			startSandbox(t, env)
+			continue
+		case strings.HasPrefix(line, "export "):
+			kv := strings.TrimPrefix(line, "export ")
+			if !strings.HasPrefix(kv, "DLQCTL_CONTEXT=") {
+				continue // PATH and the like: the test runs the binary it built
+			}
+			env = append(env, kv)
+			continue
+		case !strings.HasPrefix(line, "dlqctl "):
+			continue
+		}
+		args, err := shellWords(line)
+		if err != nil {
+			t.Fatalf("README line %q: %v", line, err)
+		}
+		c := exec.Command(binary(t), args[1:]...)
+		c.Env = env
+		var stdout, stderr bytes.Buffer
+		c.Stdout, c.Stderr = &stdout, &stderr
+		err = c.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		check := len(args) > 2 && args[1] == "dlq" && args[2] == "check"
+		if code != 0 && !(check && code == 1) {
+			t.Fatalf("README line %q: exit %d\n%s%s", line, code, stdout.String(), stderr.String())
+		}
+		if strings.Contains(line, "--where") {
+			// Each example selects something, and reads no field the rows
+			// lack.
+			if strings.Contains(stderr.String(), "no row has") || args[2] == "ls" && stdout.Len() == 0 || args[2] != "ls" && strings.Contains(stderr.String(), "Nothing to") {
+				t.Fatalf("README line %q selects nothing, or reads a field no row has:\n%s%s", line, stdout.String(), stderr.String())
+			}
+		}
+		ran++
+	}
+	if !sandboxed || ran < 8 {
+		t.Fatalf("the README starts no sandbox, or has only %d dlqctl lines", ran)
+	}
+	if n := other.Load(); n != 0 {
+		t.Fatalf("%d requests reached the other program on 127.0.0.1:6632", n)
+	}
+}
+
+// startSandbox runs `dlqctl sandbox` as the README does, until the test
+// ends, and waits until it says which context points at it.
+func startSandbox(t *testing.T, env []string) {
+	t.Helper()
+	c := exec.Command(binary(t), "sandbox")
+	c.Env = env
+	stderr, err := c.StderrPipe()
+	if err != nil {
 		t.Fatal(err)
 	}
-	runScriptsIn(t, dir, "contract", func(env *testscript.Env) (string, error) {
-		b := sandbox.New(nil)
-		if err := b.Load(dlqctl.SandboxSeed); err != nil {
-			return "", err
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Process.Signal(os.Interrupt)
+		_ = c.Wait()
+	})
+	ready := make(chan string, 1)
+	go func() {
+		var said strings.Builder
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			said.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "export DLQCTL_CONTEXT=sandbox") {
+				ready <- said.String()
+			}
 		}
-		srv := httptest.NewServer(b.Handler())
-		env.Defer(srv.Close)
-		return srv.URL, nil
-	}, sandbox.Queen15)
+		close(ready)
+	}()
+	select {
+	case said, ok := <-ready:
+		if !ok {
+			t.Fatal("the sandbox ended before it said where it listens")
+		}
+		t.Logf("the sandbox said:\n%s", said)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sandbox did not say where it listens")
+	}
 }
 
 // trailingComment is a "  # what it does" after a README line.

@@ -2,6 +2,7 @@ package cmdutil
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -232,6 +233,10 @@ func (f *Factory) Client() (*client.Client, error) {
 		f.cl, f.clErr = client.New(opts)
 		if f.clErr != nil {
 			f.clErr = UsageError(f.clErr)
+			return
+		}
+		if s.Sandbox != "" {
+			f.clErr = f.checkSandbox(f.cl, s)
 		}
 	})
 	f.fileUnderAlias(context.Background())
@@ -414,4 +419,27 @@ func (f *Factory) user() string {
 		return u
 	}
 	return "unknown"
+}
+
+// ErrNotTheSandbox: a context names a dlqctl sandbox, and another broker
+// (or nothing) answers at its address (exit 3).
+var ErrNotTheSandbox = errors.New("the sandbox is not there")
+
+// checkSandbox makes sure the broker a sandbox's context points at is
+// that sandbox: another program listening at its address now (the
+// sandbox stopped, and the port was taken) is never read from or written
+// to.
+func (f *Factory) checkSandbox(cl *client.Client, s *config.Settings) error {
+	ctx, cancel := context.WithTimeout(context.Background(), min(f.Globals.Timeout, 10*time.Second)+time.Second)
+	defer cancel()
+	h, err := cl.Health(ctx)
+	if err == nil && h.Sandbox == s.Sandbox {
+		return nil
+	}
+	why := "nothing answers there"
+	if err == nil {
+		why = "another broker answers there"
+	}
+	return fmt.Errorf("%w: context %s is the dlqctl sandbox started at %s, and %s now: start it again with dlqctl sandbox (it points the context at itself), or choose another context",
+		ErrNotTheSandbox, s.Context, s.Server, why)
 }

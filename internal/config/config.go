@@ -59,6 +59,10 @@ type Context struct {
 	// Policies are this context's own: a context's rule for a scope is
 	// the one for it, before the file's (PolicySetFor).
 	Policies []Policy `mapstructure:"policies" yaml:"policies,omitempty" json:"policies,omitempty"`
+	// Sandbox is the instance id of the dlqctl sandbox the context names
+	// (dlqctl sandbox writes it): a command under it talks to that
+	// sandbox alone, never to another broker that answers at its address.
+	Sandbox string `mapstructure:"sandbox" yaml:"sandbox,omitempty" json:"sandbox,omitempty"`
 }
 
 // Approval: a replay or discard of more than MinMessages messages is
@@ -171,6 +175,16 @@ func DefaultLedger() string {
 	return "sqlite://" + filepath.Join(xdg.StateHome, "dlqctl", "ledger.db")
 }
 
+// SandboxLedger is the ledger of the sandbox's context,
+// sqlite://$XDG_STATE_HOME/dlqctl/sandbox.db: what is tried on the
+// sandbox is kept apart from the ledger of real brokers.
+func SandboxLedger() string {
+	return "sqlite://" + filepath.Join(xdg.StateHome, "dlqctl", "sandbox.db")
+}
+
+// SandboxContext is the context dlqctl sandbox points at itself.
+const SandboxContext = "sandbox"
+
 // ErrInvalid marks a config that cannot be used (exit 2).
 var ErrInvalid = errors.New("invalid configuration")
 
@@ -274,7 +288,10 @@ type Settings struct {
 	Context string
 	Server  string
 	// Broker is the context's explicit broker name ("" when it has none).
-	Broker      string
+	Broker string
+	// Sandbox is the instance id of the dlqctl sandbox the context names
+	// ("" for a context of a real broker).
+	Sandbox     string
 	Token       string
 	TokenSource string // where the token came from, for messages (never the token)
 	Ledger      string
@@ -346,6 +363,15 @@ func Resolve(c *Config, f Flags, getenv func(string) string) (*Settings, error) 
 	if ctx.Broker != "" && (ctx.Server == "" || sameIdentity(s.Server, ctx.Server)) {
 		s.Broker = ctx.Broker
 	}
+	if ctx.Sandbox != "" {
+		// A sandbox's context is for that sandbox: a --server or
+		// DLQCTL_SERVER in force with it names another broker, and the
+		// command that meant the sandbox would act there.
+		if !sameIdentity(s.Server, ctx.Server) {
+			return nil, fmt.Errorf("%w: context %s is the dlqctl sandbox at %s, but %s points this command at %s: unset it, or leave the context", ErrInvalid, s.Context, ctx.Server, serverSource(f, getenv), s.Server)
+		}
+		s.Sandbox = ctx.Sandbox
+	}
 
 	var err error
 	switch {
@@ -370,6 +396,18 @@ func Resolve(c *Config, f Flags, getenv func(string) string) (*Settings, error) 
 		return nil, fmt.Errorf("%w: the token from %s has a space, a line break or a control character: it must be the token alone, on one line", ErrInvalid, s.TokenSource)
 	}
 	return s, nil
+}
+
+// serverSource says where the server in force came from: the flag or
+// the variable.
+func serverSource(f Flags, getenv func(string) string) string {
+	switch {
+	case f.changed("server"):
+		return "--server"
+	case getenv("DLQCTL_SERVER") != "":
+		return "DLQCTL_SERVER"
+	}
+	return "QUEEN_SERVER"
 }
 
 // sameIdentity reports whether two server URLs are one broker's by

@@ -159,6 +159,8 @@ type Broker struct {
 	version int
 	views   map[string]view
 	pages   map[string]cachedPage // list answers by query, until the next change
+	// instance is what /health says the sandbox is (SetInstance).
+	instance string
 }
 
 type view struct {
@@ -225,6 +227,15 @@ func New(now func() time.Time) *Broker {
 	}
 	return &Broker{now: now, line: Queen15, queues: map[string]*queueConf{}, parts: map[string]string{},
 		messages: map[msgKey]*message{}, routes: map[string]int{}, byRowID: map[string]*row{}}
+}
+
+// SetInstance gives the broker an instance id that /health says (as
+// dlqctlSandbox): the context dlqctl sandbox writes names it, and a
+// command under that context talks to this sandbox alone.
+func (b *Broker) SetInstance(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.instance = id
 }
 
 // SetLine makes the broker speak a release line (Queen15, the seed

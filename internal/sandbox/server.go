@@ -276,7 +276,7 @@ func cut(w http.ResponseWriter) {
 
 func (b *Broker) health(w http.ResponseWriter, _ *http.Request) {
 	b.mu.Lock()
-	down, standby, line := b.faults.DatabaseDown, b.faults.Standby, b.line
+	down, standby, line, instance := b.faults.DatabaseDown, b.faults.Standby, b.line, b.instance
 	b.mu.Unlock()
 	status := http.StatusOK
 	if down {
@@ -285,6 +285,9 @@ func (b *Broker) health(w http.ResponseWriter, _ *http.Request) {
 	body := healthBody(line, down)
 	if raft, ok := body["raft"].(map[string]any); ok && standby {
 		raft["link"] = map[string]any{"role": "standby", "primary": "queen-primary:6632"}
+	}
+	if instance != "" {
+		body["dlqctlSandbox"] = instance
 	}
 	writeJSON(w, status, body)
 }

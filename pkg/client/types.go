@@ -84,6 +84,9 @@ type Health struct {
 	Status   string `json:"status"`
 	Database string `json:"database"`
 	Version  any    `json:"version,omitempty"`
+	// Sandbox is the instance id a dlqctl sandbox says it is ("" for any
+	// other broker): a context that names a sandbox talks to it alone.
+	Sandbox string `json:"dlqctlSandbox,omitempty"`
 }
 
 // ConsumerGroup is one (group, queue) pair of GET /api/v1/consumer-groups.

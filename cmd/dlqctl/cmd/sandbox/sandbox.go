@@ -3,16 +3,19 @@ package sandbox
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"strings"
+	"syscall"
 	"time"
 
 	dlqctl "github.com/dlqctl/dlqctl"
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/internal/config"
 	sb "github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/spf13/cobra"
 )
@@ -23,8 +26,16 @@ type Options struct {
 	Seed          string
 	ServerVersion string
 	OldServer     bool
-	Faults        sb.Faults
+	// NoContext leaves the config file alone (no sandbox context).
+	NoContext bool
+	Faults    sb.Faults
+	// addrGiven: --addr was given, so a taken port is an error, not a
+	// reason to take another.
+	addrGiven bool
 }
+
+// DefaultAddr is where the sandbox listens unless told or taken.
+const DefaultAddr = "127.0.0.1:6632"
 
 // NewCmdSandbox runs the sandbox broker until interrupted.
 func NewCmdSandbox(f *cmdutil.Factory) *cobra.Command {
@@ -50,6 +61,14 @@ release line --server-version names:
   2.2   the raft line: decimal partition ids, pages of at most 1000,
         409 refusals, 503 with Retry-After
 
+It listens on 127.0.0.1:6632, or, when another program has that port (and
+--addr was not given), on a free one. Either way it points the context
+"sandbox" of the config file at itself, with a ledger of its own
+(sandbox.db beside the default ledger): with --context sandbox (or
+DLQCTL_CONTEXT=sandbox) a command talks to this sandbox and to no other
+broker; if the sandbox has stopped and something else answers at its
+address, the command refuses. --no-context leaves the config alone.
+
 It can also misbehave on purpose for rehearsals: --fail-503-every,
 --cut-every, --row-kept-every, --latency, --database-down, --maintenance
 (1.6), --require-token. Stop it with Ctrl-C; nothing is kept.`,
@@ -65,11 +84,13 @@ It can also misbehave on purpose for rehearsals: --fail-503-every,
 			if o.OldServer && cmd.Flags().Changed("server-version") {
 				return cmdutil.FlagErrorf("--old-server is --server-version 0.15: give one of them")
 			}
+			o.addrGiven = cmd.Flags().Changed("addr")
 			return run(cmd.Context(), f, o)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&o.Addr, "addr", "127.0.0.1:6632", "address to listen on")
+	fl.StringVar(&o.Addr, "addr", DefaultAddr, "address to listen on (unless given, a free port when this one is taken)")
+	fl.BoolVar(&o.NoContext, "no-context", false, "do not point the config's sandbox context at this sandbox")
 	fl.StringVar(&o.Seed, "seed", "", "seed file (default: the built-in testdata/sandbox.json)")
 	fl.StringVar(&o.ServerVersion, "server-version", sb.Queen15.Does().Flag, "the Queen release line to behave as: 0.15, 1.5, 1.6 or 2.2")
 	fl.BoolVar(&o.OldServer, "old-server", false, "behave as the C++ 0.x server (--server-version 0.15)")
@@ -102,25 +123,34 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 		return cmdutil.UsageError(fmt.Errorf("--seed: %v", err))
 	}
 	b.SetFaults(o.Faults)
+	instance := nonce()
+	b.SetInstance(instance)
 	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil && !o.addrGiven && errors.Is(err, syscall.EADDRINUSE) {
+		// Another program has the default port: a free one, so that no
+		// command meant for the sandbox reaches that program.
+		fmt.Fprintf(f.IO.ErrOut, "%s is taken by another program; this sandbox takes a free port instead.\n", o.Addr)
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+	}
 	if err != nil {
 		return cmdutil.UsageError(fmt.Errorf("cannot listen on %s: %v (is another sandbox running? try --addr 127.0.0.1:0)", o.Addr, err))
 	}
 	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(f.IO.ErrOut, "Sandbox broker (Queen %s) on %s with %d dead letters.\n", line.Does().Flag, url, b.Depth())
-	var set []string
-	if url != "http://127.0.0.1:6632" {
-		set = append(set, "export DLQCTL_SERVER="+url)
+	if !o.NoContext {
+		path, err := pointContext(f, url, instance)
+		if err != nil {
+			_ = ln.Close()
+			return cmdutil.UsageError(fmt.Errorf("writing the sandbox context: %v (or run with --no-context)", err))
+		}
+		fmt.Fprintf(f.IO.ErrOut, "Context %q in %s points at it, with a ledger of its own: in another terminal,\n  export DLQCTL_CONTEXT=%s\n", config.SandboxContext, path, config.SandboxContext)
+	} else {
+		fmt.Fprintf(f.IO.ErrOut, "Point dlqctl at it: export DLQCTL_SERVER=%s\n", url)
 	}
 	if o.Faults.Token != "" {
 		// The token itself is printed nowhere, not even the sandbox's own.
-		set = append(set, "export DLQCTL_TOKEN='<the value of --require-token>'")
-	}
-	if len(set) == 0 {
-		fmt.Fprintln(f.IO.ErrOut, "dlqctl's default server (http://localhost:6632) is this one: nothing to set.")
-	} else {
-		fmt.Fprintf(f.IO.ErrOut, "Point dlqctl at it: %s\n", strings.Join(set, "; "))
+		fmt.Fprintln(f.IO.ErrOut, "It takes a token: export DLQCTL_TOKEN='<the value of --require-token>'")
 	}
 	fmt.Fprintln(f.IO.ErrOut, "Try: dlqctl dlq ls --group-by error    (Ctrl-C stops the sandbox)")
 	fmt.Fprintln(f.IO.ErrOut, "     (from a clone without dlqctl installed: go run ./cmd/dlqctl dlq ls --group-by error)")
@@ -138,4 +168,35 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 		}
 		return err
 	}
+}
+
+// pointContext points the config's sandbox context at this sandbox (its
+// URL and instance id), with the sandbox's own ledger, and returns the
+// config file's path. The current context is left as it is.
+func pointContext(f *cmdutil.Factory, url, instance string) (string, error) {
+	f.CreatingConfig = true
+	c, err := f.Config()
+	if err != nil {
+		return "", err
+	}
+	if c.Contexts == nil {
+		c.Contexts = map[string]*config.Context{}
+	}
+	ctx := c.Contexts[config.SandboxContext]
+	if ctx != nil && ctx.Sandbox == "" {
+		return "", fmt.Errorf("%s has a context %q of its own (not a sandbox's): rename it, or give --no-context", c.Path(), config.SandboxContext)
+	}
+	if ctx == nil {
+		ctx = &config.Context{Ledger: config.SandboxLedger()}
+		c.Contexts[config.SandboxContext] = ctx
+	}
+	ctx.Server, ctx.Sandbox = url, instance
+	return c.Path(), c.Save()
+}
+
+// nonce is a short random hex string: a sandbox's instance id.
+func nonce() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

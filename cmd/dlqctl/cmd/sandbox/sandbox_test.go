@@ -4,9 +4,13 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,7 +44,8 @@ func TestSandboxCommand(t *testing.T) {
 	errOut := &syncBuffer{}
 	ios.ErrOut = errOut
 	f := cmdutil.NewFactory(ios)
-	f.Getenv = func(string) string { return "" }
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	f.Getenv = func(k string) string { return map[string]string{"DLQCTL_CONFIG": cfg}[k] }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
 	go func() {
@@ -57,10 +62,14 @@ func TestSandboxCommand(t *testing.T) {
 		cancel()
 		t.Fatalf("no address printed: %q", errOut.String())
 	}
-	// The hint says how to pass the token, without printing it.
-	if !strings.Contains(errOut.String(), "export DLQCTL_SERVER="+url) || !strings.Contains(errOut.String(), "export DLQCTL_TOKEN=") ||
+	// The hint says which context points at it, and how to pass the
+	// token, without printing it; the context names its address.
+	if !strings.Contains(errOut.String(), "export DLQCTL_CONTEXT=sandbox") || !strings.Contains(errOut.String(), "export DLQCTL_TOKEN=") ||
 		strings.Contains(errOut.String(), "sandbox-s3cret-token") {
 		t.Fatalf("the hint to point dlqctl at it: %q", errOut.String())
+	}
+	if raw, err := os.ReadFile(cfg); err != nil || !strings.Contains(string(raw), "server: "+url) || !strings.Contains(string(raw), "sandbox.db") {
+		t.Fatalf("the sandbox context: %v\n%s", err, raw)
 	}
 	req, _ := http.NewRequest(http.MethodGet, url+"/api/v1/dlq?limit=1", nil)
 	req.Header.Set("Authorization", "Bearer sandbox-s3cret-token")
@@ -77,5 +86,39 @@ func TestSandboxCommand(t *testing.T) {
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d after stop", code)
+	}
+}
+
+// A command under the sandbox's context talks to that sandbox alone:
+// another program answering at its address (the sandbox stopped, the
+// port taken) is refused before anything is read from it, and so is a
+// DLQCTL_SERVER that points the command elsewhere.
+func TestTheSandboxContextReachesTheSandboxAlone(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	var hits atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, `{"status":"healthy","version":"1.0.0","server":"C++ Queen Server","messages":[]}`)
+	}))
+	t.Cleanup(other.Close)
+	if err := os.WriteFile(cfg, []byte("contexts:\n  sandbox:\n    server: "+other.URL+"\n    ledger: sqlite://"+filepath.Join(dir, "sb.db")+"\n    sandbox: 0badc0ffee00\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(env map[string]string, args ...string) (string, int) {
+		ios, _, _, errOut := iostreams.Test()
+		f := cmdutil.NewFactory(ios)
+		env["DLQCTL_CONFIG"] = cfg
+		f.Getenv = func(k string) string { return env[k] }
+		code := root.Run(context.Background(), f, args)
+		return errOut.String(), code
+	}
+	stderr, code := run(map[string]string{"DLQCTL_CONTEXT": "sandbox"}, "dlq", "ls")
+	if code != 3 || !strings.Contains(stderr, "another broker answers there") || hits.Load() != 1 {
+		t.Fatalf("under the sandbox context, another program at its address: exit %d, %d requests\n%s", code, hits.Load(), stderr)
+	}
+	stderr, code = run(map[string]string{"DLQCTL_CONTEXT": "sandbox", "DLQCTL_SERVER": "http://127.0.0.1:1"}, "dlq", "ls")
+	if code != 2 || !strings.Contains(stderr, "DLQCTL_SERVER points this command at") {
+		t.Fatalf("the sandbox context with DLQCTL_SERVER elsewhere: exit %d\n%s", code, stderr)
 	}
 }
