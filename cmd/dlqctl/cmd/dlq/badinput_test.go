@@ -191,3 +191,19 @@ func TestARepeatedSelectionFlagIsRefused(t *testing.T) {
 		t.Fatalf("the same queue twice: exit %d\n%s", code, stderr)
 	}
 }
+
+// Every command takes --server URL, version too: its own switch (which
+// broker release) is --broker, where a boolean --server shadowed the
+// global flag ("unknown command" for the URL, a ParseBool error for
+// --server=URL).
+func TestVersionTakesTheServerFlag(t *testing.T) {
+	_, cli := seeded(t)
+	url := cli.Env["DLQCTL_SERVER"]
+	delete(cli.Env, "DLQCTL_SERVER")
+	for _, args := range [][]string{{"version", "--server", url, "--broker"}, {"version", "--server=" + url, "--broker"}} {
+		out, stderr, code := cli.Exec(args...)
+		if code != 0 || !strings.Contains(out, "broker "+url+": Queen 1.0–1.5") {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, stderr)
+		}
+	}
+}

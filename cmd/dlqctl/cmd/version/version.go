@@ -11,19 +11,21 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// NewCmdVersion prints the version, and with --server the broker's.
+// NewCmdVersion prints the version, and with --broker which Queen the
+// broker runs. (--server is every command's global flag, the broker's
+// URL: a switch of that name here shadowed it.)
 func NewCmdVersion(f *cmdutil.Factory) *cobra.Command {
-	var server bool
+	var broker bool
 	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the dlqctl version (and, with --server, which Queen the broker runs)",
-		Long: `Version prints dlqctl's version. With --server it also asks the broker which
+		Short: "Print the dlqctl version (and, with --broker, which Queen the broker runs)",
+		Long: `Version prints dlqctl's version. With --broker it also asks the broker which
 Queen release line it runs, told from what it answers (/health's engine and
 server keys, and a route only 1.6 has), never from its version string alone:
 every C++ 0.x server says 1.0.0. What dlqctl does differs by line (the move
 on 1.6 and 2.x, the manual path before); the plan of every replay says it too.`,
 		Args:    cobra.NoArgs,
-		Example: "  $ dlqctl version\n  $ dlqctl version --server\n  $ dlqctl version --server -o json",
+		Example: "  $ dlqctl version\n  $ dlqctl version --broker\n  $ dlqctl version --broker --server https://queen.prod.internal:6632 -o json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v, c, d := build.Info()
 			fm, err := f.Format()
@@ -31,7 +33,7 @@ on 1.6 and 2.x, the manual path before); the plan of every replay says it too.`,
 				return err
 			}
 			var rel *client.Release
-			if server {
+			if broker {
 				cl, err := f.Client()
 				if err != nil {
 					return err
@@ -65,6 +67,6 @@ on 1.6 and 2.x, the manual path before); the plan of every replay says it too.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&server, "server", false, "also ask the broker which Queen release it runs")
+	cmd.Flags().BoolVar(&broker, "broker", false, "also ask the broker (--server, the context's, or the default) which Queen release it runs")
 	return cmd
 }
