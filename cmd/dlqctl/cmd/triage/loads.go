@@ -214,11 +214,24 @@ func (m *model) refilter() {
 	}
 	m.classView = m.classView[:0]
 	f := strings.ToLower(m.classFilter)
-	if strings.HasPrefix(f, "?") {
-		f = "" // a row filter: said on the status line, the classes kept
+	keepClass := func(i int) bool {
+		g := m.groups[i]
+		return f == "" || strings.Contains(strings.ToLower(g.Key+" "+g.Pattern+" "+strings.Join(g.Queues, ",")), f)
 	}
-	for i, g := range m.groups {
-		if f == "" || strings.Contains(strings.ToLower(g.Key+" "+g.Pattern+" "+strings.Join(g.Queues, ",")), f) {
+	if expr, ok := strings.CutPrefix(m.classFilter, "?"); ok {
+		// A jq predicate: the classes that have a row it is true for.
+		match := m.whereMatch(expr)
+		keepClass = func(i int) bool {
+			for _, ri := range m.members[m.groups[i].Key] {
+				if match(m.rows.At(ri)) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	for i := range m.groups {
+		if keepClass(i) {
 			m.classView = append(m.classView, i)
 		}
 	}

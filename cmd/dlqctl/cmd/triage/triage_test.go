@@ -624,6 +624,35 @@ func TestJqRowFilter(t *testing.T) {
 	}
 }
 
+// In the class list, a filter that starts with ? keeps the classes that
+// have a row the jq predicate is true for: it looked applied and kept
+// every class before.
+func TestJqClassFilter(t *testing.T) {
+	w := newWorld(t, false)
+	all := len(w.m.classView)
+	w.keys("/")
+	w.typ(`?.queue == "payments" and .retryCount >= 1`)
+	if n := len(w.m.classView); n == 0 || n >= all {
+		t.Fatalf("?.queue == \"payments\" kept %d of %d classes", n, all)
+	}
+	for _, gi := range w.m.classView {
+		found := false
+		for _, ri := range w.m.members[w.m.groups[gi].Key] {
+			if w.m.rows.At(ri).Queue == "payments" {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("kept class %s, which has no payments row", w.m.groups[gi].Key)
+		}
+	}
+	w.keys("esc", "/")
+	w.typ(`?.retryCount >=`)
+	if len(w.m.classView) != all || !strings.Contains(ansi.Strip(w.m.render()), "invalid --where") {
+		t.Fatalf("a broken expression: %d of %d classes", len(w.m.classView), all)
+	}
+}
+
 // A large load makes the groups' figures a few times, not once a chunk
 // (each time is a pass over what is loaded), and what the screen counts
 // once it is in is what a pass over every row says: undecided and held,

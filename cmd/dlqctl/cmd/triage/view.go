@@ -76,10 +76,8 @@ func (m *model) title() string {
 
 func (m *model) statusLine(w int) string {
 	switch {
-	case m.filtering && m.screen == screenRows && m.whereErr != "" && strings.HasPrefix(m.rowFilter, "?"):
+	case m.filtering && m.whereErr != "" && strings.HasPrefix(m.filterText(), "?"):
 		return fit(m.input.View()+"  "+m.pal.Red(render.Clean(m.whereErr)), w)
-	case m.filtering && m.screen == screenClasses && strings.HasPrefix(m.classFilter, "?"):
-		return fit(m.input.View()+"  "+m.pal.Yellow("?EXPR filters a class's rows: open a class (enter), then /?EXPR"), w)
 	case m.filtering:
 		return fit(m.input.View(), w)
 	case m.status != "" && m.statusIsError:

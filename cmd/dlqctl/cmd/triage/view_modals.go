@@ -23,8 +23,9 @@ func (m *model) helpBody(w, h int) []string {
 		"Nothing is written before its plan is shown and confirmed; every",
 		"decision is recorded in the ledger as its dlq command records it.",
 		"",
-		"/ filters by text; in a class's rows, /?EXPR filters with a jq",
-		"predicate as dlq ls --where does (?.retryCount > 3).")
+		"/ filters by text; /?EXPR filters with a jq predicate over each",
+		"row as dlq ls --where does (?.retryCount > 3): in a class, its",
+		"rows; in the class list, the classes with a row it is true for.")
 	return box("Help", lines, w, h)
 }
 
