@@ -348,7 +348,11 @@ func handler(exps []named, o *Options, version string) http.Handler {
 			Contexts map[string]health `json:"contexts"`
 		}{Status: "ok", Contexts: map[string]health{}}
 		for _, e := range exps {
-			out.Contexts[e.context] = healthOf(e.exp.Snapshot())
+			h := healthOf(e.exp.Snapshot())
+			out.Contexts[e.context] = h
+			if h.Status != "ok" {
+				out.Status = "degraded" // one context that is not ok makes the whole not ok
+			}
 		}
 		_ = json.NewEncoder(w).Encode(out)
 	})
@@ -367,9 +371,12 @@ func handler(exps []named, o *Options, version string) http.Handler {
 	return mux
 }
 
-// health is /healthz's answer. It is 200 while the process serves: the
-// broker being down is a metric to alert on, not a reason to restart the
-// exporter.
+// health is /healthz's answer. Its status is "ok" only while the last
+// pass reached the broker and the ledger; "broker-down", "ledger-down" or
+// "starting" otherwise, and over several contexts "degraded" when one is
+// not ok. It answers 200 while the process serves, whatever the status:
+// the broker being down is a metric to alert on, not a reason to restart
+// the exporter.
 type health struct {
 	Status      string `json:"status"`
 	BrokerUp    bool   `json:"brokerUp"`
@@ -387,8 +394,13 @@ func healthOf(s *exporter.Snapshot) health {
 	if !s.LastSuccess.IsZero() {
 		h.LastSuccess = render.Timestamp(s.LastSuccess)
 	}
-	if s.LastPass.IsZero() {
+	switch {
+	case s.LastPass.IsZero():
 		h.Status = "starting"
+	case !s.BrokerUp:
+		h.Status = "broker-down"
+	case !s.LedgerUp:
+		h.Status = "ledger-down"
 	}
 	return h
 }

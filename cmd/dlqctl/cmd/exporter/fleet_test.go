@@ -61,7 +61,8 @@ func TestExporterOverContexts(t *testing.T) {
 		}
 	}
 	health := get(t, "http://"+s.Addr+"/healthz")
-	if !strings.Contains(health, `"gone":{"status":"ok","brokerUp":false`) || !strings.Contains(health, `"calm":{"status":"ok","brokerUp":true`) {
+	if !strings.Contains(health, `"gone":{"status":"broker-down","brokerUp":false`) || !strings.Contains(health, `"calm":{"status":"ok","brokerUp":true`) ||
+		!strings.HasPrefix(health, `{"status":"degraded"`) {
 		t.Fatalf("/healthz: %s", health)
 	}
 }
