@@ -98,15 +98,7 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	counter(descBytes, float64(e.bytes.Load()))
 	gauge(descBuild, 1, e.cfg.Version, e.cfg.Revision, runtime.Version())
 	if s.Check != nil {
-		breaching := 0
-		for _, sc := range s.Check.Scopes {
-			collectScope(gauge, sc)
-			if len(sc.Breaches) > 0 {
-				breaching++
-			}
-		}
-		gauge(descScopes, float64(len(s.Check.Scopes)), "evaluated")
-		gauge(descScopes, float64(breaching), "breaching")
+		collectCheck(gauge, s.Check)
 	}
 	for _, c := range s.Classes {
 		gauge(descClass, float64(c.Depth), validLabel(c.Queue), c.Class, c.Pattern)
@@ -121,6 +113,52 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 			gauge(descBatchRefailed, float64(b.Refailed), b.ID, b.Action)
 		}
 	}
+}
+
+// collectCheck sends a check's scopes, and how many breach.
+func collectCheck(gauge func(*prometheus.Desc, float64, ...string), res *gate.Result) {
+	breaching := 0
+	for _, sc := range res.Scopes {
+		collectScope(gauge, sc)
+		if len(sc.Breaches) > 0 {
+			breaching++
+		}
+	}
+	gauge(descScopes, float64(len(res.Scopes)), "evaluated")
+	gauge(descScopes, float64(breaching), "breaching")
+}
+
+// CheckCollector is one dlq check's verdicts as the exporter exports a
+// pass's: the same series, names and labels, so a rule reads a textfile
+// dlq check --format prometheus wrote as it reads the exporter. With res
+// nil (a context that could not be judged), dlqctl_broker_up 0 alone.
+func CheckCollector(res *gate.Result, at time.Time) prometheus.Collector {
+	return checkCollector{res: res, at: at}
+}
+
+type checkCollector struct {
+	res *gate.Result
+	at  time.Time
+}
+
+func (c checkCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descOldest, descOldestUnheld, descDepth, descUndecided, descNotCarriedOut, descVanished,
+		descBreach, descMaxAge, descSLO, descBrokerUp, descLedgerUp, descLastSuccess, descScopes} {
+		ch <- d
+	}
+}
+
+func (c checkCollector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(descBrokerUp, b2f(c.res != nil))
+	if c.res == nil {
+		return
+	}
+	gauge(descLedgerUp, 1)
+	gauge(descLastSuccess, unix(c.at))
+	collectCheck(gauge, c.res)
 }
 
 func collectScope(gauge func(*prometheus.Desc, float64, ...string), sc gate.Scope) {

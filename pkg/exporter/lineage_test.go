@@ -113,6 +113,11 @@ func TestExporterSaysARemovedLedgerLostItsHistory(t *testing.T) {
 			t.Fatalf("the log does not say %q:\n%s", want, log.String())
 		}
 	}
+	// The pass is dlq check's (gate.Evaluate): its notes say the loss too,
+	// as check's do on every run.
+	if notes := strings.Join(e.Snapshot().Check.Notes, "\n"); !strings.Contains(notes, "was created anew") {
+		t.Fatalf("the pass's notes do not say the history was lost: %q", notes)
+	}
 }
 
 // A broker that stops answering is down once the pass overruns its

@@ -231,10 +231,7 @@ func (e *Exporter) evaluate(ctx context.Context, now time.Time) (values, health,
 		tally.add(r)
 		refail.row(r)
 	}
-	in := gate.Input{Policies: e.cfg.Policies, Now: now, AllScopes: e.cfg.AllScopes, Visit: visit, Source: ld}
-	vanished := func(ctx context.Context) ([]ledger.Archived, error) {
-		return ld.ArchivedRows(ctx, broker, ledger.ArchiveFilter{VanishedOnly: true})
-	}
+	in := gate.Input{Policies: e.cfg.Policies, Now: now, AllScopes: e.cfg.AllScopes, Visit: visit}
 	if e.cfg.Sync {
 		// The sync's read is the gate's: one read of the DLQ a pass, and
 		// what left is known once it is done.
@@ -242,15 +239,14 @@ func (e *Exporter) evaluate(ctx context.Context, now time.Time) (values, health,
 			_, err := inspect.SyncEach(ctx, cl, ld, "", e.cfg.Now, visit)
 			return err
 		}
-		in.LoadVanished = vanished
-	} else if in.Vanished, err = vanished(ctx); err != nil {
-		return values{}, e.ledgerFailed(ctx, err), err
 	}
-	st.ledgerUp = true
-	res, err := gate.Check(ctx, cl, in)
+	// The check dlq check makes, its notes (a ledger that lost its
+	// history) included.
+	res, err := gate.Evaluate(ctx, cl, ld, in)
 	if err != nil {
 		return values{}, e.failed(ctx, err), err
 	}
+	st.ledgerUp = true
 	st.brokerUp = true
 	whole := res.ReadWhole
 	v := values{check: res, classesKnown: whole, batches: batches}

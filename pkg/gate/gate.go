@@ -51,10 +51,19 @@ type gate struct {
 // the rows that left the DLQ with no decision are its archive's vanished
 // ones, and a ledger made where one with history was says so in the
 // notes on every check (its vanished rows start at its creation).
+//
+// A caller whose read of the DLQ is a sync (in.ReadAll: the exporter's
+// --sync) has the vanished rows read once the sync is done, which marks
+// them.
 func Evaluate(ctx context.Context, cl *client.Client, ld *ledger.Store, in Input) (*Result, error) {
 	in.Source = ld
+	vanished := func(ctx context.Context) ([]ledger.Archived, error) {
+		return ld.ArchivedRows(ctx, cl.Broker(), ledger.ArchiveFilter{VanishedOnly: true})
+	}
 	var err error
-	if in.Vanished, err = ld.ArchivedRows(ctx, cl.Broker(), ledger.ArchiveFilter{VanishedOnly: true}); err != nil {
+	if in.ReadAll != nil {
+		in.LoadVanished = vanished
+	} else if in.Vanished, err = vanished(ctx); err != nil {
 		return nil, err
 	}
 	res, err := Check(ctx, cl, in)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"github.com/dlqctl/dlqctl/pkg/duration"
+	"github.com/dlqctl/dlqctl/pkg/exporter"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 	"io"
 	"strconv"
 	"strings"
@@ -102,7 +105,9 @@ func checkRun(ctx context.Context, f *cmdutil.Factory, o *CheckOptions) error {
 	case o.Format == "github":
 		writeGitHub(f.IO.Out, res)
 	case o.Format == "prometheus":
-		writePrometheus(f.IO.Out, res)
+		if err := writePrometheus(f.IO.Out, res, f.Now()); err != nil {
+			return err
+		}
 	case !fm.Human():
 		if err := render.Document(f.IO.Out, fm, present.DocumentOf(res)); err != nil {
 			return err
@@ -227,11 +232,24 @@ func escapeData(s string) string     { return render.Clean(escR.Replace(s)) }
 func escapeProperty(s string) string { return render.Clean(escPropR.Replace(s)) }
 
 // writePrometheus prints the text exposition format for a node_exporter
-// textfile collector.
-func writePrometheus(w io.Writer, res *gate.Result) {
-	series := make([]scopeSeries, len(res.Scopes))
-	for i, s := range res.Scopes {
-		series[i] = scopeSeries{s: s}
+// textfile collector, through the exporter's own collector: the same
+// series a rule reads from the exporter.
+func writePrometheus(w io.Writer, res *gate.Result, at time.Time) error {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(exporter.CheckCollector(res, at))
+	return writeGathered(w, reg)
+}
+
+// writeGathered writes what a registry gathers as the text exposition.
+func writeGathered(w io.Writer, reg *prometheus.Registry) error {
+	fams, err := reg.Gather()
+	if err != nil {
+		return err
 	}
-	writeScopeMetrics(w, series)
+	for _, mf := range fams {
+		if _, err := expfmt.MetricFamilyToText(w, mf); err != nil {
+			return err
+		}
+	}
+	return nil
 }

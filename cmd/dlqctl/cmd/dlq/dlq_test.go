@@ -397,7 +397,7 @@ func TestCheckFormats(t *testing.T) {
 	if err != nil {
 		t.Fatalf("prometheus output does not parse: %v\n%s", err, prom)
 	}
-	for _, name := range []string{"dlqctl_dlq_oldest_age_seconds", "dlqctl_dlq_depth", "dlqctl_dlq_undecided_past_slo", "dlqctl_dlq_vanished_undecided"} {
+	for _, name := range []string{"dlqctl_dlq_oldest_failed_timestamp_seconds", "dlqctl_dlq_depth", "dlqctl_dlq_vanished_undecided", "dlqctl_dlq_breach"} {
 		fam := fams[name]
 		if fam == nil || len(fam.Metric) != 5 {
 			t.Fatalf("%s: %v", name, fam)
@@ -415,6 +415,21 @@ func TestCheckFormats(t *testing.T) {
 			}
 		}
 	}
+	// One vocabulary: the series the shipped alert rules read from the
+	// exporter are in the textfile too (but the exporter's own pass
+	// interval), so a rule works on either.
+	cli.WriteConfig("policies:\n  - queue: \"*\"\n    max-age: 1h\n    triage-slo: 1h\n")
+	prom, _, _ = cli.Exec("dlq", "check", "--format", "prometheus")
+	rules, err := os.ReadFile("../../../../deploy/prometheus/dlqctl-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range regexp.MustCompile(`dlqctl_[a-z_]+`).FindAllString(string(rules), -1) {
+		if name != "dlqctl_pass_interval_seconds" && !strings.Contains(prom, "\n"+name+"{") && !strings.Contains(prom, "\n"+name+" ") {
+			t.Errorf("the rules read %s, which the textfile lacks", name)
+		}
+	}
+	cli.WriteConfig("policies:\n  - queue: orders\n    owner: team-billing\n    max-age: 1h\n  - queue: \"*\"\n    max-age: 2400h\n")
 	gh, _, code := cli.Exec("dlq", "check", "--format", "github")
 	re := regexp.MustCompile(`^::(error|warning|notice)( [a-z]+=[^:,]*(,[a-z]+=[^:,]*)*)?::[^\r\n]*$`)
 	errs := 0

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dlqctl/dlqctl/pkg/exporter"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
-	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/present"
@@ -89,7 +91,9 @@ func checkFleet(ctx context.Context, f *cmdutil.Factory, o *CheckOptions, names 
 	case o.Format == "github":
 		writeFleetGitHub(f.IO.Out, fleet)
 	case o.Format == "prometheus":
-		writeFleetPrometheus(f.IO.Out, fleet)
+		if err := writeFleetPrometheus(f.IO.Out, fleet, f.Now()); err != nil {
+			return err
+		}
 	case !fm.Human():
 		for i := range fleet.Contexts {
 			if r := fleet.Contexts[i].Result; r != nil {
@@ -158,58 +162,12 @@ func writeFleetGitHub(w io.Writer, fleet *FleetResult) {
 }
 
 // writeFleetPrometheus is writePrometheus with a context label on every
-// series, and dlqctl_context_up: 0 for a context with no verdict (its
-// scopes are then absent, not zero).
-func writeFleetPrometheus(w io.Writer, fleet *FleetResult) {
-	lbl := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-	fmt.Fprintf(w, "# HELP dlqctl_context_up 1 when the context's broker and ledger were judged, 0 when they could not be.\n# TYPE dlqctl_context_up gauge\n")
+// series, as the exporter over several contexts labels them: a context
+// with no verdict has dlqctl_broker_up 0 and no scope.
+func writeFleetPrometheus(w io.Writer, fleet *FleetResult, at time.Time) error {
+	reg := prometheus.NewPedanticRegistry()
 	for _, v := range fleet.Contexts {
-		up := 0
-		if v.Result != nil {
-			up = 1
-		}
-		fmt.Fprintf(w, "dlqctl_context_up{context=\"%s\"} %d\n", lbl.Replace(v.Context), up)
+		prometheus.WrapRegistererWith(prometheus.Labels{"context": v.Context}, reg).MustRegister(exporter.CheckCollector(v.Result, at))
 	}
-	var series []scopeSeries
-	for _, v := range fleet.Contexts {
-		if v.Result == nil {
-			continue
-		}
-		for _, s := range v.Result.Scopes {
-			series = append(series, scopeSeries{extra: `context="` + lbl.Replace(v.Context) + `",`, s: s})
-		}
-	}
-	writeScopeMetrics(w, series)
-}
-
-// scopeSeries is a scope's series with labels before its own.
-type scopeSeries struct {
-	extra string
-	s     gate.Scope
-}
-
-// writeScopeMetrics writes the check's gauges, one family each.
-func writeScopeMetrics(w io.Writer, series []scopeSeries) {
-	lbl := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-	labels := func(x scopeSeries) string {
-		s := x.s
-		return fmt.Sprintf(`%squeue="%s",consumer_group="%s",owner="%s"`, x.extra, lbl.Replace(s.Queue), lbl.Replace(s.ConsumerGroup), lbl.Replace(s.Owner))
-	}
-	metric := func(name, help string, val func(gate.Scope) float64) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
-		for _, x := range series {
-			fmt.Fprintf(w, "%s{%s} %s\n", name, labels(x), strconv.FormatFloat(val(x.s), 'f', -1, 64))
-		}
-	}
-	metric("dlqctl_dlq_oldest_age_seconds", "Age of the oldest dead letter.", func(s gate.Scope) float64 { return s.OldestAgeSeconds })
-	metric("dlqctl_dlq_depth", "Dead-letter rows.", func(s gate.Scope) float64 { return float64(s.Depth) })
-	metric("dlqctl_dlq_undecided_past_slo", "Dead letters with no decision older than the triage SLO.", func(s gate.Scope) float64 { return float64(s.UndecidedPastSLO) })
-	metric("dlqctl_dlq_decided_not_carried_out", "Dead letters under a replay or discard decision not carried out within the triage SLO.", func(s gate.Scope) float64 { return float64(s.DecidedNotCarriedOut) })
-	metric("dlqctl_dlq_vanished_undecided", "Dead letters that left the broker with no recorded decision.", func(s gate.Scope) float64 { return float64(s.VanishedUndecided) })
-	metric("dlqctl_dlq_breach", "1 when the scope breaches its thresholds.", func(s gate.Scope) float64 {
-		if len(s.Breaches) > 0 {
-			return 1
-		}
-		return 0
-	})
+	return writeGathered(w, reg)
 }

@@ -2,6 +2,7 @@ package dlq_test
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -54,8 +55,8 @@ func TestCheckAllContexts(t *testing.T) {
 	}
 
 	out, _, code = cli.Exec("--timeout", "2s", "dlq", "check", "--all-contexts", "--format", "prometheus")
-	if code != 3 || !strings.Contains(out, `dlqctl_context_up{context="gone"} 0`) || !strings.Contains(out, `dlqctl_context_up{context="calm"} 1`) ||
-		!strings.Contains(out, `dlqctl_dlq_breach{context="busy",queue="orders"`) {
+	if code != 3 || !strings.Contains(out, `dlqctl_broker_up{context="gone"} 0`) || !strings.Contains(out, `dlqctl_broker_up{context="calm"} 1`) ||
+		!regexp.MustCompile(`dlqctl_dlq_breach\{consumer_group="[a-z]*",context="busy",owner="",queue="orders"\} 1`).MatchString(out) {
 		t.Fatalf("prometheus: exit %d\n%s", code, out)
 	}
 	out, _, _ = cli.Exec("--timeout", "2s", "dlq", "check", "--all-contexts", "--format", "github")
