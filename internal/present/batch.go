@@ -251,9 +251,9 @@ func Report(w io.Writer, pal *render.Palette, rep *replay.Report) {
 	add(rep.HeldBack, "held back behind a message not replayed", pal.Yellow)
 	add(rep.NotStarted, "not started", pal.Yellow)
 	fmt.Fprintf(w, "%s in %s\n", strings.Join(parts, ", "), rep.Elapsed.Round(time.Millisecond))
-	if rep.HeldTwice > 0 {
-		fmt.Fprintf(w, "%s the broker now holds %s twice: a copy of this batch's and one another hand published (listed below)\n",
-			pal.Red("warning:"), render.Plural(rep.HeldTwice, "message", "messages"))
+	if rep.HeldMoreThanOnce > 0 {
+		fmt.Fprintf(w, "%s the broker now holds %s more than once, by the hands listed below (this batch published none of them twice)\n",
+			pal.Red("warning:"), render.Plural(rep.HeldMoreThanOnce, "message", "messages"))
 	}
 	for _, l := range rep.Listed {
 		fmt.Fprintf(w, "  %s  %s\n", render.Clean(l.Address.String()), render.Clean(l.Reason))

@@ -126,17 +126,37 @@ func (e *Engine) copyOfAbsent(ctx context.Context, it Item, ent *ledger.Entry) (
 	if !e.o.Release.Moves() {
 		return "", false, nil
 	}
+	var found []string
 	for _, r := range it.AllRows() {
 		if r.ID == "" {
 			continue
 		}
 		cp := client.CopyID(r.ID)
-		found, err := e.copyFound(ctx, it, cp)
-		if err != nil || found {
-			return map[bool]string{true: cp}[found], found && tried && ent.ReplayTxID == cp, err
+		ok, err := e.copyFound(ctx, it, cp)
+		if err != nil {
+			return "", false, err
+		}
+		if ok && !slices.Contains(found, cp) {
+			found = append(found, cp)
 		}
 	}
-	return "", false, nil
+	if len(found) == 0 {
+		return "", false, nil
+	}
+	// Every copy is counted: two rows moved (by the console, or one by an
+	// attempt of this entry) are the message held twice.
+	ours := ""
+	for i, cp := range found {
+		if tried && ent.ReplayTxID == cp {
+			ours, found = cp, slices.Delete(found, i, i+1)
+			break
+		}
+	}
+	e.heldMoreThanOnce(it.Address, ours, found)
+	if ours != "" {
+		return ours, true, nil
+	}
+	return found[0], false, nil
 }
 
 func pastTense(action string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
@@ -87,6 +88,9 @@ func (e *Engine) rowLeft(ctx context.Context, it Item, ent *ledger.Entry, cp str
 		ent.ReplayPartitionID = it.Address.PartitionID
 		return e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
 	case found:
+		if others, err := e.otherRowsCopied(ctx, it, cp); err == nil {
+			e.heldMoreThanOnce(it.Address, "", append([]string{cp}, others...))
+		}
 		ent.ReplayPartitionID, ent.ReplayQueue = it.Address.PartitionID, it.Queue
 		return e.settle(ctx, ent, ledger.Removed, deadletter.OutcomeMovedElsewhere, "", func(r *Report) { r.MovedElsewhere++ })
 	case ours && e.o.ToQueue != "":
@@ -115,32 +119,57 @@ func (e *Engine) copyFound(ctx context.Context, it Item, cp string) (bool, error
 // console) replayed by moving one of its other rows, and reports whether
 // it did: the broker holds that copy, so nothing more is published and
 // what is left of the rows is deleted. ours says an earlier attempt of
-// this entry may have published its own copy: when that copy is there
-// too, the broker now holds the message twice, and the report says so.
+// this entry may have published its own copy. Where the broker now holds
+// the message more than once (that copy and another hand's, or the
+// console's moves of two of its rows), the report says so.
 func (e *Engine) anotherHandsCopy(ctx context.Context, it Item, ent *ledger.Entry, ours bool) (bool, error) {
-	cp, err := e.otherRowCopied(ctx, it, ent.ReplayTxID)
+	cps, err := e.otherRowsCopied(ctx, it, ent.ReplayTxID)
 	if err != nil {
 		return true, e.fail(ctx, ent, "failed: looking for a copy another hand published: ", err)
 	}
-	if cp == "" {
+	if len(cps) == 0 {
 		return false, nil
 	}
-	if ours && ent.ReplayTxID != "" {
+	mine := ""
+	switch first := client.CopyID(it.Rows[0].ID); {
+	case ours && ent.ReplayTxID != "":
 		if own, ok := copyAddress(it, ent, e.o.ToQueue); ok {
 			if _, err := e.b.Get(ctx, own); err == nil {
-				e.heldTwice(it.Address, own.TransactionID, cp)
+				mine = own.TransactionID
 			}
 		}
+	case it.Rows[0].ID != "":
+		// Not this entry's: a copy under the newest row's id is the
+		// console's too.
+		if found, err := e.copyFound(ctx, it, first); err == nil && found {
+			cps = append([]string{first}, cps...)
+		}
 	}
-	return true, e.movedElsewhere(ctx, ent, cp)
+	e.heldMoreThanOnce(it.Address, mine, cps)
+	return true, e.movedElsewhere(ctx, ent, cps[0])
 }
 
-// heldTwice records a message the broker holds two copies of: ours,
-// published by an attempt of this batch, and another hand's.
-func (e *Engine) heldTwice(a deadletter.Address, ours, theirs string) {
+// heldMoreThanOnce records a message the broker holds more than one copy
+// of (nothing when it holds one): ours, published by an attempt of this
+// batch ("" for none), and theirs, another hand's (the console's moves
+// of its rows). dlqctl published once; the report says what the broker
+// holds, and by whose hand.
+func (e *Engine) heldMoreThanOnce(a deadletter.Address, ours string, theirs []string) {
+	n := len(theirs)
+	if ours != "" {
+		n++
+	}
+	if n < 2 {
+		return
+	}
+	hands := fmt.Sprintf("%s by another hand (the broker's console moved %s of its rows while this batch held it)", strings.Join(theirs, " and "),
+		map[bool]string{true: "one", false: "each"}[len(theirs) == 1])
+	if ours != "" {
+		hands = ours + " by an earlier attempt of this batch, and " + hands
+	}
 	e.record(func(r *Report) {
-		r.HeldTwice++
-		r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("held twice by the broker: %s, published by an earlier attempt of this batch, and %s, published by another hand (the broker's console moved another of its rows) while this batch held it", ours, theirs)})
+		r.HeldMoreThanOnce++
+		r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("held %d times by the broker: %s", n, hands)})
 	})
 }
 
@@ -149,19 +178,30 @@ func (e *Engine) heldTwice(a deadletter.Address, ours, theirs string) {
 func (e *Engine) anyRowCopied(ctx context.Context, it Item) (string, error) {
 	if cp := client.CopyID(it.Rows[0].ID); it.Rows[0].ID != "" {
 		if found, err := e.copyFound(ctx, it, cp); err != nil || found {
+			if found {
+				others, oerr := e.otherRowsCopied(ctx, it, cp)
+				if oerr == nil {
+					e.heldMoreThanOnce(it.Address, "", append([]string{cp}, others...))
+				}
+			}
 			return map[bool]string{true: cp}[found], err
 		}
 	}
-	return e.otherRowCopied(ctx, it, "")
+	cps, err := e.otherRowsCopied(ctx, it, "")
+	if err != nil || len(cps) == 0 {
+		return "", err
+	}
+	e.heldMoreThanOnce(it.Address, "", cps)
+	return cps[0], nil
 }
 
-// otherRowCopied is the copy id of a row of the item's message, other
-// than the one its copy is published under (and own, the copy id its
-// journal names), that the broker holds: another hand moved that row.
-// The rows are the item's and those the ledger archived of its address
-// and the DLQ no longer lists (a row the console moved before anything
-// of dlqctl's saw it cannot be known). "" when none is there.
-func (e *Engine) otherRowCopied(ctx context.Context, it Item, own string) (string, error) {
+// otherRowsCopied are the copy ids of the rows of the item's message,
+// other than the one its copy is published under (and own, the copy id
+// its journal names), that the broker holds: another hand moved each of
+// those rows. The rows are the item's and those the ledger archived of
+// its address and the DLQ no longer lists (a row the console moved before
+// anything of dlqctl's saw it cannot be known).
+func (e *Engine) otherRowsCopied(ctx context.Context, it Item, own string) ([]string, error) {
 	e.mu.Lock()
 	ids := e.archived[it.Address]
 	e.mu.Unlock()
@@ -169,6 +209,7 @@ func (e *Engine) otherRowCopied(ctx context.Context, it Item, own string) (strin
 		ids = append(ids, r.ID)
 	}
 	seen := map[string]bool{it.Rows[0].ID: true}
+	var out []string
 	for _, id := range ids {
 		cp := client.CopyID(id)
 		if id == "" || seen[id] || cp == own {
@@ -176,11 +217,14 @@ func (e *Engine) otherRowCopied(ctx context.Context, it Item, own string) (strin
 		}
 		seen[id] = true
 		found, err := e.copyFound(ctx, it, cp)
-		if err != nil || found {
-			return map[bool]string{true: cp}[found], err
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			out = append(out, cp)
 		}
 	}
-	return "", nil
+	return out, nil
 }
 
 // movedElsewhere settles an address another hand replayed: its copy cp is

@@ -385,12 +385,12 @@ func TestAMessageTheBrokerHoldsTwiceIsSaid(t *testing.T) {
 	}
 	before := len(r.b.LiveMessages())
 	rep := r.run(t, "b", nil)
-	if rep.HeldTwice != 2 || rep.MovedElsewhere != 2 || rep.Replayed != 1 || len(r.b.LiveMessages()) != before+1 {
-		t.Fatalf("report %v, held twice %d, %d copies published: want the 2 said held twice, the single-row one replayed", rep.Outcome(), rep.HeldTwice, len(r.b.LiveMessages())-before)
+	if rep.HeldMoreThanOnce != 2 || rep.MovedElsewhere != 2 || rep.Replayed != 1 || len(r.b.LiveMessages()) != before+1 {
+		t.Fatalf("report %v, held twice %d, %d copies published: want the 2 said held twice, the single-row one replayed", rep.Outcome(), rep.HeldMoreThanOnce, len(r.b.LiveMessages())-before)
 	}
 	twice := 0
 	for _, l := range rep.Listed {
-		if strings.Contains(l.Reason, "held twice") {
+		if strings.Contains(l.Reason, "held 2 times") {
 			twice++
 		}
 	}
@@ -417,8 +417,8 @@ func TestADeleteThatRemovedFewerRowsIsSaid(t *testing.T) {
 		return sandbox.Serve
 	}})
 	rep := r.run(t, "b", func(o *replay.Options) { o.Concurrency = 1 })
-	if rep.HeldTwice != 3 || rep.Replayed != 3 {
-		t.Fatalf("report %v, held twice %d: want all 3 replayed and said held twice", rep.Outcome(), rep.HeldTwice)
+	if rep.HeldMoreThanOnce != 3 || rep.Replayed != 3 {
+		t.Fatalf("report %v, held twice %d: want all 3 replayed and said held twice", rep.Outcome(), rep.HeldMoreThanOnce)
 	}
 }
 
@@ -476,4 +476,35 @@ func TestInDoubtMoveOn2x(t *testing.T) {
 		t.Fatalf("%d replayed in all", replayed)
 	}
 	r.books(t)
+}
+
+// The console moved both rows of a message two groups dead-lettered: the
+// broker holds it twice, by the console's hand. The batch publishes
+// nothing more and says so: moved elsewhere, held 2 times.
+func TestTheConsoleMovedBothRowsIsSaid(t *testing.T) {
+	for _, line := range []sandbox.Line{sandbox.Queen16, sandbox.Queen22} {
+		t.Run(line.String(), func(t *testing.T) {
+			r := newMoveRig(t, line, 1, 2)
+			var moved []string
+			for _, it := range r.items {
+				if rows := it.AllRows(); len(rows) == 2 {
+					r.b.ConsoleReplay(rows[0].ID, rows[1].ID)
+					moved = append(moved, it.Address.String())
+				}
+			}
+			rep := r.run(t, "b", nil)
+			if rep.MovedElsewhere != 2 || rep.HeldMoreThanOnce != 2 || rep.Replayed != 1 {
+				t.Fatalf("report %v, held more than once %d", rep.Outcome(), rep.HeldMoreThanOnce)
+			}
+			said := 0
+			for _, l := range rep.Listed {
+				if strings.Contains(l.Reason, "held 2 times by the broker") && strings.Contains(l.Reason, "console") {
+					said++
+				}
+			}
+			if said != 2 {
+				t.Fatalf("%d listed as held 2 times: %+v", said, rep.Listed)
+			}
+		})
+	}
 }

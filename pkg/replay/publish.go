@@ -375,8 +375,8 @@ func (e *Engine) deleteAfterPush(ctx context.Context, it Item, ent *ledger.Entry
 	if err != nil || n < 0 || n >= planned || !e.o.Release.Moves() {
 		return err
 	}
-	if cp, ferr := e.otherRowCopied(ctx, it, ent.ReplayTxID); ferr == nil && cp != "" {
-		e.heldTwice(it.Address, ent.ReplayTxID, cp)
+	if cps, ferr := e.otherRowsCopied(ctx, it, ent.ReplayTxID); ferr == nil && len(cps) > 0 {
+		e.heldMoreThanOnce(it.Address, ent.ReplayTxID, cps)
 		return nil
 	}
 	e.list(it.Address, fmt.Sprintf("replayed as %s; its delete removed %d of the %d rows the message had: another hand removed the others meanwhile (no copy of theirs was found, so none was replayed)", ent.ReplayTxID, n, planned))

@@ -28,11 +28,12 @@ type Report struct {
 	// batch held them (Queen's console, on a broker that moves): their
 	// copy is in the broker, published once, not by this batch.
 	MovedElsewhere int `json:"movedElsewhere"`
-	// HeldTwice counts messages the broker now holds two copies of: one
-	// an attempt of this batch published, one another hand's (the
-	// console moved another of the message's rows meanwhile). dlqctl
-	// published once; the report says what the broker holds.
-	HeldTwice         int `json:"heldTwice,omitempty"`
+	// HeldMoreThanOnce counts messages the broker now holds more than one
+	// copy of: one an attempt of this batch published and another hand's
+	// (the console moved another of the message's rows meanwhile), or
+	// the console's moves of two of its rows. dlqctl published once at
+	// most; the report says what the broker holds, and by whose hand.
+	HeldMoreThanOnce  int `json:"heldMoreThanOnce,omitempty"`
 	AlreadyDone       int `json:"alreadyDone"`
 	Failed            int `json:"failed"`
 	Unknown           int `json:"unknown"`
