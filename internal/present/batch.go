@@ -6,6 +6,7 @@ package present
 
 import (
 	"fmt"
+	"github.com/dlqctl/dlqctl/pkg/client"
 	"io"
 	"sort"
 	"strings"
@@ -72,7 +73,7 @@ func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 	if p.NoCall > 0 {
 		fmt.Fprintf(w, "  %s already done or gone from the DLQ: no call needed\n", render.Plural(p.NoCall, "message is", "messages are"))
 	}
-	planOrder(w, p.Order)
+	planOrder(w, p.Order, p.Broker)
 	if p.Rate > 0 {
 		est := "under a second"
 		if p.Estimated >= time.Second {
@@ -87,7 +88,7 @@ func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 }
 
 // planOrder writes the order a plan publishes in.
-func planOrder(w io.Writer, o *replay.OrderInfo) {
+func planOrder(w io.Writer, o *replay.OrderInfo, broker *client.Release) {
 	if o == nil {
 		return
 	}
@@ -109,7 +110,13 @@ func planOrder(w io.Writer, o *replay.OrderInfo) {
 	}
 	switch {
 	case o.Recorded && o.ByFailure > 0:
-		fmt.Fprintf(w, "    %s no time-ordered message id (an older dlqctl recorded none, or the broker lists row ids): they keep the order the batch recorded\n", render.Plural(o.ByFailure, "message has", "messages have"))
+		// The 0.x server lists the message's own UUIDv7; the Rust lines
+		// list the dead-letter row's id, random.
+		why := "the broker lists each dead-letter row's own id, not the message's time-ordered one"
+		if broker != nil && broker.Line == client.Line0x {
+			why = "recorded by an older dlqctl, which kept none"
+		}
+		fmt.Fprintf(w, "    %s no time-ordered message id (%s): they keep the order the batch recorded, oldest failure first\n", render.Plural(o.ByFailure, "message has", "messages have"), why)
 	case o.ByFailure > 0:
 		fmt.Fprintf(w, "    %s ordered by first failure: their message ids are not time-ordered\n", render.Plural(o.ByFailure, "message is", "messages are"))
 	}

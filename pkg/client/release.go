@@ -50,10 +50,6 @@ type Release struct {
 // the broker under the copy id "dlq:<row id>".
 func (s Release) Moves() bool { return s.Line.Does().Moves }
 
-// RowIDs reports whether a list row's id is the dead-letter row's own
-// id (the move's key) rather than the message's.
-func (s Release) RowIDs() bool { return s.Moves() }
-
 // Traces reports whether the broker keeps trace events (POST
 // /api/v1/traces): the Rust lines, 1.x and 2.x.
 func (s Release) Traces() bool { return s.Line.Does().Traces }
