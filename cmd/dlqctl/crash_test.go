@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -809,4 +811,43 @@ func TestVerifyCountsTheCopiesOfKilledRuns(t *testing.T) {
 	if live := len(w.b.LiveMessages()); v.Copies != live || v.Unchecked != 0 {
 		t.Fatalf("verify counts %d copies (%d unchecked), the broker holds %d", v.Copies, v.Unchecked, live)
 	}
+}
+
+// A replay SIGKILLed and resumed at once on the same host, before anyone
+// reaped the killed process (a zombie, as it is until its parent waits
+// for it): the resume takes over the dead run's claims at once rather
+// than waiting out their lease, and finishes the batch exactly once.
+func TestResumeAtOnceAfterAKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	w := newWorld(t, 150, 29, "")
+	c := w.cmd("dlq", "replay", "--all", "--rate", "40", "--order", "none", "--why", "resume at once", "--yes")
+	stderr, err := c.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	id := ""
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "Recorded batch "); ok {
+			id = strings.TrimSuffix(rest, ".")
+			break
+		}
+	}
+	go io.Copy(io.Discard, stderr)
+	time.Sleep(700 * time.Millisecond)
+	_ = c.Process.Signal(syscall.SIGKILL)
+	time.Sleep(100 * time.Millisecond) // dead, and not reaped yet
+	start := time.Now()
+	out, code := w.run("dlq", "replay", "--batch", id, "--yes", "--rate", "0", "--order", "none")
+	took := time.Since(start)
+	_ = c.Wait()
+	if code != 0 && code != 1 || strings.Contains(out, "claimed by another run") || took > 20*time.Second {
+		t.Fatalf("resume at once: exit %d after %s\n%s", code, took.Round(time.Millisecond), out)
+	}
+	w.books(true)
 }

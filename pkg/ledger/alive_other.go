@@ -3,4 +3,6 @@
 package ledger
 
 // Without a portable liveness probe, a claim is held until its lease ends.
-func processAlive(int) bool { return true }
+func processAlive(int, string) bool { return true }
+
+func processStart() string { return "" }

@@ -667,15 +667,22 @@ func PayloadDigest(payload []byte) string {
 	return hex.EncodeToString(h[:12])
 }
 
-// NewOwner names this process as a claim owner: host, pid and a nonce.
+// NewOwner names this process as a claim owner: host, pid, a nonce and,
+// where the system says it, the process's start time (a pid can be taken
+// again by another process).
 func NewOwner(nonce string) string {
 	h, _ := os.Hostname()
-	return fmt.Sprintf("%s:%d:%s", h, os.Getpid(), nonce)
+	owner := fmt.Sprintf("%s:%d:%s", h, os.Getpid(), nonce)
+	if start := processStart(); start != "" {
+		owner += ":" + start
+	}
+	return owner
 }
 
 // OwnerAlive reports whether a claim owner may still be working: owners on
 // other hosts are presumed alive (their lease decides); on this host the
-// process must exist.
+// process must be running (not ended and waiting to be reaped), and be the
+// one that started when the owner says.
 func OwnerAlive(owner string) bool {
 	if owner == "" {
 		return false
@@ -692,5 +699,9 @@ func OwnerAlive(owner string) bool {
 	if err != nil {
 		return true
 	}
-	return processAlive(pid)
+	started := ""
+	if len(parts) >= 4 {
+		started = parts[3]
+	}
+	return processAlive(pid, started)
 }
