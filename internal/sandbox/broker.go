@@ -31,8 +31,12 @@ type Faults struct {
 	// RowKeptEvery makes every Nth successful retry answer
 	// dlqRowRemoved:false and keep the dead-letter row.
 	RowKeptEvery int
-	// Latency is added to every call.
-	Latency time.Duration
+	// Latency is added to every call; RouteLatency to the calls of a
+	// route, by its pattern ("POST /api/v1/push": 6ms,
+	// "DELETE /api/v1/messages/{pid}/{txid}": 1ms): a broker that costs
+	// what a real one does.
+	Latency      time.Duration
+	RouteLatency map[string]time.Duration
 	// Token, when set, is the bearer token every call but /health needs.
 	Token string
 	// ReadOnlyToken may list and get, and gets 403 on anything else.
@@ -161,6 +165,8 @@ type Broker struct {
 	pages   map[string]cachedPage // list answers by query, until the next change
 	// instance is what /health says the sandbox is (SetInstance).
 	instance string
+	// inflight measures the writes in flight (WritesInFlight).
+	inflight inflight
 }
 
 type view struct {
@@ -669,8 +675,11 @@ func (b *Broker) Applied() int {
 // ResetCalls zeroes the route counters.
 func (b *Broker) ResetCalls() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.routes = map[string]int{}
+	b.mu.Unlock()
+	b.inflight.mu.Lock()
+	b.inflight.since, b.inflight.at, b.inflight.area, b.inflight.peak = time.Time{}, time.Time{}, 0, b.inflight.n
+	b.inflight.mu.Unlock()
 }
 
 func envelope(payload json.RawMessage) json.RawMessage {

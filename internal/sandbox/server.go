@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -36,9 +37,13 @@ func (b *Broker) Handler() http.Handler {
 		b.mu.Lock()
 		f, line := b.faults, b.line
 		b.mu.Unlock()
-		if f.Latency > 0 {
+		_, pattern := mux.Handler(r)
+		if writes(r.Method, pattern) {
+			defer b.inflight.enter()()
+		}
+		if d := f.Latency + f.RouteLatency[pattern]; d > 0 {
 			select {
-			case <-time.After(f.Latency):
+			case <-time.After(d):
 			case <-r.Context().Done():
 				return
 			}
@@ -56,7 +61,6 @@ func (b *Broker) Handler() http.Handler {
 			return
 		}
 		if f.Script != nil {
-			_, pattern := mux.Handler(r)
 			switch a := b.script(f, pattern, r.URL.Path); a {
 			case Refuse:
 				writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "Service Unavailable"})
@@ -320,3 +324,56 @@ func (b *Broker) metrics(w http.ResponseWriter, _ *http.Request) {
 
 // readAll reads a request's body, up to 1 MiB.
 func readAll(r *http.Request) ([]byte, error) { return io.ReadAll(io.LimitReader(r.Body, 1<<20)) }
+
+// writes reports whether a call changes dead letters or publishes: what
+// the writes in flight count (a push, a delete, a move, a retry).
+func writes(method, pattern string) bool {
+	switch pattern {
+	case "POST /api/v1/push", "DELETE /api/v1/messages/{pid}/{txid}", "POST /api/v1/dlq/{id}/replay", "POST /api/v1/messages/{pid}/{txid}/retry":
+		return true
+	}
+	return false
+}
+
+// inflight measures the writes in flight over time: their mean, weighted
+// by how long each number held, and the most at once.
+type inflight struct {
+	mu    sync.Mutex
+	n     int
+	peak  int
+	since time.Time     // the start of the measure
+	at    time.Time     // when n last changed
+	area  time.Duration // ∫ n dt since the start
+}
+
+func (f *inflight) enter() (leave func()) {
+	f.step(+1)
+	return func() { f.step(-1) }
+}
+
+func (f *inflight) step(d int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	if f.since.IsZero() {
+		f.since, f.at = now, now
+	}
+	f.area += time.Duration(f.n) * now.Sub(f.at)
+	f.n += d
+	f.at = now
+	f.peak = max(f.peak, f.n)
+}
+
+// WritesInFlight are the writes in flight since the broker was made or
+// its calls were reset (ResetCalls): their time-weighted mean, from the
+// first write to the last, and the most at once.
+func (b *Broker) WritesInFlight() (mean float64, peak int) {
+	f := &b.inflight
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	span := f.at.Sub(f.since)
+	if span <= 0 {
+		return 0, f.peak
+	}
+	return float64(f.area) / float64(span), f.peak
+}

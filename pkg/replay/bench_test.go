@@ -229,12 +229,17 @@ func freshFixture(b *testing.B, n int) (*sandbox.Broker, *client.Client, *ledger
 
 // fixtureOn is freshFixture on a broker of a release line.
 func fixtureOn(b *testing.B, line sandbox.Line, n int) (*sandbox.Broker, *client.Client, *ledger.Store, []replay.Item, func()) {
+	return fixtureParts(b, line, n, 16)
+}
+
+// fixtureParts is fixtureOn with the messages spread over parts partitions.
+func fixtureParts(b *testing.B, line sandbox.Line, n, parts int) (*sandbox.Broker, *client.Client, *ledger.Store, []replay.Item, func()) {
 	sb := sandbox.New(nil)
 	sb.SetLine(line)
 	now := time.Now()
 	dls := make([]sandbox.DeadLetter, n)
 	for i := range dls {
-		dls[i] = sandbox.DeadLetter{Queue: "orders", Partition: fmt.Sprint(i % 16), TransactionID: fmt.Sprintf("order:%d", i),
+		dls[i] = sandbox.DeadLetter{Queue: "orders", Partition: fmt.Sprint(i % parts), TransactionID: fmt.Sprintf("order:%d", i),
 			ConsumerGroup: "billing", Error: "boom", RetryCount: 3, FailedAt: now.Add(-time.Duration(i) * time.Second),
 			Data: json.RawMessage(fmt.Sprintf(`{"orderId":%d}`, i))}
 	}
@@ -345,4 +350,77 @@ func BenchmarkArrangeAllocates(b *testing.B) {
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(b.N*len(items)), "B/item")
 	b.ReportMetric(float64(unsafe.Sizeof(replay.Item{})), "item-B")
+}
+
+// BenchmarkPace replays against a broker that costs what a real one does
+// (a push 6 ms, a delete 1 ms: the sandbox's RouteLatency) beside a bare
+// loop making the same calls with as many in flight, at --concurrency 4
+// and 16, in partition order (64 partitions: more than workers) and with
+// --order none, the modes taking turns. It reports each mode's time
+// against the bare loop's (goal: at most 1.15) and the writes the broker
+// had in flight on average (goal: at least 0.8 × concurrency).
+func BenchmarkPace(b *testing.B) {
+	n := 1500
+	lat := map[string]time.Duration{"POST /api/v1/push": 6 * time.Millisecond, "DELETE /api/v1/messages/{pid}/{txid}": time.Millisecond}
+	for _, conc := range []int{4, 16} {
+		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
+			bare := func(c *client.Client, _ *ledger.Store, items []replay.Item) {
+				testkit.Concurrently(conc, items, func(it replay.Item) {
+					if _, err := c.Push(context.Background(), []client.PushItem{{Queue: it.Queue, Partition: it.Partition,
+						Payload: it.Newest().Data, TransactionID: replay.ReplayTxID(it.Address, 1)}}); err != nil {
+						b.Error(err)
+					}
+					if err := c.Delete(context.Background(), it.Address); err != nil {
+						b.Error(err)
+					}
+				})
+			}
+			engine := func(order string) func(c *client.Client, st *ledger.Store, items []replay.Item) {
+				return func(c *client.Client, st *ledger.Store, items []replay.Item) {
+					o := replay.Options{Action: deadletter.Replay, Broker: c.Server(), BatchID: "bench", Owner: "bench:1:x", Concurrency: conc,
+						Via: replay.ViaManual, Order: order}
+					if order == replay.OrderPartition {
+						items, _ = replay.Arrange(items, replay.OrderPartition, "")
+					}
+					rep, err := replay.NewEngine(c, st, o).Run(context.Background(), items)
+					if err != nil || rep.Replayed != n {
+						b.Fatalf("%v %+v", err, rep.Outcome())
+					}
+				}
+			}
+			modes := []struct {
+				name string
+				run  func(*client.Client, *ledger.Store, []replay.Item)
+			}{{"bare", bare}, {"partition-order", engine(replay.OrderPartition)}, {"order-none", engine(replay.OrderNone)}}
+			took := make([][]float64, len(modes))
+			flight := make([][]float64, len(modes))
+			for i := 0; i < b.N; i++ {
+				for k, m := range modes {
+					b.StopTimer()
+					sb, c, st, items, done := fixtureParts(b, sandbox.Queen15, n, 64)
+					sb.SetFaults(sandbox.Faults{RouteLatency: lat})
+					sb.ResetCalls()
+					runtime.GC()
+					b.StartTimer()
+					start := time.Now()
+					m.run(c, st, items)
+					took[k] = append(took[k], time.Since(start).Seconds())
+					b.StopTimer()
+					mean, _ := sb.WritesInFlight()
+					flight[k] = append(flight[k], mean)
+					if got := len(sb.LiveMessages()); got != n {
+						b.Fatalf("%s: %d live messages, want %d", m.name, got, n)
+					}
+					done()
+					b.StartTimer()
+				}
+			}
+			for k, m := range modes {
+				b.ReportMetric(median(flight[k]), m.name+"-writes-in-flight")
+				if k > 0 {
+					b.ReportMetric(median(took[k])/median(took[0]), m.name+"/bare")
+				}
+			}
+		})
+	}
 }

@@ -212,9 +212,13 @@ func (e *Engine) RunSource(ctx context.Context, src Source) (*Report, error) {
 	e.saves, e.behind = make(chan saveReq, 256), make(chan saveReq, 1024)
 	committed := make(chan struct{})
 	go func() { e.committer(jctx); close(committed) }()
-	// A few callers make the coalesced pushes: one call carries what the
-	// workers have waiting, so a handful keeps every worker busy.
-	e.pushes = newPusher(jctx, e.b, max(1, e.o.Concurrency/4))
+	// A caller a worker: every worker's push goes out at once, so the
+	// broker has as many calls in flight as --concurrency allows. (A
+	// quarter as many callers, each carrying what the workers had waiting,
+	// kept about one call in flight of four against a broker whose push
+	// costs milliseconds: BenchmarkPace.) A caller still takes in one call
+	// whatever is waiting when it is free.
+	e.pushes = newPusher(jctx, e.b, e.o.Concurrency)
 	flushed := false
 	flush := func() error {
 		if !flushed {
