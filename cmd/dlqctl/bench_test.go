@@ -391,52 +391,137 @@ func runTriage(b *testing.B, bin, server string, n int) (first, loaded time.Dura
 	return first, loaded, peak
 }
 
-// BenchmarkBatchMemory runs the real binary's `dlq replay --all
-// --dry-run` and a real `dlq replay --all --rate 0` over 200k paged dead
-// letters (four consumer groups, so about 185k messages), unordered and in
-// partition order, and reports the
-// peak RSS of each and the bytes it held a row (goal: under 128 MB at 1M
-// rows; DLQCTL_BENCH_BATCH_ROWS sets the size). A fresh broker and
-// ledger each time: the replay empties its DLQ.
+// BenchmarkBatchMemory runs the real binary's replay over n paged dead
+// letters (200k rows, four consumer groups: about 185k messages;
+// DLQCTL_BENCH_BATCH_ROWS sets n), once as a dry run and once for real
+// at --rate 0, for each kind of selection: --all, a failure class, an
+// --error with a time filter, 10k explicit addresses from a file, and the
+// resume of a batch dlq decide recorded (its decide measured too). It
+// reports the peak RSS of each (goal: every selection within 10% of
+// --all's, and under 128 MB at 1M rows) and the bytes it held a row. A
+// fresh broker and ledger each time: a replay empties its DLQ.
+// DLQCTL_BENCH_BATCH_CASES keeps the cases whose names contain one of
+// its comma-separated words.
 func BenchmarkBatchMemory(b *testing.B) {
 	bin := binary(b)
 	n := 200_000
 	if v, err := strconv.Atoi(os.Getenv("DLQCTL_BENCH_BATCH_ROWS")); err == nil && v > 0 {
 		n = v
 	}
-	for _, c := range []struct {
+	class := deadletter.ClassID("timeout calling inventory-service after 5000ms")
+	type kase struct {
 		name string
-		args []string
-	}{
-		{"dry-run", []string{"dlq", "replay", "--all", "--dry-run"}},
-		{"replay", []string{"dlq", "replay", "--all", "--why", "bench", "--yes", "--rate", "0", "--order", "none"}},
-		{"replay-ordered", []string{"dlq", "replay", "--all", "--why", "bench", "--yes", "--rate", "0"}},
-	} {
-		b.Run(fmt.Sprintf("%s/rows=%d", c.name, n), func(b *testing.B) {
-			var peak int64
-			var t time.Duration
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				sb := sandbox.New(nil)
-				sb.Fill(n, 4)
-				srv := httptest.NewServer(sb.Handler())
-				b.StartTimer()
-				d, kb := runDlq(b, bin, srv.URL, "sqlite://"+filepath.Join(b.TempDir(), "l.db"), c.args...)
-				b.StopTimer()
-				// Unordered, only the envelopes stay; in partition order
-				// (the default) so do the messages queued behind them.
-				if left, most := sb.Depth(), map[string]int{"replay": n / 10, "replay-ordered": n / 2}[c.name]; most > 0 && left > most {
-					b.Fatalf("%d of %d dead-letter rows left after the replay", left, n)
-				}
-				srv.Close()
-				peak, t = max(peak, kb), t+d
-				b.StartTimer()
-			}
-			b.ReportMetric(float64(peak)/1024, "maxrss-MB")
-			b.ReportMetric(float64(peak)*1024/float64(n), "peak-bytes/row")
-			b.ReportMetric(float64(n*b.N)/t.Seconds(), "rows/s")
-		})
+		args func(b *testing.B, dir, url, dsn string) []string // the selection
 	}
+	cases := []kase{
+		{"all", func(*testing.B, string, string, string) []string { return []string{"--all"} }},
+		{"class", func(*testing.B, string, string, string) []string { return []string{"--class", class} }},
+		{"error-since", func(*testing.B, string, string, string) []string { return []string{"--error", "timeout|declined|refused", "--failed-after", "4d"} }},
+		{"addresses", func(b *testing.B, dir, url, _ string) []string {
+			return []string{"--from-file", addressFile(b, dir, url, 10_000)}
+		}},
+		{"resume", func(b *testing.B, _, url, dsn string) []string {
+			id := decideAll(b, bin, url, dsn)
+			return []string{"--batch", id}
+		}},
+	}
+	keep := func(name string) bool {
+		words := os.Getenv("DLQCTL_BENCH_BATCH_CASES")
+		if words == "" {
+			return true
+		}
+		for _, w := range strings.Split(words, ",") {
+			if strings.Contains(name, w) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range cases {
+		for _, mode := range []string{"dry-run", "replay"} {
+			name := fmt.Sprintf("%s/%s/rows=%d", c.name, mode, n)
+			if !keep(name) {
+				continue
+			}
+			b.Run(name, func(b *testing.B) {
+				var peak int64
+				var t time.Duration
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					sb := sandbox.New(nil)
+					sb.Fill(n, 4)
+					srv := httptest.NewServer(sb.Handler())
+					dir := b.TempDir()
+					dsn := "sqlite://" + filepath.Join(dir, "l.db")
+					args := append([]string{"dlq", "replay"}, c.args(b, dir, srv.URL, dsn)...)
+					if mode == "dry-run" {
+						args = append(args, "--dry-run")
+					} else {
+						args = append(args, "--why", "bench", "--yes", "--rate", "0")
+					}
+					depth := sb.Depth()
+					b.StartTimer()
+					d, kb := runDlq(b, bin, srv.URL, dsn, args...)
+					b.StopTimer()
+					if mode == "replay" && sb.Depth() == depth {
+						b.Fatalf("%s: nothing was replayed", name)
+					}
+					srv.Close()
+					peak, t = max(peak, kb), t+d
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(peak)/1024, "maxrss-MB")
+				b.ReportMetric(float64(peak)*1024/float64(n), "peak-bytes/row")
+				b.ReportMetric(float64(n*b.N)/t.Seconds(), "rows/s")
+			})
+		}
+	}
+}
+
+// addressFile writes k addresses of the DLQ at url, spread over it, one a
+// line, to a file in dir and returns its path.
+func addressFile(b *testing.B, dir, url string, k int) string {
+	cl := testkit.Client(b, url)
+	var all []string
+	seen := map[deadletter.Address]bool{}
+	for r, err := range cl.Rows(context.Background(), client.ListQuery{Limit: 1000, NoData: true}) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		if a := r.Address(); !seen[a] {
+			seen[a] = true
+			all = append(all, a.String())
+		}
+	}
+	if len(all) < k {
+		b.Fatalf("the DLQ has %d addresses, fewer than %d", len(all), k)
+	}
+	var lines []string
+	for i := 0; i < k; i++ {
+		lines = append(lines, all[i*len(all)/k])
+	}
+	path := filepath.Join(dir, "addresses.txt")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// decideAll records a replay of the whole DLQ with dlq decide (its peak
+// RSS reported as decide-maxrss-MB) and returns the batch's id.
+func decideAll(b *testing.B, bin, url, dsn string) string {
+	_, kb := runDlq(b, bin, url, dsn, "dlq", "decide", "--all", "--action", "replay", "--why", "bench")
+	b.ReportMetric(float64(kb)/1024, "decide-maxrss-MB")
+	ld, err := ledger.Open(context.Background(), dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ld.Close()
+	bs, err := ld.Batches(context.Background(), ledger.BatchFilter{Limit: 1})
+	if err != nil || len(bs) != 1 {
+		b.Fatalf("the decided batch: %v %v", bs, err)
+	}
+	return bs[0].ID
 }
 
 // BenchmarkDecisionsPerRow: 30,000 dead letters, each under a hold
