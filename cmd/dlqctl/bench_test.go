@@ -416,7 +416,9 @@ func BenchmarkBatchMemory(b *testing.B) {
 	cases := []kase{
 		{"all", func(*testing.B, string, string, string) []string { return []string{"--all"} }},
 		{"class", func(*testing.B, string, string, string) []string { return []string{"--class", class} }},
-		{"error-since", func(*testing.B, string, string, string) []string { return []string{"--error", "timeout|declined|refused", "--failed-after", "4d"} }},
+		{"error-since", func(*testing.B, string, string, string) []string {
+			return []string{"--error", "timeout|declined|refused", "--failed-after", "4d"}
+		}},
 		{"addresses", func(b *testing.B, dir, url, _ string) []string {
 			return []string{"--from-file", addressFile(b, dir, url, 10_000)}
 		}},
