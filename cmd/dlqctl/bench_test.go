@@ -689,7 +689,7 @@ func BenchmarkReplayEndToEnd(b *testing.B) {
 		c := testkit.Client(b, url)
 		sel := &deadletter.Selection{All: true}
 		sel.Compile()
-		items, err := replay.Snapshot(context.Background(), c, sel, 500)
+		items, err := testkit.Snapshot(context.Background(), c, sel, 500)
 		if err != nil || len(items) != n {
 			b.Fatalf("%d items, %v", len(items), err)
 		}

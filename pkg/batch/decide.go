@@ -11,7 +11,6 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/duration"
 	"github.com/dlqctl/dlqctl/pkg/errs"
-	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/dlqctl/dlqctl/pkg/replay"
@@ -46,15 +45,17 @@ func ParseUntil(s string, now time.Time) (time.Time, error) {
 // one the run records does: its --batch runs it only once approved.
 func Decide(ctx context.Context, env Env, sel *deadletter.Selection, b *ledger.Batch) (int, error) {
 	cl, ld := env.Client, env.Ledger
-	items, err := replay.Snapshot(ctx, cl, sel, inspect.PageSize)
+	in := &input{}
+	defer func() { in.st.close() }()
+	if err := fill(ctx, env, Request{Selection: sel}, in); err != nil {
+		return 0, err
+	}
+	gone, err := archivedOnly(ctx, ld, cl.Broker(), in.missing)
 	if err != nil {
 		return 0, err
 	}
-	gone, err := archivedOnly(ctx, ld, cl.Broker(), sel.Addresses, items)
-	if err != nil {
-		return 0, err
-	}
-	if len(items) == 0 && len(gone) == 0 {
+	live := in.st.n
+	if live == 0 && len(gone) == 0 {
 		if len(sel.Addresses) > 0 {
 			return 0, errs.NotFoundf("none of the given addresses is dead-lettered or known to the ledger's archive; nothing recorded")
 		}
@@ -64,30 +65,31 @@ func Decide(ctx context.Context, env Env, sel *deadletter.Selection, b *ledger.B
 		return 0, errs.Usagef("%s no longer in the DLQ (the archive keeps it): it cannot be replayed from the broker; record --action discard (nothing to redo) or hold", render.Plural(len(gone), "message is", "messages are"))
 	}
 	b.Broker, b.Selection = cl.Broker(), sel.String()
-	if b.Action == ledger.ActionReplay {
-		// Recorded in replay order, as replay records its own batches, so
-		// the manifest's order is the one every run of it keeps.
-		items, _ = replay.Arrange(items, replay.OrderPartition, "")
+	// Recorded in replay order, as replay records its own batches, so the
+	// manifest's order is the one every run of it keeps.
+	replaying := b.Action == ledger.ActionReplay
+	if replaying {
 		b.Settings, _ = json.Marshal(map[string]string{"order": replay.OrderPartition})
 	}
-	if len(items) == 0 && b.Action == ledger.ActionDiscard {
-		b.Status, b.Outcome = ledger.StatusDone, map[string]int{"gone": len(gone)}
-	} else if b.Action != ledger.ActionHold && env.ApprovalAbove > 0 && len(items)+len(gone) > env.ApprovalAbove {
-		b.Status, b.NeedsApproval = ledger.StatusAwaiting, true
-	}
-	if err := ld.CreateBatch(ctx, b, append(ToManifest(items), gone...)); err != nil {
+	if err := in.st.arrange(ctx, replaying, ""); err != nil {
 		return 0, err
 	}
-	return len(items) + len(gone), nil
+	if live == 0 && b.Action == ledger.ActionDiscard {
+		b.Status, b.Outcome = ledger.StatusDone, map[string]int{"gone": len(gone)}
+	} else if b.Action != ledger.ActionHold && env.ApprovalAbove > 0 && live+len(gone) > env.ApprovalAbove {
+		b.Status, b.NeedsApproval = ledger.StatusAwaiting, true
+	}
+	if err := recordFrom(ctx, ld, b, in.st, gone, nil); err != nil {
+		return 0, err
+	}
+	return live + len(gone), nil
 }
 
-// archivedOnly returns, for each explicit address not among items, the
-// manifest of what the archive kept of it once it left the DLQ.
-func archivedOnly(ctx context.Context, ld *ledger.Store, broker string, addrs []deadletter.Address, items []replay.Item) ([]ledger.ManifestItem, error) {
-	in := make(map[deadletter.Address]bool, len(items))
-	for _, it := range items {
-		in[it.Address] = true
-	}
+// archivedOnly returns, for each address (explicit ones that are not
+// dead-lettered), the manifest of what the archive kept of it once it
+// left the DLQ.
+func archivedOnly(ctx context.Context, ld *ledger.Store, broker string, addrs []deadletter.Address) ([]ledger.ManifestItem, error) {
+	in := map[deadletter.Address]bool{}
 	var out []ledger.ManifestItem
 	for _, a := range addrs {
 		if in[a] {

@@ -11,10 +11,3 @@ func (p *Pending) RecordForTest(ctx context.Context) (string, error) {
 	}
 	return b.ID, p.archive(ctx)
 }
-
-// Staged reports whether the batch's rows are staged on disk.
-func (p *Pending) Staged() bool { return p.stage != nil }
-
-// HoldInMemory makes a batch that will run hold its rows rather than
-// stage them on disk.
-func HoldInMemory(r *Request) { r.inMemory = true }

@@ -9,9 +9,7 @@ package batch
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"iter"
-	"slices"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
@@ -52,16 +50,11 @@ type Request struct {
 	// SkipHeld leaves messages under an active hold out of the batch;
 	// OverrideHold acts on them all the same (Run refuses otherwise).
 	SkipHeld, OverrideHold bool
-	// PlanOnly: the batch is planned and never run (a dry run), so the
-	// snapshot keeps no payload but the envelopes the plan counts.
+	// PlanOnly: the batch is planned and never run (a dry run).
 	PlanOnly bool
 	// Engine sets the engine options the settings in force ask for (the
 	// action's own: replay's path, order, transform, canary, …).
 	Engine func(*replay.Options, Settings) error
-	// items: plan from the items (a streamed plan met more than it can
-	// name); inMemory: a batch that will run holds its rows rather than
-	// staging them on disk (tests compare the two).
-	items, inMemory bool
 }
 
 // Pending is a batch planned and not yet executed: what a command
@@ -90,14 +83,10 @@ type Pending struct {
 
 	// where is what --where cost and saw while the selection was read.
 	where *inspect.WhereStats
-	// sp, for a batch planned from the rows as they streamed (see
-	// streamable), stands for the items: in.items is empty. A batch that
-	// will run has them in stage.
-	sp    *streamed
-	stage *stage
-	// gens are the streamed addresses' copy generations (see
-	// copyGenerations).
-	gens replay.Generations
+	// gens are the batch's copies' generations that their ids do not say
+	// (see copyGenerations); holds the active holds over its messages.
+	gens  replay.Generations
+	holds map[string]replay.HoldShare
 
 	// letGo gives back the collector settings the batch holds (holdHeap).
 	letGo func()
@@ -107,13 +96,11 @@ type Pending struct {
 	Paused func(why string)
 }
 
-// Prepare snapshots the selection (or loads the recorded batch), settles
-// the settings and the replay order; nothing is written anywhere. A
-// fresh selection that will run is staged on disk as it is read, so a
-// batch of any size runs in bounded memory (see holdHeap); the caller
-// closes the Pending.
+// Prepare stages the selection (or the recorded batch) on disk and
+// settles the settings; nothing is written to the ledger or the broker.
+// The caller closes the Pending.
 func Prepare(ctx context.Context, env Env, req Request) (_ *Pending, err error) {
-	p := &Pending{env: env, req: req, began: time.Now(), letGo: holdHeap(streamable(req))}
+	p := &Pending{env: env, req: req, began: time.Now(), letGo: holdHeap(), in: &input{planAt: env.Now()}}
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -123,22 +110,16 @@ func Prepare(ctx context.Context, env Env, req Request) (_ *Pending, err error) 
 		if err := inspect.CheckNames(ctx, env.Client, req.Selection); err != nil {
 			return nil, err
 		}
-		ws, err := readyWhere(ctx, env, req.Selection)
-		if err != nil {
-			return nil, err
-		}
-		p.where = ws
-	}
-	in := &input{fresh: true, planAt: env.Now()}
-	streamed := streamable(req)
-	if !streamed {
-		if in, err = gather(ctx, env.Client, env.Ledger, req, env.Now()); err != nil {
+		if p.where, err = readyWhere(ctx, env, req.Selection); err != nil {
 			return nil, err
 		}
 	}
-	p.in, p.settings = in, req.Settings
-	if in.batch != nil {
-		if p.settings, err = ResumeSettings(in.batch.Settings, p.settings, req.Changed); err != nil {
+	p.settings = req.Settings
+	if req.BatchID != "" {
+		if p.in.batch, err = loadBatch(ctx, env, req.BatchID, req.Action); err != nil {
+			return nil, err
+		}
+		if p.settings, err = ResumeSettings(p.in.batch.Settings, p.settings, req.Changed); err != nil {
 			return nil, err
 		}
 		if err := p.loadApproval(ctx); err != nil {
@@ -151,42 +132,12 @@ func Prepare(ctx context.Context, env Env, req Request) (_ *Pending, err error) 
 			return nil, err
 		}
 	}
-	if streamed {
-		switch err := p.stream(ctx); {
-		case errors.Is(err, errTooMany):
-			// Planned from the items, as any other batch.
-			p.Close()
-			req.items = true
-			q, err := Prepare(ctx, env, req)
-			if q != nil {
-				q.began = p.began
-			}
-			return q, err
-		case err != nil:
-			return nil, err
-		}
-	}
-	// A fresh batch is put in replay order before it is recorded, so its
-	// manifest keeps that order for every resume; a recorded batch whose
-	// settings say no order (decided by an older dlqctl) is arranged by
-	// failure time, the same way every time.
-	if req.Action == deadletter.Replay && p.sp == nil {
-		recordedOrder := ""
-		if in.batch != nil {
-			var rec Settings
-			_ = json.Unmarshal(in.batch.Settings, &rec)
-			recordedOrder = rec.Order
-		}
-		if in.batch == nil || recordedOrder == "" {
-			in.items, p.po.Order = replay.Arrange(in.items, p.settings.Order, p.settings.ToQueue)
-		} else {
-			_, p.po.Order = replay.Arrange(slices.Clone(in.items), p.settings.Order, p.settings.ToQueue)
-			p.po.Order.Recorded = true
-		}
+	if err := fill(ctx, env, req, p.in); err != nil {
+		return nil, err
 	}
 	p.why = req.Why
-	if in.batch != nil && p.why == "" {
-		p.why = in.batch.Why
+	if p.in.batch != nil && p.why == "" {
+		p.why = p.in.batch.Why
 	}
 	return p, nil
 }
@@ -221,169 +172,62 @@ func readyWhere(ctx context.Context, env Env, sel *deadletter.Selection) (*inspe
 
 // MakePlan settles what the list could not say (undecryptable
 // envelopes), finds the holds (leaving held messages out with SkipHeld),
-// settles the path (replays) and makes the plan.
+// settles the path and the pace (replays) and makes the plan.
 func (p *Pending) MakePlan(ctx context.Context) error {
-	if p.sp != nil {
-		return p.makeStreamedPlan(ctx)
-	}
-	if err := checkEnvelopes(ctx, p.env.Client, p.in.items); err != nil {
-		return err
-	}
-	// The batch's own addresses' decisions, not the history's.
-	addrs := make([]deadletter.Address, len(p.in.items))
-	for i, it := range p.in.items {
-		addrs[i] = it.Address
-	}
-	dec, err := p.env.Ledger.LatestDecisionsFor(ctx, p.env.Client.Broker(), addrs)
-	if err != nil {
-		return err
-	}
 	if err := p.startPlan(ctx); err != nil {
 		return err
 	}
-	if p.req.Action == deadletter.Replay {
-		gens, err := copyGenerations(ctx, p.env.Ledger, p.env.Client.Broker(), addrs)
+	st := p.in.st
+	p.gens, p.holds, p.skippedHeld = replay.Generations{}, map[string]replay.HoldShare{}, 0
+	p.po.Generations, p.opts.Generations = p.gens, p.gens
+	replaying := p.req.Action == deadletter.Replay
+	if replaying {
+		queues, err := st.queues(ctx)
 		if err != nil {
 			return err
 		}
-		p.po.Generations, p.opts.Generations = gens, gens
-	}
-	p.po.Hold = func(it replay.Item) (replay.HoldShare, bool) {
-		d, ok := dec[it.Address]
-		if !ok || !d.Holds(it.Newest().FailedAt, p.now) || p.in.batch != nil && d.BatchID == p.in.batch.ID {
-			return replay.HoldShare{}, false
-		}
-		return replay.HoldShare{BatchID: d.BatchID, By: d.By, Until: d.Until, Why: d.Why}, true
-	}
-	if p.req.SkipHeld {
-		// Held messages leave the batch before it is planned or recorded.
-		kept := p.in.items[:0:0]
-		for _, it := range p.in.items {
-			if _, held := p.po.Hold(it); !held {
-				kept = append(kept, it)
-			}
-		}
-		p.skippedHeld = len(p.in.items) - len(kept)
-		p.in.items = kept
-	}
-	if p.req.Action == deadletter.Replay {
-		groups := func(add func(q, g string)) {
-			for _, it := range p.in.items {
-				for _, g := range it.Groups() {
-					add(it.Queue, g)
-				}
-			}
-		}
-		if err := p.planReplay(ctx, groups, itemQueues(p.in.items), p.pinned); err != nil {
+		var groupsErr error
+		groups := func(add func(q, g string)) { groupsErr = st.groups(ctx, add) }
+		if err := p.planReplay(ctx, groups, queues); err != nil {
 			return err
 		}
+		if groupsErr != nil {
+			return groupsErr
+		}
 	}
-	p.po.NoCall = func(it replay.Item) bool { return p.in.absent[it.Address] }
-	if err := p.tryTransform(ctx, func(f func(addr string, payload json.RawMessage) error) error {
-		for _, it := range p.in.items {
-			if p.in.absent[it.Address] || it.Undecryptable() || len(it.Data()) == 0 || !it.Checked && it.Envelope() {
-				continue
-			}
-			if err := f(it.Address.String(), it.Data()); err != nil {
+	pl := replay.NewPlanner(p.po)
+	if err := p.planItems(ctx, pl); err != nil {
+		return err
+	}
+	if replaying {
+		mode := p.settings.Order
+		info := replay.OrderInfo{Mode: mode}
+		if replay.Ordered(mode) {
+			chains, err := st.chains(ctx, p.settings.ToQueue)
+			if err != nil {
 				return err
 			}
+			info = replay.OrderInfoOf(mode, chains)
 		}
-		return nil
-	}); err != nil {
-		return err
+		info.Recorded = p.recordedOrder()
+		pl.SetOrder(info)
 	}
-	p.plan = replay.MakePlan(p.in.items, p.po)
+	p.plan = pl.Plan()
 	p.finishPlan()
 	return nil
 }
 
-// tryTransform runs a replay's --transform on every payload the batch
-// will publish (each gives to f), before anything is recorded: one that
-// fails, or runs past jq's budget, fails the plan, naming the message.
-func (p *Pending) tryTransform(ctx context.Context, each func(f func(addr string, payload json.RawMessage) error) error) error {
-	t := p.opts.Transform
-	if t == nil || p.req.Action != deadletter.Replay {
-		return nil
+// recordedOrder reports whether the batch is a recorded one whose
+// manifest is in replay order already (decided by a dlqctl that records
+// its settings' order): a run keeps the manifest's order. One recorded
+// without an order is arranged by its settings, the same way every time.
+func (p *Pending) recordedOrder() bool {
+	if p.in.batch == nil {
+		return false
 	}
-	return each(func(addr string, payload json.RawMessage) error {
-		if deadletter.IsEnvelope(payload) {
-			return nil // never published: skipped as undecryptable
-		}
-		if _, err := t(ctx, payload); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return errs.Usagef("--transform fails on %s: %v; nothing was recorded or sent", addr, err)
-		}
-		return nil
-	})
-}
-
-// makeStreamedPlan is MakePlan for a plan made from the rows (see
-// stream): the holds and journal entries were looked up as they passed.
-func (p *Pending) makeStreamedPlan(ctx context.Context) error {
-	sp := p.sp
-	if err := sp.checkEnvelopes(ctx, p.env.Client, p.stage); err != nil {
-		return err
-	}
-	// What each address is called by is no longer asked.
-	sp.by, sp.envelopes = nil, nil
-	p.opts.Generations = p.gens
-	if err := p.startPlan(ctx); err != nil {
-		return err
-	}
-	p.skippedHeld = sp.skipped
-	if p.req.Action == deadletter.Replay {
-		// Each queue's groups, from every address the plan keeps.
-		masks := make([]uint64, len(sp.queues))
-		pinned := 0
-		sp.each(func(st seen) {
-			masks[st.queue] |= st.groups
-			if st.flags&seenPinned != 0 {
-				pinned++
-			}
-		})
-		var queues []string
-		for q, m := range masks {
-			if m != 0 { // every address has a row, so a group
-				queues = append(queues, sp.queues[q])
-			}
-		}
-		groups := func(add func(q, g string)) {
-			for q, m := range masks {
-				for _, g := range sp.groupsOf(uint16(q), m) {
-					add(sp.queues[q], g)
-				}
-			}
-		}
-		if err := p.planReplay(ctx, groups, queues, func(context.Context) (int, error) { return pinned, nil }); err != nil {
-			return err
-		}
-	}
-	if p.stage != nil {
-		if err := p.tryTransform(ctx, func(f func(string, json.RawMessage) error) error {
-			return p.stage.payloads(ctx, sp.kept, f)
-		}); err != nil {
-			return err
-		}
-	}
-	p.plan = sp.plan(p.po)
-	p.finishPlan()
-	return nil
-}
-
-// copyGenerations are the generations of the addresses that are copies
-// the /retry endpoint published (their ids, minted by the broker, say
-// none): the ledger's journal knows which replay made each.
-func copyGenerations(ctx context.Context, ld *ledger.Store, broker string, addrs []deadletter.Address) (replay.Generations, error) {
-	var minted []deadletter.Address
-	for _, a := range addrs {
-		if !deadletter.IsReplayID(a.TransactionID) {
-			minted = append(minted, a)
-		}
-	}
-	gens, err := ld.CopyGenerations(ctx, broker, minted)
-	return replay.Generations(gens), err
+	var rec Settings
+	_ = json.Unmarshal(p.in.batch.Settings, &rec)
+	return rec.Order != ""
 }
 
 // startPlan sets the plan's moment, the options the settings give, and
@@ -397,18 +241,15 @@ func (p *Pending) startPlan(ctx context.Context) error {
 
 // planReplay settles what a replay's plan says beyond its items' own
 // figures: the path, the groups a re-push reaches (groups adds each
-// queue and group of the batch's rows), the addresses pinned to the
-// manual path, and the pace (queues: the batch's queues).
-func (p *Pending) planReplay(ctx context.Context, groups func(add func(q, g string)), queues []string, pinned func(context.Context) (int, error)) error {
+// queue and group of the batch's rows), and the pace (queues: the
+// batch's queues).
+func (p *Pending) planReplay(ctx context.Context, groups func(add func(q, g string)), queues []string) error {
 	var err error
 	if p.po.Via, err = p.resolvePath(ctx); err != nil {
 		return err
 	}
 	if p.settings.ToQueue == "" {
 		p.po.QueueGroups = queueGroups(ctx, p.env.Client, groups)
-	}
-	if p.po.Pinned, err = pinned(ctx); err != nil {
-		return err
 	}
 	return p.paceBy(ctx, queues)
 }
@@ -453,27 +294,6 @@ func (p *Pending) release(ctx context.Context) error {
 	return nil
 }
 
-// pinned counts the addresses whose journal keeps them on the manual
-// path (an earlier attempt may have published their derived id): they
-// take it whatever the path resolved to.
-func (p *Pending) pinned(ctx context.Context) (int, error) {
-	addrs := make([]deadletter.Address, len(p.in.items))
-	for i, it := range p.in.items {
-		addrs[i] = it.Address
-	}
-	ents, err := p.env.Ledger.Entries(ctx, p.env.Client.Broker(), addrs)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, e := range ents {
-		if replay.Pinned(e) {
-			n++
-		}
-	}
-	return n, nil
-}
-
 // SetRate changes the rate of a planned batch, and its estimate; the
 // rate is checked as --rate is.
 func (p *Pending) SetRate(r float64) error {
@@ -481,12 +301,7 @@ func (p *Pending) SetRate(r float64) error {
 		return err
 	}
 	p.settings.Rate, p.opts.Rate, p.po.Rate = r, r, r
-	if p.sp != nil {
-		p.plan = p.sp.plan(p.po)
-	} else {
-		p.plan = replay.MakePlan(p.in.items, p.po)
-	}
-	p.finishPlan()
+	p.plan = p.plan.WithRate(r)
 	return nil
 }
 
@@ -505,12 +320,7 @@ func (p *Pending) BatchID() string {
 func (p *Pending) Plan() replay.Plan { return p.plan }
 
 // Messages is how many messages the batch holds (0: nothing matches).
-func (p *Pending) Messages() int {
-	if p.sp != nil {
-		return p.sp.messages - p.skippedHeld
-	}
-	return len(p.in.items) + p.in.released
-}
+func (p *Pending) Messages() int { return p.in.st.n - p.skippedHeld }
 
 // Held is how many of them are under an active hold.
 func (p *Pending) Held() int { return p.plan.Held }
@@ -521,11 +331,9 @@ func (p *Pending) SkippedHeld() int { return p.skippedHeld }
 // Rate is the batch's rate, messages a second (0 = unlimited).
 func (p *Pending) Rate() float64 { return p.settings.Rate }
 
-// Close lets go of what the plan holds outside the process (a staged
-// snapshot); a Pending that ran has let go already.
+// Close lets go of the batch's stage.
 func (p *Pending) Close() {
-	p.stage.close()
-	p.stage = nil
+	p.in.st.close()
 	p.letGo()
 }
 

@@ -87,21 +87,8 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 		recorded(batch.ID, in.batch == nil)
 	}
 
-	opts.Broker, opts.BatchID, opts.Owner, opts.Absent = cl.Broker(), batch.ID, owner, in.absent
+	opts.Broker, opts.BatchID, opts.Owner = cl.Broker(), batch.ID, owner
 	opts.Progress = progress
-	var src replay.Source = replay.Items(in.items)
-	if in.batch == nil {
-		// A fresh batch is run from its recorded manifest, a claim at a
-		// time: what the snapshot held (or staged) is let go. (A recorded
-		// batch's items carry what the broker holds now: the rows another
-		// group added since.)
-		src = manifestSource{ld: ld, id: batch.ID, n: p.Messages()}
-		in.released, in.items = len(in.items), nil
-		p.Close()
-		if p.sp != nil {
-			p.sp.seens = nil
-		}
-	}
 	var tr *tracer
 	if opts.Action == deadletter.Replay {
 		if tr = startTracer(cl, opts.Release, settings, batch); tr != nil {
@@ -109,7 +96,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 		}
 	}
 	phases.Archive += took() // the run's start in the ledger, with the archive
-	rep, runErr := replay.NewEngine(cl, ld, opts).RunSource(ctx, src)
+	rep, runErr := replay.NewEngine(cl, ld, opts).RunSource(ctx, source{in.st})
 	tr.finish(rep)
 	phases.Run = took()
 	rep.Phases = phases
@@ -130,7 +117,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 		return res, err
 	}
 	phases.Settle = took()
-	if sel := p.req.Selection; in.fresh && !rep.Interrupted && sel != nil && len(sel.Addresses) == 0 {
+	if sel := p.req.Selection; in.batch == nil && !rep.Interrupted && sel != nil && len(sel.Addresses) == 0 {
 		res.NewSince = newSince(ctx, cl, ld, batch.ID, sel, in.planAt, rep.Published)
 	}
 	return res, nil
@@ -169,13 +156,18 @@ func beat(ctx context.Context, ld *ledger.Store, id, owner string) (stop func())
 	return func() { close(done); <-finished }
 }
 
-// record writes a fresh batch (the decision and its frozen manifest)
-// before anything is published, or records the settings a recorded
-// batch now runs with. A fresh batch that runs now archives its rows in
-// the same transaction and pass (archived says so); one that awaits
-// approval archives them when it runs.
+// record writes a fresh batch (the decision and its frozen manifest, in
+// the order the run takes) before anything is published, or records the
+// settings a recorded batch now runs with. A fresh batch that runs now
+// archives its rows in the same transaction and pass (archived says so);
+// one that awaits approval archives them when it runs.
 func (p *Pending) record(ctx context.Context, by string) (b *ledger.Batch, archived bool, err error) {
 	settings, _ := json.Marshal(p.settings)
+	st := p.in.st
+	ordered := p.req.Action == deadletter.Replay && replay.Ordered(p.settings.Order) && !p.recordedOrder()
+	if err := st.arrange(ctx, ordered, p.settings.ToQueue); err != nil {
+		return nil, false, err
+	}
 	if b := p.in.batch; b != nil {
 		return b, false, p.env.Ledger.SetBatchSettings(ctx, b.ID, settings)
 	}
@@ -187,37 +179,24 @@ func (p *Pending) record(ctx context.Context, by string) (b *ledger.Batch, archi
 	} else {
 		arch = p.env.Ledger.NewArchiver(p.env.Client.Broker(), p.now)
 	}
-	if p.stage != nil {
-		return b, arch != nil, p.recordStaged(ctx, b, arch)
-	}
-	items, i := p.in.items, 0
-	return b, arch != nil, p.env.Ledger.CreateBatchFrom(ctx, b, len(items), func() (ledger.ManifestItem, error) {
-		it := items[i]
-		i++
-		if arch != nil && !p.in.absent[it.Address] {
-			if err := archiveItem(ctx, arch, it); err != nil {
-				return ledger.ManifestItem{}, err
-			}
-		}
-		return ManifestItemOf(it), nil
-	}, arch)
+	return b, arch != nil, recordFrom(ctx, p.env.Ledger, b, st, nil, arch)
 }
 
-// recordStaged writes a staged batch's manifest from the stage, in
-// replay order (Arrange's, when the replay keeps an order), and queues
-// each item's rows on arch (when set) on the way.
-func (p *Pending) recordStaged(ctx context.Context, b *ledger.Batch, arch *ledger.Archiver) error {
-	ordered := p.req.Action == deadletter.Replay && replay.Ordered(p.settings.Order)
-	if err := p.stage.arrange(ctx, ordered, p.sp.chains); err != nil {
-		return err
-	}
-	next, stop := iter.Pull2(p.stage.items(ctx, p.sp.kept))
+// recordFrom writes batch b with the stage's arranged items as its
+// manifest, then more (items the stage does not have), and queues each
+// staged item's rows on arch (when set) on the way.
+func recordFrom(ctx context.Context, ld *ledger.Store, b *ledger.Batch, st *stage, more []ledger.ManifestItem, arch *ledger.Archiver) error {
+	next, stop := iter.Pull2(st.inOrder(ctx))
 	defer stop()
-	return p.env.Ledger.CreateBatchFrom(ctx, b, p.Messages(), func() (ledger.ManifestItem, error) {
+	return ld.CreateBatchFrom(ctx, b, st.arranged+len(more), func() (ledger.ManifestItem, error) {
 		it, err, ok := next()
 		switch {
 		case err != nil:
 			return ledger.ManifestItem{}, err
+		case !ok && len(more) > 0:
+			m := more[0]
+			more = more[1:]
+			return m, nil
 		case !ok:
 			return ledger.ManifestItem{}, errors.New("recording the manifest: the staged snapshot ended early")
 		}
@@ -231,22 +210,14 @@ func (p *Pending) recordStaged(ctx context.Context, b *ledger.Batch, arch *ledge
 }
 
 // archive writes every row the batch's deletes may remove to the
-// archive, from the items or the stage.
+// archive (the rows of the addresses still dead-lettered).
 func (p *Pending) archive(ctx context.Context) error {
 	a := p.env.Ledger.NewArchiver(p.env.Client.Broker(), p.now)
-	if p.stage != nil {
-		for it, err := range p.stage.items(ctx, p.sp.kept) {
-			if err != nil {
-				return err
-			}
-			if err := archiveItem(ctx, a, it); err != nil {
-				return err
-			}
+	for it, err := range p.in.st.inOrder(ctx) {
+		if err != nil {
+			return err
 		}
-		return a.Flush(ctx)
-	}
-	for _, it := range p.in.items {
-		if p.in.absent[it.Address] {
+		if it.Absent {
 			continue
 		}
 		if err := archiveItem(ctx, a, it); err != nil {

@@ -18,48 +18,56 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
-// A fresh batch planned from the rows as they stream (see stream) stages
-// the rows on disk as they pass, in a SQLite file of its own: the
-// process holds the plan's figures (about 45 bytes an address), not the
-// rows. The stage is read back in replay order to write the manifest and
-// the archive, and the run then reads the manifest a claim at a time, so
-// a batch of any size runs in bounded memory. The file is unlinked once
-// open (a process killed mid-plan leaves nothing behind); it lives in
-// the temporary directory ($TMPDIR), about 250 bytes a row beside the
-// payloads.
+// Every batch goes through one snapshot on disk, its stage: a SQLite file
+// of its own in the temporary directory ($TMPDIR), unlinked once open (a
+// process killed mid-plan leaves nothing behind). A fresh selection of any
+// kind, a list of addresses, and a recorded batch's manifest are staged
+// the same way (fill.go); the plan is made in one pass over the stage
+// (plan.go); the manifest and the archive are written from it in replay
+// order, and the run reads it a claim at a time. The process holds a
+// chunk of items and the plan's figures, never the batch: memory is the
+// same for a hundred messages and a million. The stage takes about 300
+// bytes a row beside the payloads.
+//
+// Tables:
+//
+//	rows     the batch's dead-letter rows, each once: sel=1 the rows the
+//	         selection (or manifest) chose, sel=0 the other rows of their
+//	         addresses, which a delete removes too
+//	items    the addresses, numbered from 1 in the order they were first
+//	         staged (the list's, newest failure first; the manifest's)
+//	now      the DLQ's rows now, without payloads, read to widen a
+//	         selection to whole messages and to resume a recorded batch
+//	asked    the detail route's answers for explicit addresses
+//	arranged the items a run acts on, in replay order (pos from 0)
 
-// stage is a snapshot's rows on disk.
+// stage is a batch's snapshot on disk.
 type stage struct {
 	db   *sql.DB
 	path string
-	tx   *sql.Tx
-	ins  *sql.Stmt
-	// chk checks envelopes as the detail route answers (one at a time).
-	chk *sql.Stmt
+	// n is how many items were sealed, arranged how many a run acts on
+	// (-1 until arranged).
+	n, arranged int
+	closed      bool
+	// stmts are the statements the stage runs again and again, prepared
+	// once.
+	stmts map[string]*sql.Stmt
 }
 
 const stagePattern = "dlqctl-stage-*.db"
-
-// sweepStages removes the stage files in the temporary directory last
-// changed before before.
-func sweepStages(before time.Time) {
-	left, _ := filepath.Glob(filepath.Join(os.TempDir(), stagePattern))
-	for _, path := range left {
-		if fi, err := os.Stat(path); err == nil && fi.ModTime().Before(before) {
-			_ = os.Remove(path)
-		}
-	}
-}
-
-// zeroTime stands for a row without a failure time: it sorts first, as
-// the zero time.Time does.
-const zeroTime = math.MinInt64
 
 // staleStage is how old a stage file left in the temporary directory
 // must be before a new stage removes it. A stage's file is unlinked once
 // open, a moment after it is made, so one that stays was left by a
 // process killed in that moment (a cron job's timeout, kill -9).
 const staleStage = time.Hour
+
+// zeroTime stands for a row without a failure time: it sorts first, as
+// the zero time.Time does.
+const zeroTime = math.MinInt64
+
+// rowCols are a staged row's columns, as rows and now both have them.
+const rowCols = `pid, tid, mid, queue, part, grp, err, retries, failed, payload, checked, v7`
 
 func openStage(ctx context.Context) (st *stage, err error) {
 	sweepStages(time.Now().Add(-staleStage))
@@ -75,150 +83,453 @@ func openStage(ctx context.Context) (st *stage, err error) {
 		}
 	}()
 	q := url.Values{}
-	// Nothing here outlives the process: no journal, no syncs.
+	// Nothing here outlives the process, nor is shared with another: no
+	// journal, no syncs, no file locks taken and given back a statement.
+	q.Add("_pragma", "locking_mode(EXCLUSIVE)")
 	q.Add("_pragma", "journal_mode(OFF)")
 	q.Add("_pragma", "synchronous(OFF)")
 	q.Add("_pragma", "temp_store(FILE)")
+	// Large pages and a cache of 16 MiB: a plan reads the stage a chunk
+	// at a time, and each page the cache misses is a read from the file.
+	q.Add("_pragma", "page_size(16384)")
+	q.Add("_pragma", "cache_size(-16384)")
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {
 		return nil, stageErr(ctx, "staging the snapshot", err)
 	}
 	// One connection: the file is opened once, then unlinked.
 	db.SetMaxOpenConns(1)
-	st = &stage{db: db, path: path}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE rows (
-		k        INTEGER PRIMARY KEY, -- the order the list gave
-		item     INTEGER NOT NULL,    -- the address's place in the snapshot
-		chain    INTEGER NOT NULL,    -- its destination partition (streamed.chains)
-		pid      TEXT NOT NULL,
-		tid      TEXT NOT NULL,
-		mid      TEXT NOT NULL,
-		queue    TEXT NOT NULL,
-		part     TEXT NOT NULL,
-		grp      TEXT NOT NULL,
-		err      TEXT NOT NULL,
-		retries  INTEGER NOT NULL,
-		failed   INTEGER NOT NULL,    -- Unix nanoseconds (zeroTime: none)
-		payload  TEXT                 -- the address's first row's only
-	)`); err != nil {
-		st.close()
-		return nil, stageErr(ctx, "staging the snapshot", err)
+	st = &stage{db: db, path: path, arranged: -1, stmts: map[string]*sql.Stmt{}}
+	row := `k INTEGER PRIMARY KEY, pid TEXT NOT NULL, tid TEXT NOT NULL, mid TEXT NOT NULL, queue TEXT NOT NULL,
+		part TEXT NOT NULL, grp TEXT NOT NULL, err TEXT NOT NULL, retries INTEGER NOT NULL,
+		failed INTEGER NOT NULL, -- Unix nanoseconds (zeroTime: none)
+		payload TEXT,            -- the list's (NULL: none, or not read)
+		checked INTEGER NOT NULL, -- payload is the detail route's answer
+		v7 INTEGER NOT NULL       -- mid is a UUIDv7
+		`
+	for _, q := range []string{
+		`CREATE TABLE rows (` + row + `, sel INTEGER NOT NULL)`,
+		`CREATE TABLE now (` + row + `, maybe INTEGER NOT NULL)`,
+		`CREATE TABLE asked (n INTEGER PRIMARY KEY, pid TEXT NOT NULL, tid TEXT NOT NULL, state INTEGER NOT NULL, queue TEXT NOT NULL, payload TEXT)`,
+		`CREATE TABLE items (
+			item    INTEGER PRIMARY KEY,
+			pid     TEXT NOT NULL,
+			tid     TEXT NOT NULL,
+			queue   TEXT NOT NULL,
+			part    TEXT NOT NULL,
+			mid     TEXT NOT NULL,    -- its newest selected row's message id
+			v7      INTEGER NOT NULL,
+			first   INTEGER NOT NULL, -- its earliest failure, every row's
+			payload TEXT,             -- the message: the list's, or the detail route's when checked
+			checked INTEGER NOT NULL,
+			absent  INTEGER NOT NULL DEFAULT 0, -- not in the DLQ now (a resume)
+			skipped INTEGER NOT NULL DEFAULT 0, -- under a hold, left out by --skip-held
+			pinned  INTEGER NOT NULL DEFAULT 0, -- its journal keeps it on the manual path
+			hold    TEXT              -- the active hold that covers it
+		)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			st.close()
+			return nil, stageErr(ctx, "staging the snapshot", err)
+		}
 	}
 	if os.Remove(path) == nil {
 		st.path = ""
 	}
-	if st.tx, err = db.BeginTx(ctx, nil); err == nil {
-		st.ins, err = st.tx.PrepareContext(ctx, `INSERT INTO rows (item, chain, pid, tid, mid, queue, part, grp, err, retries, failed, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	}
-	if err != nil {
-		st.close()
-		return nil, stageErr(ctx, "staging the snapshot", err)
-	}
 	return st, nil
 }
 
-// add stages a row of the address at place item; first: its first row
-// (the newest), whose payload is the message's.
-func (st *stage) add(ctx context.Context, item, chain uint32, r deadletter.Row, first bool) error {
-	var payload any
-	if first && len(r.Data) > 0 {
-		payload = string(r.Data)
+// sweepStages removes the stage files in the temporary directory last
+// changed before before.
+func sweepStages(before time.Time) {
+	left, _ := filepath.Glob(filepath.Join(os.TempDir(), stagePattern))
+	for _, path := range left {
+		if fi, err := os.Stat(path); err == nil && fi.ModTime().Before(before) {
+			_ = os.Remove(path)
+		}
+	}
+}
+
+// close lets the stage go: its file is removed (if it could not be
+// unlinked while open).
+func (st *stage) close() {
+	if st == nil || st.closed {
+		return
+	}
+	st.closed = true
+	for _, s := range st.stmts {
+		_ = s.Close()
+	}
+	_ = st.db.Close()
+	if st.path != "" {
+		_ = os.Remove(st.path)
+	}
+}
+
+// exec runs statements on the stage, said as doing when one fails.
+func (st *stage) exec(ctx context.Context, doing string, qs ...string) error {
+	for _, q := range qs {
+		if _, err := st.db.ExecContext(ctx, q); err != nil {
+			return stageErr(ctx, doing, err)
+		}
+	}
+	return nil
+}
+
+// writer stages rows into a table (rows or now) in one transaction, a
+// few dozen rows a statement.
+type writer struct {
+	st   *stage
+	tx   *sql.Tx
+	into string
+	many *sql.Stmt // writeBatch rows
+	args []any
+}
+
+// writeBatch is how many rows one statement writes: a statement's round
+// trip through the driver costs about as much as a few rows.
+const writeBatch = 64
+
+// rowArgs is how many values a staged row has.
+const rowArgs = 13
+
+// write begins staging rows into table: rows (sel: selected) or now
+// (sel: may be a copy, see fillNow).
+func (st *stage) write(ctx context.Context, table string) (*writer, error) {
+	extra := map[string]string{"rows": "sel", "now": "maybe"}[table]
+	tx, err := st.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, stageErr(ctx, "staging the snapshot", err)
+	}
+	w := &writer{st: st, tx: tx, into: `INSERT INTO ` + table + ` (` + rowCols + `, ` + extra + `) VALUES `}
+	if w.many, err = tx.PrepareContext(ctx, w.statement(writeBatch)); err != nil {
+		_ = tx.Rollback()
+		return nil, stageErr(ctx, "staging the snapshot", err)
+	}
+	w.args = make([]any, 0, writeBatch*rowArgs)
+	return w, nil
+}
+
+// statement inserts n rows.
+func (w *writer) statement(n int) string {
+	one := "(" + strings.Repeat("?, ", rowArgs-1) + "?)"
+	return w.into + strings.Repeat(one+", ", n-1) + one
+}
+
+// add stages a row; payload is the message as the row carries it
+// (checked: as the detail route returned it), flag the table's own
+// column.
+func (w *writer) add(ctx context.Context, r deadletter.Row, payload json.RawMessage, checked, flag bool) error {
+	var p any
+	if len(payload) > 0 {
+		p = string(payload)
 	}
 	failed := int64(zeroTime)
 	if !r.FailedAt.IsZero() {
 		failed = r.FailedAt.UnixNano()
 	}
-	if _, err := st.ins.ExecContext(ctx, item, chain, r.PartitionID, r.TransactionID, r.ID, r.Queue, r.Partition, r.ConsumerGroup,
-		r.ErrorMessage, r.RetryCount, failed, payload); err != nil {
+	w.args = append(w.args, r.PartitionID, r.TransactionID, r.ID, r.Queue, r.Partition, r.ConsumerGroup,
+		r.ErrorMessage, r.RetryCount, failed, p, checked, replay.IsUUIDv7(r.ID), flag)
+	if len(w.args) < writeBatch*rowArgs {
+		return nil
+	}
+	return w.flush(ctx)
+}
+
+// flush writes the rows added since the last.
+func (w *writer) flush(ctx context.Context) error {
+	if len(w.args) == 0 {
+		return nil
+	}
+	var err error
+	if len(w.args) == writeBatch*rowArgs {
+		_, err = w.many.ExecContext(ctx, w.args...)
+	} else {
+		_, err = w.tx.ExecContext(ctx, w.statement(len(w.args)/rowArgs), w.args...)
+	}
+	clear(w.args)
+	w.args = w.args[:0]
+	return stageErr(ctx, "staging the snapshot", err)
+}
+
+// end commits what was written (or, on err, rolls it back and returns err).
+func (w *writer) end(ctx context.Context, err error) error {
+	if err == nil {
+		err = w.flush(ctx)
+	}
+	_ = w.many.Close()
+	if err != nil {
+		_ = w.tx.Rollback()
+		return err
+	}
+	if err := w.tx.Commit(); err != nil {
 		return stageErr(ctx, "staging the snapshot", err)
 	}
 	return nil
 }
 
-// seal ends the staging: the rows are indexed by address and each
-// address's figures for the replay order gathered.
+// seal makes the items from the selected rows: one an address, numbered
+// in the order its first row was staged, with that row's message id and
+// payload.
 func (st *stage) seal(ctx context.Context) error {
-	if err := st.ins.Close(); err != nil {
-		return stageErr(ctx, "staging the snapshot", err)
+	if err := st.exec(ctx, "staging the snapshot",
+		`CREATE INDEX rows_addr ON rows (pid, tid, sel, k)`,
+		`INSERT INTO items (pid, tid, queue, part, mid, v7, first, payload, checked)
+			SELECT r.pid, r.tid, r.queue, r.part, r.mid, r.v7, f.first, r.payload, r.checked
+			FROM (SELECT min(k) AS k0, min(failed) AS first FROM rows WHERE sel = 1 GROUP BY pid, tid) f JOIN rows r ON r.k = f.k0
+			ORDER BY f.k0`,
+	); err != nil {
+		return err
 	}
-	if err := st.tx.Commit(); err != nil {
-		return stageErr(ctx, "staging the snapshot", err)
+	return st.db.QueryRowContext(ctx, `SELECT count(*) FROM items`).Scan(&st.n)
+}
+
+// byAddress indexes the items by address, for what looks them up by it
+// (a widening, a resume, a list of addresses).
+func (st *stage) byAddress(ctx context.Context) error {
+	return st.exec(ctx, "staging the snapshot", `CREATE UNIQUE INDEX IF NOT EXISTS items_addr ON items (pid, tid)`)
+}
+
+// takeNow adds to the staged addresses the rows of theirs that now has
+// and the stage does not (other groups', other failures'), as rows the
+// selection did not choose, and settles each address's earliest failure.
+func (st *stage) takeNow(ctx context.Context) error {
+	if err := st.byAddress(ctx); err != nil {
+		return err
 	}
-	st.tx, st.ins = nil, nil
-	for _, q := range []string{
-		`CREATE INDEX rows_item ON rows (item, k)`,
-		`CREATE TABLE items (
-			item     INTEGER PRIMARY KEY,
-			chain    INTEGER NOT NULL,
-			first    INTEGER NOT NULL, -- its earliest failure
-			mid      TEXT NOT NULL,    -- its newest row's message id
-			addr     TEXT NOT NULL,
-			idkey    TEXT NOT NULL DEFAULT '',
-			payload  TEXT,             -- what the detail route returned, when checked
-			checked  INTEGER NOT NULL DEFAULT 0
-		)`,
-		`INSERT INTO items (item, chain, first, mid, addr)
-			SELECT r.item, r.chain, f.first, r.mid, r.pid || '/' || r.tid
-			FROM (SELECT item, min(k) AS k0, min(failed) AS first FROM rows GROUP BY item) f JOIN rows r ON r.k = f.k0
-			ORDER BY r.item`,
-	} {
-		if _, err := st.db.ExecContext(ctx, q); err != nil {
-			return stageErr(ctx, "staging the snapshot", err)
+	return st.exec(ctx, "widening the snapshot",
+		`INSERT INTO rows (`+rowCols+`, sel)
+			SELECT n.pid, n.tid, n.mid, n.queue, n.part, n.grp, n.err, n.retries, n.failed, NULL, 0, n.v7, 0
+			FROM now n JOIN items i ON i.pid = n.pid AND i.tid = n.tid
+			WHERE n.k IN (SELECT min(k) FROM now GROUP BY pid, tid, grp, failed)
+			AND NOT EXISTS (SELECT 1 FROM rows r WHERE r.pid = n.pid AND r.tid = n.tid AND r.grp = n.grp AND r.failed = n.failed)
+			ORDER BY n.k`,
+		`UPDATE items SET first = o.f FROM (SELECT pid, tid, min(failed) AS f FROM rows WHERE sel = 0 GROUP BY pid, tid) o
+			WHERE items.pid = o.pid AND items.tid = o.tid AND o.f < items.first`,
+	)
+}
+
+// queues are the staged items' queues.
+func (st *stage) queues(ctx context.Context) ([]string, error) {
+	var out []string
+	err := st.each(ctx, "reading the staged snapshot", `SELECT DISTINCT queue FROM items`, nil, func(rows *sql.Rows) error {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return err
+		}
+		out = append(out, s)
+		return nil
+	})
+	return out, err
+}
+
+// stmt is q prepared, once.
+func (st *stage) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if s, ok := st.stmts[q]; ok {
+		return s, nil
+	}
+	s, err := st.db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	st.stmts[q] = s
+	return s, nil
+}
+
+// each runs a query and calls f for each row; the rows are closed before
+// it returns (the stage has one connection).
+func (st *stage) each(ctx context.Context, doing, q string, args []any, f func(*sql.Rows) error) error {
+	s, err := st.stmt(ctx, q)
+	if err != nil {
+		return stageErr(ctx, doing, err)
+	}
+	rows, err := s.QueryContext(ctx, args...)
+	if err != nil {
+		return stageErr(ctx, doing, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := f(rows); err != nil {
+			return stageErr(ctx, doing, err)
+		}
+	}
+	return stageErr(ctx, doing, rows.Err())
+}
+
+// itemCols read a staged item with one of its rows, rows first by
+// selected then by the order they were staged.
+const itemCols = `i.item, i.payload, i.checked, i.absent, r.pid, r.tid, r.mid, r.queue, r.part, r.grp, r.err, r.retries, r.failed, r.payload, r.sel`
+
+// placed is a staged item and its place: its number (items.item), or its
+// position in replay order.
+type placed struct {
+	at int
+	it replay.Item
+}
+
+// load reads the items the query picks (itemCols, ordered by place then
+// row) with every row of each, each with its place.
+func (st *stage) load(ctx context.Context, q string, args ...any) ([]placed, error) {
+	var out []placed
+	err := st.each(ctx, "reading the staged snapshot", q, args, func(rows *sql.Rows) error {
+		var at int
+		var r deadletter.Row
+		var payload, rowPayload sql.NullString
+		var checked, absent, sel bool
+		var failed int64
+		if err := rows.Scan(&at, &payload, &checked, &absent, &r.PartitionID, &r.TransactionID, &r.ID, &r.Queue, &r.Partition,
+			&r.ConsumerGroup, &r.ErrorMessage, &r.RetryCount, &failed, &rowPayload, &sel); err != nil {
+			return err
+		}
+		if failed != zeroTime {
+			r.FailedAt = time.Unix(0, failed).UTC()
+		}
+		if n := len(out); n == 0 || out[n-1].at != at {
+			it := replay.Item{Address: r.Address(), Queue: r.Queue, Partition: r.Partition, Checked: checked, Absent: absent}
+			if payload.Valid {
+				it.Payload = json.RawMessage(payload.String)
+			}
+			out = append(out, placed{at: at, it: it})
+		}
+		it := &out[len(out)-1].it
+		if !sel {
+			if rowPayload.Valid {
+				r.Data = json.RawMessage(rowPayload.String)
+			}
+			it.Others = append(it.Others, r)
+			return nil
+		}
+		// Every selected row carries the message as the list gave it.
+		if len(it.Rows) > 0 {
+			r.Data = it.Rows[0].Data
+		} else if rowPayload.Valid {
+			r.Data = json.RawMessage(rowPayload.String)
+		}
+		it.Rows = append(it.Rows, r)
+		return nil
+	})
+	for i := range out {
+		if it := &out[i].it; !it.Checked {
+			it.Payload = nil // the list's payload is the rows' Data
+		}
+	}
+	return out, err
+}
+
+// between reads the items numbered from to to (inclusive).
+func (st *stage) between(ctx context.Context, from, to int) ([]placed, error) {
+	return st.load(ctx, `SELECT `+itemCols+` FROM items i JOIN rows r ON r.pid = i.pid AND r.tid = i.tid
+		WHERE i.item BETWEEN ? AND ? ORDER BY i.item, r.sel DESC, r.k`, from, to)
+}
+
+// chunks calls f with the items a chunk at a time, in their numbered
+// order. f may write to the stage: no read is open while it runs.
+func (st *stage) chunks(ctx context.Context, size int, f func([]placed) error) error {
+	for from := 1; from <= st.n; from += size {
+		got, err := st.between(ctx, from, min(from+size-1, st.n))
+		if err != nil {
+			return err
+		}
+		if err := f(got); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// checked records what the detail route returned for the address at
-// place item.
-func (st *stage) checked(ctx context.Context, item uint32, payload json.RawMessage) error {
-	if st.chk == nil {
-		var err error
-		if st.chk, err = st.db.PrepareContext(ctx, `UPDATE items SET payload = ?, checked = 1 WHERE item = ?`); err != nil {
-			return stageErr(ctx, "staging the snapshot", err)
+// mark sets a column of the items numbered in places to v: the plan's
+// facts (checked payloads, holds, skips, pins) are few.
+func (st *stage) mark(ctx context.Context, col string, v any, places []int) error {
+	if len(places) == 0 {
+		return nil
+	}
+	stmt, err := st.stmt(ctx, `UPDATE items SET `+col+` = ? WHERE item = ?`)
+	if err != nil {
+		return stageErr(ctx, "planning the snapshot", err)
+	}
+	for _, at := range places {
+		if _, err := stmt.ExecContext(ctx, v, at); err != nil {
+			return stageErr(ctx, "planning the snapshot", err)
 		}
 	}
+	return nil
+}
+
+// checked records what the detail route returned for the item at place.
+func (st *stage) checked(ctx context.Context, at int, payload json.RawMessage) error {
 	var p any
 	if len(payload) > 0 {
 		p = string(payload)
 	}
-	if _, err := st.chk.ExecContext(ctx, p, item); err != nil {
+	stmt, err := st.stmt(ctx, `UPDATE items SET payload = ?, checked = 1 WHERE item = ?`)
+	if err != nil {
+		return stageErr(ctx, "staging the snapshot", err)
+	}
+	if _, err := stmt.ExecContext(ctx, p, at); err != nil {
 		return stageErr(ctx, "staging the snapshot", err)
 	}
 	return nil
 }
 
-// arrange settles the order the addresses are read back in: replay
-// order (replay.Arrange's, the chains' counts given in the order they
-// first appeared) when ordered, the snapshot's otherwise.
-func (st *stage) arrange(ctx context.Context, ordered bool, chains []replay.ChainCount) error {
-	exec := func(q string, args ...any) error {
-		if _, err := st.db.ExecContext(ctx, q, args...); err != nil {
-			return stageErr(ctx, "arranging the snapshot", err)
+// chains are the destination partitions of the items a run acts on, in
+// the order they first appear, each with how many and whether every
+// one's message id is a UUIDv7.
+func (st *stage) chains(ctx context.Context, toQueue string) ([]replay.ChainCount, error) {
+	var out []replay.ChainCount
+	err := st.each(ctx, "arranging the snapshot", `SELECT coalesce(?, queue) AS q, part, count(*), min(v7), min(item) AS f
+		FROM items WHERE skipped = 0 GROUP BY q, part ORDER BY f`, []any{nullIfEmpty(toQueue)}, func(rows *sql.Rows) error {
+		var c replay.ChainCount
+		var f int
+		if err := rows.Scan(&c.Chain.Queue, &c.Chain.Partition, &c.N, &c.ByID, &f); err != nil {
+			return err
 		}
+		out = append(out, c)
+		return nil
+	})
+	return out, err
+}
+
+// arrange settles the order a run acts on the items --skip-held kept:
+// replay order when ordered (each destination partition's messages
+// together, by message id when every id of the partition is a UUIDv7,
+// then by first failure, then by address; partitions by their first
+// message, the oldest first), the numbered order otherwise (the list's,
+// or a recorded manifest's, which is in replay order already).
+func (st *stage) arrange(ctx context.Context, ordered bool, toQueue string) error {
+	if st.arranged >= 0 {
 		return nil
 	}
-	if err := exec(`CREATE TABLE arranged (pos INTEGER PRIMARY KEY, item INTEGER NOT NULL)`); err != nil {
+	if err := st.exec(ctx, "arranging the snapshot", `CREATE TABLE arranged (pos INTEGER PRIMARY KEY, item INTEGER NOT NULL)`); err != nil {
 		return err
 	}
 	if !ordered {
-		return exec(`INSERT INTO arranged (item) SELECT item FROM items ORDER BY item`)
-	}
-	// Within a chain: by message id when every id of the chain is a
-	// UUIDv7 (compared lower-cased), then by first failure, then by
-	// address.
-	if err := exec(`CREATE TABLE chains (chain INTEGER PRIMARY KEY, byid INTEGER NOT NULL, rank INTEGER NOT NULL DEFAULT 0)`); err != nil {
-		return err
-	}
-	for k, c := range chains {
-		if err := exec(`INSERT INTO chains (chain, byid) VALUES (?, ?)`, k, c.ByID); err != nil {
+		if err := st.exec(ctx, "arranging the snapshot", `INSERT INTO arranged (pos, item) SELECT row_number() OVER (ORDER BY item) - 1, item FROM items WHERE skipped = 0 ORDER BY item`); err != nil {
 			return err
 		}
+		return st.countArranged(ctx)
 	}
-	if err := exec(`UPDATE items SET idkey = lower(mid) WHERE chain IN (SELECT chain FROM chains WHERE byid = 1)`); err != nil {
+	chains, err := st.chains(ctx, toQueue)
+	if err != nil {
 		return err
 	}
-	if err := exec(`CREATE INDEX items_order ON items (chain, idkey, first, addr)`); err != nil {
+	if err := st.exec(ctx, "arranging the snapshot", `CREATE TABLE chains (chain INTEGER PRIMARY KEY, q TEXT NOT NULL, part TEXT NOT NULL, byid INTEGER NOT NULL, rank INTEGER NOT NULL DEFAULT 0)`); err != nil {
+		return err
+	}
+	ins, err := st.db.PrepareContext(ctx, `INSERT INTO chains (chain, q, part, byid) VALUES (?, ?, ?, ?)`)
+	if err != nil {
+		return stageErr(ctx, "arranging the snapshot", err)
+	}
+	for k, c := range chains {
+		if _, err := ins.ExecContext(ctx, k, c.Chain.Queue, c.Chain.Partition, c.ByID); err != nil {
+			_ = ins.Close()
+			return stageErr(ctx, "arranging the snapshot", err)
+		}
+	}
+	_ = ins.Close()
+	// Each item with its chain and its key within it.
+	keyed := `SELECT i.item, c.chain, CASE WHEN c.byid = 1 THEN lower(i.mid) ELSE '' END AS idkey, i.first, i.pid || '/' || i.tid AS addr
+		FROM items i JOIN chains c ON c.q = coalesce(?, i.queue) AND c.part = i.part WHERE i.skipped = 0`
+	if err := st.exec(ctx, "arranging the snapshot", `CREATE UNIQUE INDEX chains_q ON chains (q, part)`); err != nil {
 		return err
 	}
 	// Chains by their first message, as Arrange sorts them.
@@ -228,17 +539,20 @@ func (st *stage) arrange(ctx context.Context, ordered bool, chains []replay.Chai
 		id    string
 		first int64
 	}
-	heads := make([]head, len(chains))
-	q, err := st.db.PrepareContext(ctx, `SELECT idkey, first FROM items WHERE chain = ? ORDER BY idkey, first, addr LIMIT 1`)
+	heads := make([]head, 0, len(chains))
+	err = st.each(ctx, "arranging the snapshot", `SELECT chain, idkey, first FROM (SELECT chain, idkey, first,
+		row_number() OVER (PARTITION BY chain ORDER BY idkey, first, addr) AS n FROM (`+keyed+`)) WHERE n = 1 ORDER BY chain`,
+		[]any{nullIfEmpty(toQueue)}, func(rows *sql.Rows) error {
+			var h head
+			if err := rows.Scan(&h.k, &h.id, &h.first); err != nil {
+				return err
+			}
+			h.byID = chains[h.k].ByID
+			heads = append(heads, h)
+			return nil
+		})
 	if err != nil {
-		return stageErr(ctx, "arranging the snapshot", err)
-	}
-	defer q.Close()
-	for k, c := range chains {
-		heads[k] = head{k: k, byID: c.ByID}
-		if err := q.QueryRowContext(ctx, k).Scan(&heads[k].id, &heads[k].first); err != nil {
-			return stageErr(ctx, "arranging the snapshot", err)
-		}
+		return err
 	}
 	sort.SliceStable(heads, func(i, j int) bool {
 		a, b := heads[i], heads[j]
@@ -247,78 +561,119 @@ func (st *stage) arrange(ctx context.Context, ordered bool, chains []replay.Chai
 		}
 		return a.first < b.first
 	})
+	up, err := st.db.PrepareContext(ctx, `UPDATE chains SET rank = ? WHERE chain = ?`)
+	if err != nil {
+		return stageErr(ctx, "arranging the snapshot", err)
+	}
 	for rank, h := range heads {
-		if err := exec(`UPDATE chains SET rank = ? WHERE chain = ?`, rank, h.k); err != nil {
-			return err
+		if _, err := up.ExecContext(ctx, rank, h.k); err != nil {
+			_ = up.Close()
+			return stageErr(ctx, "arranging the snapshot", err)
 		}
 	}
-	return exec(`INSERT INTO arranged (item)
-		SELECT i.item FROM items i JOIN chains c ON c.chain = i.chain ORDER BY c.rank, i.idkey, i.first, i.addr`)
+	_ = up.Close()
+	if _, err := st.db.ExecContext(ctx, `INSERT INTO arranged (pos, item)
+		SELECT row_number() OVER (ORDER BY c.rank, k.idkey, k.first, k.addr) - 1, k.item
+		FROM (`+keyed+`) k JOIN chains c ON c.chain = k.chain`, nullIfEmpty(toQueue)); err != nil {
+		return stageErr(ctx, "arranging the snapshot", err)
+	}
+	return st.countArranged(ctx)
 }
 
-// items are the staged addresses' items, in the arranged order, those
-// keep says yes to (given an address's place in the snapshot); an error
-// reading the stage ends them.
-func (st *stage) items(ctx context.Context, keep func(place uint32) bool) iter.Seq2[replay.Item, error] {
+func (st *stage) countArranged(ctx context.Context) error {
+	if err := st.db.QueryRowContext(ctx, `SELECT count(*) FROM arranged`).Scan(&st.arranged); err != nil {
+		return stageErr(ctx, "arranging the snapshot", err)
+	}
+	return nil
+}
+
+// inOrder are the arranged items, in replay order, a chunk at a time;
+// an error reading the stage ends them.
+func (st *stage) inOrder(ctx context.Context) iter.Seq2[replay.Item, error] {
 	return func(yield func(replay.Item, error) bool) {
-		rows, err := st.db.QueryContext(ctx, `SELECT a.item, r.pid, r.tid, r.mid, r.queue, r.part, r.grp, r.err, r.retries, r.failed, r.payload, i.payload, i.checked
-			FROM arranged a JOIN items i ON i.item = a.item JOIN rows r ON r.item = a.item ORDER BY a.pos, r.k`)
-		if err != nil {
-			yield(replay.Item{}, stageErr(ctx, "reading the staged snapshot", err))
-			return
-		}
-		defer rows.Close()
-		var it replay.Item
-		place, have := uint32(0), false
-		give := func() bool { return !have || !keep(place) || yield(it, nil) }
-		for rows.Next() {
-			var r deadletter.Row
-			var item uint32
-			var failed int64
-			var payload, checkedPayload sql.NullString
-			var checked bool
-			if err := rows.Scan(&item, &r.PartitionID, &r.TransactionID, &r.ID, &r.Queue, &r.Partition, &r.ConsumerGroup, &r.ErrorMessage,
-				&r.RetryCount, &failed, &payload, &checkedPayload, &checked); err != nil {
-				yield(replay.Item{}, stageErr(ctx, "reading the staged snapshot", err))
+		for from := 0; from < st.arranged; from += 500 {
+			got, err := st.at(ctx, from, min(from+500, st.arranged)-1)
+			if err != nil {
+				yield(replay.Item{}, err)
 				return
 			}
-			if failed != zeroTime {
-				r.FailedAt = time.Unix(0, failed).UTC()
-			}
-			if have && item == place {
-				if r.PartitionID != it.Address.PartitionID || r.TransactionID != it.Address.TransactionID {
-					// Two addresses whose 64-bit hashes met (streamed.key):
-					// about once in 10^7 plans of a million addresses.
-					yield(replay.Item{}, fmt.Errorf("%s and %s share a hash in this plan; nothing was recorded: run the command again", it.Address, r.Address()))
+			for _, p := range got {
+				if !yield(p.it, nil) {
 					return
 				}
-				r.Data = it.Rows[0].Data
-				it.Rows = append(it.Rows, r)
-				continue
-			}
-			if !give() {
-				return
-			}
-			place, have = item, true
-			if payload.Valid {
-				r.Data = json.RawMessage(payload.String)
-			}
-			it = replay.Item{Address: r.Address(), Queue: r.Queue, Partition: r.Partition, Checked: checked, Rows: []deadletter.Row{r}}
-			if checked && checkedPayload.Valid {
-				it.Payload = json.RawMessage(checkedPayload.String)
 			}
 		}
-		if err := rows.Err(); err != nil {
-			yield(replay.Item{}, stageErr(ctx, "reading the staged snapshot", err))
-			return
-		}
-		give()
 	}
+}
+
+// at reads the arranged items at positions from to to (inclusive).
+func (st *stage) at(ctx context.Context, from, to int) ([]placed, error) {
+	return st.load(ctx, `SELECT a.pos, i.payload, i.checked, i.absent, r.pid, r.tid, r.mid, r.queue, r.part, r.grp, r.err, r.retries, r.failed, r.payload, r.sel
+		FROM arranged a JOIN items i ON i.item = a.item JOIN rows r ON r.pid = i.pid AND r.tid = i.tid
+		WHERE a.pos BETWEEN ? AND ? ORDER BY a.pos, r.sel DESC, r.k`, from, to)
+}
+
+// source is the arranged stage as a run reads it: a claim's items at a
+// time.
+type source struct{ st *stage }
+
+func (s source) Len() int { return s.st.arranged }
+
+func (s source) Chains(ctx context.Context, from, to int, toQueue string, f func(pos int, c replay.Chain)) error {
+	return s.st.each(ctx, "reading the staged snapshot", `SELECT a.pos, i.queue, i.part FROM arranged a JOIN items i ON i.item = a.item
+		WHERE a.pos >= ? AND a.pos < ? ORDER BY a.pos`, []any{from, to}, func(rows *sql.Rows) error {
+		var pos int
+		var it replay.Item
+		if err := rows.Scan(&pos, &it.Queue, &it.Partition); err != nil {
+			return err
+		}
+		f(pos, replay.ChainOf(it, toQueue))
+		return nil
+	})
+}
+
+func (s source) Load(ctx context.Context, pos []int32) ([]replay.Item, error) {
+	out := make([]replay.Item, 0, len(pos))
+	// A claim is a run of positions, or a chain's scattered ones: read
+	// the span between the first and the last when it is dense enough.
+	for start := 0; start < len(pos); {
+		end := start + 1
+		for end < len(pos) && int(pos[end]-pos[start]) < 4*(end-start+1) {
+			end++
+		}
+		got, err := s.st.at(ctx, int(pos[start]), int(pos[end-1]))
+		if err != nil {
+			return nil, err
+		}
+		k := start
+		for _, p := range got {
+			if k < end && p.at == int(pos[k]) {
+				out = append(out, p.it)
+				k++
+			}
+		}
+		if k != end {
+			return nil, fmt.Errorf("reading the staged snapshot: %d of %d items found", len(out), len(pos))
+		}
+		start = end
+	}
+	return out, nil
+}
+
+// nullIfEmpty is s, or NULL for "".
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // stageErr is err from the stage, said as what was being done; an
 // interrupt (ctx done) is said as such, whatever the stage made of it.
 func stageErr(ctx context.Context, doing string, err error) error {
+	if err == nil {
+		return nil
+	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -329,49 +684,4 @@ func stageErr(ctx context.Context, doing string, err error) error {
 		hint = ": free space there, or set TMPDIR to a folder on a larger disk"
 	}
 	return fmt.Errorf("%s (in TMPDIR, %s): %w%s", doing, os.TempDir(), err, hint)
-}
-
-// close lets the stage go: its file is removed (if it could not be
-// unlinked while open).
-func (st *stage) close() {
-	if st == nil {
-		return
-	}
-	if st.tx != nil {
-		_ = st.tx.Rollback()
-	}
-	if st.chk != nil {
-		_ = st.chk.Close()
-	}
-	_ = st.db.Close()
-	if st.path != "" {
-		_ = os.Remove(st.path)
-	}
-}
-
-// payloads calls f with each staged address and the payload a replay
-// publishes for it (the detail route's, where checked): before the
-// stage is arranged.
-func (st *stage) payloads(ctx context.Context, keep func(place uint32) bool, f func(addr string, payload json.RawMessage) error) error {
-	rows, err := st.db.QueryContext(ctx, `SELECT i.item, i.addr, CASE WHEN i.checked = 1 THEN i.payload ELSE r.payload END
-		FROM items i JOIN rows r ON r.item = i.item AND r.payload IS NOT NULL ORDER BY i.item`)
-	if err != nil {
-		return stageErr(ctx, "reading the staged snapshot", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var item uint32
-		var addr string
-		var payload sql.NullString
-		if err := rows.Scan(&item, &addr, &payload); err != nil {
-			return stageErr(ctx, "reading the staged snapshot", err)
-		}
-		if !keep(item) || !payload.Valid {
-			continue
-		}
-		if err := f(addr, json.RawMessage(payload.String)); err != nil {
-			return err
-		}
-	}
-	return stageErr(ctx, "reading the staged snapshot", rows.Err())
 }

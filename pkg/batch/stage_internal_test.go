@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 )
@@ -57,8 +58,10 @@ func TestStageArrangesAsArrange(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var chains []replay.ChainCount
-				chainIdx := map[replay.Chain]uint32{}
+				w, err := st.write(ctx, "rows")
+				if err != nil {
+					t.Fatal(err)
+				}
 				for _, r := range stream {
 					a := r.Address()
 					i, ok := idx[a]
@@ -66,29 +69,24 @@ func TestStageArrangesAsArrange(t *testing.T) {
 						i = len(items)
 						idx[a] = i
 						items = append(items, replay.Item{Address: a, Queue: r.Queue, Partition: r.Partition})
-						c := replay.ChainOf(items[i], to)
-						if _, ok := chainIdx[c]; !ok {
-							chainIdx[c] = uint32(len(chains))
-							chains = append(chains, replay.ChainCount{Chain: c, ByID: true})
-						}
-						k := chainIdx[c]
-						chains[k].N++
-						chains[k].ByID = chains[k].ByID && replay.IsUUIDv7(r.ID)
 					}
-					if err := st.add(ctx, uint32(i), chainIdx[replay.ChainOf(items[i], to)], r, !ok); err != nil {
+					if err := w.add(ctx, r, r.Data, false, true); err != nil {
 						t.Fatal(err)
 					}
 					items[i].Rows = append(items[i].Rows, r)
 				}
+				if err := w.end(ctx, nil); err != nil {
+					t.Fatal(err)
+				}
 				if err := st.seal(ctx); err != nil {
 					t.Fatal(err)
 				}
-				if err := st.arrange(ctx, replay.Ordered(mode), chains); err != nil {
+				if err := st.arrange(ctx, replay.Ordered(mode), to); err != nil {
 					t.Fatal(err)
 				}
-				want, _ := replay.Arrange(items, mode, to)
+				want, _ := testkit.Arrange(items, mode, to)
 				k := 0
-				for it, err := range st.items(ctx, func(uint32) bool { return true }) {
+				for it, err := range st.inOrder(ctx) {
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -113,37 +111,6 @@ func TestStageArrangesAsArrange(t *testing.T) {
 	}
 }
 
-// Two addresses filed at one place (their hashes met) are refused when
-// read back, so no manifest names one address with another's rows.
-func TestStageRefusesTwoAddressesInOnePlace(t *testing.T) {
-	ctx := context.Background()
-	st, err := openStage(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.close()
-	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	for i, tx := range []string{"a", "b"} {
-		r := deadletter.Row{ID: "m", PartitionID: "p", TransactionID: tx, Queue: "q", Partition: "0", ConsumerGroup: "g", FailedAt: at}
-		if err := st.add(ctx, 0, 0, r, i == 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := st.seal(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.arrange(ctx, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	for _, err := range st.items(ctx, func(uint32) bool { return true }) {
-		if err == nil || !strings.Contains(err.Error(), "share a hash") {
-			t.Fatalf("err = %v, want the two addresses refused", err)
-		}
-		return
-	}
-	t.Fatal("the stage gave nothing")
-}
-
 // A TMPDIR that fills up while the snapshot is staged is named in the
 // error, with what to do about it.
 func TestFullTmpdirIsNamed(t *testing.T) {
@@ -154,18 +121,23 @@ func TestFullTmpdirIsNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.close()
+	w, err := st.write(ctx, "rows")
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A disk that is full after a few pages: SQLite says the same of both.
-	if _, err := st.tx.ExecContext(ctx, `PRAGMA max_page_count = 8`); err != nil {
+	if _, err := w.tx.ExecContext(ctx, `PRAGMA max_page_count = 8`); err != nil {
 		t.Fatal(err)
 	}
 	payload := []byte(`"` + strings.Repeat("x", 4000) + `"`)
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 100 {
 		r := deadletter.Row{ID: "m", PartitionID: "p", TransactionID: fmt.Sprint(i), Queue: "q", Partition: "0", ConsumerGroup: "g", FailedAt: at, Data: payload}
-		if err = st.add(ctx, uint32(i), 0, r, true); err != nil {
+		if err = w.add(ctx, r, r.Data, false, true); err != nil {
 			break
 		}
 	}
+	_ = w.end(ctx, err)
 	if err == nil || !strings.Contains(err.Error(), "in TMPDIR, "+os.Getenv("TMPDIR")) || !strings.Contains(err.Error(), "set TMPDIR") {
 		t.Fatalf("err = %v, want TMPDIR named", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"testing"
 	"time"
 
@@ -21,15 +22,21 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
-// A batch staged on disk as its rows stream records the manifest (its
-// items, their rows and payloads, in replay order) and the archive that
-// the items held in memory record: over the seeded DLQ (envelopes the
-// detail route decrypts, several groups a message), a filled one,
-// ordered partitions whose ids are UUIDv7 and others whose are not, a
-// message whose groups failed hours apart (its rows far apart in the
-// list), holds (counted, or left out by --skip-held), --limit,
-// --to-queue, no order, discards, and on the released server.
-func TestStagedBatchIsTheItemsBatch(t *testing.T) {
+// Every kind of batch is staged, planned and recorded as the plainest
+// reading of it says (testkit.Snapshot: the selection read into memory,
+// each message widened to all its rows; the envelopes asked of the
+// detail route; held messages left out by --skip-held; testkit.Arrange's
+// replay order): its manifest item by item, its archive row by row, and
+// the plan's figures. Over the seeded DLQ (envelopes the detail route
+// decrypts, several groups a message), a filled one, ordered partitions
+// whose ids are UUIDv7 and others whose are not, a message whose groups
+// failed hours apart (its rows far apart in the list), with holds in the
+// ledger and a path pinned by an earlier attempt; for --all, a queue, a
+// failure class, a consumer group, an --error with a time filter (each
+// choosing some rows of a message and not others), explicit addresses
+// (one not dead-lettered), --limit, --to-queue, no order, --skip-held,
+// discards, and on the released server (one body, no /retry).
+func TestEveryBatchIsItsItems(t *testing.T) {
 	for _, old := range []bool{false, true} {
 		_, url := seeded(t, func(b *sandbox.Broker) {
 			b.Fill(500, 3)
@@ -58,6 +65,16 @@ func TestStagedBatchIsTheItemsBatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var some []deadletter.Address
+		for r, err := range cl.Rows(ctx, client.ListQuery{Limit: 100, NoData: true}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(some) < 60 && !slices.Contains(some, r.Address()) && len(r.PartitionID)%3 == 0 {
+				some = append(some, r.Address())
+			}
+		}
+		some = append(some, deadletter.Address{PartitionID: "p-none", TransactionID: "never-failed"})
 		for _, c := range []struct {
 			action string
 			sel    deadletter.Selection
@@ -68,66 +85,156 @@ func TestStagedBatchIsTheItemsBatch(t *testing.T) {
 			{deadletter.Replay, deadletter.Selection{All: true}, func(r *batch.Request) { r.Settings.Order = replay.OrderNone }},
 			{deadletter.Replay, deadletter.Selection{All: true, Limit: 300}, func(r *batch.Request) { r.Settings.ToQueue = "recovery" }},
 			{deadletter.Replay, deadletter.Selection{Queue: "wide"}, nil},
+			{deadletter.Replay, deadletter.Selection{Class: "f47c6181"}, nil},
+			{deadletter.Replay, deadletter.Selection{ConsumerGroup: "g1"}, nil},
+			{deadletter.Replay, deadletter.Selection{Error: "boom|timeout", FailedAfter: now.Add(-2 * time.Hour)}, func(r *batch.Request) { r.Settings.MaxGeneration = 1 }},
+			{deadletter.Replay, deadletter.Selection{Addresses: some}, nil},
 			{deadletter.Discard, deadletter.Selection{All: true}, nil},
 			{deadletter.Discard, deadletter.Selection{Queue: "notifications"}, func(r *batch.Request) { r.SkipHeld = true }},
+			{deadletter.Discard, deadletter.Selection{ConsumerGroup: "g0"}, nil},
 		} {
 			name := fmt.Sprintf("old=%v %s %s", old, c.action, c.sel.String())
-			record := func(staged bool) ([]ledger.ManifestItem, []ledger.Archived) {
-				ld := testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/l.db")
-				if err := ld.CreateBatch(ctx, &ledger.Batch{ID: hold.ID, Broker: cl.Broker(), Action: hold.Action, By: hold.By, At: hold.At, Why: hold.Why, Until: hold.Until}, holdItems); err != nil {
-					t.Fatal(err)
-				}
-				env := batch.Env{Client: cl, Ledger: ld, Now: func() time.Time { return now }, User: "tester"}
-				req := request(c.action, selection(t, c.sel))
-				if c.set != nil {
-					c.set(&req)
-				}
-				if !staged {
-					batch.HoldInMemory(&req)
-				}
-				p, err := batch.Prepare(ctx, env, req)
-				if err != nil {
-					t.Fatalf("%s: %v", name, err)
-				}
-				defer p.Close()
-				if err := p.MakePlan(ctx); err != nil {
-					t.Fatalf("%s: %v", name, err)
-				}
-				if p.Staged() != staged {
-					t.Fatalf("%s: staged %v, want %v", name, p.Staged(), staged)
-				}
-				id, err := p.RecordForTest(ctx)
-				if err != nil {
-					t.Fatalf("%s: %v", name, err)
-				}
-				man, err := ld.Manifest(ctx, id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				arch, err := ld.ArchivedRows(ctx, cl.Broker(), ledger.ArchiveFilter{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return man, arch
+			ld := testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/l.db")
+			if err := ld.CreateBatch(ctx, &ledger.Batch{ID: hold.ID, Broker: cl.Broker(), Action: hold.Action, By: hold.By, At: hold.At, Why: hold.Why, Until: hold.Until}, holdItems); err != nil {
+				t.Fatal(err)
 			}
-			wantMan, wantArch := record(false)
-			gotMan, gotArch := record(true)
-			if len(wantMan) < 30 {
-				t.Fatalf("%s: a manifest of %d checks little", name, len(wantMan))
+			env := batch.Env{Client: cl, Ledger: ld, Now: func() time.Time { return now }, User: "tester"}
+			pinJournal(t, env)
+			req := request(c.action, selection(t, c.sel))
+			if c.set != nil {
+				c.set(&req)
 			}
-			if len(gotMan) != len(wantMan) {
-				t.Fatalf("%s: staged manifest of %d items, the items' %d", name, len(gotMan), len(wantMan))
+			want, plan := reference(t, env, req)
+			if len(want) < 20 {
+				t.Fatalf("%s: %d items check little", name, len(want))
 			}
-			for i := range wantMan {
-				if !reflect.DeepEqual(gotMan[i], wantMan[i]) {
-					t.Fatalf("%s: manifest item %d:\nstaged %+v\nitems  %+v", name, i, gotMan[i], wantMan[i])
+			p, err := prepare(t, env, req)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if err := p.MakePlan(ctx); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if got := figures(p.Plan()); !reflect.DeepEqual(got, plan) {
+				t.Fatalf("%s: the plan's figures\n%+v\nthe items'\n%+v", name, got, plan)
+			}
+			if c.sel.OnlyAddresses() && (len(p.Missing()) != 1 || p.Missing()[0].TransactionID != "never-failed") {
+				t.Fatalf("%s: missing %v", name, p.Missing())
+			}
+			id, err := p.RecordForTest(ctx)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			man, err := ld.Manifest(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(man) != len(want) {
+				t.Fatalf("%s: a manifest of %d items, the items are %d", name, len(man), len(want))
+			}
+			for i, m := range batch.ToManifest(want) {
+				if !reflect.DeepEqual(man[i], m) {
+					t.Fatalf("%s: manifest item %d:\nstaged %+v\nitems  %+v", name, i, man[i], m)
 				}
 			}
-			if !reflect.DeepEqual(gotArch, wantArch) {
-				t.Fatalf("%s: the archives differ (%d rows staged, %d from the items)", name, len(gotArch), len(wantArch))
+			arch, err := ld.ArchivedRows(ctx, cl.Broker(), ledger.ArchiveFilter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gotRows, wantRows []string
+			for _, a := range arch {
+				gotRows = append(gotRows, fmt.Sprintf("%s %s %s %s", a.Address, a.ConsumerGroup, a.FailedAt.Format(time.RFC3339Nano), a.Payload))
+			}
+			for _, it := range want {
+				for _, r := range it.AllRows() {
+					gotData := it.Data()
+					wantRows = append(wantRows, fmt.Sprintf("%s %s %s %s", it.Address, r.ConsumerGroup, r.FailedAt.Format(time.RFC3339Nano), gotData))
+				}
+			}
+			slices.Sort(gotRows)
+			slices.Sort(wantRows)
+			if !slices.Equal(gotRows, wantRows) {
+				t.Fatalf("%s: the archive's %d rows are not the items' %d", name, len(gotRows), len(wantRows))
 			}
 		}
 	}
+}
+
+// planFigures are what a plan says of its items.
+type planFigures struct {
+	Addresses, Rows, NoCall, Undecryptable, OverGenCap, OtherGroups, Held, SkippedHeld, Pinned int
+	ByQueue                                                                                     map[string]int
+	ByClass                                                                                     []replay.ClassCount
+	AlsoRemoves                                                                                 []replay.AlsoRemoved
+	Holds                                                                                       []replay.HoldShare
+}
+
+func figures(p replay.Plan) planFigures {
+	return planFigures{p.Addresses, p.Rows, p.NoCall, p.Undecryptable, p.OverGenCap, p.OtherGroups, p.Held, p.SkippedHeld, p.Pinned,
+		p.ByQueue, p.ByClass, p.AlsoRemoves, p.Holds}
+}
+
+// reference is what a fresh batch of req holds, read the plainest way,
+// in the order it runs, and its plan's figures.
+func reference(t *testing.T, env batch.Env, req batch.Request) ([]replay.Item, planFigures) {
+	t.Helper()
+	ctx := context.Background()
+	cl, ld := env.Client, env.Ledger
+	items, err := testkit.Snapshot(ctx, cl, req.Selection, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range items {
+		it := &items[i]
+		if req.Selection.OnlyAddresses() || it.Envelope() {
+			m, err := cl.Get(ctx, it.Address)
+			if err != nil {
+				t.Fatal(err)
+			}
+			it.Payload, it.Checked = m.Payload, true
+		}
+	}
+	addrs := make([]deadletter.Address, len(items))
+	for i, it := range items {
+		addrs[i] = it.Address
+	}
+	dec, err := ld.LatestDecisionsFor(ctx, cl.Broker(), addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, err := ld.Entries(ctx, cl.Broker(), addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := req.Settings
+	pl := replay.NewPlanner(replay.PlanOptions{Action: req.Action, ToQueue: s.ToQueue, MaxGeneration: s.MaxGeneration})
+	var kept []replay.Item
+	skipped := 0
+	for _, it := range items {
+		var f replay.ItemFacts
+		if d, ok := dec[it.Address]; ok && d.Holds(it.Newest().FailedAt, now) {
+			if req.SkipHeld {
+				skipped++
+				continue
+			}
+			f.Hold = &replay.HoldShare{BatchID: d.BatchID, By: d.By, Until: d.Until, Why: d.Why}
+		}
+		e, ok := ents[it.Address]
+		f.Pinned = ok && req.Action == deadletter.Replay && replay.Pinned(e)
+		pl.Add(it, f)
+		kept = append(kept, it)
+	}
+	if req.Action == deadletter.Replay {
+		kept, _ = testkit.Arrange(kept, s.Order, s.ToQueue)
+	}
+	for i := range kept {
+		for j := range kept[i].Rows {
+			kept[i].Rows[j].Data = kept[i].Rows[0].Data // a message's rows carry its payload
+		}
+	}
+	fig := figures(pl.Plan())
+	fig.SkippedHeld = skipped
+	return kept, fig
 }
 
 // An interrupt while the rows are staged is said as one (the command
@@ -172,10 +279,10 @@ func TestInterruptWhileStagingIsAnInterrupt(t *testing.T) {
 
 // Preparing a batch holds the collector's settings for it, whichever
 // front end asks (the command line, the triage screen): half the default
-// growth, and a fresh selection planned from the rows kept within 80 MiB
-// of what the process held (the screen's rows, here 64 MiB), under the
-// user's own GOMEMLIMIT; a list of addresses, held in memory, is not
-// limited. Closing the batch gives the settings back.
+// growth, and the heap kept within 80 MiB of what the process held (the
+// screen's rows, here 64 MiB), under the user's own GOMEMLIMIT, for a
+// selection and a list of addresses alike. Closing the batch gives the
+// settings back.
 func TestPrepareHoldsTheHeap(t *testing.T) {
 	ctx := context.Background()
 	_, env := world(t, "sqlite://"+t.TempDir()+"/l.db")
@@ -201,7 +308,7 @@ func TestPrepareHoldsTheHeap(t *testing.T) {
 		least, most int64
 	}{
 		{deadletter.Selection{All: true}, (64 + 80) << 20, (64 + 80 + 16) << 20},
-		{deadletter.Selection{Addresses: []deadletter.Address{first.Address()}}, 1 << 40, 1 << 40},
+		{deadletter.Selection{Addresses: []deadletter.Address{first.Address()}}, (64 + 80) << 20, (64 + 80 + 16) << 20},
 	} {
 		p, err := batch.Prepare(ctx, env, request(deadletter.Replay, selection(t, c.sel)))
 		if err != nil {

@@ -409,6 +409,12 @@ func (s *Store) ManifestAt(ctx context.Context, batchID string, pos []int32) ([]
 	return out, nil
 }
 
+// ManifestRange reads the manifest's items at positions from to to-1
+// (fewer at its end): a resume stages its batch a chunk at a time.
+func (s *Store) ManifestRange(ctx context.Context, batchID string, from, to int) ([]ManifestItem, error) {
+	return s.manifest(ctx, `WHERE batch_id = ? AND seq >= ? AND seq < ? ORDER BY seq`, batchID, from, to)
+}
+
 // ManifestChains calls f with the queue and partition of the manifest's
 // items from position from to to-1, in order, reading nothing else.
 func (s *Store) ManifestChains(ctx context.Context, batchID string, from, to int, f func(pos int, queue, partition string)) error {

@@ -20,7 +20,10 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 	// there is no reason to cause it.
 	cctx := context.WithoutCancel(ctx)
 	a := it.Address
-	absent := e.o.Absent[a]
+	// Nothing is sent for an absent address; every other one is taken to
+	// be in the DLQ, and one the journal says is done is checked with the
+	// broker before it is called done.
+	absent := it.Absent
 	// The rows a removal takes with it, held while the address is worked
 	// on (settle counts them), not for the whole batch.
 	e.mu.Lock()

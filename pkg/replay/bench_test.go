@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/http/httptest"
 	"path/filepath"
 	"runtime"
@@ -12,7 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testkit"
@@ -83,7 +81,7 @@ func BenchmarkUnlimited(b *testing.B) {
 		return func(c *client.Client, st *ledger.Store, items []replay.Item) {
 			o.Action, o.Broker, o.BatchID, o.Owner, o.Concurrency = deadletter.Replay, c.Server(), "bench", "bench:1:x", 16
 			if o.Order == "" {
-				items, _ = replay.Arrange(items, replay.OrderPartition, "")
+				items, _ = testkit.Arrange(items, replay.OrderPartition, "")
 			}
 			rep, err := replay.NewEngine(c, st, o).Run(context.Background(), items)
 			if err != nil || rep.Replayed != n {
@@ -252,7 +250,7 @@ func fixtureParts(b *testing.B, line sandbox.Line, n, parts int) (*sandbox.Broke
 	}
 	sel := &deadletter.Selection{All: true}
 	sel.Compile()
-	items, err := replay.Snapshot(context.Background(), c, sel, 500)
+	items, err := testkit.Snapshot(context.Background(), c, sel, 500)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -287,11 +285,11 @@ func BenchmarkOrdered(b *testing.B) {
 					st := testkit.OpenLedger(b, "sqlite://"+filepath.Join(b.TempDir(), "l.db"))
 					sel := &deadletter.Selection{All: true}
 					sel.Compile()
-					items, err := replay.Snapshot(context.Background(), c, sel, 500)
+					items, err := testkit.Snapshot(context.Background(), c, sel, 500)
 					if err != nil {
 						b.Fatal(err)
 					}
-					items, _ = replay.Arrange(items, mode, "")
+					items, _ = testkit.Arrange(items, mode, "")
 					b.StartTimer()
 					start := time.Now()
 					o := replay.Options{Action: deadletter.Replay, Broker: c.Server(), BatchID: "bench", Owner: "bench:1:x",
@@ -336,21 +334,6 @@ func BenchmarkClassID(b *testing.B) {
 	}
 }
 
-// BenchmarkArrangeAllocates arranges 50,000 items in partition order:
-// Arrange copies indices, not items, so it allocates a few bytes an item
-// (B/item) beside an item's own size (the copying Arrange took more than
-// twice an item).
-func BenchmarkArrangeAllocates(b *testing.B) {
-	items := randomItems(rand.New(rand.NewPCG(9, 10)), 50_000)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for range b.N {
-		replay.Arrange(items, replay.OrderPartition, "")
-	}
-	runtime.ReadMemStats(&after)
-	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(b.N*len(items)), "B/item")
-	b.ReportMetric(float64(unsafe.Sizeof(replay.Item{})), "item-B")
-}
 
 // BenchmarkPace replays against a broker that costs what a real one does
 // (a push 6 ms, a delete 1 ms: the sandbox's RouteLatency) beside a bare
@@ -380,7 +363,7 @@ func BenchmarkPace(b *testing.B) {
 					o := replay.Options{Action: deadletter.Replay, Broker: c.Server(), BatchID: "bench", Owner: "bench:1:x", Concurrency: conc,
 						Via: replay.ViaManual, Order: order}
 					if order == replay.OrderPartition {
-						items, _ = replay.Arrange(items, replay.OrderPartition, "")
+						items, _ = testkit.Arrange(items, replay.OrderPartition, "")
 					}
 					rep, err := replay.NewEngine(c, st, o).Run(context.Background(), items)
 					if err != nil || rep.Replayed != n {

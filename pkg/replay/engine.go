@@ -75,12 +75,6 @@ type Options struct {
 	MaxRefailures int // pause when this many replayed messages failed again; 0 = never
 	RefailEvery   time.Duration
 
-	// Absent names manifest addresses no longer dead-lettered (a recorded
-	// batch executed later): nothing is sent for them. Every other address
-	// is taken to be in the DLQ, and one the journal says is done is
-	// checked with the broker before it is called done.
-	Absent map[deadletter.Address]bool
-
 	// Pausers hold scheduling back while any is closed (--max-lag,
 	// --window); Paused is told each pause's reason as it starts or
 	// changes, and "" when scheduling goes on.

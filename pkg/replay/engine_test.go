@@ -43,7 +43,7 @@ func newRig(t *testing.T, n int, dsn string) *rig {
 	}
 	sel := &deadletter.Selection{All: true}
 	sel.Compile()
-	items, err := replay.Snapshot(context.Background(), r.c, sel, 100)
+	items, err := testkit.Snapshot(context.Background(), r.c, sel, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func newRig(t *testing.T, n int, dsn string) *rig {
 func (r *rig) items(t *testing.T) []replay.Item {
 	sel := &deadletter.Selection{All: true}
 	sel.Compile()
-	items, err := replay.Snapshot(context.Background(), r.c, sel, 100)
+	items, err := testkit.Snapshot(context.Background(), r.c, sel, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestGenerationCap(t *testing.T) {
 	c := testkit.Client(t, url)
 	sel := &deadletter.Selection{All: true}
 	sel.Compile()
-	items, _ := replay.Snapshot(context.Background(), c, sel, 10)
+	items, _ := testkit.Snapshot(context.Background(), c, sel, 10)
 	o := replay.Options{Order: replay.OrderNone, Action: deadletter.Replay, Broker: c.Server(), BatchID: "b", Owner: "o:1:x", MaxGeneration: 3, Via: replay.ViaManual}
 	rep, err := replay.NewEngine(c, testkit.OpenLedger(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db")), o).Run(context.Background(), items)
 	if err != nil {
@@ -426,7 +426,7 @@ func TestManualIntentsRideWithTheClaims(t *testing.T) {
 	for _, order := range []string{replay.OrderPartition, replay.OrderNone} {
 		t.Run(order, func(t *testing.T) {
 			r := newRig(t, 300, "")
-			items, _ := replay.Arrange(r.items(t), order, "")
+			items, _ := testkit.Arrange(r.items(t), order, "")
 			j := &savesSeen{Store: r.store}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

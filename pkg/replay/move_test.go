@@ -55,7 +55,7 @@ func (r *moveRig) snapshot(t *testing.T) []replay.Item {
 	if err := sel.Compile(); err != nil {
 		t.Fatal(err)
 	}
-	items, err := replay.Snapshot(context.Background(), r.c, sel, 100)
+	items, err := testkit.Snapshot(context.Background(), r.c, sel, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

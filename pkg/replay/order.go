@@ -2,8 +2,6 @@ package replay
 
 import (
 	"slices"
-	"sort"
-	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
@@ -65,39 +63,6 @@ func uuidV7(id string) bool {
 	return true
 }
 
-// firstFailure is an item's earliest failure: the best stand-in for its
-// enqueue time when the message id does not tell it.
-func firstFailure(it *Item) time.Time {
-	t := it.Rows[0].FailedAt
-	for _, rows := range [2][]deadletter.Row{it.Rows, it.Others} {
-		for i := range rows {
-			if rows[i].FailedAt.Before(t) {
-				t = rows[i].FailedAt
-			}
-		}
-	}
-	return t
-}
-
-// idLess orders two UUIDs as their lower-case forms do, without making
-// them (Arrange compares each id many times).
-func idLess(a, b string) (less, equal bool) {
-	for i := 0; i < len(a) && i < len(b); i++ {
-		x, y := lowerASCII(a[i]), lowerASCII(b[i])
-		if x != y {
-			return x < y, false
-		}
-	}
-	return len(a) < len(b), len(a) == len(b)
-}
-
-func lowerASCII(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
-}
-
 // OrderInfo is what a plan says about order.
 type OrderInfo struct {
 	Mode string `json:"mode"`
@@ -113,99 +78,6 @@ type OrderInfo struct {
 	// keeps that order (ByFailure then counts items recorded without a
 	// message id).
 	Recorded bool `json:"recordedOrder,omitempty"`
-}
-
-// Arrange puts items in replay order: each destination partition's
-// messages together, oldest enqueued first (message ids when they are
-// UUIDv7 for the whole partition, first failure otherwise), partitions by
-// their oldest message. The manifest keeps this order, so a resumed batch
-// replays in it too. With OrderNone the items are left as they are.
-// The items are arranged in place: a caller that needs them as they were
-// passes a copy.
-func Arrange(items []Item, mode, toQueue string) ([]Item, OrderInfo) {
-	info := OrderInfo{Mode: mode}
-	if !Ordered(mode) {
-		return items, info
-	}
-	// The items stay where they are until the order is known: each
-	// chain is a run of indices (chains in order of first appearance,
-	// items in snapshot order within), each run is sorted, then the runs
-	// by their heads, and each item is moved once. Only indices are
-	// copied, 12 bytes an item, whatever an item holds.
-	type run struct {
-		start, n int
-		byID     bool
-	}
-	num := map[Chain]int32{}
-	var chains []Chain
-	var runs []run
-	of := make([]int32, len(items))
-	for i, it := range items {
-		c := ChainOf(it, toQueue)
-		k, ok := num[c]
-		if !ok {
-			k = int32(len(runs))
-			num[c] = k
-			chains = append(chains, c)
-			runs = append(runs, run{})
-		}
-		of[i] = k
-		runs[k].n++
-	}
-	next := make([]int, len(runs))
-	for k, start := 0, 0; k < len(runs); k++ {
-		runs[k].start, next[k] = start, start
-		start += runs[k].n
-	}
-	idx := make([]int32, len(items))
-	for i, k := range of {
-		idx[next[k]] = int32(i)
-		next[k]++
-	}
-	counts := make([]ChainCount, len(runs))
-	for k := range runs {
-		r := &runs[k]
-		g := idx[r.start : r.start+r.n]
-		r.byID = true
-		for _, i := range g {
-			if !uuidV7(items[i].Rows[0].ID) {
-				r.byID = false
-				break
-			}
-		}
-		ids := r.byID
-		sort.SliceStable(g, func(i, j int) bool {
-			a, b := &items[g[i]], &items[g[j]]
-			if ids {
-				if less, equal := idLess(a.Rows[0].ID, b.Rows[0].ID); !equal {
-					return less
-				}
-			}
-			if x, y := firstFailure(a), firstFailure(b); !x.Equal(y) {
-				return x.Before(y)
-			}
-			return a.Address.String() < b.Address.String()
-		})
-		counts[k] = ChainCount{Chain: chains[k], N: r.n, ByID: ids}
-	}
-	info = OrderInfoOf(mode, counts)
-	// Partitions by their oldest message, so the oldest failures go first.
-	head := func(r run) *Item { return &items[idx[r.start]] }
-	sort.SliceStable(runs, func(i, j int) bool {
-		a, b := head(runs[i]), head(runs[j])
-		if runs[i].byID && runs[j].byID {
-			less, _ := idLess(a.Rows[0].ID, b.Rows[0].ID)
-			return less
-		}
-		return firstFailure(a).Before(firstFailure(b))
-	})
-	// from[k] is the index of the item that goes to place k.
-	from := of[:0]
-	for _, r := range runs {
-		from = append(from, idx[r.start:r.start+r.n]...)
-	}
-	permute(items, from)
-	return items, info
 }
 
 // ChainCount is a destination partition's share of a batch: how many
@@ -232,27 +104,6 @@ func OrderInfoOf(mode string, chains []ChainCount) OrderInfo {
 		}
 	}
 	return info
-}
-
-// permute moves items in place so that place k holds what was at
-// from[k], each item moved once (following the permutation's cycles);
-// from is used up.
-func permute(items []Item, from []int32) {
-	for i := range from {
-		if from[i] < 0 {
-			continue
-		}
-		held, j := items[i], i
-		for {
-			k := int(from[j])
-			from[j] = -1
-			if k == i {
-				items[j] = held
-				break
-			}
-			items[j], j = items[k], k
-		}
-	}
 }
 
 // Blocked is a partition whose later messages a replay held back: the

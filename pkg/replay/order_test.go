@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -88,11 +87,11 @@ func assertOrdered(t *testing.T, b *sandbox.Broker, parts, per int, complete boo
 func orderedItems(t testing.TB, c *client.Client, mode string) ([]replay.Item, replay.OrderInfo) {
 	sel := &deadletter.Selection{All: true}
 	sel.Compile()
-	items, err := replay.Snapshot(context.Background(), c, sel, 100)
+	items, err := testkit.Snapshot(context.Background(), c, sel, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return replay.Arrange(items, mode, "")
+	return testkit.Arrange(items, mode, "")
 }
 
 func TestArrangeKeepsEnqueueOrder(t *testing.T) {
@@ -117,7 +116,7 @@ func TestArrangeKeepsEnqueueOrder(t *testing.T) {
 	for i := range items {
 		items[i].Rows[0].ID = "not-a-uuid"
 	}
-	_, info = replay.Arrange(items, replay.OrderPartition, "")
+	_, info = testkit.Arrange(items, replay.OrderPartition, "")
 	if info.ByFailure != len(items) {
 		t.Fatalf("fallback not reported: %+v", info)
 	}
@@ -248,120 +247,6 @@ func TestTwoRunnersKeepOrder(t *testing.T) {
 		wg.Wait()
 		assertOrdered(t, b, parts, per, true)
 	})
-}
-
-// arrangeByCopy is Arrange as it was first written (each chain's items
-// copied out, sorted, copied back): the order Arrange must keep.
-func arrangeByCopy(items []replay.Item, toQueue string) []replay.Item {
-	first := func(it replay.Item) time.Time {
-		t := it.Rows[0].FailedAt
-		for _, r := range it.AllRows() {
-			if r.FailedAt.Before(t) {
-				t = r.FailedAt
-			}
-		}
-		return t
-	}
-	v7 := func(id string) bool { return len(id) == 36 && id[14] == '7' }
-	groups := map[replay.Chain][]replay.Item{}
-	var chains []replay.Chain
-	for _, it := range items {
-		c := replay.ChainOf(it, toQueue)
-		if _, ok := groups[c]; !ok {
-			chains = append(chains, c)
-		}
-		groups[c] = append(groups[c], it)
-	}
-	byID := map[replay.Chain]bool{}
-	for _, c := range chains {
-		g := groups[c]
-		ids := true
-		for _, it := range g {
-			ids = ids && v7(it.Rows[0].ID)
-		}
-		byID[c] = ids
-		sort.SliceStable(g, func(i, j int) bool {
-			if ids {
-				if a, b := strings.ToLower(g[i].Rows[0].ID), strings.ToLower(g[j].Rows[0].ID); a != b {
-					return a < b
-				}
-			}
-			if a, b := first(g[i]), first(g[j]); !a.Equal(b) {
-				return a.Before(b)
-			}
-			return g[i].Address.String() < g[j].Address.String()
-		})
-	}
-	sort.SliceStable(chains, func(i, j int) bool {
-		a, b := groups[chains[i]][0], groups[chains[j]][0]
-		if byID[chains[i]] && byID[chains[j]] {
-			return strings.ToLower(a.Rows[0].ID) < strings.ToLower(b.Rows[0].ID)
-		}
-		return first(a).Before(first(b))
-	})
-	var out []replay.Item
-	for _, c := range chains {
-		out = append(out, groups[c]...)
-	}
-	return out
-}
-
-// randomItems makes n items over a few queues and partitions: UUIDv7 ids
-// in most partitions, other ids in some, equal failure times, other
-// groups' rows failing earlier.
-func randomItems(rng *rand.Rand, n int) []replay.Item {
-	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	items := make([]replay.Item, n)
-	for i := range items {
-		q, p := fmt.Sprintf("q%d", rng.IntN(3)), fmt.Sprintf("%d", rng.IntN(12))
-		id := fmt.Sprintf("01a2%04x-%04x-7000-8000-%012x", rng.IntN(1<<16), rng.IntN(1<<16), rng.IntN(1<<20))
-		if p == "7" || p == "3" && rng.IntN(4) == 0 {
-			id = fmt.Sprintf("msg-%d", rng.IntN(1000))
-		}
-		if rng.IntN(5) == 0 {
-			id = strings.ToUpper(id)
-		}
-		at := base.Add(time.Duration(rng.IntN(50)) * time.Second)
-		a := deadletter.Address{PartitionID: "p-" + q + "-" + p, TransactionID: fmt.Sprintf("t%d", i)}
-		it := replay.Item{Address: a, Queue: q, Partition: p, Rows: []deadletter.Row{{ID: id, Queue: q, Partition: p, FailedAt: at}}}
-		if rng.IntN(6) == 0 {
-			it.Others = []deadletter.Row{{ID: id, Queue: q, Partition: p, FailedAt: at.Add(-time.Duration(rng.IntN(30)) * time.Second)}}
-		}
-		items[i] = it
-	}
-	return items
-}
-
-// Arrange in place puts items in the order the copying Arrange did, with
-// and without --to-queue, and says the same about them.
-func TestArrangeInPlaceKeepsOrder(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 8))
-	for trial := 0; trial < 50; trial++ {
-		items := randomItems(rng, 1+rng.IntN(400))
-		for _, to := range []string{"", "recovery"} {
-			want := arrangeByCopy(slices.Clone(items), to)
-			got, info := replay.Arrange(slices.Clone(items), replay.OrderPartition, to)
-			if len(got) != len(want) {
-				t.Fatalf("%d items, want %d", len(got), len(want))
-			}
-			for i := range got {
-				if got[i].Address != want[i].Address {
-					t.Fatalf("trial %d to %q: place %d holds %s, want %s", trial, to, i, got[i].Address, want[i].Address)
-				}
-			}
-			longest := 0
-			for _, c := range []replay.Chain{info.Chain} {
-				for _, it := range got {
-					if replay.ChainOf(it, to) == c {
-						longest++
-					}
-				}
-			}
-			if longest != info.LongestChain {
-				t.Fatalf("longest chain %v has %d items, info says %d", info.Chain, longest, info.LongestChain)
-			}
-		}
-	}
 }
 
 // claimSizes is a journal that records how many addresses each claim

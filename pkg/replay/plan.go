@@ -165,14 +165,8 @@ type PlanOptions struct {
 	// broker's queue and consumer-group lists and the DLQ), for the
 	// fan-out warning.
 	QueueGroups map[string][]string
-	// Hold returns the active hold covering an item, if any.
-	Hold func(Item) (HoldShare, bool)
-	// Order is what Arrange found (replays).
+	// Order is the batch's order (replays; see SetOrder).
 	Order OrderInfo
-	// Pinned is how many addresses keep the manual path (see Plan).
-	Pinned int
-	// NoCall reports an item that needs no call (done, or gone).
-	NoCall func(Item) bool
 	// Lag and Window go into the plan as they are (see Plan).
 	Lag    *LagPlan
 	Window string
@@ -180,11 +174,11 @@ type PlanOptions struct {
 	Release *client.Release
 }
 
-// MakePlan summarises items.
+// MakePlan summarises items in memory (none of them held).
 func MakePlan(items []Item, o PlanOptions) Plan {
 	pl := NewPlanner(o)
 	for _, it := range items {
-		pl.Add(it)
+		pl.Add(it, ItemFacts{})
 	}
 	return pl.Plan()
 }
@@ -207,6 +201,17 @@ type PlanEntry struct {
 	// row of the address); Others the rows the selection left out.
 	Groups []string
 	Others []deadletter.Row
+	// Pinned: its journal keeps it on the manual path.
+	Pinned bool
+}
+
+// ItemFacts are what the ledger says of an item that its plan counts.
+type ItemFacts struct {
+	// Hold is the active hold that covers it (nil: none).
+	Hold *HoldShare
+	// Pinned: an earlier attempt's journal entry keeps it on the manual
+	// path (see Pinned).
+	Pinned bool
 }
 
 // Planner makes a plan from items or entries given one at a time.
@@ -224,12 +229,12 @@ type Planner struct {
 // NewPlanner starts a plan. Its options' QueueGroups must be complete
 // before the first item: fan-out is judged item by item.
 func NewPlanner(o PlanOptions) *Planner {
-	return &Planner{o: o, p: Plan{Action: o.Action, ByQueue: map[string]int{}, Rate: o.Rate, Via: o.Via, Pinned: o.Pinned, Lag: o.Lag, Window: o.Window, Broker: o.Release},
+	return &Planner{o: o, p: Plan{Action: o.Action, ByQueue: map[string]int{}, Rate: o.Rate, Via: o.Via, Lag: o.Lag, Window: o.Window, Broker: o.Release},
 		classes: map[string]*ClassCount{}, also: map[[2]string]*AlsoRemoved{}, holds: map[string]*HoldShare{}, fan: map[string]*FanOut{}, reached: map[string]map[string]bool{}}
 }
 
-// Add counts an item.
-func (pl *Planner) Add(it Item) {
+// Add counts an item, with what the ledger says of it.
+func (pl *Planner) Add(it Item, f ItemFacts) {
 	o := pl.o
 	r := it.Newest()
 	e := PlanEntry{Queue: it.Queue, Rows: len(it.Rows), Class: deadletter.ClassID(r.ErrorMessage), Undecryptable: it.Undecryptable(),
@@ -238,12 +243,7 @@ func (pl *Planner) Add(it Item) {
 	if _, ok := pl.classes[e.Class]; !ok {
 		e.Pattern = deadletter.NormalizeError(r.ErrorMessage)
 	}
-	e.NoCall = o.NoCall != nil && o.NoCall(it)
-	if o.Hold != nil {
-		if h, ok := o.Hold(it); ok {
-			e.Hold = &h
-		}
-	}
+	e.NoCall, e.Hold, e.Pinned = it.Absent, f.Hold, f.Pinned
 	pl.AddEntry(e)
 }
 
@@ -266,6 +266,9 @@ func (pl *Planner) AddEntry(e PlanEntry) {
 	}
 	if e.OverGenCap {
 		p.OverGenCap++
+	}
+	if e.Pinned {
+		p.Pinned++
 	}
 	for _, x := range e.Others {
 		p.OtherGroups++
@@ -313,6 +316,10 @@ func (pl *Planner) fanOut(queue string, groups []string) {
 	}
 }
 
+// SetOrder gives the plan what the batch's order is (replays): known
+// once every item is counted.
+func (pl *Planner) SetOrder(info OrderInfo) { pl.o.Order = info }
+
 // Plan is the plan of what was added.
 func (pl *Planner) Plan() Plan {
 	p, o := pl.p, pl.o
@@ -357,8 +364,14 @@ func (pl *Planner) Plan() Plan {
 		info := o.Order
 		p.Order = &info
 	}
-	if o.Rate > 0 {
-		p.Estimated = time.Duration(float64(pl.n-p.NoCall) / o.Rate * float64(time.Second))
+	return p.WithRate(o.Rate)
+}
+
+// WithRate is the plan at another rate: its estimate follows.
+func (p Plan) WithRate(r float64) Plan {
+	p.Rate, p.Estimated, p.EstimatedSecs = r, 0, 0
+	if r > 0 {
+		p.Estimated = time.Duration(float64(p.Addresses-p.NoCall) / r * float64(time.Second))
 		p.EstimatedSecs = p.Estimated.Seconds()
 	}
 	return p

@@ -75,7 +75,7 @@ func (e *Engine) acquire(ctx context.Context, part []Item) (map[deadletter.Addre
 // push). Any other item is enrolled pending and journals its intent (if
 // any) when it gets there.
 func (e *Engine) intentAhead(it Item, gen int) bool {
-	return e.o.Action == deadletter.Replay && e.o.Transform == nil && !e.o.Absent[it.Address] && it.Address.Unreachable() == "" &&
+	return e.o.Action == deadletter.Replay && e.o.Transform == nil && !it.Absent && it.Address.Unreachable() == "" &&
 		(e.o.MaxGeneration <= 0 || gen <= e.o.MaxGeneration) && len(it.Data()) > 0 && !it.Undecryptable()
 }
 

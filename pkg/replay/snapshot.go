@@ -32,6 +32,9 @@ type Item struct {
 	// it (decrypted where the list showed an envelope).
 	Payload json.RawMessage `json:"-"`
 	Checked bool            `json:"-"`
+	// Absent: a recorded batch's address that is no longer dead-lettered
+	// (executed later): nothing is sent for it.
+	Absent bool `json:"-"`
 }
 
 // Newest returns the item's newest selected row.
@@ -73,99 +76,4 @@ func (it Item) Groups() []string {
 		}
 	}
 	return g
-}
-
-// Snapshot reads the selection from the broker into a frozen list of
-// addresses, newest failure first, before anything is written: paging
-// cannot skip rows that a later delete shifts. Limit counts addresses.
-// Each item also gets the address's rows the selection left out (Widen).
-func Snapshot(ctx context.Context, l Lister, sel *deadletter.Selection, pageSize int) ([]Item, error) {
-	return snapshot(ctx, l, sel, pageSize, false)
-}
-
-// SnapshotForPlan is Snapshot for a plan that is never run (a dry run):
-// it keeps no payload but the encryption envelopes the plan counts, so
-// what it holds does not grow with the payloads' size.
-func SnapshotForPlan(ctx context.Context, l Lister, sel *deadletter.Selection, pageSize int) ([]Item, error) {
-	return snapshot(ctx, l, sel, pageSize, true)
-}
-
-func snapshot(ctx context.Context, l Lister, sel *deadletter.Selection, pageSize int, planOnly bool) ([]Item, error) {
-	var items []Item
-	idx := map[deadletter.Address]int{}
-	inScope, matched := 0, 0
-	sel.Bind(ctx)
-	rows := l.Rows(ctx, client.QueryFor(sel, pageSize))
-	if sel.WhereRows != nil {
-		rows = sel.WhereRows(ctx, rows)
-	}
-	for r, err := range rows {
-		if err != nil {
-			return nil, err
-		}
-		if sel.InScope(r) {
-			inScope++
-		}
-		if !sel.Match(r) {
-			if err := sel.WhereErr(); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		matched++
-		if planOnly && !r.Undecryptable() {
-			r.Data = nil
-		}
-		a := r.Address()
-		if i, ok := idx[a]; ok {
-			items[i].Rows = append(items[i].Rows, r)
-			continue
-		}
-		if sel.Limit > 0 && len(items) >= sel.Limit {
-			continue
-		}
-		idx[a] = len(items)
-		items = append(items, Item{Address: a, Queue: r.Queue, Partition: r.Partition, Rows: []deadletter.Row{r}})
-	}
-	if err := sel.Everything(sel.Acting, inScope, matched); err != nil {
-		return nil, err
-	}
-	if sel.RowLevel() {
-		if err := Widen(ctx, l, items, pageSize); err != nil {
-			return nil, err
-		}
-	}
-	return items, nil
-}
-
-// Widen adds to each item the rows of its address that are not among its
-// rows (other groups', other failures'), reading only the items' queues
-// and skipping payloads.
-func Widen(ctx context.Context, l Lister, items []Item, pageSize int) error {
-	idx := make(map[deadletter.Address]int, len(items))
-	have := map[client.Key]bool{}
-	var queues []string
-	for i, it := range items {
-		idx[it.Address] = i
-		for _, r := range it.Rows {
-			have[client.RowKey(r)] = true
-		}
-		if !slices.Contains(queues, it.Queue) {
-			queues = append(queues, it.Queue)
-		}
-	}
-	for _, q := range queues {
-		for r, err := range l.Rows(ctx, client.ListQuery{Queue: q, Limit: pageSize, NoData: true}) {
-			if err != nil {
-				return err
-			}
-			i, ok := idx[r.Address()]
-			if !ok || r.Queue != q || have[client.RowKey(r)] {
-				continue
-			}
-			have[client.RowKey(r)] = true
-			items[i].Others = append(items[i].Others, r)
-		}
-	}
-	return nil
 }

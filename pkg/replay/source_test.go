@@ -103,7 +103,7 @@ func TestUnreadableSourceStopsTheRun(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			r := newRig(t, 300, "")
 			items := r.items(t)
-			items, _ = replay.Arrange(items, mode, "")
+			items, _ = testkit.Arrange(items, mode, "")
 			src := &watchedSource{Items: items, loaded: map[int32]int{}, failAfter: 2}
 			o := replay.Options{Order: mode, Action: deadletter.Replay, Broker: r.c.Server(), BatchID: "b", Owner: ledger.NewOwner("b"),
 				Concurrency: 2, Sleep: func(context.Context, time.Duration) error { return nil }}
