@@ -479,7 +479,6 @@ func fillManifest(ctx context.Context, cl *client.Client, ld *ledger.Store, in *
 	return nil
 }
 
-
 // ManifestItems turns a recorded manifest back into items to execute.
 func ManifestItems(man []ledger.ManifestItem) []replay.Item {
 	items := make([]replay.Item, 0, len(man))

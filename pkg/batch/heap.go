@@ -20,10 +20,10 @@ const batchHeap = 80 << 20
 // the first to hold them saves the settings before, the last to let go
 // restores them, whatever the order.
 var heap struct {
-	mu              sync.Mutex
+	mu    sync.Mutex
 	held  int
-	gc              int
-	limit           int64
+	gc    int
+	limit int64
 }
 
 // holdHeap applies the settings for a batch; letGo undoes its part.

@@ -163,10 +163,10 @@ func TestEveryBatchIsItsItems(t *testing.T) {
 // planFigures are what a plan says of its items.
 type planFigures struct {
 	Addresses, Rows, NoCall, Undecryptable, OverGenCap, OtherGroups, Held, SkippedHeld, Pinned int
-	ByQueue                                                                                     map[string]int
-	ByClass                                                                                     []replay.ClassCount
-	AlsoRemoves                                                                                 []replay.AlsoRemoved
-	Holds                                                                                       []replay.HoldShare
+	ByQueue                                                                                    map[string]int
+	ByClass                                                                                    []replay.ClassCount
+	AlsoRemoves                                                                                []replay.AlsoRemoved
+	Holds                                                                                      []replay.HoldShare
 }
 
 func figures(p replay.Plan) planFigures {

@@ -334,7 +334,6 @@ func BenchmarkClassID(b *testing.B) {
 	}
 }
 
-
 // BenchmarkPace replays against a broker that costs what a real one does
 // (a push 6 ms, a delete 1 ms: the sandbox's RouteLatency) beside a bare
 // loop making the same calls with as many in flight, at --concurrency 4
