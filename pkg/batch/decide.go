@@ -47,7 +47,7 @@ func Decide(ctx context.Context, env Env, sel *deadletter.Selection, b *ledger.B
 	cl, ld := env.Client, env.Ledger
 	in := &input{}
 	defer func() { in.st.close() }()
-	if err := fill(ctx, env, Request{Selection: sel}, in); err != nil {
+	if err := fill(ctx, env, Request{Selection: sel}, in, false); err != nil {
 		return 0, err
 	}
 	gone, err := archivedOnly(ctx, ld, cl.Broker(), in.missing)

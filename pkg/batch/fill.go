@@ -3,6 +3,7 @@ package batch
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strconv"
@@ -36,9 +37,12 @@ type copyBack struct {
 }
 
 // fill stages what a request acts on: a recorded batch's manifest with
-// what the DLQ holds of it now, explicit addresses, or a selection. The
-// stage is the caller's to close, error or not.
-func fill(ctx context.Context, env Env, req Request, in *input) error {
+// what the DLQ holds of it now, explicit addresses, or a selection. A
+// lean stage keeps no payload but the encryption envelopes the plan
+// counts (a dry run's, with no --transform to try): what it writes and
+// reads does not grow with the payloads. The stage is the caller's to
+// close, error or not.
+func fill(ctx context.Context, env Env, req Request, in *input, lean bool) error {
 	cl := env.Client
 	var err error
 	if in.st, err = openStage(ctx); err != nil {
@@ -46,12 +50,12 @@ func fill(ctx context.Context, env Env, req Request, in *input) error {
 	}
 	switch sel := req.Selection; {
 	case in.batch != nil:
-		return fillManifest(ctx, cl, env.Ledger, in)
+		return fillManifest(ctx, cl, env.Ledger, in, lean)
 	case sel.OnlyAddresses():
 		in.missing, err = fillAddresses(ctx, cl, in.st, sel.Addresses)
 		return err
 	default:
-		if err := fillSelection(ctx, cl, in.st, sel); err != nil {
+		if err := fillSelection(ctx, cl, in.st, sel, lean); err != nil {
 			return err
 		}
 		if len(sel.Addresses) > 0 {
@@ -87,16 +91,12 @@ func loadBatch(ctx context.Context, env Env, id, action string) (*ledger.Batch, 
 // them (newest failure first; --limit counts addresses), then, when it
 // can choose some rows of an address and not others, the address's
 // other rows from its queue.
-func fillSelection(ctx context.Context, cl *client.Client, st *stage, sel *deadletter.Selection) error {
+func fillSelection(ctx context.Context, cl *client.Client, st *stage, sel *deadletter.Selection, lean bool) error {
 	w, err := st.write(ctx, "rows")
 	if err != nil {
 		return err
 	}
-	// --limit: the first Limit addresses, every row of each.
-	var admitted map[deadletter.Address]bool
-	if sel.Limit > 0 {
-		admitted = map[deadletter.Address]bool{}
-	}
+	num := newNumbering()
 	err = func() error {
 		sel.Bind(ctx)
 		inScope, matched := 0, 0
@@ -118,15 +118,12 @@ func fillSelection(ctx context.Context, cl *client.Client, st *stage, sel *deadl
 				continue
 			}
 			matched++
-			if admitted != nil {
-				if a := r.Address(); !admitted[a] {
-					if len(admitted) == sel.Limit {
-						continue
-					}
-					admitted[a] = true
-				}
+			// --limit: the first Limit addresses, every row of each.
+			item := num.number(r.Address(), sel.Limit == 0 || num.len() < sel.Limit)
+			if item == 0 {
+				continue
 			}
-			if err := w.add(ctx, r, r.Data, false, true); err != nil {
+			if err := w.add(ctx, item, r, payload(r.Data, lean), false, true); err != nil {
 				return err
 			}
 		}
@@ -135,6 +132,7 @@ func fillSelection(ctx context.Context, cl *client.Client, st *stage, sel *deadl
 	if err := w.end(ctx, err); err != nil {
 		return err
 	}
+	num = nil
 	if err := st.seal(ctx); err != nil {
 		return err
 	}
@@ -149,6 +147,15 @@ func fillSelection(ctx context.Context, cl *client.Client, st *stage, sel *deadl
 		return err
 	}
 	return st.takeNow(ctx)
+}
+
+// payload is what a stage keeps of a payload: all of it, or, lean, an
+// envelope only.
+func payload(p json.RawMessage, lean bool) json.RawMessage {
+	if lean && !deadletter.IsEnvelope(p) {
+		return nil
+	}
+	return p
 }
 
 // fillNow stages into now the rows the DLQ holds of each queue (its own
@@ -168,7 +175,7 @@ func fillNow(ctx context.Context, cl *client.Client, st *stage, queues []string,
 				if q != "" && r.Queue != q {
 					continue
 				}
-				if err := w.add(ctx, r, r.Data, false, maybe != nil && maybe(r.TransactionID)); err != nil {
+				if err := w.add(ctx, 0, r, r.Data, false, maybe != nil && maybe(r.TransactionID)); err != nil {
 					return err
 				}
 			}
@@ -247,9 +254,12 @@ func fillAddresses(ctx context.Context, cl *client.Client, st *stage, addrs []de
 	// once, with the detail route's payload.
 	if err := st.exec(ctx, "staging the snapshot",
 		`CREATE INDEX asked_addr ON asked (pid, tid)`,
-		`INSERT INTO rows (`+rowCols+`, sel)
-			SELECT n.pid, n.tid, n.mid, n.queue, n.part, n.grp, n.err, n.retries, n.failed, n.payload, 0, n.v7, 1
-			FROM now n JOIN (SELECT pid, tid FROM asked WHERE state <> `+strconv.Itoa(askedMissing)+` GROUP BY pid, tid) a ON a.pid = n.pid AND a.tid = n.tid
+		// Numbered in the order the list gives them.
+		`INSERT INTO rows (k, `+rowCols+`, sel, item)
+			SELECT n.k, n.pid, n.tid, n.mid, n.queue, n.part, n.grp, n.err, n.retries, n.failed, n.payload, 0, n.v7, n.env, 1, a.item
+			FROM now n JOIN (SELECT m.pid, m.tid, row_number() OVER (ORDER BY min(m.k)) AS item FROM now m
+				WHERE EXISTS (SELECT 1 FROM asked q WHERE q.pid = m.pid AND q.tid = m.tid AND q.state <> `+strconv.Itoa(askedMissing)+`)
+				GROUP BY m.pid, m.tid) a ON a.pid = n.pid AND a.tid = n.tid
 			WHERE n.k IN (SELECT min(k) FROM now GROUP BY pid, tid, grp, failed)
 			ORDER BY n.k`,
 	); err != nil {
@@ -383,7 +393,7 @@ func askDetails(ctx context.Context, cl *client.Client, n int, addr func(i int) 
 // nothing is deleted that is not dead-lettered (an older server's DELETE
 // removes live messages too), every row a delete removes now is
 // accounted for, and the batch's copies that failed again are found.
-func fillManifest(ctx context.Context, cl *client.Client, ld *ledger.Store, in *input) error {
+func fillManifest(ctx context.Context, cl *client.Client, ld *ledger.Store, in *input, lean bool) error {
 	b, st := in.batch, in.st
 	w, err := st.write(ctx, "rows")
 	if err != nil {
@@ -395,14 +405,15 @@ func fillManifest(ctx context.Context, cl *client.Client, ld *ledger.Store, in *
 			if err != nil {
 				return err
 			}
-			for _, it := range ManifestItems(man) {
+			for i, it := range ManifestItems(man) {
+				item := from + i + 1 // numbered as recorded
 				for k, r := range it.Rows {
-					if err := w.add(ctx, r, it.Data(), k == 0 && it.Checked, true); err != nil {
+					if err := w.add(ctx, item, r, payload(it.Data(), lean), k == 0 && it.Checked, true); err != nil {
 						return err
 					}
 				}
 				for _, r := range it.Others {
-					if err := w.add(ctx, r, nil, false, false); err != nil {
+					if err := w.add(ctx, item, r, nil, false, false); err != nil {
 						return err
 					}
 				}

@@ -50,7 +50,8 @@ type Request struct {
 	// SkipHeld leaves messages under an active hold out of the batch;
 	// OverrideHold acts on them all the same (Run refuses otherwise).
 	SkipHeld, OverrideHold bool
-	// PlanOnly: the batch is planned and never run (a dry run).
+	// PlanOnly: the batch is planned and never run (a dry run): its stage
+	// keeps no payload it does not need to plan.
 	PlanOnly bool
 	// Engine sets the engine options the settings in force ask for (the
 	// action's own: replay's path, order, transform, canary, …).
@@ -132,7 +133,7 @@ func Prepare(ctx context.Context, env Env, req Request) (_ *Pending, err error) 
 			return nil, err
 		}
 	}
-	if err := fill(ctx, env, req, p.in); err != nil {
+	if err := fill(ctx, env, req, p.in, req.PlanOnly && p.settings.Transform == ""); err != nil {
 		return nil, err
 	}
 	p.why = req.Why

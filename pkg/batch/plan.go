@@ -29,10 +29,8 @@ const planChunk = 400
 func (p *Pending) planItems(ctx context.Context, pl *replay.Planner) error {
 	cl, ld, st := p.env.Client, p.env.Ledger, p.in.st
 	replaying := p.req.Action == deadletter.Replay
-	return st.chunks(ctx, planChunk, func(chunk []placed) error {
-		if err := p.checkEnvelopes(ctx, chunk); err != nil {
-			return err
-		}
+	ahead := func(chunk []placed) error { return p.checkEnvelopes(ctx, chunk) }
+	return st.chunks(ctx, planChunk, ahead, func(chunk []placed) error {
 		addrs := make([]deadletter.Address, len(chunk))
 		for i, c := range chunk {
 			addrs[i] = c.it.Address
@@ -97,16 +95,17 @@ func (p *Pending) planItems(ctx context.Context, pl *replay.Planner) error {
 	})
 }
 
-// checkEnvelopes asks the detail route about each item of the chunk
-// whose payload the list showed as an encryption envelope: the released
-// server's list never decrypts, so only the detail route tells an
-// encrypted payload (it decrypts) from an undecryptable one. The answer
-// is what the batch publishes. An address gone from the DLQ, or a broker
-// without the route, leaves it unanswered (a run settles it).
+// checkEnvelopes asks the detail route about each item of a chunk whose
+// payload the list showed as an encryption envelope, 8 at a time: the
+// released server's list never decrypts, so only the detail route tells
+// an encrypted payload (it decrypts) from an undecryptable one. The
+// answer is what the batch publishes, and is staged. An address gone
+// from the DLQ, or a broker without the route, leaves it unanswered (a
+// run settles it).
 func (p *Pending) checkEnvelopes(ctx context.Context, chunk []placed) error {
 	var ask []*placed
 	for i := range chunk {
-		if c := &chunk[i]; !c.it.Checked && c.it.Envelope() && c.it.Address.PathSafe() {
+		if c := &chunk[i]; !c.it.Checked && c.it.Envelope() {
 			ask = append(ask, c)
 		}
 	}

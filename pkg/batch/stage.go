@@ -5,13 +5,16 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"iter"
 	"math"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
@@ -49,8 +52,11 @@ type stage struct {
 	// (-1 until arranged).
 	n, arranged int
 	closed      bool
+	// k numbers the rows staged, in the order they were.
+	k int64
 	// stmts are the statements the stage runs again and again, prepared
-	// once.
+	// once (a plan reads ahead on another goroutine: mu).
+	mu    sync.Mutex
 	stmts map[string]*sql.Stmt
 }
 
@@ -67,7 +73,7 @@ const staleStage = time.Hour
 const zeroTime = math.MinInt64
 
 // rowCols are a staged row's columns, as rows and now both have them.
-const rowCols = `pid, tid, mid, queue, part, grp, err, retries, failed, payload, checked, v7`
+const rowCols = `pid, tid, mid, queue, part, grp, err, retries, failed, payload, checked, v7, env`
 
 func openStage(ctx context.Context) (st *stage, err error) {
 	sweepStages(time.Now().Add(-staleStage))
@@ -89,10 +95,6 @@ func openStage(ctx context.Context) (st *stage, err error) {
 	q.Add("_pragma", "journal_mode(OFF)")
 	q.Add("_pragma", "synchronous(OFF)")
 	q.Add("_pragma", "temp_store(FILE)")
-	// Large pages and a cache of 16 MiB: a plan reads the stage a chunk
-	// at a time, and each page the cache misses is a read from the file.
-	q.Add("_pragma", "page_size(16384)")
-	q.Add("_pragma", "cache_size(-16384)")
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {
 		return nil, stageErr(ctx, "staging the snapshot", err)
@@ -100,16 +102,19 @@ func openStage(ctx context.Context) (st *stage, err error) {
 	// One connection: the file is opened once, then unlinked.
 	db.SetMaxOpenConns(1)
 	st = &stage{db: db, path: path, arranged: -1, stmts: map[string]*sql.Stmt{}}
-	row := `k INTEGER PRIMARY KEY, pid TEXT NOT NULL, tid TEXT NOT NULL, mid TEXT NOT NULL, queue TEXT NOT NULL,
+	row := `k INTEGER NOT NULL, pid TEXT NOT NULL, tid TEXT NOT NULL, mid TEXT NOT NULL, queue TEXT NOT NULL,
 		part TEXT NOT NULL, grp TEXT NOT NULL, err TEXT NOT NULL, retries INTEGER NOT NULL,
 		failed INTEGER NOT NULL, -- Unix nanoseconds (zeroTime: none)
 		payload TEXT,            -- the list's (NULL: none, or not read)
 		checked INTEGER NOT NULL, -- payload is the detail route's answer
-		v7 INTEGER NOT NULL       -- mid is a UUIDv7
+		v7 INTEGER NOT NULL,      -- mid is a UUIDv7
+		env INTEGER NOT NULL      -- payload is an encryption envelope
 		`
 	for _, q := range []string{
-		`CREATE TABLE rows (` + row + `, sel INTEGER NOT NULL)`,
-		`CREATE TABLE now (` + row + `, maybe INTEGER NOT NULL)`,
+		// Kept in the order a plan and a run read them: an item's rows
+		// together, the selected ones first, each as it was staged.
+		`CREATE TABLE rows (` + row + `, sel INTEGER NOT NULL, item INTEGER NOT NULL, PRIMARY KEY (item, sel DESC, k)) WITHOUT ROWID`,
+		`CREATE TABLE now (` + row + `, maybe INTEGER NOT NULL, item INTEGER NOT NULL, PRIMARY KEY (k))`,
 		`CREATE TABLE asked (n INTEGER PRIMARY KEY, pid TEXT NOT NULL, tid TEXT NOT NULL, state INTEGER NOT NULL, queue TEXT NOT NULL, payload TEXT)`,
 		`CREATE TABLE items (
 			item    INTEGER PRIMARY KEY,
@@ -119,7 +124,8 @@ func openStage(ctx context.Context) (st *stage, err error) {
 			part    TEXT NOT NULL,
 			mid     TEXT NOT NULL,    -- its newest selected row's message id
 			v7      INTEGER NOT NULL,
-			first   INTEGER NOT NULL, -- its earliest failure, every row's
+			env     INTEGER NOT NULL, -- the list showed its payload as an envelope
+			first   INTEGER NOT NULL DEFAULT 0, -- its earliest failure, every row's (once arranged)
 			payload TEXT,             -- the message: the list's, or the detail route's when checked
 			checked INTEGER NOT NULL,
 			absent  INTEGER NOT NULL DEFAULT 0, -- not in the DLQ now (a resume)
@@ -191,7 +197,7 @@ type writer struct {
 const writeBatch = 64
 
 // rowArgs is how many values a staged row has.
-const rowArgs = 13
+const rowArgs = 16
 
 // write begins staging rows into table: rows (sel: selected) or now
 // (sel: may be a copy, see fillNow).
@@ -201,7 +207,7 @@ func (st *stage) write(ctx context.Context, table string) (*writer, error) {
 	if err != nil {
 		return nil, stageErr(ctx, "staging the snapshot", err)
 	}
-	w := &writer{st: st, tx: tx, into: `INSERT INTO ` + table + ` (` + rowCols + `, ` + extra + `) VALUES `}
+	w := &writer{st: st, tx: tx, into: `INSERT INTO ` + table + ` (k, ` + rowCols + `, ` + extra + `, item) VALUES `}
 	if w.many, err = tx.PrepareContext(ctx, w.statement(writeBatch)); err != nil {
 		_ = tx.Rollback()
 		return nil, stageErr(ctx, "staging the snapshot", err)
@@ -216,10 +222,10 @@ func (w *writer) statement(n int) string {
 	return w.into + strings.Repeat(one+", ", n-1) + one
 }
 
-// add stages a row; payload is the message as the row carries it
-// (checked: as the detail route returned it), flag the table's own
-// column.
-func (w *writer) add(ctx context.Context, r deadletter.Row, payload json.RawMessage, checked, flag bool) error {
+// add stages a row of the item numbered item (0 in now); payload is the
+// message as the row carries it (checked: as the detail route returned
+// it), flag the table's own column.
+func (w *writer) add(ctx context.Context, item int, r deadletter.Row, payload json.RawMessage, checked, flag bool) error {
 	var p any
 	if len(payload) > 0 {
 		p = string(payload)
@@ -228,8 +234,9 @@ func (w *writer) add(ctx context.Context, r deadletter.Row, payload json.RawMess
 	if !r.FailedAt.IsZero() {
 		failed = r.FailedAt.UnixNano()
 	}
-	w.args = append(w.args, r.PartitionID, r.TransactionID, r.ID, r.Queue, r.Partition, r.ConsumerGroup,
-		r.ErrorMessage, r.RetryCount, failed, p, checked, replay.IsUUIDv7(r.ID), flag)
+	w.st.k++
+	w.args = append(w.args, w.st.k, r.PartitionID, r.TransactionID, r.ID, r.Queue, r.Partition, r.ConsumerGroup,
+		r.ErrorMessage, r.RetryCount, failed, p, checked, replay.IsUUIDv7(r.ID), deadletter.IsEnvelope(payload), flag, item)
 	if len(w.args) < writeBatch*rowArgs {
 		return nil
 	}
@@ -268,21 +275,60 @@ func (w *writer) end(ctx context.Context, err error) error {
 	return nil
 }
 
-// seal makes the items from the selected rows: one an address, numbered
-// in the order its first row was staged, with that row's message id and
-// payload.
+// seal makes the items from the selected rows, by the numbers they were
+// staged under: each with its first row's message id and payload.
 func (st *stage) seal(ctx context.Context) error {
 	if err := st.exec(ctx, "staging the snapshot",
-		`CREATE INDEX rows_addr ON rows (pid, tid, sel, k)`,
-		`INSERT INTO items (pid, tid, queue, part, mid, v7, first, payload, checked)
-			SELECT r.pid, r.tid, r.queue, r.part, r.mid, r.v7, f.first, r.payload, r.checked
-			FROM (SELECT min(k) AS k0, min(failed) AS first FROM rows WHERE sel = 1 GROUP BY pid, tid) f JOIN rows r ON r.k = f.k0
-			ORDER BY f.k0`,
+		// Each item's first selected row (SQLite takes the bare columns
+		// from the row min picks).
+		`INSERT INTO items (item, pid, tid, queue, part, mid, v7, env, payload, checked)
+			SELECT item, pid, tid, queue, part, mid, v7, env, payload, checked
+			FROM (SELECT item, min(k), pid, tid, queue, part, mid, v7, env, payload, checked FROM rows WHERE sel = 1 GROUP BY item)
+			ORDER BY item`,
 	); err != nil {
 		return err
 	}
 	return st.db.QueryRowContext(ctx, `SELECT count(*) FROM items`).Scan(&st.n)
 }
+
+// numbering numbers addresses in the order they are first met, from 1,
+// holding 16 bytes of hash and 4 of number an address (about 28 in a
+// map). Two addresses would share a number only if their 128-bit hashes
+// met: at a million addresses, about once in 10^26 stages.
+type numbering struct {
+	seeds [2]maphash.Seed
+	of    map[[2]uint64]int32
+}
+
+func newNumbering() *numbering {
+	return &numbering{seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, of: map[[2]uint64]int32{}}
+}
+
+// number is a's number, numbering it if it is new and add says so (0
+// when it is new and not).
+func (n *numbering) number(a deadletter.Address, add bool) int {
+	var k [2]uint64
+	for i, seed := range n.seeds {
+		var h maphash.Hash
+		h.SetSeed(seed)
+		h.WriteString(a.PartitionID)
+		h.WriteByte('/')
+		h.WriteString(a.TransactionID)
+		k[i] = h.Sum64()
+	}
+	if i, ok := n.of[k]; ok {
+		return int(i)
+	}
+	if !add {
+		return 0
+	}
+	i := int32(len(n.of) + 1)
+	n.of[k] = i
+	return int(i)
+}
+
+// len is how many addresses were numbered.
+func (n *numbering) len() int { return len(n.of) }
 
 // byAddress indexes the items by address, for what looks them up by it
 // (a widening, a resume, a list of addresses).
@@ -298,14 +344,12 @@ func (st *stage) takeNow(ctx context.Context) error {
 		return err
 	}
 	return st.exec(ctx, "widening the snapshot",
-		`INSERT INTO rows (`+rowCols+`, sel)
-			SELECT n.pid, n.tid, n.mid, n.queue, n.part, n.grp, n.err, n.retries, n.failed, NULL, 0, n.v7, 0
+		`INSERT INTO rows (k, `+rowCols+`, sel, item)
+			SELECT n.k, n.pid, n.tid, n.mid, n.queue, n.part, n.grp, n.err, n.retries, n.failed, NULL, 0, n.v7, 0, 0, i.item
 			FROM now n JOIN items i ON i.pid = n.pid AND i.tid = n.tid
 			WHERE n.k IN (SELECT min(k) FROM now GROUP BY pid, tid, grp, failed)
-			AND NOT EXISTS (SELECT 1 FROM rows r WHERE r.pid = n.pid AND r.tid = n.tid AND r.grp = n.grp AND r.failed = n.failed)
+			AND NOT EXISTS (SELECT 1 FROM rows r WHERE r.item = i.item AND r.grp = n.grp AND r.failed = n.failed)
 			ORDER BY n.k`,
-		`UPDATE items SET first = o.f FROM (SELECT pid, tid, min(failed) AS f FROM rows WHERE sel = 0 GROUP BY pid, tid) o
-			WHERE items.pid = o.pid AND items.tid = o.tid AND o.f < items.first`,
 	)
 }
 
@@ -325,6 +369,8 @@ func (st *stage) queues(ctx context.Context) ([]string, error) {
 
 // stmt is q prepared, once.
 func (st *stage) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	if s, ok := st.stmts[q]; ok {
 		return s, nil
 	}
@@ -368,69 +414,158 @@ type placed struct {
 }
 
 // load reads the items the query picks (itemCols, ordered by place then
-// row) with every row of each, each with its place.
+// row) with every row of each, each with its place. What is the same in
+// every row of an item (its address, queue, partition and payload) is
+// made once, from its first row.
 func (st *stage) load(ctx context.Context, q string, args ...any) ([]placed, error) {
 	var out []placed
+	var r deadletter.Row
+	var pid, tid, queue, part, payload, rowPayload sql.RawBytes
+	var at int
+	var checked, absent, sel bool
+	var failed int64
 	err := st.each(ctx, "reading the staged snapshot", q, args, func(rows *sql.Rows) error {
-		var at int
-		var r deadletter.Row
-		var payload, rowPayload sql.NullString
-		var checked, absent, sel bool
-		var failed int64
-		if err := rows.Scan(&at, &payload, &checked, &absent, &r.PartitionID, &r.TransactionID, &r.ID, &r.Queue, &r.Partition,
+		if err := rows.Scan(&at, &payload, &checked, &absent, &pid, &tid, &r.ID, &queue, &part,
 			&r.ConsumerGroup, &r.ErrorMessage, &r.RetryCount, &failed, &rowPayload, &sel); err != nil {
 			return err
 		}
-		if failed != zeroTime {
-			r.FailedAt = time.Unix(0, failed).UTC()
-		}
 		if n := len(out); n == 0 || out[n-1].at != at {
-			it := replay.Item{Address: r.Address(), Queue: r.Queue, Partition: r.Partition, Checked: checked, Absent: absent}
-			if payload.Valid {
-				it.Payload = json.RawMessage(payload.String)
+			it := replay.Item{Address: deadletter.Address{PartitionID: string(pid), TransactionID: string(tid)},
+				Queue: string(queue), Partition: string(part), Checked: checked, Absent: absent}
+			if payload != nil {
+				it.Payload = json.RawMessage(slices.Clone(payload))
 			}
 			out = append(out, placed{at: at, it: it})
 		}
-		it := &out[len(out)-1].it
-		if !sel {
-			if rowPayload.Valid {
-				r.Data = json.RawMessage(rowPayload.String)
-			}
-			it.Others = append(it.Others, r)
-			return nil
-		}
-		// Every selected row carries the message as the list gave it.
-		if len(it.Rows) > 0 {
-			r.Data = it.Rows[0].Data
-		} else if rowPayload.Valid {
-			r.Data = json.RawMessage(rowPayload.String)
-		}
-		it.Rows = append(it.Rows, r)
+		addRow(&out[len(out)-1].it, r, failed, rowPayload, sel)
 		return nil
 	})
 	for i := range out {
-		if it := &out[i].it; !it.Checked {
-			it.Payload = nil // the list's payload is the rows' Data
-		}
+		settleItem(&out[i].it)
 	}
 	return out, err
 }
 
-// between reads the items numbered from to to (inclusive).
+// between reads the items numbered from to to (inclusive): the items,
+// then their rows, each in one ordered scan.
 func (st *stage) between(ctx context.Context, from, to int) ([]placed, error) {
-	return st.load(ctx, `SELECT `+itemCols+` FROM items i JOIN rows r ON r.pid = i.pid AND r.tid = i.tid
-		WHERE i.item BETWEEN ? AND ? ORDER BY i.item, r.sel DESC, r.k`, from, to)
+	var out []placed
+	var payload sql.RawBytes
+	err := st.each(ctx, "reading the staged snapshot", `SELECT item, pid, tid, queue, part, payload, checked, absent FROM items WHERE item BETWEEN ? AND ? ORDER BY item`,
+		[]any{from, to}, func(rows *sql.Rows) error {
+			var p placed
+			it := &p.it
+			if err := rows.Scan(&p.at, &it.Address.PartitionID, &it.Address.TransactionID, &it.Queue, &it.Partition, &payload, &it.Checked, &it.Absent); err != nil {
+				return err
+			}
+			if payload != nil {
+				it.Payload = json.RawMessage(slices.Clone(payload))
+			}
+			out = append(out, p)
+			return nil
+		})
+	if err != nil || len(out) == 0 {
+		return out, err
+	}
+	k := 0
+	var r deadletter.Row
+	var item int
+	var sel bool
+	var failed int64
+	var rowPayload sql.RawBytes
+	err = st.each(ctx, "reading the staged snapshot", `SELECT item, mid, grp, err, retries, failed, payload, sel FROM rows WHERE item BETWEEN ? AND ? ORDER BY item, sel DESC, k`,
+		[]any{from, to}, func(rows *sql.Rows) error {
+			if err := rows.Scan(&item, &r.ID, &r.ConsumerGroup, &r.ErrorMessage, &r.RetryCount, &failed, &rowPayload, &sel); err != nil {
+				return err
+			}
+			for k < len(out) && out[k].at < item {
+				k++
+			}
+			if k == len(out) || out[k].at != item {
+				return fmt.Errorf("a staged row of item %d, which the stage does not have", item)
+			}
+			addRow(&out[k].it, r, failed, rowPayload, sel)
+			return nil
+		})
+	for i := range out {
+		settleItem(&out[i].it)
+	}
+	return out, err
+}
+
+// addRow adds a staged row to its item (whose address, queue and
+// partition it has): payload is the row's own (the list's, for the first
+// selected row; nil for the rows a selection widened to).
+func addRow(it *replay.Item, r deadletter.Row, failed int64, payload []byte, sel bool) {
+	r.PartitionID, r.TransactionID, r.Queue, r.Partition = it.Address.PartitionID, it.Address.TransactionID, it.Queue, it.Partition
+	r.FailedAt, r.Data = time.Time{}, nil
+	if failed != zeroTime {
+		r.FailedAt = time.Unix(0, failed).UTC()
+	}
+	switch {
+	case !sel:
+		if payload != nil {
+			r.Data = json.RawMessage(slices.Clone(payload))
+		}
+		it.Others = append(it.Others, r)
+	case len(it.Rows) > 0:
+		// Every selected row carries the message as the list gave it.
+		r.Data = it.Rows[0].Data
+		it.Rows = append(it.Rows, r)
+	default:
+		if payload != nil {
+			r.Data = json.RawMessage(slices.Clone(payload))
+		}
+		it.Rows = append(it.Rows, r)
+	}
+}
+
+// settleItem keeps an item's payload only when the detail route gave it
+// (Checked): otherwise the message is its rows' Data.
+func settleItem(it *replay.Item) {
+	if !it.Checked {
+		it.Payload = nil
+	}
 }
 
 // chunks calls f with the items a chunk at a time, in their numbered
-// order. f may write to the stage: no read is open while it runs.
-func (st *stage) chunks(ctx context.Context, size int, f func([]placed) error) error {
+// order, each chunk first given to ahead. The next chunk is read, and
+// given to ahead, on another goroutine while f works on this one (ahead
+// waits on the broker, f on the ledger). Both may write to the stage: f
+// does little of it (the stage has one connection, which the read holds).
+func (st *stage) chunks(ctx context.Context, size int, ahead, f func([]placed) error) error {
+	type chunk struct {
+		got []placed
+		err error
+	}
+	read := func(from int) <-chan chunk {
+		c := make(chan chunk, 1)
+		go func() {
+			got, err := st.between(ctx, from, min(from+size-1, st.n))
+			if err == nil {
+				err = ahead(got)
+			}
+			c <- chunk{got, err}
+		}()
+		return c
+	}
+	if st.n == 0 {
+		return nil
+	}
+	next := read(1)
 	for from := 1; from <= st.n; from += size {
-		got, err := st.between(ctx, from, min(from+size-1, st.n))
-		if err != nil {
-			return err
+		c := <-next
+		if c.err != nil {
+			return c.err
 		}
-		if err := f(got); err != nil {
+		more := from+size <= st.n
+		if more {
+			next = read(from + size)
+		}
+		if err := f(c.got); err != nil {
+			if more {
+				<-next
+			}
 			return err
 		}
 	}
@@ -512,7 +647,9 @@ func (st *stage) arrange(ctx context.Context, ordered bool, toQueue string) erro
 	if err != nil {
 		return err
 	}
-	if err := st.exec(ctx, "arranging the snapshot", `CREATE TABLE chains (chain INTEGER PRIMARY KEY, q TEXT NOT NULL, part TEXT NOT NULL, byid INTEGER NOT NULL, rank INTEGER NOT NULL DEFAULT 0)`); err != nil {
+	if err := st.exec(ctx, "arranging the snapshot",
+		`UPDATE items SET first = f.f FROM (SELECT item, min(failed) AS f FROM rows GROUP BY item) f WHERE items.item = f.item`,
+		`CREATE TABLE chains (chain INTEGER PRIMARY KEY, q TEXT NOT NULL, part TEXT NOT NULL, byid INTEGER NOT NULL, rank INTEGER NOT NULL DEFAULT 0)`); err != nil {
 		return err
 	}
 	ins, err := st.db.PrepareContext(ctx, `INSERT INTO chains (chain, q, part, byid) VALUES (?, ?, ?, ?)`)
@@ -609,7 +746,7 @@ func (st *stage) inOrder(ctx context.Context) iter.Seq2[replay.Item, error] {
 // at reads the arranged items at positions from to to (inclusive).
 func (st *stage) at(ctx context.Context, from, to int) ([]placed, error) {
 	return st.load(ctx, `SELECT a.pos, i.payload, i.checked, i.absent, r.pid, r.tid, r.mid, r.queue, r.part, r.grp, r.err, r.retries, r.failed, r.payload, r.sel
-		FROM arranged a JOIN items i ON i.item = a.item JOIN rows r ON r.pid = i.pid AND r.tid = i.tid
+		FROM arranged a JOIN items i ON i.item = a.item JOIN rows r ON r.item = i.item
 		WHERE a.pos BETWEEN ? AND ? ORDER BY a.pos, r.sel DESC, r.k`, from, to)
 }
 

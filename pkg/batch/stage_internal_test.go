@@ -70,7 +70,7 @@ func TestStageArrangesAsArrange(t *testing.T) {
 						idx[a] = i
 						items = append(items, replay.Item{Address: a, Queue: r.Queue, Partition: r.Partition})
 					}
-					if err := w.add(ctx, r, r.Data, false, true); err != nil {
+					if err := w.add(ctx, i+1, r, r.Data, false, true); err != nil {
 						t.Fatal(err)
 					}
 					items[i].Rows = append(items[i].Rows, r)
@@ -133,7 +133,7 @@ func TestFullTmpdirIsNamed(t *testing.T) {
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 100 {
 		r := deadletter.Row{ID: "m", PartitionID: "p", TransactionID: fmt.Sprint(i), Queue: "q", Partition: "0", ConsumerGroup: "g", FailedAt: at, Data: payload}
-		if err = w.add(ctx, r, r.Data, false, true); err != nil {
+		if err = w.add(ctx, i+1, r, r.Data, false, true); err != nil {
 			break
 		}
 	}
