@@ -52,8 +52,7 @@ func prepare(t *testing.T, env batch.Env, req batch.Request) (*batch.Pending, er
 func request(action string, sel *deadletter.Selection) batch.Request {
 	s := batch.DefaultSettings(action)
 	s.Rate = 0
-	return batch.Request{Action: action, Selection: sel, Settings: s, Why: "test", Changed: func(string) bool { return false },
-		Engine: func(o *replay.Options, s batch.Settings) error { return s.Apply(o) }}
+	return batch.Request{Action: action, Selection: sel, Settings: s, Why: "test"}
 }
 
 // A replay planned and run through the package: recorded before the
@@ -115,11 +114,11 @@ func TestRecordedBatches(t *testing.T) {
 	req := request(deadletter.Replay, nil)
 	req.BatchID, req.Why = b.ID, ""
 	req.Settings.ToQueue = "elsewhere"
-	req.Changed = func(f string) bool { return f == "to-queue" }
+	req.Given = batch.GivenToQueue
 	if _, err := prepare(t, env, req); err != nil {
 		t.Fatalf("a decided batch records no destination; a first run may give one: %v", err)
 	}
-	req.Changed = func(string) bool { return false }
+	req.Given = 0
 	req.Settings.ToQueue = ""
 	p, err := prepare(t, env, req)
 	if err != nil || p.Why() != "later" || p.Messages() != n {
@@ -181,24 +180,26 @@ func TestNextSteps(t *testing.T) {
 }
 
 // Once a run has recorded its settings, a resume keeps the destination
-// and the transform; the other settings follow the command line where it
-// sets them and the record elsewhere.
+// and the transform; the other settings follow what the caller gave and
+// the record elsewhere, a setting the run left out of its record (it was
+// empty: no cap, no pacing) included.
 func TestResumeSettings(t *testing.T) {
-	started := []byte(`{"rate":5,"burst":1,"toQueue":"recovery","order":"partition"}`)
-	only := func(name string) func(string) bool { return func(f string) bool { return f == name } }
-	if _, err := batch.ResumeSettings(started, batch.Settings{ToQueue: "elsewhere"}, only("to-queue")); errs.KindOf(err) != errs.Flag {
+	started := []byte(`{"rate":5,"burst":1,"concurrency":4,"via":"auto","toQueue":"recovery","order":"partition"}`)
+	if _, err := batch.ResumeSettings(started, batch.Settings{ToQueue: "elsewhere"}, batch.GivenToQueue); errs.KindOf(err) != errs.Flag {
 		t.Fatalf("a started batch's destination changed: %v", err)
 	}
-	if _, err := batch.ResumeSettings(started, batch.Settings{Transform: ".x"}, only("transform")); errs.KindOf(err) != errs.Flag {
+	if _, err := batch.ResumeSettings(started, batch.Settings{Transform: ".x"}, batch.GivenTransform); errs.KindOf(err) != errs.Flag {
 		t.Fatalf("a started batch's transform changed: %v", err)
 	}
-	got, err := batch.ResumeSettings(started, batch.Settings{Rate: 50, ToQueue: "elsewhere"}, only("rate"))
-	if err != nil || got.Rate != 50 || got.ToQueue != "recovery" || got.Burst != 1 {
+	defaults := batch.DefaultSettings(deadletter.Replay)
+	defaults.Rate, defaults.ToQueue, defaults.MaxLag = 50, "elsewhere", "2m"
+	got, err := batch.ResumeSettings(started, defaults, batch.GivenRate)
+	if err != nil || got.Rate != 50 || got.ToQueue != "recovery" || got.Burst != 1 || got.MaxGeneration != 0 || got.MaxLag != "" {
 		t.Fatalf("merge: %+v %v", got, err)
 	}
 	decided := []byte(`{"order":"partition"}`)
-	got, err = batch.ResumeSettings(decided, batch.Settings{Rate: 10, ToQueue: "recovery"}, only("to-queue"))
-	if err != nil || got.ToQueue != "recovery" || got.Order != "partition" || got.Rate != 10 {
+	got, err = batch.ResumeSettings(decided, batch.Settings{Rate: 10, ToQueue: "recovery", MaxGeneration: 3}, batch.GivenToQueue)
+	if err != nil || got.ToQueue != "recovery" || got.Order != "partition" || got.Rate != 10 || got.MaxGeneration != 3 {
 		t.Fatalf("a decided batch's first run: %+v %v", got, err)
 	}
 }

@@ -12,15 +12,6 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
-// ToManifest freezes items into a manifest to record.
-func ToManifest(items []replay.Item) []ledger.ManifestItem {
-	out := make([]ledger.ManifestItem, len(items))
-	for i, it := range items {
-		out[i] = ManifestItemOf(it)
-	}
-	return out
-}
-
 // ManifestItemOf freezes one item as its manifest records it.
 func ManifestItemOf(it replay.Item) ledger.ManifestItem {
 	r := it.Newest()

@@ -42,10 +42,11 @@ type Request struct {
 	Selection *deadletter.Selection // nil when BatchID is set
 	BatchID   string
 	// Settings are what the caller asked for; for a recorded batch, the
-	// recorded ones stand unless Changed says the caller set them again.
+	// recorded ones stand but those Given names.
 	Settings Settings
-	// Changed reports whether a flag (rate, to-queue, …) was given.
-	Changed func(flag string) bool
+	Given    Given
+	// Run is what this run does that a batch does not record.
+	Run RunOptions
 	Why, By string
 	// SkipHeld leaves messages under an active hold out of the batch;
 	// OverrideHold acts on them all the same (Run refuses otherwise).
@@ -53,9 +54,14 @@ type Request struct {
 	// PlanOnly: the batch is planned and never run (a dry run): its stage
 	// keeps no payload it does not need to plan.
 	PlanOnly bool
-	// Engine sets the engine options the settings in force ask for (the
-	// action's own: replay's path, order, transform, canary, …).
-	Engine func(*replay.Options, Settings) error
+}
+
+// RunOptions are what a run of a batch does that the batch does not
+// record: the canary, and the unknowns a person has checked.
+type RunOptions struct {
+	RetryUnknown bool
+	Canary       int
+	CanaryWait   time.Duration
 }
 
 // Pending is a batch planned and not yet executed: what a command
@@ -120,18 +126,16 @@ func Prepare(ctx context.Context, env Env, req Request) (_ *Pending, err error) 
 		if p.in.batch, err = loadBatch(ctx, env, req.BatchID, req.Action); err != nil {
 			return nil, err
 		}
-		if p.settings, err = ResumeSettings(p.in.batch.Settings, p.settings, req.Changed); err != nil {
+		if p.settings, err = ResumeSettings(p.in.batch.Settings, p.settings, req.Given); err != nil {
 			return nil, err
 		}
 		if err := p.loadApproval(ctx); err != nil {
 			return nil, err
 		}
 	}
-	p.opts = replay.Options{Action: req.Action, Rate: p.settings.Rate, Burst: p.settings.Burst, Now: env.Now}
-	if req.Engine != nil {
-		if err := req.Engine(&p.opts, p.settings); err != nil {
-			return nil, err
-		}
+	p.opts = replay.Options{Action: req.Action, Now: env.Now, RetryUnknown: req.Run.RetryUnknown, Canary: req.Run.Canary, CanaryWait: req.Run.CanaryWait}
+	if err := p.settings.Apply(&p.opts); err != nil {
+		return nil, err
 	}
 	if err := fill(ctx, env, req, p.in, req.PlanOnly && p.settings.Transform == ""); err != nil {
 		return nil, err
@@ -213,7 +217,7 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 		info.Recorded = p.recordedOrder()
 		pl.SetOrder(info)
 	}
-	p.plan = pl.Plan()
+	p.plan = pl.Plan().WithRate(p.settings.Rate)
 	p.finishPlan()
 	return nil
 }
@@ -236,7 +240,7 @@ func (p *Pending) recordedOrder() bool {
 func (p *Pending) startPlan(ctx context.Context) error {
 	p.now = p.env.Now()
 	s := p.settings
-	p.po.Action, p.po.Rate, p.po.ToQueue, p.po.MaxGeneration = p.req.Action, s.Rate, s.ToQueue, s.MaxGeneration
+	p.po.Action, p.po.ToQueue, p.po.MaxGeneration = p.req.Action, s.ToQueue, s.MaxGeneration
 	return p.release(ctx)
 }
 
@@ -301,7 +305,7 @@ func (p *Pending) SetRate(r float64) error {
 	if err := ValidateRate(r); err != nil {
 		return err
 	}
-	p.settings.Rate, p.opts.Rate, p.po.Rate = r, r, r
+	p.settings.Rate = r
 	p.plan = p.plan.WithRate(r)
 	return nil
 }

@@ -41,7 +41,7 @@ func BenchmarkPlan(b *testing.B) {
 				}
 				s.Acting = "replay"
 				settings := batch.DefaultSettings(deadletter.Replay)
-				p, err := batch.Prepare(ctx, env, batch.Request{Action: deadletter.Replay, Selection: &s, Settings: settings, Why: "bench", Changed: func(string) bool { return false }})
+				p, err := batch.Prepare(ctx, env, batch.Request{Action: deadletter.Replay, Selection: &s, Settings: settings, Why: "bench"})
 				if err != nil {
 					b.Fatal(err)
 				}

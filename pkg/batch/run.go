@@ -87,6 +87,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 		recorded(batch.ID, in.batch == nil)
 	}
 
+	opts.Rate, opts.Burst = settings.Rate, settings.Burst
 	opts.Broker, opts.BatchID, opts.Owner = cl.Broker(), batch.ID, owner
 	opts.Progress = progress
 	var tr *tracer

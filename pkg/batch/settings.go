@@ -38,24 +38,55 @@ type Settings struct {
 	NoTrace bool `json:"noTrace,omitempty"`
 }
 
-// settingFlags are the flags that set Settings' fields, by JSON key.
-var settingFlags = []struct {
-	flag, key string
-	copy      func(dst, src *Settings)
-}{
-	{"rate", "rate", func(d, s *Settings) { d.Rate = s.Rate }},
-	{"burst", "burst", func(d, s *Settings) { d.Burst = s.Burst }},
-	{"concurrency", "concurrency", func(d, s *Settings) { d.Concurrency = s.Concurrency }},
-	{"via", "via", func(d, s *Settings) { d.Via = s.Via }},
-	{"to-queue", "toQueue", func(d, s *Settings) { d.ToQueue = s.ToQueue }},
-	{"transform", "transform", func(d, s *Settings) { d.Transform = s.Transform }},
-	{"max-generation", "maxGeneration", func(d, s *Settings) { d.MaxGeneration = s.MaxGeneration }},
-	{"max-failures", "maxFailures", func(d, s *Settings) { d.MaxFailures = s.MaxFailures }},
-	{"max-refailures", "maxRefailures", func(d, s *Settings) { d.MaxRefailures = s.MaxRefailures }},
-	{"order", "order", func(d, s *Settings) { d.Order = s.Order }},
-	{"max-lag", "maxLag", func(d, s *Settings) { d.MaxLag = s.MaxLag }},
-	{"window", "window", func(d, s *Settings) { d.Window = s.Window }},
-	{"no-trace", "noTrace", func(d, s *Settings) { d.NoTrace = s.NoTrace }},
+// Given names the settings a caller gave explicitly (a command line's
+// flags): on a recorded batch, every setting not given is the recorded
+// one.
+type Given uint16
+
+// The settings, as Given names them.
+const (
+	GivenRate Given = 1 << iota
+	GivenBurst
+	GivenConcurrency
+	GivenVia
+	GivenToQueue
+	GivenTransform
+	GivenMaxGeneration
+	GivenMaxFailures
+	GivenMaxRefailures
+	GivenOrder
+	GivenMaxLag
+	GivenWindow
+	GivenNoTrace
+)
+
+// Has reports whether g names s.
+func (g Given) Has(s Given) bool { return g&s != 0 }
+
+// recorded are a batch's recorded settings, each nil when the record
+// does not have it (decide records only the order; a run all of them).
+type recorded struct {
+	Rate          *float64 `json:"rate"`
+	Burst         *int     `json:"burst"`
+	Concurrency   *int     `json:"concurrency"`
+	Via           *string  `json:"via"`
+	ToQueue       *string  `json:"toQueue"`
+	Transform     *string  `json:"transform"`
+	MaxGeneration *int     `json:"maxGeneration"`
+	MaxFailures   *int     `json:"maxFailures"`
+	MaxRefailures *int     `json:"maxRefailures"`
+	Order         *string  `json:"order"`
+	MaxLag        *string  `json:"maxLag"`
+	Window        *string  `json:"window"`
+	NoTrace       *bool    `json:"noTrace"`
+}
+
+// take sets *dst to the recorded value, when there is one and the
+// caller did not give its own.
+func take[T any](dst *T, rec *T, given bool) {
+	if rec != nil && !given {
+		*dst = *rec
+	}
 }
 
 // ParseMaxLag reads --max-lag: a duration above zero.
@@ -76,34 +107,58 @@ func ParseWindow(s string) (replay.Window, error) {
 	return w, nil
 }
 
-// ResumeSettings merges a batch's recorded settings under the flags the
-// command line set: a setting the record has (decide records only the
-// order) and the command line does not set is the record's. Once a run
-// has started (its settings, rate included, are recorded) the destination
-// and the payload transform cannot change: the copies already published
-// went where the batch said. A decided batch's first run may set them.
-func ResumeSettings(recorded json.RawMessage, cur Settings, changed func(string) bool) (Settings, error) {
-	if len(recorded) == 0 {
+// ResumeSettings merges a batch's recorded settings under the ones the
+// caller gave: a setting the record has and the caller did not give is
+// the record's. Once a run has started (its settings, rate included, are
+// recorded) the destination and the payload transform cannot change: the
+// copies already published went where the batch said. A decided batch's
+// first run may set them. Settings a run leaves out of its record when
+// they are empty (to-queue, transform, …) are the zero value once run.
+func ResumeSettings(raw json.RawMessage, cur Settings, given Given) (Settings, error) {
+	if len(raw) == 0 {
 		return cur, nil
 	}
-	var rec Settings
-	var keys map[string]json.RawMessage
-	if json.Unmarshal(recorded, &rec) != nil || json.Unmarshal(recorded, &keys) != nil {
-		return cur, nil // an unreadable record: the command line's settings stand
+	var rec recorded
+	if json.Unmarshal(raw, &rec) != nil {
+		return cur, nil // an unreadable record: the caller's settings stand
 	}
-	_, started := keys["rate"]
-	if started && changed("to-queue") && cur.ToQueue != rec.ToQueue {
-		return cur, errs.Flagf("this batch publishes to %s; a resume cannot change --to-queue", destName(rec.ToQueue))
-	}
-	if started && changed("transform") && cur.Transform != rec.Transform {
-		return cur, errs.Flagf("this batch was started with --transform %q; a resume cannot change it", rec.Transform)
-	}
-	out := cur
-	for _, f := range settingFlags {
-		if _, ok := keys[f.key]; ok && !changed(f.flag) {
-			f.copy(&out, &rec)
+	started := rec.Rate != nil
+	if started {
+		// What a run leaves out of its record is empty.
+		for _, s := range []**string{&rec.Via, &rec.ToQueue, &rec.Transform, &rec.MaxLag, &rec.Window} {
+			if *s == nil {
+				*s = new(string)
+			}
+		}
+		for _, n := range []**int{&rec.Concurrency, &rec.MaxGeneration, &rec.MaxFailures, &rec.MaxRefailures} {
+			if *n == nil {
+				*n = new(int)
+			}
+		}
+		if rec.NoTrace == nil {
+			rec.NoTrace = new(bool)
 		}
 	}
+	if started && given.Has(GivenToQueue) && cur.ToQueue != *rec.ToQueue {
+		return cur, errs.Flagf("this batch publishes to %s; a resume cannot change --to-queue", destName(*rec.ToQueue))
+	}
+	if started && given.Has(GivenTransform) && cur.Transform != *rec.Transform {
+		return cur, errs.Flagf("this batch was started with --transform %q; a resume cannot change it", *rec.Transform)
+	}
+	out := cur
+	take(&out.Rate, rec.Rate, given.Has(GivenRate))
+	take(&out.Burst, rec.Burst, given.Has(GivenBurst))
+	take(&out.Concurrency, rec.Concurrency, given.Has(GivenConcurrency))
+	take(&out.Via, rec.Via, given.Has(GivenVia))
+	take(&out.ToQueue, rec.ToQueue, given.Has(GivenToQueue))
+	take(&out.Transform, rec.Transform, given.Has(GivenTransform))
+	take(&out.MaxGeneration, rec.MaxGeneration, given.Has(GivenMaxGeneration))
+	take(&out.MaxFailures, rec.MaxFailures, given.Has(GivenMaxFailures))
+	take(&out.MaxRefailures, rec.MaxRefailures, given.Has(GivenMaxRefailures))
+	take(&out.Order, rec.Order, given.Has(GivenOrder))
+	take(&out.MaxLag, rec.MaxLag, given.Has(GivenMaxLag))
+	take(&out.Window, rec.Window, given.Has(GivenWindow))
+	take(&out.NoTrace, rec.NoTrace, given.Has(GivenNoTrace))
 	return out, nil
 }
 
@@ -160,7 +215,7 @@ func DefaultSettings(action string) Settings {
 }
 
 // Apply sets the engine options the settings ask for (the rate and
-// burst are set by Prepare).
+// burst are set by Run: they may change while the plan is shown).
 func (s Settings) Apply(o *replay.Options) error {
 	o.Concurrency = s.Concurrency
 	o.Via = s.Via

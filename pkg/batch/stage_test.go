@@ -132,7 +132,8 @@ func TestEveryBatchIsItsItems(t *testing.T) {
 			if len(man) != len(want) {
 				t.Fatalf("%s: a manifest of %d items, the items are %d", name, len(man), len(want))
 			}
-			for i, m := range batch.ToManifest(want) {
+			for i, it := range want {
+				m := batch.ManifestItemOf(it)
 				if !reflect.DeepEqual(man[i], m) {
 					t.Fatalf("%s: manifest item %d:\nstaged %+v\nitems  %+v", name, i, man[i], m)
 				}

@@ -376,58 +376,10 @@ func (s *Store) Manifest(ctx context.Context, batchID string) ([]ManifestItem, e
 	return s.manifest(ctx, `WHERE batch_id = ? ORDER BY seq`, batchID)
 }
 
-// ManifestAt reads the manifest's items at positions pos (ascending,
-// from 0): a run reads its batch a claim at a time.
-func (s *Store) ManifestAt(ctx context.Context, batchID string, pos []int32) ([]ManifestItem, error) {
-	if len(pos) == 0 {
-		return nil, nil
-	}
-	var out []ManifestItem
-	contiguous := int(pos[len(pos)-1]-pos[0]) == len(pos)-1
-	if contiguous {
-		var err error
-		if out, err = s.manifest(ctx, `WHERE batch_id = ? AND seq BETWEEN ? AND ? ORDER BY seq`, batchID, pos[0], pos[len(pos)-1]); err != nil {
-			return nil, err
-		}
-	}
-	for start := 0; !contiguous && start < len(pos); start += 500 {
-		part := pos[start:min(start+500, len(pos))]
-		args := make([]any, 0, 1+len(part))
-		args = append(args, batchID)
-		for _, p := range part {
-			args = append(args, p)
-		}
-		got, err := s.manifest(ctx, `WHERE batch_id = ? AND seq IN (?`+strings.Repeat(", ?", len(part)-1)+`) ORDER BY seq`, args...)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, got...)
-	}
-	if len(out) != len(pos) {
-		return nil, fmt.Errorf("reading the manifest of batch %s: %d of %d items found", batchID, len(out), len(pos))
-	}
-	return out, nil
-}
-
 // ManifestRange reads the manifest's items at positions from to to-1
 // (fewer at its end): a resume stages its batch a chunk at a time.
 func (s *Store) ManifestRange(ctx context.Context, batchID string, from, to int) ([]ManifestItem, error) {
 	return s.manifest(ctx, `WHERE batch_id = ? AND seq >= ? AND seq < ? ORDER BY seq`, batchID, from, to)
-}
-
-// ManifestChains calls f with the queue and partition of the manifest's
-// items from position from to to-1, in order, reading nothing else.
-func (s *Store) ManifestChains(ctx context.Context, batchID string, from, to int, f func(pos int, queue, partition string)) error {
-	err := s.each(ctx, `SELECT seq, queue, partition_name FROM batch_items WHERE batch_id = ? AND seq >= ? AND seq < ? ORDER BY seq`, func(rows *sql.Rows) error {
-		var pos int
-		var queue, partition string
-		if err := rows.Scan(&pos, &queue, &partition); err != nil {
-			return err
-		}
-		f(pos, queue, partition)
-		return nil
-	}, batchID, from, to)
-	return s.wrap("reading the manifest", err)
 }
 
 func (s *Store) manifest(ctx context.Context, where string, args ...any) ([]ManifestItem, error) {

@@ -155,7 +155,6 @@ type FanOut struct {
 // PlanOptions are what the plan depends on besides the items.
 type PlanOptions struct {
 	Action        string
-	Rate          float64
 	Via           string // the path as it will be taken, in words
 	ToQueue       string
 	MaxGeneration int
@@ -229,7 +228,7 @@ type Planner struct {
 // NewPlanner starts a plan. Its options' QueueGroups must be complete
 // before the first item: fan-out is judged item by item.
 func NewPlanner(o PlanOptions) *Planner {
-	return &Planner{o: o, p: Plan{Action: o.Action, ByQueue: map[string]int{}, Rate: o.Rate, Via: o.Via, Lag: o.Lag, Window: o.Window, Broker: o.Release},
+	return &Planner{o: o, p: Plan{Action: o.Action, ByQueue: map[string]int{}, Via: o.Via, Lag: o.Lag, Window: o.Window, Broker: o.Release},
 		classes: map[string]*ClassCount{}, also: map[[2]string]*AlsoRemoved{}, holds: map[string]*HoldShare{}, fan: map[string]*FanOut{}, reached: map[string]map[string]bool{}}
 }
 
@@ -364,7 +363,7 @@ func (pl *Planner) Plan() Plan {
 		info := o.Order
 		p.Order = &info
 	}
-	return p.WithRate(o.Rate)
+	return p
 }
 
 // WithRate is the plan at another rate: its estimate follows.

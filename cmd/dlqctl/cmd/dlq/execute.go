@@ -391,10 +391,17 @@ func printReport(f *cmdutil.Factory, fm render.Format, rep *replay.Report, next 
 	return nil
 }
 
-// changedIn reports whether a flag was set on the command line.
-func changedIn(fs *pflag.FlagSet) func(string) bool {
-	return func(name string) bool {
-		fl := fs.Lookup(name)
-		return fl != nil && fl.Changed
-	}
+// settingFlags are the flags that give a batch's settings.
+var settingFlags = map[string]batch.Given{
+	"rate": batch.GivenRate, "burst": batch.GivenBurst, "concurrency": batch.GivenConcurrency, "via": batch.GivenVia,
+	"to-queue": batch.GivenToQueue, "transform": batch.GivenTransform, "max-generation": batch.GivenMaxGeneration,
+	"max-failures": batch.GivenMaxFailures, "max-refailures": batch.GivenMaxRefailures, "order": batch.GivenOrder,
+	"max-lag": batch.GivenMaxLag, "window": batch.GivenWindow, "no-trace": batch.GivenNoTrace,
+}
+
+// givenIn names the settings the command line gave.
+func givenIn(fs *pflag.FlagSet) batch.Given {
+	var g batch.Given
+	fs.Visit(func(fl *pflag.Flag) { g |= settingFlags[fl.Name] })
+	return g
 }

@@ -34,7 +34,7 @@ type ReplayOptions struct {
 	NoTrace       bool
 	Args          []string
 
-	changed func(string) bool
+	given batch.Given
 }
 
 // NewCmdReplay re-publishes dead letters.
@@ -67,7 +67,7 @@ calls in flight finish and prints how to resume.`,
   $ dlqctl dlq replay --queue orders --transform '.version = 4' --why "fix version" --yes`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Args = args
-			o.changed = changedIn(cmd.Flags())
+			o.given = givenIn(cmd.Flags())
 			if err := validateReplay(cmd, o); err != nil {
 				return err
 			}
@@ -154,15 +154,10 @@ func replayRun(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error 
 // replaySpec is what replay's flags ask of execute.
 func replaySpec(o *ReplayOptions) execSpec {
 	return execSpec{verb: "replay", flags: &o.Exec, selection: &o.Selection, args: o.Args, base: batch.Request{
-		Action: deadletter.Replay, Changed: o.changed,
+		Action: deadletter.Replay, Given: o.given,
 		Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: o.Concurrency, Via: o.Via, ToQueue: o.ToQueue,
 			Transform: o.Transform, MaxGeneration: o.MaxGeneration, MaxFailures: o.MaxFailures, MaxRefailures: o.MaxRefailures, Order: o.Order,
 			MaxLag: o.MaxLag, Window: o.Window, NoTrace: o.NoTrace},
-		Engine: func(opts *replay.Options, s batch.Settings) error {
-			// What a run does but a batch does not record: the canary and
-			// the unknowns a person has checked.
-			opts.RetryUnknown, opts.Canary, opts.CanaryWait = o.RetryUnknown, o.Canary, o.CanaryWait
-			return s.Apply(opts)
-		},
+		Run: batch.RunOptions{RetryUnknown: o.RetryUnknown, Canary: o.Canary, CanaryWait: o.CanaryWait},
 	}}
 }

@@ -6,7 +6,6 @@ import (
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/spf13/cobra"
 )
 
@@ -16,7 +15,7 @@ type RmOptions struct {
 	Exec      ExecFlags
 	Args      []string
 
-	changed func(string) bool
+	given batch.Given
 }
 
 // NewCmdRm discards dead letters, archiving each row first.
@@ -37,7 +36,7 @@ says when.`,
   $ dlqctl dlq rm --queue notifications --failed-before 7d --why "expired receipts" --rate 50 --yes`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Args = args
-			o.changed = changedIn(cmd.Flags())
+			o.given = givenIn(cmd.Flags())
 			if err := validateExec(&o.Exec); err != nil {
 				return err
 			}
@@ -56,8 +55,7 @@ func rmRun(ctx context.Context, f *cmdutil.Factory, o *RmOptions) error {
 // rmSpec is what rm's flags ask of execute.
 func rmSpec(o *RmOptions) execSpec {
 	return execSpec{verb: "rm", flags: &o.Exec, selection: &o.Selection, args: o.Args, base: batch.Request{
-		Action: deadletter.Discard, Changed: o.changed,
+		Action: deadletter.Discard, Given: o.given,
 		Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: 1},
-		Engine:   func(opts *replay.Options, s batch.Settings) error { return s.Apply(opts) },
 	}}
 }

@@ -127,8 +127,7 @@ func (s *session) plan(ctx context.Context, verb string, t target) (*planned, er
 	if err := cmdutil.RequireSelection(sel, "dlq "+verb); err != nil {
 		return nil, err
 	}
-	req := batch.Request{Action: action, Selection: sel, Settings: batch.DefaultSettings(action),
-		Changed: func(string) bool { return false }, Engine: func(o *replay.Options, st batch.Settings) error { return st.Apply(o) }}
+	req := batch.Request{Action: action, Selection: sel, Settings: batch.DefaultSettings(action)}
 	p, err := batch.Prepare(ctx, s.Env, req)
 	if err != nil {
 		return nil, err

@@ -22,7 +22,6 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -422,7 +421,7 @@ func TestInterruptAndResume(t *testing.T) {
 	ctx := context.Background()
 	p, err := batch.Prepare(ctx, batch.Env{Client: w.session.Client, Ledger: w.session.Ledger, Now: time.Now, User: "oncall"}, batch.Request{
 		Action: deadletter.Replay, BatchID: resume, Settings: batch.DefaultSettings(deadletter.Replay),
-		Changed: func(f string) bool { return f == "rate" }, Engine: func(o *replay.Options, s batch.Settings) error { return s.Apply(o) }})
+		Given: batch.GivenRate})
 	if err == nil {
 		defer p.Close()
 		err = p.SetRate(0)
