@@ -45,6 +45,7 @@ func ParseUntil(s string, now time.Time) (time.Time, error) {
 // one the run records does: its --batch runs it only once approved.
 func Decide(ctx context.Context, env Env, sel *deadletter.Selection, b *ledger.Batch) (int, error) {
 	cl, ld := env.Client, env.Ledger
+	defer holdHeap()()
 	in := &input{}
 	defer func() { in.st.close() }()
 	if err := fill(ctx, env, Request{Selection: sel}, in, false); err != nil {
