@@ -28,7 +28,7 @@ func Missing(w io.Writer, missing []deadletter.Address) {
 // Plan writes the plan for people.
 func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 	c := render.Clean
-	verb := map[string]string{deadletter.Replay: "Replay", deadletter.Discard: "Discard"}[p.Action]
+	verb := map[string]string{deadletter.Replay: "Replay", deadletter.Discard: "Discard", deadletter.Restore: "Restore"}[p.Action]
 	rows := render.Plural(p.Rows, "dead-letter row", "dead-letter rows")
 	if p.OtherGroups > 0 {
 		rows = fmt.Sprintf("%d dead-letter rows: %d selected, %d more of the same messages", p.Rows+p.OtherGroups, p.Rows, p.OtherGroups)
@@ -52,8 +52,11 @@ func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 	}
 	if b := p.Broker; b != nil {
 		words := b.ReplayWords()
-		if p.Action == deadletter.Discard {
+		switch p.Action {
+		case deadletter.Discard:
 			words = b.DeleteWords()
+		case deadletter.Restore:
+			words = "a restore is a push under its own id, on every line"
 		}
 		fmt.Fprintf(w, "  broker: %s — %s\n", c(b.Name()), words)
 	}
@@ -85,6 +88,33 @@ func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
 	}
 	lagAndWindow(w, p)
 	planWarnings(w, pal, p)
+}
+
+// NothingToRestore says why a restore found nothing to publish.
+func NothingToRestore(unrestorable map[string]int) string {
+	if len(unrestorable) == 0 {
+		return "Nothing to restore: no archived message a discard deleted matches (dlq ls --archived lists the archive)."
+	}
+	return "Nothing to restore: every archived message that matches is left out: " + unrestorableWords(unrestorable) + "."
+}
+
+// unrestorableWords counts the messages a restore leaves out, by why.
+func unrestorableWords(m map[string]int) string {
+	var parts []string
+	for _, why := range sortedKeys(m) {
+		parts = append(parts, fmt.Sprintf("%d %s", m[why], why))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// sortedKeys are a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // planOrder writes the order a plan publishes in.
@@ -147,8 +177,16 @@ func planWarnings(w io.Writer, pal *render.Palette, p replay.Plan) {
 		fmt.Fprintf(w, "  %s a re-push reaches every consumer group of %s (%s): %s failed in only some of them and will be delivered again to the others. Use --to-queue for a recovery queue only the failed group reads.\n",
 			warn, c(fo.Queue), c(strings.Join(groupLabels(fo.AlsoReaches), ", ")), render.Plural(fo.Messages, "message", "messages"))
 	}
+	for _, q := range sortedKeys(p.QueueGone) {
+		fmt.Fprintf(w, "  %s queue %s no longer exists: %s not restored (restore them --to-queue another)\n", warn, c(q), render.Plural(p.QueueGone[q], "message is", "messages are"))
+	}
+	if len(p.Unrestorable) > 0 {
+		fmt.Fprintf(w, "  left out: %s\n", unrestorableWords(p.Unrestorable))
+	}
 	if p.Undecryptable > 0 {
-		if p.Action == deadletter.Replay {
+		if p.Action == deadletter.Restore {
+			fmt.Fprintf(w, "  %s %s an encryption envelope the broker could not decrypt, as the archive kept it; not restored.\n", warn, render.Plural(p.Undecryptable, "message is", "messages are"))
+		} else if p.Action == deadletter.Replay {
 			fmt.Fprintf(w, "  %s %s an encryption envelope the broker cannot decrypt; they are skipped and left in place.\n", warn, render.Plural(p.Undecryptable, "message is", "messages are"))
 		} else {
 			fmt.Fprintf(w, "  %s %s an encryption envelope the broker cannot decrypt; they are discarded like the rest (the archive keeps the envelope).\n", warn, render.Plural(p.Undecryptable, "message is", "messages are"))
@@ -234,10 +272,14 @@ func Report(w io.Writer, pal *render.Palette, rep *replay.Report) {
 		}
 	}
 	id := func(s string) string { return s }
-	if rep.Action == deadletter.Replay {
+	switch rep.Action {
+	case deadletter.Replay:
 		add(rep.Replayed, "replayed", pal.Green)
 		add(rep.Duplicate, "duplicate-suppressed", id)
-	} else {
+	case deadletter.Restore:
+		add(rep.Restored, "restored", pal.Green)
+		add(rep.Duplicate, "already in the broker (duplicate-suppressed)", id)
+	default:
 		add(rep.Discarded, "discarded", pal.Green)
 		add(rep.Replayed, "finished earlier replays", id)
 	}
@@ -251,6 +293,7 @@ func Report(w io.Writer, pal *render.Palette, rep *replay.Report) {
 	}
 	add(rep.Unknown, "unknown", pal.Red)
 	add(rep.Unreachable, "unreachable", pal.Red)
+	add(rep.QueueGone, "not restored (queue gone)", pal.Red)
 	add(rep.DeadLetteredAgain, "dead-lettered again", pal.Red)
 	add(rep.SkippedEncrypted, "skipped (undecryptable)", pal.Yellow)
 	add(rep.SkippedGeneration, "skipped (generation cap)", pal.Yellow)

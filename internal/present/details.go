@@ -109,8 +109,11 @@ func manifest(w io.Writer, d *batch.Details) error {
 
 // resumeVerb is the command that carries on with a batch.
 func resumeVerb(b *ledger.Batch) string {
-	if b.Action == ledger.ActionDiscard {
+	switch b.Action {
+	case ledger.ActionDiscard:
 		return "rm"
+	case ledger.ActionRestore:
+		return "restore"
 	}
 	return "replay"
 }

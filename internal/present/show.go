@@ -70,8 +70,12 @@ func Show(w, warn io.Writer, pal *render.Palette, res inspect.ShowResult) {
 	}
 	if l := res.CopyOf; l != nil {
 		fmt.Fprintln(w, "\nLineage:")
-		fmt.Fprintf(w, "  %s: a copy batch %s replayed of %s (generation %d), dead-lettered again; no decision covers it\n",
-			pal.Yellow("back after replay"), l.BatchID, c(l.Original.String()), l.Generation)
+		after, did := "back after replay", "replayed"
+		if l.Action == deadletter.Restore {
+			after, did = "back after restore", "restored"
+		}
+		fmt.Fprintf(w, "  %s: a copy batch %s %s of %s (generation %d), dead-lettered again; no decision covers it\n",
+			pal.Yellow(after), l.BatchID, did, c(l.Original.String()), l.Generation)
 		for _, d := range res.OriginalDecisions {
 			fmt.Fprintf(w, "  the original: %s\n", decisionLine(d))
 		}
@@ -102,7 +106,11 @@ func Show(w, warn io.Writer, pal *render.Palette, res inspect.ShowResult) {
 			if j.Outcome == deadletter.OutcomeMovedElsewhere {
 				via = "another hand"
 			}
-			fmt.Fprintf(w, "  replayed as transaction id %s (partition %s) via %s; %s\n", c(cp.TransactionID), c(cp.PartitionID), via, now)
+			did := "replayed"
+			if j.Action == deadletter.Restore {
+				did, via = "restored", "a push from the archive"
+			}
+			fmt.Fprintf(w, "  %s as transaction id %s (partition %s) via %s; %s\n", did, c(cp.TransactionID), c(cp.PartitionID), via, now)
 			if cp.Envelope {
 				fmt.Fprintln(w, "  warning: the copy is the encryption envelope of a row the broker could not decrypt, pushed as it was: no consumer can read it")
 			}
@@ -132,6 +140,8 @@ func journalSentence(j *ledger.Entry) string {
 	switch {
 	case j.State == ledger.Removed && j.Outcome == "discarded":
 		return "discarded (archived, then deleted)"
+	case j.State == ledger.Removed && j.Outcome == deadletter.OutcomeRestored:
+		return "discarded, then restored from the archive"
 	case j.State == ledger.Removed && (j.Outcome == "replayed" || j.Outcome == "duplicate") && j.Via == replay.ViaMove:
 		return "replayed by the broker's move, dead letter removed"
 	case j.State == ledger.Removed && (j.Outcome == "replayed" || j.Outcome == "duplicate"):

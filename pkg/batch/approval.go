@@ -36,7 +36,11 @@ func (e *ChangedError) Error() string {
 // planDigest binds an approval: the manifest's digest and what decides
 // where the copies go and what they carry.
 func planDigest(manifest string, st Settings) string {
-	h := sha256.Sum256([]byte(strings.Join([]string{manifest, st.ToQueue, st.Transform}, "\x00")))
+	parts := []string{manifest, st.ToQueue, st.Transform}
+	if st.ToPartition != "" {
+		parts = append(parts, st.ToPartition) // a restore's (approvals made before it bind the rest)
+	}
+	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return hex.EncodeToString(h[:])
 }
 
@@ -73,6 +77,8 @@ func (p *Pending) approvalRefusal() error {
 			what = "--to-queue"
 		case rec.Transform != p.settings.Transform:
 			what = "--transform"
+		case rec.ToPartition != p.settings.ToPartition:
+			what = "--to-partition"
 		}
 		return &ChangedError{BatchID: b.ID, What: what}
 	}

@@ -22,6 +22,13 @@ import (
 type input struct {
 	st    *stage
 	batch *ledger.Batch // set when executing a recorded batch
+	// from is the discard batch whose archived rows a restore selects
+	// (restore --batch of a discard).
+	from *ledger.Batch
+	// unrestorable counts the archived messages a restore's selection
+	// matched that it cannot restore, by why (already restored, replayed,
+	// still in the DLQ, …).
+	unrestorable map[string]int
 	// missing are explicit addresses that are not dead-lettered.
 	missing []deadletter.Address
 	// copiesBack are the copies a recorded batch published that are
@@ -49,8 +56,12 @@ func fill(ctx context.Context, env Env, req Request, in *input, lean bool) error
 		return err
 	}
 	switch sel := req.Selection; {
+	case in.batch != nil && req.Action == deadletter.Restore:
+		return foldManifest(ctx, env.Ledger, in, lean)
 	case in.batch != nil:
 		return fillManifest(ctx, cl, env.Ledger, in, lean)
+	case req.Action == deadletter.Restore:
+		return fillArchive(ctx, env, sel, in)
 	case sel.OnlyAddresses():
 		in.missing, err = fillAddresses(ctx, cl, in.st, sel.Addresses)
 		return err
@@ -79,9 +90,13 @@ func loadBatch(ctx context.Context, env Env, id, action string) (*ledger.Batch, 
 	if b.Status == ledger.StatusCancelled {
 		return nil, errs.Usagef("batch %s was cancelled (see dlqctl decisions show %s): it is no longer a decision; select the dead letters again for a new batch", b.ID, b.ID)
 	}
-	want := map[string]string{deadletter.Replay: ledger.ActionReplay, deadletter.Discard: ledger.ActionDiscard}[action]
+	want := map[string]string{deadletter.Replay: ledger.ActionReplay, deadletter.Discard: ledger.ActionDiscard, deadletter.Restore: ledger.ActionRestore}[action]
+	if action == deadletter.Restore && b.Action == ledger.ActionDiscard {
+		return b, nil // what it archived is the selection
+	}
 	if b.Action != want {
-		verb := map[string]string{ledger.ActionReplay: "dlq replay", ledger.ActionDiscard: "dlq rm", ledger.ActionHold: "nothing (a hold is not executed)"}[b.Action]
+		verb := map[string]string{ledger.ActionReplay: "dlq replay", ledger.ActionDiscard: "dlq rm (dlq restore --batch re-publishes what it archived)",
+			ledger.ActionRestore: "dlq restore", ledger.ActionHold: "nothing (a hold is not executed)"}[b.Action]
 		return nil, errs.Usagef("batch %s records a %s decision; execute it with %s", b.ID, b.Action, verb)
 	}
 	return b, nil
@@ -395,38 +410,7 @@ func askDetails(ctx context.Context, cl *client.Client, n int, addr func(i int) 
 // accounted for, and the batch's copies that failed again are found.
 func fillManifest(ctx context.Context, cl *client.Client, ld *ledger.Store, in *input, lean bool) error {
 	b, st := in.batch, in.st
-	w, err := st.write(ctx, "rows")
-	if err != nil {
-		return err
-	}
-	err = w.end(ctx, func() error {
-		for from := 0; ; from += 1000 {
-			man, err := ld.ManifestRange(ctx, b.ID, from, from+1000)
-			if err != nil {
-				return err
-			}
-			for i, it := range ManifestItems(man) {
-				item := from + i + 1 // numbered as recorded
-				for k, r := range it.Rows {
-					if err := w.add(ctx, item, r, payload(it.Data(), lean), k == 0 && it.Checked, true); err != nil {
-						return err
-					}
-				}
-				for _, r := range it.Others {
-					if err := w.add(ctx, item, r, nil, false, false); err != nil {
-						return err
-					}
-				}
-			}
-			if len(man) < 1000 {
-				return nil
-			}
-		}
-	}())
-	if err != nil {
-		return err
-	}
-	if err := st.seal(ctx); err != nil {
+	if err := foldManifest(ctx, ld, in, lean); err != nil {
 		return err
 	}
 	endpoint, err := ld.HasEndpointCopies(ctx, b.Broker)
@@ -488,6 +472,126 @@ func fillManifest(ctx context.Context, cl *client.Client, ld *ledger.Store, in *
 		}
 	}
 	return nil
+}
+
+// fillArchive stages the archived rows a restore's selection matches
+// (newest failure first, as ls --archived lists them), or every row the
+// discard batch in.from archived: a message is restorable when the
+// journal's last word on it is a discard. The others it matched are
+// counted by what became of them (in.unrestorable): a restore says why
+// it leaves each out.
+func fillArchive(ctx context.Context, env Env, sel *deadletter.Selection, in *input) error {
+	st, ld, broker := in.st, env.Ledger, env.Client.Broker()
+	if sel == nil {
+		sel = &deadletter.Selection{All: true}
+		if err := sel.Compile(); err != nil {
+			return err
+		}
+	}
+	in.unrestorable = map[string]int{}
+	w, err := st.write(ctx, "rows")
+	if err != nil {
+		return err
+	}
+	num := newNumbering()
+	seen := newNumbering() // the messages counted as unrestorable
+	var page []inspect.ArchivedRow
+	flush := func() error {
+		if in.from != nil && len(page) > 0 {
+			addrs := make([]deadletter.Address, len(page))
+			for i, a := range page {
+				addrs[i] = a.Address
+			}
+			of, err := ld.InBatch(ctx, broker, in.from.ID, addrs)
+			if err != nil {
+				return err
+			}
+			page = slices.DeleteFunc(page, func(a inspect.ArchivedRow) bool { return !of[a.Address] })
+		}
+		for _, a := range page {
+			if a.Outcome != inspect.OutcomeDiscarded {
+				if seen.number(a.Address, false) == 0 && num.number(a.Address, false) == 0 {
+					seen.number(a.Address, true)
+					in.unrestorable[unrestorableWhy(a)]++
+				}
+				continue
+			}
+			if err := w.add(ctx, num.number(a.Address, true), a.Row(), a.Payload, false, true); err != nil {
+				return err
+			}
+		}
+		page = page[:0]
+		return nil
+	}
+	err = w.end(ctx, func() error {
+		err := inspect.EachArchived(ctx, ld, broker, sel, env.Policies, env.Now(), func(a inspect.ArchivedRow) error {
+			if page = append(page, a); len(page) == 400 {
+				return flush()
+			}
+			return nil
+		})
+		if err == nil {
+			err = flush()
+		}
+		return err
+	}())
+	if err != nil {
+		return err
+	}
+	return st.seal(ctx)
+}
+
+// unrestorableWhy says why a restore leaves an archived message out.
+func unrestorableWhy(a inspect.ArchivedRow) string {
+	switch a.Outcome {
+	case inspect.OutcomeRestored:
+		return "already restored"
+	case inspect.OutcomeReplayed, inspect.OutcomeDuplicate, inspect.OutcomeMovedElsewhere:
+		return "replayed, not discarded"
+	case inspect.OutcomeInDLQ:
+		return "still in the DLQ"
+	case inspect.OutcomeVanished:
+		return "vanished with no discard"
+	}
+	return "left the DLQ with no discard"
+}
+
+// foldManifest stages a recorded batch's manifest, a thousand items at a
+// time, each numbered as recorded.
+func foldManifest(ctx context.Context, ld *ledger.Store, in *input, lean bool) error {
+	b, st := in.batch, in.st
+	w, err := st.write(ctx, "rows")
+	if err != nil {
+		return err
+	}
+	err = w.end(ctx, func() error {
+		for from := 0; ; from += 1000 {
+			man, err := ld.ManifestRange(ctx, b.ID, from, from+1000)
+			if err != nil {
+				return err
+			}
+			for i, it := range ManifestItems(man) {
+				item := from + i + 1 // numbered as recorded
+				for k, r := range it.Rows {
+					if err := w.add(ctx, item, r, payload(it.Data(), lean), k == 0 && it.Checked, true); err != nil {
+						return err
+					}
+				}
+				for _, r := range it.Others {
+					if err := w.add(ctx, item, r, nil, false, false); err != nil {
+						return err
+					}
+				}
+			}
+			if len(man) < 1000 {
+				return nil
+			}
+		}
+	}())
+	if err != nil {
+		return err
+	}
+	return st.seal(ctx)
 }
 
 // ManifestItems turns a recorded manifest back into items to execute.

@@ -46,7 +46,7 @@ type Request struct {
 	Settings Settings
 	Given    Given
 	// Run is what this run does that a batch does not record.
-	Run RunOptions
+	Run     RunOptions
 	Why, By string
 	// SkipHeld leaves messages under an active hold out of the batch;
 	// OverrideHold acts on them all the same (Run refuses otherwise).
@@ -113,7 +113,10 @@ func Prepare(ctx context.Context, env Env, req Request) (_ *Pending, err error) 
 			p.Close()
 		}
 	}()
-	if req.Selection != nil {
+	restoring := req.Action == deadletter.Restore
+	if req.Selection != nil && !restoring {
+		// (A restore's selection is of the archive: its queues may be
+		// gone, and --where sees the archived row.)
 		if err := inspect.CheckNames(ctx, env.Client, req.Selection); err != nil {
 			return nil, err
 		}
@@ -123,9 +126,17 @@ func Prepare(ctx context.Context, env Env, req Request) (_ *Pending, err error) 
 	}
 	p.settings = req.Settings
 	if req.BatchID != "" {
-		if p.in.batch, err = loadBatch(ctx, env, req.BatchID, req.Action); err != nil {
+		b, err := loadBatch(ctx, env, req.BatchID, req.Action)
+		if err != nil {
 			return nil, err
 		}
+		if restoring && b.Action == ledger.ActionDiscard {
+			p.in.from = b
+		} else {
+			p.in.batch = b
+		}
+	}
+	if p.in.batch != nil {
 		if p.settings, err = ResumeSettings(p.in.batch.Settings, p.settings, req.Given); err != nil {
 			return nil, err
 		}
@@ -185,8 +196,8 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 	st := p.in.st
 	p.gens, p.holds, p.skippedHeld = replay.Generations{}, map[string]replay.HoldShare{}, 0
 	p.po.Generations, p.opts.Generations = p.gens, p.gens
-	replaying := p.req.Action == deadletter.Replay
-	if replaying {
+	replaying, restoring := p.req.Action == deadletter.Replay, p.req.Action == deadletter.Restore
+	if replaying || restoring {
 		queues, err := st.queues(ctx)
 		if err != nil {
 			return err
@@ -198,6 +209,9 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 		}
 		if groupsErr != nil {
 			return groupsErr
+		}
+		if restoring {
+			p.goneQueues(ctx, queues)
 		}
 	}
 	pl := replay.NewPlanner(p.po)
@@ -218,8 +232,33 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 		pl.SetOrder(info)
 	}
 	p.plan = pl.Plan().WithRate(p.settings.Rate)
+	if len(p.in.unrestorable) > 0 {
+		p.plan.Unrestorable = p.in.unrestorable
+	}
 	p.finishPlan()
 	return nil
+}
+
+// goneQueues finds the destination queues of a restore that no longer
+// exist (the broker lists its queues): nothing is published to them, and
+// the plan and the report say how many messages that leaves out. A broker
+// that cannot list its queues is taken to have them all.
+func (p *Pending) goneQueues(ctx context.Context, queues []string) {
+	qs, err := p.env.Client.Queues(ctx)
+	if err != nil {
+		return
+	}
+	have := map[string]bool{}
+	for _, q := range qs {
+		have[q.Name] = true
+	}
+	gone := map[string]bool{}
+	for _, q := range destinations(queues, p.settings.ToQueue) {
+		if !have[q] {
+			gone[q] = true
+		}
+	}
+	p.po.GoneQueues, p.opts.GoneQueues = gone, gone
 }
 
 // recordedOrder reports whether the batch is a recorded one whose
@@ -240,7 +279,7 @@ func (p *Pending) recordedOrder() bool {
 func (p *Pending) startPlan(ctx context.Context) error {
 	p.now = p.env.Now()
 	s := p.settings
-	p.po.Action, p.po.ToQueue, p.po.MaxGeneration = p.req.Action, s.ToQueue, s.MaxGeneration
+	p.po.Action, p.po.ToQueue, p.po.ToPartition, p.po.MaxGeneration = p.req.Action, s.ToQueue, s.ToPartition, s.MaxGeneration
 	return p.release(ctx)
 }
 
@@ -268,6 +307,10 @@ func (p *Pending) planReplay(ctx context.Context, groups func(add func(q, g stri
 func (p *Pending) resolvePath(ctx context.Context) (string, error) {
 	s := p.settings
 	rel := p.po.Release
+	if p.req.Action == deadletter.Restore {
+		p.opts.Via = replay.ViaRestore
+		return viaWords(s, replay.ViaRestore), nil
+	}
 	switch via := p.opts.Via; {
 	case rel.Moves() && via != replay.ViaManual:
 		p.opts.Via = replay.ViaMove
@@ -362,6 +405,10 @@ func (p *Pending) SetWhy(why string) { p.why = why }
 // OverrideHold acts on messages under an active hold all the same (the
 // screen asks after the plan, where the command takes --override-hold).
 func (p *Pending) OverrideHold() { p.req.OverrideHold = true }
+
+// Unrestorable counts the archived messages a restore's selection
+// matched and cannot restore, by why.
+func (p *Pending) Unrestorable() map[string]int { return p.in.unrestorable }
 
 // Missing are the explicit addresses that are not dead-lettered.
 func (p *Pending) Missing() []deadletter.Address { return p.in.missing }

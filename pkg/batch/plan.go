@@ -29,6 +29,19 @@ const planChunk = 400
 func (p *Pending) planItems(ctx context.Context, pl *replay.Planner) error {
 	cl, ld, st := p.env.Client, p.env.Ledger, p.in.st
 	replaying := p.req.Action == deadletter.Replay
+	if p.req.Action == deadletter.Restore {
+		// The archive's rows: no hold, journal path or envelope to ask
+		// the broker about (the rows are gone from it).
+		return st.chunks(ctx, planChunk, func([]placed) error { return nil }, func(chunk []placed) error {
+			for _, c := range chunk {
+				if err := p.tryTransform(ctx, c.it); err != nil {
+					return err
+				}
+				pl.Add(c.it, replay.ItemFacts{})
+			}
+			return nil
+		})
+	}
 	ahead := func(chunk []placed) error { return p.checkEnvelopes(ctx, chunk) }
 	return st.chunks(ctx, planChunk, ahead, func(chunk []placed) error {
 		addrs := make([]deadletter.Address, len(chunk))
@@ -127,7 +140,7 @@ func (p *Pending) checkEnvelopes(ctx context.Context, chunk []placed) error {
 // published (gone, undecryptable, empty) is not tried.
 func (p *Pending) tryTransform(ctx context.Context, it replay.Item) error {
 	t := p.opts.Transform
-	if t == nil || p.req.Action != deadletter.Replay || it.Absent || it.Undecryptable() || len(it.Data()) == 0 || !it.Checked && it.Envelope() {
+	if t == nil || p.req.Action == deadletter.Discard || it.Absent || it.Undecryptable() || len(it.Data()) == 0 || !it.Checked && it.Envelope() {
 		return nil
 	}
 	if _, err := t(ctx, it.Data()); err != nil {

@@ -66,8 +66,9 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	// Every row the batch's deletes may remove is archived before the
 	// first one: a discard is recoverable, and no row leaves the broker
 	// unrecorded (other groups' rows included). A fresh batch archived
-	// them with its record.
-	if !archived {
+	// them with its record; a restore deletes nothing (its rows are the
+	// archive's).
+	if !archived && p.req.Action != deadletter.Restore {
 		if err := p.archive(jctx); err != nil {
 			return nil, err
 		}
@@ -118,7 +119,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 		return res, err
 	}
 	phases.Settle = took()
-	if sel := p.req.Selection; in.batch == nil && !rep.Interrupted && sel != nil && len(sel.Addresses) == 0 {
+	if sel := p.req.Selection; in.batch == nil && p.req.Action != deadletter.Restore && !rep.Interrupted && sel != nil && len(sel.Addresses) == 0 {
 		res.NewSince = newSince(ctx, cl, ld, batch.ID, sel, in.planAt, rep.Published)
 	}
 	return res, nil
@@ -165,22 +166,33 @@ func beat(ctx context.Context, ld *ledger.Store, id, owner string) (stop func())
 func (p *Pending) record(ctx context.Context, by string) (b *ledger.Batch, archived bool, err error) {
 	settings, _ := json.Marshal(p.settings)
 	st := p.in.st
-	ordered := p.req.Action == deadletter.Replay && replay.Ordered(p.settings.Order) && !p.recordedOrder()
+	// A replay in its order; a restore partition by partition, oldest
+	// first (it keeps no order as it runs, but starts from it).
+	ordered := (p.req.Action == deadletter.Replay && replay.Ordered(p.settings.Order) || p.req.Action == deadletter.Restore) && !p.recordedOrder()
 	if err := st.arrange(ctx, ordered, p.settings.ToQueue); err != nil {
 		return nil, false, err
 	}
 	if b := p.in.batch; b != nil {
 		return b, false, p.env.Ledger.SetBatchSettings(ctx, b.ID, settings)
 	}
-	b = &ledger.Batch{ID: p.BatchID(), Broker: p.env.Client.Broker(), Action: map[string]string{deadletter.Replay: ledger.ActionReplay, deadletter.Discard: ledger.ActionDiscard}[p.req.Action],
-		By: by, At: p.now, Why: p.why, Selection: p.req.Selection.String(), Destination: p.settings.ToQueue, Status: ledger.StatusRunning, Settings: settings}
+	b = &ledger.Batch{ID: p.BatchID(), Broker: p.env.Client.Broker(), Action: map[string]string{deadletter.Replay: ledger.ActionReplay, deadletter.Discard: ledger.ActionDiscard, deadletter.Restore: ledger.ActionRestore}[p.req.Action],
+		By: by, At: p.now, Why: p.why, Selection: p.selectionWords(), Destination: p.settings.ToQueue, Status: ledger.StatusRunning, Settings: settings}
 	var arch *ledger.Archiver
-	if p.awaits() {
+	switch {
+	case p.awaits():
 		b.Status, b.NeedsApproval = ledger.StatusAwaiting, true
-	} else {
+	case p.req.Action != deadletter.Restore:
 		arch = p.env.Ledger.NewArchiver(p.env.Client.Broker(), p.now)
 	}
 	return b, arch != nil, recordFrom(ctx, p.env.Ledger, b, st, nil, arch)
+}
+
+// selectionWords is the selection a fresh batch is recorded with.
+func (p *Pending) selectionWords() string {
+	if p.in.from != nil {
+		return "what batch " + p.in.from.ID + " archived"
+	}
+	return p.req.Selection.String()
 }
 
 // recordFrom writes batch b with the stage's arranged items as its
@@ -336,10 +348,13 @@ func Resumable(rep *replay.Report) bool {
 	return false
 }
 
-// verbOf is the command that executes an action: replay, rm.
+// verbOf is the command that executes an action: replay, rm, restore.
 func verbOf(action string) string {
-	if action == deadletter.Discard {
+	switch action {
+	case deadletter.Discard:
 		return "rm"
+	case deadletter.Restore:
+		return "restore"
 	}
 	return "replay"
 }

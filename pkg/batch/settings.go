@@ -16,15 +16,18 @@ import (
 // starts: resuming it (--batch) reuses them, except what the command line
 // sets again.
 type Settings struct {
-	Rate          float64 `json:"rate"`
-	Burst         int     `json:"burst"`
-	Concurrency   int     `json:"concurrency,omitempty"`
-	Via           string  `json:"via,omitempty"`
-	ToQueue       string  `json:"toQueue,omitempty"`
-	Transform     string  `json:"transform,omitempty"`
-	MaxGeneration int     `json:"maxGeneration,omitempty"`
-	MaxFailures   int     `json:"maxFailures,omitempty"`
-	MaxRefailures int     `json:"maxRefailures,omitempty"`
+	Rate        float64 `json:"rate"`
+	Burst       int     `json:"burst"`
+	Concurrency int     `json:"concurrency,omitempty"`
+	Via         string  `json:"via,omitempty"`
+	ToQueue     string  `json:"toQueue,omitempty"`
+	// ToPartition is the partition a restore publishes to instead of
+	// each message's own.
+	ToPartition   string `json:"toPartition,omitempty"`
+	Transform     string `json:"transform,omitempty"`
+	MaxGeneration int    `json:"maxGeneration,omitempty"`
+	MaxFailures   int    `json:"maxFailures,omitempty"`
+	MaxRefailures int    `json:"maxRefailures,omitempty"`
 	// Order is the replay order; recorded, it also says the manifest is
 	// already in that order.
 	Order string `json:"order,omitempty"`
@@ -58,6 +61,7 @@ const (
 	GivenMaxLag
 	GivenWindow
 	GivenNoTrace
+	GivenToPartition
 )
 
 // Has reports whether g names s.
@@ -71,6 +75,7 @@ type recorded struct {
 	Concurrency   *int     `json:"concurrency"`
 	Via           *string  `json:"via"`
 	ToQueue       *string  `json:"toQueue"`
+	ToPartition   *string  `json:"toPartition"`
 	Transform     *string  `json:"transform"`
 	MaxGeneration *int     `json:"maxGeneration"`
 	MaxFailures   *int     `json:"maxFailures"`
@@ -125,7 +130,7 @@ func ResumeSettings(raw json.RawMessage, cur Settings, given Given) (Settings, e
 	started := rec.Rate != nil
 	if started {
 		// What a run leaves out of its record is empty.
-		for _, s := range []**string{&rec.Via, &rec.ToQueue, &rec.Transform, &rec.MaxLag, &rec.Window} {
+		for _, s := range []**string{&rec.Via, &rec.ToQueue, &rec.ToPartition, &rec.Transform, &rec.MaxLag, &rec.Window} {
 			if *s == nil {
 				*s = new(string)
 			}
@@ -142,6 +147,9 @@ func ResumeSettings(raw json.RawMessage, cur Settings, given Given) (Settings, e
 	if started && given.Has(GivenToQueue) && cur.ToQueue != *rec.ToQueue {
 		return cur, errs.Flagf("this batch publishes to %s; a resume cannot change --to-queue", destName(*rec.ToQueue))
 	}
+	if started && given.Has(GivenToPartition) && cur.ToPartition != *rec.ToPartition {
+		return cur, errs.Flagf("this batch publishes to partition %q; a resume cannot change --to-partition", *rec.ToPartition)
+	}
 	if started && given.Has(GivenTransform) && cur.Transform != *rec.Transform {
 		return cur, errs.Flagf("this batch was started with --transform %q; a resume cannot change it", *rec.Transform)
 	}
@@ -151,6 +159,7 @@ func ResumeSettings(raw json.RawMessage, cur Settings, given Given) (Settings, e
 	take(&out.Concurrency, rec.Concurrency, given.Has(GivenConcurrency))
 	take(&out.Via, rec.Via, given.Has(GivenVia))
 	take(&out.ToQueue, rec.ToQueue, given.Has(GivenToQueue))
+	take(&out.ToPartition, rec.ToPartition, given.Has(GivenToPartition))
 	take(&out.Transform, rec.Transform, given.Has(GivenTransform))
 	take(&out.MaxGeneration, rec.MaxGeneration, given.Has(GivenMaxGeneration))
 	take(&out.MaxFailures, rec.MaxFailures, given.Has(GivenMaxFailures))
@@ -172,6 +181,8 @@ func destName(q string) string {
 // viaWords says which path a replay takes, for the plan and the audit.
 func viaWords(s Settings, resolved string) string {
 	switch {
+	case resolved == replay.ViaRestore:
+		return "a push of the archived payload under an id derived from its address (dlqa-…): restoring it again is a duplicate the broker drops"
 	case resolved == replay.ViaMove && s.Transform != "":
 		return "push under the broker's copy id (dlq:<row id>), then delete (--transform: the move cannot change a payload)"
 	case resolved == replay.ViaMove && s.ToQueue != "":
@@ -205,11 +216,15 @@ func ValidateRate(r float64) error {
 	return nil
 }
 
-// DefaultSettings are what a replay or a discard runs with when nothing
-// else is said: the commands' flag defaults, and the triage screen's.
+// DefaultSettings are what a replay, a discard or a restore runs with
+// when nothing else is said: the commands' flag defaults, and the triage
+// screen's.
 func DefaultSettings(action string) Settings {
-	if action == deadletter.Discard {
+	switch action {
+	case deadletter.Discard:
 		return Settings{Rate: 10, Burst: 1, Concurrency: 1}
+	case deadletter.Restore:
+		return Settings{Rate: 10, Burst: 1, Concurrency: 4}
 	}
 	return Settings{Rate: 10, Burst: 1, Concurrency: 4, Via: replay.ViaAuto, MaxGeneration: 3, Order: replay.OrderPartition}
 }
@@ -220,6 +235,7 @@ func (s Settings) Apply(o *replay.Options) error {
 	o.Concurrency = s.Concurrency
 	o.Via = s.Via
 	o.ToQueue = s.ToQueue
+	o.ToPartition = s.ToPartition
 	o.MaxFailures = s.MaxFailures
 	o.MaxGeneration = s.MaxGeneration
 	o.MaxRefailures = s.MaxRefailures

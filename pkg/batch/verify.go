@@ -128,8 +128,8 @@ func Verify(ctx context.Context, cl *client.Client, ld *ledger.Store, batchID st
 	if err != nil {
 		return nil, err
 	}
-	if b.Action != ledger.ActionReplay {
-		return nil, errs.Usagef("batch %s is a %s: only a replay publishes copies to verify", b.ID, b.Action)
+	if b.Action != ledger.ActionReplay && b.Action != ledger.ActionRestore {
+		return nil, errs.Usagef("batch %s is a %s: only a replay or a restore publishes copies to verify", b.ID, b.Action)
 	}
 	if b.Broker != cl.Broker() {
 		return nil, errs.Usagef("batch %s was run against %s, not %s: verify it with --server pointing there", b.ID, b.Broker, cl.Broker())

@@ -1,16 +1,30 @@
 package deadletter
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"regexp"
 	"strconv"
 	"strings"
 )
 
-// Actions a batch takes on its dead letters.
+// Actions a batch takes on its dead letters. A restore re-publishes
+// what a discard archived.
 const (
 	Replay  = "replay"
 	Discard = "discard"
+	Restore = "restore"
 )
+
+// RestoreTxID is the transaction id a restore publishes an archived dead
+// letter under: derived from its address alone, so restoring the same
+// row again (another batch, a resume, a second person) is a duplicate
+// the broker drops, never a second copy. Only [a-z0-9-]: every broker
+// takes it in a path.
+func RestoreTxID(a Address) string {
+	h := sha256.Sum256([]byte("restore\x00" + a.PartitionID + "/" + a.TransactionID))
+	return "dlqa-" + hex.EncodeToString(h[:12])
+}
 
 var reReplayID = regexp.MustCompile(`^dlqr-([0-9]+)-[0-9a-f]{24}$`)
 
@@ -34,6 +48,10 @@ func Generation(txid string) int {
 // IsReplayID reports whether a transaction id was minted by dlqctl's
 // manual replay path (a dead letter with one is a replay that failed again).
 func IsReplayID(txid string) bool { return reReplayID.MatchString(txid) }
+
+// OutcomeRestored is the journal's outcome for an archived dead letter a
+// restore published again (or found the broker had already).
+const OutcomeRestored = "restored"
 
 // OutcomeMovedElsewhere is the journal's outcome for an address another
 // hand replayed while a batch held it (the broker's console, another

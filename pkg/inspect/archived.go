@@ -13,11 +13,12 @@ import (
 
 // What became of an archived dead letter (ArchivedRow.Outcome).
 const (
-	OutcomeInDLQ     = "inDLQ"     // still dead-lettered when last seen
-	OutcomeReplayed  = "replayed"  // a batch replayed it
-	OutcomeDuplicate = "duplicate" // a batch replayed it; the broker already had the copy
-	OutcomeDiscarded = "discarded" // a batch discarded it
-	OutcomeGone      = "gone"      // it left while a batch acted on it, or under a decision
+	OutcomeInDLQ     = "inDLQ"                    // still dead-lettered when last seen
+	OutcomeReplayed  = "replayed"                 // a batch replayed it
+	OutcomeDuplicate = "duplicate"                // a batch replayed it; the broker already had the copy
+	OutcomeDiscarded = "discarded"                // a batch discarded it
+	OutcomeRestored  = deadletter.OutcomeRestored // a batch discarded it, and a restore published it again
+	OutcomeGone      = "gone"                     // it left while a batch acted on it, or under a decision
 	// OutcomeMovedElsewhere: another hand (the broker's console) replayed
 	// it while a batch held it.
 	OutcomeMovedElsewhere = deadletter.OutcomeMovedElsewhere
@@ -62,7 +63,7 @@ func (a *ArchivedRow) settle(e *ledger.Entry) {
 	default:
 		a.Outcome = OutcomeGone
 	}
-	if applies && (a.Outcome == OutcomeReplayed || a.Outcome == OutcomeDuplicate || a.Outcome == OutcomeMovedElsewhere) {
+	if applies && (a.Outcome == OutcomeReplayed || a.Outcome == OutcomeDuplicate || a.Outcome == OutcomeMovedElsewhere || a.Outcome == OutcomeRestored) {
 		a.ReplayTxID, a.ReplayQueue = e.ReplayTxID, e.ReplayQueue
 	}
 	if a.BatchID == "" && a.Decision != nil && a.Outcome != OutcomeInDLQ {
@@ -100,6 +101,15 @@ func (a ArchivedRow) Words() string {
 		return s
 	case OutcomeDiscarded:
 		return "discarded" + by
+	case OutcomeRestored:
+		s := "discarded, then restored"
+		if a.ReplayTxID != "" {
+			s += " as " + a.ReplayTxID
+		}
+		if a.ReplayQueue != "" && a.ReplayQueue != a.Queue {
+			s += " to " + a.ReplayQueue
+		}
+		return s + by
 	case OutcomeVanished:
 		if a.Decision != nil {
 			return "vanished; since decided: " + a.Decision.Action + by

@@ -19,6 +19,8 @@ const (
 	ActionReplay  = "replay"
 	ActionDiscard = "discard"
 	ActionHold    = "hold"
+	// ActionRestore re-publishes what a discard archived.
+	ActionRestore = "restore"
 )
 
 // Batch statuses.

@@ -14,15 +14,18 @@ type Lineage struct {
 	Original   deadletter.Address `json:"original"`
 	BatchID    string             `json:"batchId"`
 	Generation int                `json:"generation"`
+	// Action is what published the copy: a replay, or a restore of what
+	// a discard archived.
+	Action string `json:"action"`
 }
 
 // MayBeCopy reports whether a transaction id can be a copy's without
-// asking the ledger: a derived id (dlqr-…) or the broker's move
-// (dlq:<row id>). The 0.x /retry endpoint mints ids of no shape: where
+// asking the ledger: a derived id (a replay's dlqr-…, a restore's
+// dlqa-…) or the broker's move (dlq:<row id>). The 0.x /retry endpoint mints ids of no shape: where
 // the journal holds such copies (HasEndpointCopies), callers ask
 // LineageOf of every id.
 func MayBeCopy(txid string) bool {
-	return strings.HasPrefix(txid, "dlqr-") || strings.HasPrefix(txid, "dlq:")
+	return strings.HasPrefix(txid, "dlqr-") || strings.HasPrefix(txid, "dlq:") || strings.HasPrefix(txid, "dlqa-")
 }
 
 // HasEndpointCopies reports whether the journal holds a copy the 0.x
@@ -53,7 +56,7 @@ func (s *Store) LineageOf(ctx context.Context, broker string, addrs []deadletter
 	const chunk = 400
 	for start := 0; start < len(ids); start += chunk {
 		part := ids[start:min(start+chunk, len(ids))]
-		q := `SELECT partition_id, transaction_id, replay_partition_id, replay_txid, batch_id, generation FROM journal
+		q := `SELECT partition_id, transaction_id, replay_partition_id, replay_txid, batch_id, generation, action FROM journal
 			WHERE broker = ? AND replay_txid IN (?` + strings.Repeat(", ?", len(part)-1) + `)`
 		args := make([]any, 0, len(part)+1)
 		args = append(args, broker)
@@ -68,7 +71,7 @@ func (s *Store) LineageOf(ctx context.Context, broker string, addrs []deadletter
 			var orig deadletter.Address
 			var part, txid string
 			var l Lineage
-			if err := rows.Scan(&orig.PartitionID, &orig.TransactionID, &part, &txid, &l.BatchID, &l.Generation); err != nil {
+			if err := rows.Scan(&orig.PartitionID, &orig.TransactionID, &part, &txid, &l.BatchID, &l.Generation, &l.Action); err != nil {
 				rows.Close()
 				return nil, s.wrap("reading the journal", err)
 			}

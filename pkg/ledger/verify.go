@@ -45,13 +45,13 @@ type Copy struct {
 	Maybe bool `json:"maybe,omitempty"`
 }
 
-// copyWhere picks every copy the broker may hold of a batch's replays
-// from the journal: the addresses it says were replayed (published, or
-// published and removed, the push answered queued or duplicate), those
-// another hand replayed while the batch held them, and those an attempt
-// may have published under a recorded id (inflight, failed, unknown: a
-// run killed, or a push's answer lost).
-const copyWhere = `j.batch_id = ? AND j.action = 'replay' AND j.replay_txid <> '' AND (j.state IN ('published', 'inflight', 'failed', 'unknown') OR (j.state = 'removed' AND j.outcome IN ('replayed', 'duplicate', 'movedElsewhere')))`
+// copyWhere picks every copy the broker may hold of a batch's replays or
+// restores from the journal: the addresses it says were replayed or
+// restored (published, or published and removed, the push answered
+// queued or duplicate), those another hand replayed while the batch held
+// them, and those an attempt may have published under a recorded id
+// (inflight, failed, unknown: a run killed, or a push's answer lost).
+const copyWhere = `j.batch_id = ? AND j.action IN ('replay', 'restore') AND j.replay_txid <> '' AND (j.state IN ('published', 'inflight', 'failed', 'unknown') OR (j.state = 'removed' AND j.outcome IN ('replayed', 'duplicate', 'movedElsewhere', 'restored')))`
 
 // CountCopies counts the copies a batch published.
 func (s *Store) CountCopies(ctx context.Context, batchID string) (int, error) {

@@ -27,8 +27,8 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 	// The rows a removal takes with it, held while the address is worked
 	// on (settle counts them), not for the whole batch.
 	e.mu.Lock()
-	if absent {
-		e.rows[a] = 0
+	if absent || e.o.Action == deadletter.Restore {
+		e.rows[a] = 0 // a restore removes no row
 	} else {
 		e.rows[a] = len(it.Rows) + len(it.Others)
 	}
@@ -39,6 +39,9 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 		delete(e.archived, a)
 		e.mu.Unlock()
 	}()
+	if e.o.Action == deadletter.Restore {
+		return e.restore(ctx, cctx, it, ent)
+	}
 	if ent.State == ledger.Removed {
 		if absent {
 			return e.settle(cctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) { r.AlreadyDone++ })

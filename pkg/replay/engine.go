@@ -61,6 +61,12 @@ type Options struct {
 	// OrderNone; items come in replay order (Arrange).
 	Order   string
 	ToQueue string
+	// ToPartition is the partition a restore publishes to instead of
+	// each message's own (--to-partition).
+	ToPartition string
+	// GoneQueues are destination queues that no longer exist: a restore
+	// publishes nothing to them, and says so.
+	GoneQueues map[string]bool
 	// Transform rewrites a payload before it is pushed (--transform); a
 	// batch that carries one has run it on every payload in its plan.
 	Transform     func(context.Context, json.RawMessage) (json.RawMessage, error)

@@ -95,6 +95,11 @@ type Plan struct {
 	// Where is what --where has to say: rows it failed on, envelopes it
 	// saw, GETs it made to decrypt.
 	Where []string `json:"where,omitempty"`
+	// QueueGone counts a restore's messages by destination queue that no
+	// longer exists (they are not restored); Unrestorable, the archived
+	// messages its selection matched that it cannot restore, by why.
+	QueueGone    map[string]int `json:"queueGone,omitempty"`
+	Unrestorable map[string]int `json:"unrestorable,omitempty"`
 }
 
 // LagPlan is the lag of the consumer groups a replay publishes to.
@@ -166,6 +171,10 @@ type PlanOptions struct {
 	QueueGroups map[string][]string
 	// Order is the batch's order (replays; see SetOrder).
 	Order OrderInfo
+	// ToPartition and GoneQueues are a restore's: the partition it
+	// publishes to, and the destination queues that no longer exist.
+	ToPartition string
+	GoneQueues  map[string]bool
 	// Lag and Window go into the plan as they are (see Plan).
 	Lag    *LagPlan
 	Window string
@@ -285,8 +294,18 @@ func (pl *Planner) AddEntry(e PlanEntry) {
 		}
 		pl.holds[h.BatchID].Messages++
 	}
-	if o.Action == deadletter.Replay && o.ToQueue == "" {
+	if (o.Action == deadletter.Replay || o.Action == deadletter.Restore) && o.ToQueue == "" {
 		pl.fanOut(e.Queue, e.Groups)
+	}
+	dest := e.Queue
+	if o.ToQueue != "" {
+		dest = o.ToQueue
+	}
+	if o.GoneQueues[dest] {
+		if p.QueueGone == nil {
+			p.QueueGone = map[string]int{}
+		}
+		p.QueueGone[dest]++
 	}
 }
 
@@ -349,6 +368,15 @@ func (pl *Planner) Plan() Plan {
 	switch {
 	case o.Action == deadletter.Discard:
 		p.Destination = "deleted (archived in the ledger first)"
+	case o.Action == deadletter.Restore:
+		queue, partition := "each message's own queue", "its own partition"
+		if o.ToQueue != "" {
+			queue = "queue " + o.ToQueue
+		}
+		if o.ToPartition != "" {
+			partition = "partition " + o.ToPartition
+		}
+		p.Destination = queue + ", " + partition + ", from the ledger's archive"
 	case o.ToQueue != "":
 		p.Destination = "queue " + o.ToQueue + " (recovery queue)"
 	default:

@@ -17,13 +17,15 @@ type AddrResult struct {
 
 // Report is the outcome of an execution.
 type Report struct {
-	BatchID     string `json:"batchId"`
-	Action      string `json:"action"`
-	Total       int    `json:"total"`
-	Replayed    int    `json:"replayed"`
-	Duplicate   int    `json:"duplicateSuppressed"`
-	Discarded   int    `json:"discarded"`
-	AlreadyGone int    `json:"alreadyGone"`
+	BatchID   string `json:"batchId"`
+	Action    string `json:"action"`
+	Total     int    `json:"total"`
+	Replayed  int    `json:"replayed"`
+	Duplicate int    `json:"duplicateSuppressed"`
+	Discarded int    `json:"discarded"`
+	// Restored counts archived dead letters a restore published again.
+	Restored    int `json:"restored,omitempty"`
+	AlreadyGone int `json:"alreadyGone"`
 	// MovedElsewhere counts addresses another hand replayed while this
 	// batch held them (Queen's console, on a broker that moves): their
 	// copy is in the broker, published once, not by this batch.
@@ -40,6 +42,9 @@ type Report struct {
 	SkippedEncrypted  int `json:"skippedEncrypted"`
 	SkippedGeneration int `json:"skippedGeneration"`
 	Unreachable       int `json:"unreachable"`
+	// QueueGone counts messages a restore did not publish because their
+	// destination queue no longer exists.
+	QueueGone int `json:"queueGone,omitempty"`
 	// DeadLetteredAgain counts addresses this batch already replayed or
 	// discarded that are back in the DLQ (another group failed the
 	// message, or the replay failed under its original id): they are not
@@ -140,8 +145,8 @@ func (c *copySet) empty() bool {
 // Accounted is the number of addresses the report puts in a bucket:
 // Total, when every address is accounted for exactly once.
 func (r *Report) Accounted() int {
-	return r.Replayed + r.Duplicate + r.Discarded + r.AlreadyGone + r.MovedElsewhere + r.AlreadyDone + r.Failed + r.Unknown +
-		r.SkippedEncrypted + r.SkippedGeneration + r.Unreachable + r.DeadLetteredAgain + r.Claimed + r.HeldBack +
+	return r.Replayed + r.Duplicate + r.Discarded + r.Restored + r.AlreadyGone + r.MovedElsewhere + r.AlreadyDone + r.Failed + r.Unknown +
+		r.SkippedEncrypted + r.SkippedGeneration + r.Unreachable + r.QueueGone + r.DeadLetteredAgain + r.Claimed + r.HeldBack +
 		r.Unrecorded + r.NotStarted
 }
 
@@ -156,6 +161,7 @@ func (r *Report) Outcome() map[string]int {
 	add("replayed", r.Replayed)
 	add("duplicate", r.Duplicate)
 	add("discarded", r.Discarded)
+	add("restored", r.Restored)
 	add("alreadyGone", r.AlreadyGone)
 	add(deadletter.OutcomeMovedElsewhere, r.MovedElsewhere)
 	add("alreadyDone", r.AlreadyDone)
@@ -164,6 +170,7 @@ func (r *Report) Outcome() map[string]int {
 	add("skippedEncrypted", r.SkippedEncrypted)
 	add("skippedGeneration", r.SkippedGeneration)
 	add("unreachable", r.Unreachable)
+	add("queueGone", r.QueueGone)
 	add("deadLetteredAgain", r.DeadLetteredAgain)
 	add("claimedElsewhere", r.Claimed)
 	add("heldBack", r.HeldBack)
@@ -178,7 +185,7 @@ func (r *Report) Outcome() map[string]int {
 // generation cap), back in the DLQ after this batch, held by another
 // run or behind a gap, unrecorded, or not started.
 func (r *Report) Clean() bool {
-	return r.Failed == 0 && r.Unknown == 0 && r.NotStarted == 0 && r.Unreachable == 0 && r.DeadLetteredAgain == 0 &&
+	return r.Failed == 0 && r.Unknown == 0 && r.NotStarted == 0 && r.Unreachable == 0 && r.QueueGone == 0 && r.DeadLetteredAgain == 0 &&
 		r.Claimed == 0 && r.HeldBack == 0 && r.SkippedEncrypted == 0 && r.SkippedGeneration == 0 && r.Unrecorded == 0 &&
 		!r.Interrupted && r.Stopped == "" && r.LedgerError == ""
 }

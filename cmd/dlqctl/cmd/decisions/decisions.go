@@ -44,9 +44,9 @@ func NewCmdLs(f *cmdutil.Factory) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch o.Action {
-			case "", ledger.ActionReplay, ledger.ActionDiscard, ledger.ActionHold:
+			case "", ledger.ActionReplay, ledger.ActionDiscard, ledger.ActionHold, ledger.ActionRestore:
 			default:
-				return cmdutil.FlagErrorf("invalid --action %q: valid actions are replay, discard, hold", o.Action)
+				return cmdutil.FlagErrorf("invalid --action %q: valid actions are replay, discard, hold, restore", o.Action)
 			}
 			if o.Limit < 0 {
 				return cmdutil.FlagErrorf("invalid --limit %d", o.Limit)

@@ -28,6 +28,7 @@ func NewCmdDLQ(f *cmdutil.Factory) *cobra.Command {
 		NewCmdShow(f),
 		NewCmdReplay(f, nil),
 		NewCmdRm(f),
+		NewCmdRestore(f),
 		NewCmdDecide(f),
 		NewCmdCheck(f),
 		NewCmdStats(f),

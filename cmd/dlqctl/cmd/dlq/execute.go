@@ -21,7 +21,10 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// ExecFlags are the flags replay and rm share.
+// pastVerb says what a verb's batch does to its messages.
+var pastVerb = map[string]string{"replay": "replayed", "rm": "discarded", "restore": "restored"}
+
+// ExecFlags are the flags replay, rm and restore share.
 type ExecFlags struct {
 	Why          string
 	By           string
@@ -39,7 +42,7 @@ type ExecFlags struct {
 
 func addExecFlags(cmd *cobra.Command, e *ExecFlags, verb string) {
 	fl := cmd.Flags()
-	fl.StringVar(&e.Why, "why", "", "why this batch is "+map[string]string{"replay": "replayed", "rm": "discarded"}[verb]+" (recorded in the ledger)")
+	fl.StringVar(&e.Why, "why", "", "why this batch is "+pastVerb[verb]+" (recorded in the ledger)")
 	fl.StringVar(&e.By, "by", "", "who decided (default: the OS user)")
 	fl.BoolVarP(&e.Yes, "yes", "y", false, "do not ask for confirmation")
 	fl.BoolVar(&e.DryRun, "dry-run", false, "print the plan; write nothing to the broker or the ledger")
@@ -47,8 +50,10 @@ func addExecFlags(cmd *cobra.Command, e *ExecFlags, verb string) {
 	fl.Float64Var(&e.Rate, "rate", def.Rate, "messages per second (0 = unlimited, only with --yes); a resumed batch keeps its recorded rate unless this is given")
 	fl.IntVar(&e.Burst, "burst", def.Burst, "how many may start at once before --rate applies")
 	fl.StringVar(&e.BatchID, "batch", "", "execute or resume this recorded batch instead of a selection (with the settings it was run with)")
-	fl.BoolVar(&e.OverrideHold, "override-hold", false, "act on messages under an active hold (dlq decide --action hold) all the same")
-	fl.BoolVar(&e.SkipHeld, "skip-held", false, "leave messages under an active hold out of the batch and act on the rest")
+	if verb != "restore" { // an archived message is out of a hold's reach
+		fl.BoolVar(&e.OverrideHold, "override-hold", false, "act on messages under an active hold (dlq decide --action hold) all the same")
+		fl.BoolVar(&e.SkipHeld, "skip-held", false, "leave messages under an active hold out of the batch and act on the rest")
+	}
 	fl.StringVar(&e.Broker.SameAs, "same-broker-as", "", "this broker is the one the ledger knows by this name or URL: file its history there (asked when the ledger may know it under another name; recorded)")
 	fl.BoolVar(&e.Broker.Other, "other-broker", false, "this broker is not the one the ledger knows under another name that reaches the same address (recorded)")
 }
@@ -156,6 +161,10 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		if len(p.Missing()) > 0 {
 			return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Silent: true}
 		}
+		if sp.base.Action == deadletter.Restore {
+			fmt.Fprintln(f.IO.ErrOut, present.NothingToRestore(p.Unrestorable()))
+			return nil
+		}
 		fmt.Fprintln(f.IO.ErrOut, "Nothing to "+sp.verb+": no dead letter matches.")
 		return nil
 	}
@@ -173,7 +182,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		return refusal(err, sp.verb)
 	}
 	if !flags.Yes {
-		question := map[string]string{deadletter.Replay: "Replay", deadletter.Discard: "Discard"}[sp.base.Action]
+		question := map[string]string{deadletter.Replay: "Replay", deadletter.Discard: "Discard", deadletter.Restore: "Restore"}[sp.base.Action]
 		if err := confirm(f, fmt.Sprintf("%s %s?", question, render.Plural(p.Messages(), "message", "messages"))); err != nil {
 			return err
 		}
@@ -236,7 +245,7 @@ func refusal(err error, verb string) error {
 	case errors.As(err, &changed):
 		return cmdutil.UsageError(fmt.Errorf("%v: run it as approved, or have the new plan approved (a new batch)", err))
 	case errors.Is(err, batch.ErrNoReason):
-		return cmdutil.FlagErrorf("--why is required: say why this batch is %s (it is recorded in the ledger)", map[string]string{"replay": "replayed", "rm": "discarded"}[verb])
+		return cmdutil.FlagErrorf("--why is required: say why this batch is %s (it is recorded in the ledger)", pastVerb[verb])
 	case errors.As(err, &held):
 		return cmdutil.UsageError(fmt.Errorf("%s under an active hold (see the plan); pass --override-hold to %s them anyway", render.Plural(held.Messages, "message is", "messages are"), verb))
 	}
