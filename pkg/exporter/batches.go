@@ -42,7 +42,7 @@ func activeBatches(ctx context.Context, ld *ledger.Store, broker string) ([]Batc
 	rf := &refailures{byTxID: map[string]int{}}
 	out := make([]BatchProgress, 0, len(bs))
 	for _, b := range bs {
-		if b.Action != ledger.ActionReplay && b.Action != ledger.ActionDiscard {
+		if b.Action == ledger.ActionHold {
 			continue
 		}
 		counts, err := ld.BatchOutcome(ctx, b.ID)
