@@ -221,15 +221,9 @@ func (e *Engine) rowPresent(ctx context.Context, a deadletter.Address) (bool, er
 // retry of the push is safe, a repeat comes back "duplicate".
 func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload json.RawMessage) error {
 	a := it.Address
-	if e.o.Transform != nil {
-		out, err := e.o.Transform(ctx, payload)
-		if err != nil {
-			return e.settle(ctx, ent, ledger.Failed, "", "transform: "+err.Error(), func(r *Report) {
-				r.Failed++
-				r.Listed = append(r.Listed, AddrResult{a, "failed: --transform: " + err.Error()})
-			})
-		}
-		payload = out
+	payload, ok, err := e.transform(ctx, ent, payload)
+	if !ok {
+		return err
 	}
 	queue, partition := e.destQueue(it), it.Partition
 	// The intent is journaled before the push: whatever happens next (a
@@ -306,6 +300,23 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 			r.Replayed++
 		}
 	})
+}
+
+// transform runs --transform on the payload an entry publishes (the
+// payload as it is when there is none). A transform that fails settles
+// the entry failed: ok is false, and err is the journal's.
+func (e *Engine) transform(ctx context.Context, ent *ledger.Entry, payload json.RawMessage) (_ json.RawMessage, ok bool, err error) {
+	if e.o.Transform == nil {
+		return payload, true, nil
+	}
+	out, terr := e.o.Transform(ctx, payload)
+	if terr != nil {
+		return nil, false, e.settle(ctx, ent, ledger.Failed, "", "transform: "+terr.Error(), func(r *Report) {
+			r.Failed++
+			r.Listed = append(r.Listed, AddrResult{ent.Address, "failed: --transform: " + terr.Error()})
+		})
+	}
+	return out, true, nil
 }
 
 // pushCopy pushes a copy under its derived id, trying again where that

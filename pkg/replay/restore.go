@@ -59,15 +59,9 @@ func (e *Engine) restore(pctx, ctx context.Context, it Item, ent *ledger.Entry) 
 			r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("not restored: queue %s no longer exists (restore it --to-queue another)", queue)})
 		})
 	}
-	if e.o.Transform != nil {
-		out, err := e.o.Transform(ctx, payload)
-		if err != nil {
-			return e.settle(ctx, ent, ledger.Failed, "", "transform: "+err.Error(), func(r *Report) {
-				r.Failed++
-				r.Listed = append(r.Listed, AddrResult{a, "failed: --transform: " + err.Error()})
-			})
-		}
-		payload = out
+	payload, ok, err := e.transform(ctx, ent, payload)
+	if !ok {
+		return err
 	}
 	digest := ledger.PayloadDigest(payload)
 	if ent.ReplayTxID != "" && (ent.ReplayQueue != queue || ent.ReplayDigest != "" && ent.ReplayDigest != digest) {
