@@ -86,9 +86,10 @@ func TestRestoreUndoesADiscard(t *testing.T) {
 				t.Fatalf("%d restored copies live (%d live in all, %d before), want %d", len(restored), len(b.LiveMessages()), live, rep.Restored)
 			}
 
-			// Again: nothing is published, and the plan says why.
+			// Again: nothing is published, and the plan says why (the
+			// envelopes are planned again, to be said again).
 			again, err := prepare(t, env, req)
-			if err != nil || again.Messages() != 0 || again.Unrestorable()["already restored"] != rep.Restored {
+			if err != nil || again.Messages() != undec || again.Unrestorable()["already restored"] != rep.Restored {
 				t.Fatalf("a second restore: %d messages, %v (%v)", again.Messages(), again.Unrestorable(), err)
 			}
 
@@ -98,6 +99,21 @@ func TestRestoreUndoesADiscard(t *testing.T) {
 			p, rep = runBatch(t, env, req)
 			if rep == nil || rep.QueueGone != payments || rep.Restored != 0 || p.Plan().QueueGone["nowhere"] != payments || rep.Clean() {
 				t.Fatalf("to a queue that is gone: %+v (plan %v)", rep, p.Plan().QueueGone)
+			}
+
+			// Then to one that does, rewritten by --transform.
+			req.Settings.ToQueue, req.Settings.Transform, req.Why = "orders", ".restored = true", "to orders, marked"
+			if _, rep = runBatch(t, env, req); rep == nil || rep.Restored != payments || !rep.Clean() {
+				t.Fatalf("to orders: %+v", rep)
+			}
+			marked := 0
+			for _, m := range b.LiveMessages() {
+				if strings.HasPrefix(m.TransactionID, "dlqa-") && m.Queue == "orders" && strings.Contains(string(m.Payload), `"restored":true`) {
+					marked++
+				}
+			}
+			if marked != payments {
+				t.Fatalf("%d of %d restored to orders with the transform's payload", marked, payments)
 			}
 
 			// decisions verify asks after each copy of the restore.

@@ -51,6 +51,13 @@ func (a ArchivedRow) Row() deadletter.Row {
 // last seen) and the archive's own marks.
 func (a *ArchivedRow) settle(e *ledger.Entry) {
 	applies := e != nil && !e.UpdatedAt.Before(a.LastSeen)
+	if applies && e.Action == deadletter.Restore && e.State != ledger.Removed {
+		// A restore under way, or one that could not publish it: the
+		// discard is still the last thing done to it (its batch is the
+		// manifest's, which the restore's entry no longer names).
+		a.Outcome = OutcomeDiscarded
+		return
+	}
 	switch {
 	case applies && e.State == ledger.Removed && e.Outcome != "":
 		a.Outcome, a.BatchID = e.Outcome, e.BatchID
