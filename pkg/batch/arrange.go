@@ -1,0 +1,204 @@
+package batch
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"iter"
+	"sort"
+
+	"github.com/dlqctl/dlqctl/pkg/replay"
+)
+
+// The order a run takes a staged batch in, and the run's reads of it.
+
+// chains are the destination partitions of the items a run acts on, in
+// the order they first appear, each with how many and whether every
+// one's message id is a UUIDv7.
+func (st *stage) chains(ctx context.Context, toQueue string) ([]replay.ChainCount, error) {
+	var out []replay.ChainCount
+	err := st.each(ctx, "arranging the snapshot", `SELECT coalesce(?, queue) AS q, part, count(*), min(v7), min(item) AS f
+		FROM items WHERE skipped = 0 GROUP BY q, part ORDER BY f`, []any{nullIfEmpty(toQueue)}, func(rows *sql.Rows) error {
+		var c replay.ChainCount
+		var f int
+		if err := rows.Scan(&c.Chain.Queue, &c.Chain.Partition, &c.N, &c.ByID, &f); err != nil {
+			return err
+		}
+		out = append(out, c)
+		return nil
+	})
+	return out, err
+}
+
+// arrange settles the order a run acts on the items --skip-held kept:
+// replay order when ordered (each destination partition's messages
+// together, by message id when every id of the partition is a UUIDv7,
+// then by first failure, then by address; partitions by their first
+// message, the oldest first), the numbered order otherwise (the list's,
+// or a recorded manifest's, which is in replay order already).
+func (st *stage) arrange(ctx context.Context, ordered bool, toQueue string) error {
+	if st.arranged >= 0 {
+		return nil
+	}
+	if err := st.exec(ctx, "arranging the snapshot", `CREATE TABLE arranged (pos INTEGER PRIMARY KEY, item INTEGER NOT NULL)`); err != nil {
+		return err
+	}
+	if !ordered {
+		if err := st.exec(ctx, "arranging the snapshot", `INSERT INTO arranged (pos, item) SELECT row_number() OVER (ORDER BY item) - 1, item FROM items WHERE skipped = 0 ORDER BY item`); err != nil {
+			return err
+		}
+		return st.countArranged(ctx)
+	}
+	chains, err := st.chains(ctx, toQueue)
+	if err != nil {
+		return err
+	}
+	if err := st.exec(ctx, "arranging the snapshot",
+		`UPDATE items SET first = f.f FROM (SELECT item, min(failed) AS f FROM rows GROUP BY item) f WHERE items.item = f.item`,
+		`CREATE TABLE chains (chain INTEGER PRIMARY KEY, q TEXT NOT NULL, part TEXT NOT NULL, byid INTEGER NOT NULL, rank INTEGER NOT NULL DEFAULT 0)`); err != nil {
+		return err
+	}
+	ins, err := st.db.PrepareContext(ctx, `INSERT INTO chains (chain, q, part, byid) VALUES (?, ?, ?, ?)`)
+	if err != nil {
+		return stageErr(ctx, "arranging the snapshot", err)
+	}
+	for k, c := range chains {
+		if _, err := ins.ExecContext(ctx, k, c.Chain.Queue, c.Chain.Partition, c.ByID); err != nil {
+			_ = ins.Close()
+			return stageErr(ctx, "arranging the snapshot", err)
+		}
+	}
+	_ = ins.Close()
+	// Each item with its chain and its key within it.
+	keyed := `SELECT i.item, c.chain, CASE WHEN c.byid = 1 THEN lower(i.mid) ELSE '' END AS idkey, i.first, i.pid || '/' || i.tid AS addr
+		FROM items i JOIN chains c ON c.q = coalesce(?, i.queue) AND c.part = i.part WHERE i.skipped = 0`
+	if err := st.exec(ctx, "arranging the snapshot", `CREATE UNIQUE INDEX chains_q ON chains (q, part)`); err != nil {
+		return err
+	}
+	// Chains by their first message, as Arrange sorts them.
+	type head struct {
+		k     int
+		byID  bool
+		id    string
+		first int64
+	}
+	heads := make([]head, 0, len(chains))
+	err = st.each(ctx, "arranging the snapshot", `SELECT chain, idkey, first FROM (SELECT chain, idkey, first,
+		row_number() OVER (PARTITION BY chain ORDER BY idkey, first, addr) AS n FROM (`+keyed+`)) WHERE n = 1 ORDER BY chain`,
+		[]any{nullIfEmpty(toQueue)}, func(rows *sql.Rows) error {
+			var h head
+			if err := rows.Scan(&h.k, &h.id, &h.first); err != nil {
+				return err
+			}
+			h.byID = chains[h.k].ByID
+			heads = append(heads, h)
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	sort.SliceStable(heads, func(i, j int) bool {
+		a, b := heads[i], heads[j]
+		if a.byID && b.byID {
+			return a.id < b.id
+		}
+		return a.first < b.first
+	})
+	up, err := st.db.PrepareContext(ctx, `UPDATE chains SET rank = ? WHERE chain = ?`)
+	if err != nil {
+		return stageErr(ctx, "arranging the snapshot", err)
+	}
+	for rank, h := range heads {
+		if _, err := up.ExecContext(ctx, rank, h.k); err != nil {
+			_ = up.Close()
+			return stageErr(ctx, "arranging the snapshot", err)
+		}
+	}
+	_ = up.Close()
+	if _, err := st.db.ExecContext(ctx, `INSERT INTO arranged (pos, item)
+		SELECT row_number() OVER (ORDER BY c.rank, k.idkey, k.first, k.addr) - 1, k.item
+		FROM (`+keyed+`) k JOIN chains c ON c.chain = k.chain`, nullIfEmpty(toQueue)); err != nil {
+		return stageErr(ctx, "arranging the snapshot", err)
+	}
+	return st.countArranged(ctx)
+}
+
+func (st *stage) countArranged(ctx context.Context) error {
+	if err := st.db.QueryRowContext(ctx, `SELECT count(*) FROM arranged`).Scan(&st.arranged); err != nil {
+		return stageErr(ctx, "arranging the snapshot", err)
+	}
+	return nil
+}
+
+// inOrder are the arranged items, in replay order, a chunk at a time;
+// an error reading the stage ends them.
+func (st *stage) inOrder(ctx context.Context) iter.Seq2[replay.Item, error] {
+	return func(yield func(replay.Item, error) bool) {
+		for from := 0; from < st.arranged; from += 500 {
+			got, err := st.at(ctx, from, min(from+500, st.arranged)-1)
+			if err != nil {
+				yield(replay.Item{}, err)
+				return
+			}
+			for _, p := range got {
+				if !yield(p.it, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// at reads the arranged items at positions from to to (inclusive).
+func (st *stage) at(ctx context.Context, from, to int) ([]placed, error) {
+	return st.load(ctx, `SELECT a.pos, i.payload, i.checked, i.absent, r.pid, r.tid, r.mid, r.queue, r.part, r.grp, r.err, r.retries, r.failed, r.payload, r.sel
+		FROM arranged a JOIN items i ON i.item = a.item JOIN rows r ON r.item = i.item
+		WHERE a.pos BETWEEN ? AND ? ORDER BY a.pos, r.sel DESC, r.k`, from, to)
+}
+
+// source is the arranged stage as a run reads it: a claim's items at a
+// time.
+type source struct{ st *stage }
+
+func (s source) Len() int { return s.st.arranged }
+
+func (s source) Chains(ctx context.Context, from, to int, toQueue string, f func(pos int, c replay.Chain)) error {
+	return s.st.each(ctx, "reading the staged snapshot", `SELECT a.pos, i.queue, i.part FROM arranged a JOIN items i ON i.item = a.item
+		WHERE a.pos >= ? AND a.pos < ? ORDER BY a.pos`, []any{from, to}, func(rows *sql.Rows) error {
+		var pos int
+		var it replay.Item
+		if err := rows.Scan(&pos, &it.Queue, &it.Partition); err != nil {
+			return err
+		}
+		f(pos, replay.ChainOf(it, toQueue))
+		return nil
+	})
+}
+
+func (s source) Load(ctx context.Context, pos []int32) ([]replay.Item, error) {
+	out := make([]replay.Item, 0, len(pos))
+	// A claim is a run of positions, or a chain's scattered ones: read
+	// the span between the first and the last when it is dense enough.
+	for start := 0; start < len(pos); {
+		end := start + 1
+		for end < len(pos) && int(pos[end]-pos[start]) < 4*(end-start+1) {
+			end++
+		}
+		got, err := s.st.at(ctx, int(pos[start]), int(pos[end-1]))
+		if err != nil {
+			return nil, err
+		}
+		k := start
+		for _, p := range got {
+			if k < end && p.at == int(pos[k]) {
+				out = append(out, p.it)
+				k++
+			}
+		}
+		if k != end {
+			return nil, fmt.Errorf("reading the staged snapshot: %d of %d items found", len(out), len(pos))
+		}
+		start = end
+	}
+	return out, nil
+}
