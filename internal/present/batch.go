@@ -26,7 +26,7 @@ func Missing(w io.Writer, missing []deadletter.Address) {
 }
 
 // Plan writes the plan for people.
-func Plan(w io.Writer, pal *render.Palette, p replay.Plan) {
+func Plan(w io.Writer, pal *render.Palette, p batch.Plan) {
 	c := render.Clean
 	verb := map[string]string{deadletter.Replay: "Replay", deadletter.Discard: "Discard", deadletter.Restore: "Restore"}[p.Action]
 	rows := render.Plural(p.Rows, "dead-letter row", "dead-letter rows")
@@ -154,7 +154,7 @@ func planOrder(w io.Writer, o *replay.OrderInfo, broker *client.Release) {
 
 // planWarnings writes what a plan does beyond the selection, and what it
 // leaves out: other groups' rows, fan-out, envelopes, generations, holds.
-func planWarnings(w io.Writer, pal *render.Palette, p replay.Plan) {
+func planWarnings(w io.Writer, pal *render.Palette, p batch.Plan) {
 	c := render.Clean
 	warn := pal.Yellow("warning:")
 	if p.OtherGroups > 0 {
@@ -220,7 +220,7 @@ func groupLabels(gs []string) []string {
 
 // lagAndWindow writes what a replay is paced by besides its rate: the
 // destination's consumer lag (and --max-lag), and --window.
-func lagAndWindow(w io.Writer, p replay.Plan) {
+func lagAndWindow(w io.Writer, p batch.Plan) {
 	c := render.Clean
 	if l := p.Lag; l != nil && p.Action == deadletter.Replay {
 		switch {

@@ -72,12 +72,12 @@ func itemQueues(items []replay.Item) []string {
 // queues. known is false when the broker lists groups but reports no lag
 // for any (the seed contract), or cannot be asked; a broker with no group
 // at all has nothing that could lag.
-func destinationLag(ctx context.Context, cl *client.Client, dests []string) (*replay.LagPlan, bool) {
+func destinationLag(ctx context.Context, cl *client.Client, dests []string) (*LagPlan, bool) {
 	cgs, err := cl.ConsumerGroups(ctx)
 	if err != nil {
-		return &replay.LagPlan{}, false
+		return &LagPlan{}, false
 	}
-	lp := &replay.LagPlan{}
+	lp := &LagPlan{}
 	for _, cg := range cgs {
 		if cg.Lag != nil {
 			lp.Reported = true
@@ -85,7 +85,7 @@ func destinationLag(ctx context.Context, cl *client.Client, dests []string) (*re
 		if !slices.Contains(dests, cg.Queue) || cg.Lag == nil {
 			continue
 		}
-		lp.Groups = append(lp.Groups, replay.GroupLag{Queue: cg.Queue, ConsumerGroup: cg.Name, Lag: cg.Lag.MaxTime,
+		lp.Groups = append(lp.Groups, GroupLag{Queue: cg.Queue, ConsumerGroup: cg.Name, Lag: cg.Lag.MaxTime,
 			LagSecs: cg.Lag.MaxTime.Seconds(), Messages: cg.Lag.Messages, State: cg.Lag.State})
 	}
 	return lp, lp.Reported || len(cgs) == 0

@@ -74,8 +74,8 @@ type Pending struct {
 	in       *input
 	settings Settings
 	opts     replay.Options
-	po       replay.PlanOptions
-	plan     replay.Plan
+	po       PlanOptions
+	plan     Plan
 	why      string // the recorded batch's, unless given again
 	now      time.Time
 	// approval is a recorded batch's approval (nil: none), and
@@ -93,7 +93,7 @@ type Pending struct {
 	// gens are the batch's copies' generations that their ids do not say
 	// (see copyGenerations); holds the active holds over its messages.
 	gens  replay.Generations
-	holds map[string]replay.HoldShare
+	holds map[string]HoldShare
 
 	// letGo gives back the collector settings the batch holds (holdHeap).
 	letGo func()
@@ -194,7 +194,7 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 		return err
 	}
 	st := p.in.st
-	p.gens, p.holds, p.skippedHeld = replay.Generations{}, map[string]replay.HoldShare{}, 0
+	p.gens, p.holds, p.skippedHeld = replay.Generations{}, map[string]HoldShare{}, 0
 	p.po.Generations, p.opts.Generations = p.gens, p.gens
 	replaying, restoring := p.req.Action == deadletter.Replay, p.req.Action == deadletter.Restore
 	if replaying || restoring {
@@ -214,7 +214,7 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 			p.goneQueues(ctx, queues)
 		}
 	}
-	pl := replay.NewPlanner(p.po)
+	pl := NewPlanner(p.po)
 	if err := p.planItems(ctx, pl); err != nil {
 		return err
 	}
@@ -365,7 +365,7 @@ func (p *Pending) BatchID() string {
 }
 
 // Plan is the plan MakePlan made.
-func (p *Pending) Plan() replay.Plan { return p.plan }
+func (p *Pending) Plan() Plan { return p.plan }
 
 // Messages is how many messages the batch holds (0: nothing matches).
 func (p *Pending) Messages() int { return p.in.st.n - p.skippedHeld }

@@ -26,7 +26,7 @@ import (
 const planChunk = 400
 
 // planItems is the pass: every item settled, and counted on pl.
-func (p *Pending) planItems(ctx context.Context, pl *replay.Planner) error {
+func (p *Pending) planItems(ctx context.Context, pl *Planner) error {
 	cl, ld, st := p.env.Client, p.env.Ledger, p.in.st
 	replaying := p.req.Action == deadletter.Replay
 	if p.req.Action == deadletter.Restore {
@@ -37,7 +37,7 @@ func (p *Pending) planItems(ctx context.Context, pl *replay.Planner) error {
 				if err := p.tryTransform(ctx, c.it); err != nil {
 					return err
 				}
-				pl.Add(c.it, replay.ItemFacts{})
+				pl.Add(c.it, ItemFacts{})
 			}
 			return nil
 		})
@@ -69,7 +69,7 @@ func (p *Pending) planItems(ctx context.Context, pl *replay.Planner) error {
 		held := map[string][]int{}
 		for _, c := range chunk {
 			it := c.it
-			var f replay.ItemFacts
+			var f ItemFacts
 			if d, ok := dec[it.Address]; ok && d.Holds(it.Newest().FailedAt, p.now) && (p.in.batch == nil || d.BatchID != p.in.batch.ID) {
 				if p.req.SkipHeld {
 					skipped = append(skipped, c.at)
@@ -77,7 +77,7 @@ func (p *Pending) planItems(ctx context.Context, pl *replay.Planner) error {
 				}
 				h, ok := p.holds[d.BatchID]
 				if !ok {
-					h = replay.HoldShare{BatchID: d.BatchID, By: d.By, Until: d.Until, Why: d.Why}
+					h = HoldShare{BatchID: d.BatchID, By: d.By, Until: d.Until, Why: d.Why}
 					p.holds[d.BatchID] = h
 				}
 				f.Hold = &h

@@ -56,7 +56,7 @@ func TestManyGroupsInOneQueue(t *testing.T) {
 	t.Cleanup(srv.Close)
 	env := batch.Env{Client: testkit.Client(t, srv.URL), Ledger: testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/l.db"), Now: func() time.Time { return now }, User: "tester"}
 	ctx := context.Background()
-	var plans [2]replay.Plan
+	var plans [2]batch.Plan
 	for i, planOnly := range []bool{false, true} {
 		req := request(deadletter.Replay, selection(t, deadletter.Selection{Queue: "wide"}))
 		req.PlanOnly = planOnly

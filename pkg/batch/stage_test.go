@@ -165,12 +165,12 @@ func TestEveryBatchIsItsItems(t *testing.T) {
 type planFigures struct {
 	Addresses, Rows, NoCall, Undecryptable, OverGenCap, OtherGroups, Held, SkippedHeld, Pinned int
 	ByQueue                                                                                    map[string]int
-	ByClass                                                                                    []replay.ClassCount
-	AlsoRemoves                                                                                []replay.AlsoRemoved
-	Holds                                                                                      []replay.HoldShare
+	ByClass                                                                                    []batch.ClassCount
+	AlsoRemoves                                                                                []batch.AlsoRemoved
+	Holds                                                                                      []batch.HoldShare
 }
 
-func figures(p replay.Plan) planFigures {
+func figures(p batch.Plan) planFigures {
 	return planFigures{p.Addresses, p.Rows, p.NoCall, p.Undecryptable, p.OverGenCap, p.OtherGroups, p.Held, p.SkippedHeld, p.Pinned,
 		p.ByQueue, p.ByClass, p.AlsoRemoves, p.Holds}
 }
@@ -208,17 +208,17 @@ func reference(t *testing.T, env batch.Env, req batch.Request) ([]replay.Item, p
 		t.Fatal(err)
 	}
 	s := req.Settings
-	pl := replay.NewPlanner(replay.PlanOptions{Action: req.Action, ToQueue: s.ToQueue, MaxGeneration: s.MaxGeneration})
+	pl := batch.NewPlanner(batch.PlanOptions{Action: req.Action, ToQueue: s.ToQueue, MaxGeneration: s.MaxGeneration})
 	var kept []replay.Item
 	skipped := 0
 	for _, it := range items {
-		var f replay.ItemFacts
+		var f batch.ItemFacts
 		if d, ok := dec[it.Address]; ok && d.Holds(it.Newest().FailedAt, now) {
 			if req.SkipHeld {
 				skipped++
 				continue
 			}
-			f.Hold = &replay.HoldShare{BatchID: d.BatchID, By: d.By, Until: d.Until, Why: d.Why}
+			f.Hold = &batch.HoldShare{BatchID: d.BatchID, By: d.By, Until: d.Until, Why: d.Why}
 		}
 		e, ok := ents[it.Address]
 		f.Pinned = ok && req.Action == deadletter.Replay && replay.Pinned(e)

@@ -2,6 +2,7 @@ package dlq_test
 
 import (
 	"encoding/json"
+	"github.com/dlqctl/dlqctl/pkg/batch"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,7 +16,7 @@ import (
 func TestOrderedReplayCommand(t *testing.T) {
 	_, cli := seeded(t)
 	out, _, _ := cli.Exec("dlq", "replay", "--queue", "notifications", "--dry-run", "-o", "json")
-	var plan replay.Plan
+	var plan batch.Plan
 	if err := json.Unmarshal([]byte(out), &plan); err != nil || plan.Order == nil || plan.Order.Mode != replay.OrderPartition || plan.Order.Partitions == 0 {
 		t.Fatalf("plan order: %v %+v", err, plan.Order)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
@@ -121,7 +122,7 @@ func TestReplayOfOneGroupAccountsForEveryRowItRemoves(t *testing.T) {
 		t.Fatal("the seed must have orders messages that both groups failed")
 	}
 	out, stderr, code := cli.Exec("dlq", "replay", "--queue", "orders", "--cg", "billing", "--dry-run", "-o", "json")
-	var plan replay.Plan
+	var plan batch.Plan
 	if err := json.Unmarshal([]byte(out), &plan); err != nil || code != 0 {
 		t.Fatalf("%v %d %s", err, code, stderr)
 	}
@@ -206,7 +207,7 @@ func TestRmOfOneGroupArchivesTheRowsItAlsoDeletes(t *testing.T) {
 func TestEnvelopesOnTheReleasedServer(t *testing.T) {
 	_, cli, _ := released(t)
 	out, _, _ := cli.Exec("dlq", "replay", "--queue", "notifications", "--dry-run", "-o", "json")
-	var plan replay.Plan
+	var plan batch.Plan
 	if err := json.Unmarshal([]byte(out), &plan); err != nil {
 		t.Fatal(err)
 	}

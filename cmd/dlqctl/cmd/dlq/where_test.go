@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/dlqctl/dlqctl/pkg/batch"
 	"sort"
 	"strings"
 	"testing"
@@ -105,7 +106,7 @@ func TestWhereSelectsWhatJqSelects(t *testing.T) {
 				continue
 			}
 			out, errOut, exit = cli.Exec("dlq", "replay", "--where", expr, "--dry-run", "-o", "json", "--override-hold")
-			var plan replay.Plan
+			var plan batch.Plan
 			if err := json.Unmarshal([]byte(out), &plan); err != nil || exit != 0 {
 				t.Fatalf("%s %s: %v exit %d %s", mode, expr, err, exit, errOut)
 			}

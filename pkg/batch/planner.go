@@ -1,51 +1,14 @@
-package replay
+package batch
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
+	"github.com/dlqctl/dlqctl/pkg/replay"
 )
-
-// Paths a replay can take.
-const (
-	ViaAuto     = "auto"
-	ViaEndpoint = "endpoint"
-	ViaManual   = "manual"
-	// ViaMove is the broker's own move (Queen 1.6, 2.x): what auto takes
-	// there. The journal records it as the path an address took.
-	ViaMove = "move"
-)
-
-// Generations are the generations of dead letters whose transaction ids
-// do not say them: copies the /retry endpoint published under ids the
-// broker minted (ledger.CopyGenerations).
-type Generations map[deadletter.Address]int
-
-// Of is an address's generation: the one recorded for it, else the one
-// its transaction id carries.
-func (g Generations) Of(a deadletter.Address) int {
-	if n, ok := g[a]; ok {
-		return n
-	}
-	return deadletter.Generation(a.TransactionID)
-}
-
-// ReplayTxID derives the transaction id a manual replay pushes with, from
-// the dead-letter address and the generation. It differs from the
-// original (which dedup would drop) and is the same on every retry, so a
-// repeated push comes back "duplicate". Only [a-z0-9-] are used: every
-// broker can take it in a path.
-func ReplayTxID(a deadletter.Address, gen int) string {
-	h := sha256.Sum256([]byte(a.PartitionID + "/" + a.TransactionID + "/" + strconv.Itoa(gen)))
-	return fmt.Sprintf("dlqr-%d-%s", gen, hex.EncodeToString(h[:12]))
-}
 
 // Plan is what a batch will do, computed before anything is written.
 type Plan struct {
@@ -82,7 +45,7 @@ type Plan struct {
 	// left out of the batch.
 	SkippedHeld int `json:"skippedHeld,omitempty"`
 	// Order is what order the replay keeps (replays only).
-	Order *OrderInfo `json:"order,omitempty"`
+	Order *replay.OrderInfo `json:"order,omitempty"`
 	// Pinned counts addresses that keep the manual path an earlier
 	// attempt took; NoCall those already done or gone (a recorded batch's
 	// resume), which cost neither a call nor time.
@@ -164,13 +127,13 @@ type PlanOptions struct {
 	ToQueue       string
 	MaxGeneration int
 	// Generations are the endpoint's copies' generations (see Generations).
-	Generations Generations
+	Generations replay.Generations
 	// QueueGroups lists every consumer group known per queue (from the
 	// broker's queue and consumer-group lists and the DLQ), for the
 	// fan-out warning.
 	QueueGroups map[string][]string
 	// Order is the batch's order (replays; see SetOrder).
-	Order OrderInfo
+	Order replay.OrderInfo
 	// ToPartition and GoneQueues are a restore's: the partition it
 	// publishes to, and the destination queues that no longer exist.
 	ToPartition string
@@ -182,19 +145,8 @@ type PlanOptions struct {
 	Release *client.Release
 }
 
-// MakePlan summarises items in memory (none of them held).
-func MakePlan(items []Item, o PlanOptions) Plan {
-	pl := NewPlanner(o)
-	for _, it := range items {
-		pl.Add(it, ItemFacts{})
-	}
-	return pl.Plan()
-}
-
-// PlanEntry is what a plan takes of one item. A plan made from the rows
-// as they stream (a dry run that holds no items) gives its entries
-// directly; MakePlan makes them from items.
-type PlanEntry struct {
+// planEntry is what a plan takes of one item.
+type planEntry struct {
 	Queue string
 	// Rows is how many of the address's rows are selected.
 	Rows int
@@ -222,7 +174,7 @@ type ItemFacts struct {
 	Pinned bool
 }
 
-// Planner makes a plan from items or entries given one at a time.
+// Planner makes a plan from items given one at a time.
 type Planner struct {
 	o       PlanOptions
 	p       Plan
@@ -242,22 +194,22 @@ func NewPlanner(o PlanOptions) *Planner {
 }
 
 // Add counts an item, with what the ledger says of it.
-func (pl *Planner) Add(it Item, f ItemFacts) {
+func (pl *Planner) Add(it replay.Item, f ItemFacts) {
 	o := pl.o
 	r := it.Newest()
-	e := PlanEntry{Queue: it.Queue, Rows: len(it.Rows), Class: deadletter.ClassID(r.ErrorMessage), Undecryptable: it.Undecryptable(),
+	e := planEntry{Queue: it.Queue, Rows: len(it.Rows), Class: deadletter.ClassID(r.ErrorMessage), Undecryptable: it.Undecryptable(),
 		OverGenCap: o.Action == deadletter.Replay && o.MaxGeneration > 0 && o.Generations.Of(it.Address) > o.MaxGeneration,
 		Groups:     it.Groups(), Others: it.Others}
 	if _, ok := pl.classes[e.Class]; !ok {
 		e.Pattern = deadletter.NormalizeError(r.ErrorMessage)
 	}
 	e.NoCall, e.Hold, e.Pinned = it.Absent, f.Hold, f.Pinned
-	pl.AddEntry(e)
+	pl.add(e)
 }
 
-// AddEntry counts an item by its entry. Pattern may be left empty for a
-// class already counted.
-func (pl *Planner) AddEntry(e PlanEntry) {
+// add counts an item by its entry. Pattern is left empty for a class
+// already counted.
+func (pl *Planner) add(e planEntry) {
 	p, o := &pl.p, pl.o
 	pl.n++
 	p.Rows += e.Rows
@@ -336,7 +288,7 @@ func (pl *Planner) fanOut(queue string, groups []string) {
 
 // SetOrder gives the plan what the batch's order is (replays): known
 // once every item is counted.
-func (pl *Planner) SetOrder(info OrderInfo) { pl.o.Order = info }
+func (pl *Planner) SetOrder(info replay.OrderInfo) { pl.o.Order = info }
 
 // Plan is the plan of what was added.
 func (pl *Planner) Plan() Plan {
