@@ -306,7 +306,7 @@ func Report(w io.Writer, pal *render.Palette, rep *replay.Report) {
 			pal.Red("warning:"), render.Plural(rep.HeldMoreThanOnce, "message", "messages"))
 	}
 	for _, l := range rep.Listed {
-		fmt.Fprintf(w, "  %s  %s\n", render.Clean(l.Address.String()), render.Clean(l.Reason))
+		fmt.Fprintf(w, "  %s  %s%s\n", render.Clean(l.Address.String()), render.Clean(l.Reason), render.Clean(advice(l.Next, l)))
 	}
 	for _, b := range rep.BlockedPartitions {
 		by := "an earlier run's gap"
@@ -320,7 +320,7 @@ func Report(w io.Writer, pal *render.Palette, rep *replay.Report) {
 			render.Plural(ps.Times, "time", "times"), render.Clean(ps.Last))
 	}
 	if rep.Stopped != "" {
-		fmt.Fprintf(w, "%s %s\n", pal.Yellow("Stopped:"), render.Clean(rep.Stopped))
+		fmt.Fprintf(w, "%s %s%s\n", pal.Yellow("Stopped:"), render.Clean(rep.Stopped), advice(rep.StopNext, replay.AddrResult{}))
 	}
 	if rep.Traced > 0 {
 		fmt.Fprintf(w, "Traced %s in the broker (their lineage: this batch, its reason, the original).\n", render.Plural(rep.Traced, "copy", "copies"))
@@ -378,4 +378,34 @@ func Awaiting(p *batch.Pending, verb string, again func(args ...string) string) 
 // arrived after its plan.
 func NewSince(n int) string {
 	return render.Plural(n, "new dead letter", "new dead letters") + " matching the selection arrived since the plan; they are not in this batch."
+}
+
+// advice words what a run left to an operator (about the address of l,
+// or about the whole run) as the commands and flags to type; it is
+// written after the reason, from its separator on.
+func advice(n replay.Next, l replay.AddrResult) string {
+	a := l.Address.String()
+	switch n {
+	case replay.RetryUnknownNext:
+		return "; check the live queue, then re-run with --retry-unknown"
+	case replay.OtherPathNext:
+		return " (use --via auto or manual)"
+	case replay.ManualPathNext:
+		return "; replay with --via manual"
+	case replay.AnotherQueueNext:
+		return " (restore it --to-queue another)"
+	case replay.ReplayOrDiscardNext:
+		return fmt.Sprintf(": replay it as generation %d with dlqctl dlq replay %s --why …, or discard it with dlqctl dlq rm %s --why …", l.Generation, a, a)
+	case replay.CheckEarlierCopyNext:
+		return fmt.Sprintf(". Check that queue for that id: if it is there, discard this dead letter (dlqctl dlq rm %s --why …) and publish the correction yourself; if not, replay it with the earlier batch's --transform", a)
+	case replay.GenerationCapNext:
+		return "; --max-generation sets the cap"
+	case replay.PrimaryNext:
+		return "; point --server at the primary, or resume once this cluster is promoted"
+	case replay.FailureLimitNext:
+		return " (--max-failures)"
+	case replay.RefailureLimitNext:
+		return " (--max-refailures)"
+	}
+	return ""
 }

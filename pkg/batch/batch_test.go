@@ -166,7 +166,7 @@ func TestHoldsInPlans(t *testing.T) {
 // NextSteps says how to go on from what a run left.
 func TestNextSteps(t *testing.T) {
 	rep := &replay.Report{Unknown: 2, BlockedPartitions: []replay.Blocked{{Permanent: true}},
-		Listed: []replay.AddrResult{{Reason: "skipped: undecryptable envelope"}}}
+		Listed: []replay.AddrResult{{Reason: "skipped: undecryptable envelope", Next: replay.DiscardNext}}}
 	kinds := map[batch.StepKind]int{}
 	for _, s := range batch.NextSteps(rep) {
 		kinds[s.Kind] = s.N

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"strings"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
@@ -111,9 +110,9 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	// exit say so, as decisions verify does.
 	for _, cb := range in.copiesBack {
 		rep.DeadLetteredAgain++
-		rep.Listed = append(rep.Listed, replay.AddrResult{Address: cb.Lineage.Original, Reason: fmt.Sprintf(
-			"its copy %s, which this batch published, is dead-lettered again: replay the copy as generation %d with dlqctl dlq replay %s --why …, or discard it with dlqctl dlq rm %s --why …",
-			cb.Copy, cb.Lineage.Generation+1, cb.Copy, cb.Copy)})
+		rep.Listed = append(rep.Listed, replay.AddrResult{Address: cb.Copy, Reason: fmt.Sprintf(
+			"the copy of %s, which this batch published, is dead-lettered again", cb.Lineage.Original),
+			Next: replay.ReplayOrDiscardNext, Generation: cb.Lineage.Generation + 1})
 	}
 	if err := p.settle(jctx, batch.ID, by, rep); err != nil {
 		return res, err
@@ -319,7 +318,7 @@ func NextSteps(rep *replay.Report) []Step {
 	}
 	var skipped []deadletter.Address
 	for _, l := range rep.Listed {
-		if strings.HasPrefix(l.Reason, "skipped") {
+		if l.Next == replay.DiscardNext || l.Next == replay.GenerationCapNext {
 			skipped = append(skipped, l.Address)
 		}
 	}

@@ -53,7 +53,7 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 		if err != nil {
 			return e.settle(cctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) {
 				r.Failed++
-				r.Listed = append(r.Listed, AddrResult{a, "failed: checking whether it is back in the DLQ: " + err.Error()})
+				r.Listed = append(r.Listed, AddrResult{Address: a, Reason: "failed: checking whether it is back in the DLQ: " + err.Error()})
 			})
 		}
 		if !present {
@@ -64,8 +64,8 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 			// does not act twice on an address; a person decides.
 			return e.settle(cctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) {
 				r.DeadLetteredAgain++
-				r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("dead-lettered again after this batch %s it (%s): replay it as generation %d with dlqctl dlq replay %s --why …, or discard it with dlqctl dlq rm %s --why …",
-					pastTense(ent.Action), stamp(ent.UpdatedAt), ent.Generation+1, a, a)})
+				r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("dead-lettered again after this batch %s it (%s)", pastTense(ent.Action), stamp(ent.UpdatedAt)),
+					Next: ReplayOrDiscardNext, Generation: ent.Generation + 1})
 			})
 		}
 		// Back in the DLQ after another batch: acted on afresh, a replay as
@@ -104,7 +104,7 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 	if why := a.Unreachable(); why != "" {
 		return e.settle(cctx, ent, ledger.Skipped, "unreachable", why, func(r *Report) {
 			r.Unreachable++
-			r.Listed = append(r.Listed, AddrResult{a, "unreachable: " + why + "; nothing was sent (the broker cannot be asked about this address)"})
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: "unreachable: " + why + "; nothing was sent (the broker cannot be asked about this address)"})
 		})
 	}
 	if e.o.Action == deadletter.Discard {

@@ -177,7 +177,7 @@ func (e *Engine) settle(ctx context.Context, ent *ledger.Entry, state, outcome, 
 		over := e.o.MaxFailures > 0 && e.failed >= e.o.MaxFailures
 		e.mu.Unlock()
 		if over {
-			e.stop(fmt.Sprintf("stopped after %d failure(s) (--max-failures %d)", e.o.MaxFailures, e.o.MaxFailures))
+			e.stopFor(fmt.Sprintf("stopped after %d failure(s), the batch's limit", e.o.MaxFailures), FailureLimitNext)
 		}
 	}
 	return nil
@@ -196,7 +196,7 @@ func (e *Engine) fail(ctx context.Context, ent *ledger.Entry, reason string, err
 	}
 	if serr := e.settle(ctx, ent, ledger.Failed, "", err.Error(), func(r *Report) {
 		r.Failed++
-		r.Listed = append(r.Listed, AddrResult{ent.Address, reason + err.Error()})
+		r.Listed = append(r.Listed, AddrResult{Address: ent.Address, Reason: reason + err.Error()})
 	}); serr != nil {
 		return serr
 	}

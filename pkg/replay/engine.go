@@ -279,11 +279,14 @@ func (e *Engine) stopped() bool {
 	return e.rep.Stopped != ""
 }
 
-func (e *Engine) stop(reason string) {
+func (e *Engine) stop(reason string) { e.stopFor(reason, "") }
+
+// stopFor stops scheduling for reason, leaving next to an operator.
+func (e *Engine) stopFor(reason string, next Next) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.rep.Stopped == "" {
-		e.rep.Stopped = reason
+		e.rep.Stopped, e.rep.StopNext = reason, next
 	}
 }
 
@@ -308,6 +311,6 @@ func (e *Engine) record(f func(r *Report)) {
 	f(&e.rep)
 }
 
-func (e *Engine) list(a deadletter.Address, reason string) {
-	e.record(func(r *Report) { r.Listed = append(r.Listed, AddrResult{Address: a, Reason: reason}) })
+func (e *Engine) list(a deadletter.Address, reason string, next Next) {
+	e.record(func(r *Report) { r.Listed = append(r.Listed, AddrResult{Address: a, Reason: reason, Next: next}) })
 }

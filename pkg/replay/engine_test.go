@@ -384,7 +384,7 @@ func TestMaxRefailuresPauses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(rep.Stopped, "--max-refailures 5") || rep.Refailed < 5 || rep.NotStarted == 0 || rep.Replayed > 10 {
+	if !strings.Contains(rep.Stopped, "the batch's limit of 5") || rep.StopNext != replay.RefailureLimitNext || rep.Refailed < 5 || rep.NotStarted == 0 || rep.Replayed > 10 {
 		t.Fatalf("report %+v", rep)
 	}
 }
@@ -393,7 +393,7 @@ func TestMaxFailuresStops(t *testing.T) {
 	r := newRig(t, 60, "")
 	r.b.SetFaults(sandbox.Faults{Fail503Every: 1})
 	rep := r.run(t, "b", r.items(t), true, func(o *replay.Options) { o.Via, o.Concurrency, o.MaxFailures = replay.ViaEndpoint, 1, 3 })
-	if rep.Failed != 3 || !strings.Contains(rep.Stopped, "--max-failures 3") || rep.NotStarted == 0 {
+	if rep.Failed != 3 || !strings.Contains(rep.Stopped, "after 3 failure(s), the batch's limit") || rep.StopNext != replay.FailureLimitNext || rep.NotStarted == 0 {
 		t.Fatalf("report %+v", rep)
 	}
 }

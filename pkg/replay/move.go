@@ -68,7 +68,7 @@ func (e *Engine) move(ctx context.Context, it Item, ent *ledger.Entry) error {
 			}
 			continue
 		case errors.Is(err, client.ErrRouteMissing):
-			e.stop("the broker has no move route (POST /api/v1/dlq/{id}/replay): it is not the Queen 1.6 it was taken for; replay with --via manual")
+			e.stopFor("the broker has no move route (POST /api/v1/dlq/{id}/replay): it is not the Queen 1.6 it was taken for", ManualPathNext)
 		}
 		e.stopOnRefusal(err)
 		// Retryable: the next run looks for the copy, then moves the row.
@@ -169,7 +169,7 @@ func (e *Engine) heldMoreThanOnce(a deadletter.Address, ours string, theirs []st
 	}
 	e.record(func(r *Report) {
 		r.HeldMoreThanOnce++
-		r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("held %d times by the broker: %s", n, hands)})
+		r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("held %d times by the broker: %s", n, hands)})
 	})
 }
 

@@ -149,7 +149,7 @@ func ParseWindow(s string) (Window, error) {
 		return Window{}, fmt.Errorf("invalid window %q: %v", s, err)
 	}
 	if w.from == w.to {
-		return Window{}, fmt.Errorf("invalid window %q: it starts where it ends (leave --window out to publish at any time)", s)
+		return Window{}, fmt.Errorf("invalid window %q: it starts where it ends (no window publishes at any time)", s)
 	}
 	return w, nil
 }

@@ -54,7 +54,7 @@ func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) e
 				return err
 			}
 			e.record(func(r *Report) { r.Unknown++ })
-			e.list(a, "unknown: an endpoint replay's answer was lost and the row is still there; check the live queue, then re-run with --retry-unknown")
+			e.list(a, "unknown: an endpoint replay's answer was lost and the row is still there", RetryUnknownNext)
 			return nil
 		}
 		ent.State = ledger.Pending
@@ -77,7 +77,7 @@ func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) e
 	if e.o.MaxGeneration > 0 && ent.Generation > e.o.MaxGeneration {
 		return e.settle(ctx, ent, ledger.Skipped, "generation-cap", "", func(r *Report) {
 			r.SkippedGeneration++
-			r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("skipped: generation %d is past --max-generation %d (it keeps failing after replays)", ent.Generation, e.o.MaxGeneration)})
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("skipped: generation %d is past the batch's cap of %d (it keeps failing after replays)", ent.Generation, e.o.MaxGeneration), Next: GenerationCapNext})
 		})
 	}
 	payload := it.Data()
@@ -105,7 +105,7 @@ func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) e
 		}
 		return e.settle(ctx, ent, ledger.Skipped, "undecryptable", "", func(r *Report) {
 			r.SkippedEncrypted++
-			r.Listed = append(r.Listed, AddrResult{a, "skipped: undecryptable envelope (wrong or rotated key); left in place"})
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: "skipped: undecryptable envelope (wrong or rotated key); left in place", Next: DiscardNext})
 		})
 	}
 	if Pinned(ent) && ent.ReplayQueue != "" && ent.ReplayQueue != e.destQueue(it) {
@@ -113,7 +113,7 @@ func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) e
 		// same id in another queue is no duplicate. A person decides.
 		e.record(func(r *Report) {
 			r.Failed++
-			r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("not sent: an earlier attempt pushed it to queue %s as %s and may have landed; replay it to that queue, or check that queue and discard it", ent.ReplayQueue, ent.ReplayTxID)})
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not sent: an earlier attempt pushed it to queue %s as %s and may have landed; replay it to that queue, or check that queue and discard it", ent.ReplayQueue, ent.ReplayTxID)})
 		})
 		return e.save(ctx, ent, true)
 	}
@@ -160,9 +160,9 @@ func (e *Engine) endpoint(ctx context.Context, ent *ledger.Entry) error {
 		}
 		return e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
 	case errors.Is(err, client.ErrRouteMissing):
-		return e.settle(ctx, ent, ledger.Failed, "", "the broker has no /retry route; use --via manual or auto", func(r *Report) {
+		return e.settle(ctx, ent, ledger.Failed, "", "the broker has no /retry route", func(r *Report) {
 			r.Failed++
-			r.Listed = append(r.Listed, AddrResult{a, "failed: the broker has no /retry route (use --via auto or manual)"})
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: "failed: the broker has no /retry route", Next: OtherPathNext})
 		})
 	case errors.Is(err, client.ErrNoDeadLetterRow):
 		return e.settle(ctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
@@ -190,7 +190,7 @@ func (e *Engine) resolveEndpoint(ctx context.Context, ent *ledger.Entry) error {
 		}
 		e.record(func(r *Report) {
 			r.Failed++
-			r.Listed = append(r.Listed, AddrResult{ent.Address, "unresolved: the replay call's answer was lost and the row could not be checked: " + err.Error()})
+			r.Listed = append(r.Listed, AddrResult{Address: ent.Address, Reason: "unresolved: the replay call's answer was lost and the row could not be checked: " + err.Error()})
 		})
 		e.heard(err)
 		return nil
@@ -200,7 +200,7 @@ func (e *Engine) resolveEndpoint(ctx context.Context, ent *ledger.Entry) error {
 	}
 	return e.settle(ctx, ent, ledger.Unknown, "", "answer lost; row still dead-lettered", func(r *Report) {
 		r.Unknown++
-		r.Listed = append(r.Listed, AddrResult{ent.Address, "unknown: the replay call's answer was lost and the row is still there; check the live queue, then re-run with --retry-unknown"})
+		r.Listed = append(r.Listed, AddrResult{Address: ent.Address, Reason: "unknown: the replay call's answer was lost and the row is still there", Next: RetryUnknownNext})
 	})
 }
 
@@ -244,8 +244,8 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 		// suppressed, the correction silently lost. A person decides.
 		e.record(func(r *Report) {
 			r.Failed++
-			r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("not sent: an earlier attempt pushed it to queue %s as %s with another payload (another --transform, or none), and it may be live; this one would be suppressed as a duplicate. Check queue %s for %s: if it is there, discard this dead letter (dlqctl dlq rm %s --why …) and publish the correction yourself; if not, replay it with the earlier batch's --transform",
-				ent.ReplayQueue, ent.ReplayTxID, ent.ReplayQueue, ent.ReplayTxID, a)})
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not sent: an earlier attempt pushed it to queue %s as %s with another payload (another transform, or none), and it may be live; this one would be suppressed as a duplicate",
+				ent.ReplayQueue, ent.ReplayTxID), Next: CheckEarlierCopyNext})
 		})
 		return e.save(ctx, ent, true)
 	}
@@ -313,7 +313,7 @@ func (e *Engine) transform(ctx context.Context, ent *ledger.Entry, payload json.
 	if terr != nil {
 		return nil, false, e.settle(ctx, ent, ledger.Failed, "", "transform: "+terr.Error(), func(r *Report) {
 			r.Failed++
-			r.Listed = append(r.Listed, AddrResult{ent.Address, "failed: --transform: " + terr.Error()})
+			r.Listed = append(r.Listed, AddrResult{Address: ent.Address, Reason: "failed: the transform: " + terr.Error()})
 		})
 	}
 	return out, true, nil
@@ -358,7 +358,7 @@ func (e *Engine) stopOnRefusal(err error) {
 		e.mu.Lock()
 		e.rep.BrokerDown = true
 		e.mu.Unlock()
-		e.stop("the broker is a standby cluster (503, code standby): it refuses every write until it is promoted, so nothing more is sent; point --server at the primary, or resume once this cluster is promoted")
+		e.stopFor("the broker is a standby cluster (503, code standby): it refuses every write until it is promoted, so nothing more is sent", PrimaryNext)
 	case errors.Is(err, client.ErrFull):
 		e.stop("the broker's storage is full (507): nothing more can be published until it has room; " + err.Error())
 	case errors.Is(err, client.ErrRefused):
@@ -390,7 +390,7 @@ func (e *Engine) deleteAfterPush(ctx context.Context, it Item, ent *ledger.Entry
 		e.heldMoreThanOnce(it.Address, ent.ReplayTxID, cps)
 		return nil
 	}
-	e.list(it.Address, fmt.Sprintf("replayed as %s; its delete removed %d of the %d rows the message had: another hand removed the others meanwhile (no copy of theirs was found, so none was replayed)", ent.ReplayTxID, n, planned))
+	e.list(it.Address, fmt.Sprintf("replayed as %s; its delete removed %d of the %d rows the message had: another hand removed the others meanwhile (no copy of theirs was found, so none was replayed)", ent.ReplayTxID, n, planned), "")
 	return nil
 }
 
@@ -420,7 +420,7 @@ func (e *Engine) deleteRows(ctx context.Context, ent *ledger.Entry, count func(r
 		}
 		e.record(func(r *Report) {
 			r.Failed++
-			r.Listed = append(r.Listed, AddrResult{ent.Address, "published, but the dead-letter row could not be deleted: " + err.Error() + " (re-run to finish)"})
+			r.Listed = append(r.Listed, AddrResult{Address: ent.Address, Reason: "published, but the dead-letter row could not be deleted: " + err.Error() + " (re-run to finish)"})
 		})
 		return -1, nil
 	}

@@ -9,11 +9,57 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
-// AddrResult is an address the report lists.
+// AddrResult is an address the report lists: what became of it, in
+// the broker's and the ledger's terms (Reason), and what is left to an
+// operator (Next), which the front ends word in their own vocabulary.
 type AddrResult struct {
 	Address deadletter.Address `json:"address"`
 	Reason  string             `json:"reason"`
+	Next    Next               `json:"next,omitempty"`
+	// Generation is the generation a replay of it would publish (Next
+	// ReplayOrDiscard).
+	Generation int `json:"generation,omitempty"`
 }
+
+// Next is what a run leaves to an operator about an address, or about
+// the whole run when it stopped (Report.StopNext).
+type Next string
+
+const (
+	// RetryUnknownNext: a call's answer was lost and the row is still
+	// there; once the live queue is checked, the unknown ones can be
+	// retried.
+	RetryUnknownNext Next = "retry-unknown"
+	// OtherPathNext: the broker lacks the route this path calls (the
+	// /retry endpoint); another path can replay it.
+	OtherPathNext Next = "other-path"
+	// ManualPathNext: the broker has no move route; the manual path can
+	// replay the batch.
+	ManualPathNext Next = "manual-path"
+	// AnotherQueueNext: its destination queue is gone; it can be restored
+	// to another.
+	AnotherQueueNext Next = "another-queue"
+	// ReplayOrDiscardNext: it came back after this batch acted on it; a
+	// new batch replays it (as Generation) or discards it.
+	ReplayOrDiscardNext Next = "replay-or-discard"
+	// CheckEarlierCopyNext: an earlier attempt may have published it with
+	// another payload; whether that copy is live decides between a
+	// discard and a replay with the earlier transform.
+	CheckEarlierCopyNext Next = "check-earlier-copy"
+	// DiscardNext: it cannot be replayed as it is (undecryptable); a
+	// discard archives and removes it.
+	DiscardNext Next = "discard"
+	// GenerationCapNext: it is past the batch's generation cap; a discard
+	// removes it, a higher cap replays it once more.
+	GenerationCapNext Next = "generation-cap"
+	// PrimaryNext: the broker is a standby cluster; the primary takes the
+	// writes, or this one once promoted.
+	PrimaryNext Next = "primary"
+	// FailureLimitNext, RefailureLimitNext: the run stopped at the limit
+	// of failures, or of replayed messages failing again, it was given.
+	FailureLimitNext   Next = "failure-limit"
+	RefailureLimitNext Next = "refailure-limit"
+)
 
 // Report is the outcome of an execution.
 type Report struct {
@@ -73,6 +119,9 @@ type Report struct {
 	NotStarted  int    `json:"notStarted"`
 	Interrupted bool   `json:"interrupted"`
 	Stopped     string `json:"stopped,omitempty"` // why scheduling stopped early
+	// StopNext is what the stop leaves to an operator, if a front end
+	// can say more than Stopped.
+	StopNext Next `json:"stopNext,omitempty"`
 	// Pauses are the waits on pausers (consumer lag, the window), by kind.
 	Pauses      []Pause       `json:"pauses,omitempty"`
 	Elapsed     time.Duration `json:"-"`

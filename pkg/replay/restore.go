@@ -27,7 +27,7 @@ func (e *Engine) restore(pctx, ctx context.Context, it Item, ent *ledger.Entry) 
 		return e.settle(ctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) {
 			r.AlreadyDone++
 			if ent.BatchID != e.o.BatchID {
-				r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("already restored by batch %s as %s: not published again", ent.BatchID, ent.ReplayTxID)})
+				r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("already restored by batch %s as %s: not published again", ent.BatchID, ent.ReplayTxID)})
 			}
 		})
 	}
@@ -41,12 +41,12 @@ func (e *Engine) restore(pctx, ctx context.Context, it Item, ent *ledger.Entry) 
 	case deadletter.IsEnvelope(payload):
 		return e.settle(ctx, ent, ledger.Skipped, "undecryptable", "", func(r *Report) {
 			r.SkippedEncrypted++
-			r.Listed = append(r.Listed, AddrResult{a, "not restored: the archive kept an encryption envelope the broker could not decrypt (wrong or rotated key)"})
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: "not restored: the archive kept an encryption envelope the broker could not decrypt (wrong or rotated key)"})
 		})
 	case len(payload) == 0:
 		return e.settle(ctx, ent, ledger.Skipped, "no payload", "", func(r *Report) {
 			r.SkippedEncrypted++
-			r.Listed = append(r.Listed, AddrResult{a, "not restored: the archive kept no payload of it"})
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: "not restored: the archive kept no payload of it"})
 		})
 	}
 	queue, partition := e.destQueue(it), it.Partition
@@ -56,7 +56,7 @@ func (e *Engine) restore(pctx, ctx context.Context, it Item, ent *ledger.Entry) 
 	if e.o.GoneQueues[queue] {
 		return e.settle(ctx, ent, ledger.Skipped, "queue gone", "", func(r *Report) {
 			r.QueueGone++
-			r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("not restored: queue %s no longer exists (restore it --to-queue another)", queue)})
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not restored: queue %s no longer exists", queue), Next: AnotherQueueNext})
 		})
 	}
 	payload, ok, err := e.transform(ctx, ent, payload)
@@ -70,7 +70,7 @@ func (e *Engine) restore(pctx, ctx context.Context, it Item, ent *ledger.Entry) 
 		// copy. A person decides.
 		e.record(func(r *Report) {
 			r.Failed++
-			r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("not sent: an earlier attempt pushed it to queue %s as %s (another destination or payload), and it may be live there", ent.ReplayQueue, ent.ReplayTxID)})
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not sent: an earlier attempt pushed it to queue %s as %s (another destination or payload), and it may be live there", ent.ReplayQueue, ent.ReplayTxID)})
 		})
 		return e.save(ctx, ent, true)
 	}

@@ -204,7 +204,7 @@ func (e *Engine) refailedTooOften(ctx context.Context) bool {
 	e.rep.Refailed = n
 	e.mu.Unlock()
 	if n >= e.o.MaxRefailures {
-		e.stop(fmt.Sprintf("paused: %d replayed message(s) failed again (--max-refailures %d)", n, e.o.MaxRefailures))
+		e.stopFor(fmt.Sprintf("paused: %d replayed message(s) failed again, the batch's limit of %d", n, e.o.MaxRefailures), RefailureLimitNext)
 		return true
 	}
 	return false
@@ -287,7 +287,7 @@ func (e *Engine) runChain(ctx context.Context, c Chain, pos []int32) error {
 func (e *Engine) claimedChain(c Chain, a deadletter.Address, n int) {
 	e.record(func(r *Report) {
 		r.Claimed += n
-		r.Listed = append(r.Listed, AddrResult{a, fmt.Sprintf("claimed by another run working partition %s/%s; it and the %d after it are that run's (re-run this batch after it ends)", c.Queue, c.Partition, n-1)})
+		r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("claimed by another run working partition %s/%s; it and the %d after it are that run's (re-run this batch after it ends)", c.Queue, c.Partition, n-1)})
 	})
 	for range n {
 		e.markDone()
@@ -484,7 +484,7 @@ func (e *Engine) checkRefailures(ctx context.Context, always bool) bool {
 		e.mu.Unlock()
 	}
 	if over {
-		e.stop(fmt.Sprintf("paused: %d replayed message(s) failed again (--max-refailures %d)", n, e.o.MaxRefailures))
+		e.stopFor(fmt.Sprintf("paused: %d replayed message(s) failed again, the batch's limit of %d", n, e.o.MaxRefailures), RefailureLimitNext)
 	}
 	return over
 }
@@ -492,7 +492,7 @@ func (e *Engine) checkRefailures(ctx context.Context, always bool) bool {
 func (e *Engine) claimedItem(a deadletter.Address) {
 	e.record(func(r *Report) {
 		r.Claimed++
-		r.Listed = append(r.Listed, AddrResult{a, "claimed by another run that is working on this batch; re-run it after that run ends"})
+		r.Listed = append(r.Listed, AddrResult{Address: a, Reason: "claimed by another run that is working on this batch; re-run it after that run ends"})
 	})
 	e.markDone()
 }
