@@ -26,11 +26,21 @@ func (e *AwaitingError) Error() string {
 	return fmt.Sprintf("batch %s awaits approval by someone other than %s", e.BatchID, e.By)
 }
 
-// ChangedError: the plan is not the one approved.
-type ChangedError struct{ BatchID, What string }
+// ChangedError: the plan is not the one approved; What is the setting
+// that changed since, 0 for the manifest.
+type ChangedError struct {
+	BatchID string
+	What    Given
+}
 
-func (e *ChangedError) Error() string {
-	return fmt.Sprintf("batch %s was approved for another plan (%s changed since)", e.BatchID, e.What)
+func (e *ChangedError) Error() string { return e.Words(e.What.String()) }
+
+// Words is the refusal with the setting that changed called name.
+func (e *ChangedError) Words(name string) string {
+	if e.What == 0 {
+		name = "the manifest"
+	}
+	return fmt.Sprintf("batch %s was approved for another plan (%s changed since)", e.BatchID, name)
 }
 
 // planDigest binds an approval: the manifest's digest and what decides
@@ -71,14 +81,14 @@ func (p *Pending) approvalRefusal() error {
 	if planDigest(p.manifestDigest, p.settings) != p.approval.Digest {
 		var rec Settings
 		_ = json.Unmarshal(b.Settings, &rec)
-		what := "the manifest"
+		var what Given // the manifest
 		switch {
 		case rec.ToQueue != p.settings.ToQueue:
-			what = "--to-queue"
+			what = GivenToQueue
 		case rec.Transform != p.settings.Transform:
-			what = "--transform"
+			what = GivenTransform
 		case rec.ToPartition != p.settings.ToPartition:
-			what = "--to-partition"
+			what = GivenToPartition
 		}
 		return &ChangedError{BatchID: b.ID, What: what}
 	}

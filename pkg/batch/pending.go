@@ -9,6 +9,7 @@ package batch
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"iter"
 	"time"
 
@@ -316,7 +317,7 @@ func (p *Pending) resolvePath(ctx context.Context) (string, error) {
 		p.opts.Via = replay.ViaMove
 		return viaWords(s, replay.ViaMove), nil
 	case via == replay.ViaMove:
-		return "", errs.Usagef("--via move: this broker is %s, which has no move (Queen 1.6 added it); use --via auto or manual", rel.Name())
+		return "", refuse(errs.Usage, GivenVia, "move", fmt.Sprintf("this broker is %s, which has no move (Queen 1.6 added it); take auto or manual", rel.Name()))
 	case via != replay.ViaEndpoint || s.Transform != "" || s.ToQueue != "":
 		p.opts.Via = replay.ViaManual
 		return viaWords(s, replay.ViaManual), nil
@@ -328,7 +329,7 @@ func (p *Pending) resolvePath(ctx context.Context) (string, error) {
 	case err != nil:
 		return "", err
 	}
-	return "", errs.Usagef("--via endpoint: the broker has no /retry route (use --via auto or manual)")
+	return "", refuse(errs.Usage, GivenVia, "endpoint", "the broker has no /retry route; take auto or manual")
 }
 
 // release reads which Queen the broker runs (once a session) for the

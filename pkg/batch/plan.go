@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
@@ -147,7 +148,7 @@ func (p *Pending) tryTransform(ctx context.Context, it replay.Item) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return errs.Usagef("--transform fails on %s: %v; nothing was recorded or sent", it.Address, err)
+		return refuse(errs.Usage, GivenTransform, "", fmt.Sprintf("fails on %s: %v; nothing was recorded or sent", it.Address, err))
 	}
 	return nil
 }

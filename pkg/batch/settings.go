@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
@@ -67,6 +68,50 @@ const (
 // Has reports whether g names s.
 func (g Given) Has(s Given) bool { return g&s != 0 }
 
+var givenNames = map[Given]string{
+	GivenRate: "rate", GivenBurst: "burst", GivenConcurrency: "concurrency", GivenVia: "via", GivenToQueue: "to-queue",
+	GivenTransform: "transform", GivenMaxGeneration: "max-generation", GivenMaxFailures: "max-failures",
+	GivenMaxRefailures: "max-refailures", GivenOrder: "order", GivenMaxLag: "max-lag", GivenWindow: "window",
+	GivenNoTrace: "no-trace", GivenToPartition: "to-partition",
+}
+
+// String is the name of the one setting g names (the settings' JSON
+// names, as a batch records them).
+func (g Given) String() string {
+	if n, ok := givenNames[g]; ok {
+		return n
+	}
+	return fmt.Sprintf("settings(%#x)", uint16(g))
+}
+
+// SettingError refuses the value of one setting. It names the setting as
+// the settings do (Given's String); a front end words it with its own name
+// for the setting, a command line with the flag that gives it (Words).
+// Its kind is errs.Flag, or errs.Usage where the value is fine on its own
+// and the broker or the batch refuses it.
+type SettingError struct {
+	Setting Given
+	// Value is the value refused, when the refusal is about that value
+	// alone; Why is what is wrong, or what the batch keeps instead.
+	Value string
+	Why   string
+}
+
+func (e *SettingError) Error() string { return e.Words(e.Setting.String()) }
+
+// Words is the refusal with the setting called name.
+func (e *SettingError) Words(name string) string {
+	if e.Value != "" {
+		return fmt.Sprintf("invalid %s %s: %s", name, e.Value, e.Why)
+	}
+	return name + ": " + e.Why
+}
+
+// refuse is a SettingError of kind k.
+func refuse(k errs.Kind, s Given, value, why string) error {
+	return &errs.Error{Kind: k, Err: &SettingError{Setting: s, Value: value, Why: why}}
+}
+
 // recorded are a batch's recorded settings, each nil when the record
 // does not have it (decide records only the order; a run all of them).
 type recorded struct {
@@ -98,7 +143,7 @@ func take[T any](dst *T, rec *T, given bool) {
 func ParseMaxLag(s string) (time.Duration, error) {
 	d, err := duration.Parse(s)
 	if err != nil || d <= 0 {
-		return 0, errs.Flagf("invalid --max-lag %q: want a duration such as 2m or 1h", s)
+		return 0, refuse(errs.Flag, GivenMaxLag, strconv.Quote(s), "want a duration such as 2m or 1h")
 	}
 	return d, nil
 }
@@ -107,7 +152,7 @@ func ParseMaxLag(s string) (time.Duration, error) {
 func ParseWindow(s string) (replay.Window, error) {
 	w, err := replay.ParseWindow(s)
 	if err != nil {
-		return w, errs.Flagf("--window: %v", err)
+		return w, refuse(errs.Flag, GivenWindow, "", err.Error())
 	}
 	return w, nil
 }
@@ -145,13 +190,13 @@ func ResumeSettings(raw json.RawMessage, cur Settings, given Given) (Settings, e
 		}
 	}
 	if started && given.Has(GivenToQueue) && cur.ToQueue != *rec.ToQueue {
-		return cur, errs.Flagf("this batch publishes to %s; a resume cannot change --to-queue", destName(*rec.ToQueue))
+		return cur, refuse(errs.Flag, GivenToQueue, "", fmt.Sprintf("this batch publishes to %s; a resume cannot change it", destName(*rec.ToQueue)))
 	}
 	if started && given.Has(GivenToPartition) && cur.ToPartition != *rec.ToPartition {
-		return cur, errs.Flagf("this batch publishes to partition %q; a resume cannot change --to-partition", *rec.ToPartition)
+		return cur, refuse(errs.Flag, GivenToPartition, "", fmt.Sprintf("this batch publishes to partition %q; a resume cannot change it", *rec.ToPartition))
 	}
 	if started && given.Has(GivenTransform) && cur.Transform != *rec.Transform {
-		return cur, errs.Flagf("this batch was started with --transform %q; a resume cannot change it", *rec.Transform)
+		return cur, refuse(errs.Flag, GivenTransform, "", fmt.Sprintf("this batch was started with %q; a resume cannot change it", *rec.Transform))
 	}
 	out := cur
 	take(&out.Rate, rec.Rate, given.Has(GivenRate))
@@ -211,7 +256,7 @@ func rateWords(r float64) string {
 // would take months.
 func ValidateRate(r float64) error {
 	if math.IsNaN(r) || math.IsInf(r, 0) || r < 0 || (r > 0 && r < 0.01) || r > 1e6 {
-		return errs.Flagf("invalid --rate %v: want messages per second between 0.01 and 1000000, or 0 for unlimited", r)
+		return refuse(errs.Flag, GivenRate, fmt.Sprint(r), "want messages per second between 0.01 and 1000000, or 0 for unlimited")
 	}
 	return nil
 }
@@ -246,7 +291,7 @@ func (s Settings) Apply(o *replay.Options) error {
 	if s.Transform != "" {
 		t, err := CompileTransform(s.Transform)
 		if err != nil {
-			return errs.Flagf("invalid --transform: %v", err)
+			return refuse(errs.Flag, GivenTransform, "", "invalid: "+err.Error())
 		}
 		o.Transform = t
 	}

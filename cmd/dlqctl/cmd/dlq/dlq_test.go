@@ -95,7 +95,7 @@ func TestReplayFlags(t *testing.T) {
 			cmd.SetErr(io.Discard)
 			err := cmd.Execute()
 			if c.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				if err == nil || !strings.Contains(cmdutil.Message(err), c.wantErr) {
 					t.Fatalf("err = %v, want %q", err, c.wantErr)
 				}
 				return

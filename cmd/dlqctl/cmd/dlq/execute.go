@@ -18,7 +18,6 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 )
 
 // pastVerb says what a verb's batch does to its messages.
@@ -243,7 +242,7 @@ func refusal(err error, verb string) error {
 	case errors.As(err, &awaiting):
 		return &cmdutil.ExitError{Code: cmdutil.ExitAwaiting, Err: fmt.Errorf("%v: it runs once approved (dlqctl decisions approve %s --why …)", err, awaiting.BatchID)}
 	case errors.As(err, &changed):
-		return cmdutil.UsageError(fmt.Errorf("%v: run it as approved, or have the new plan approved (a new batch)", err))
+		return cmdutil.UsageError(fmt.Errorf("%w: run it as approved, or have the new plan approved (a new batch)", err))
 	case errors.Is(err, batch.ErrNoReason):
 		return cmdutil.FlagErrorf("--why is required: say why this batch is %s (it is recorded in the ledger)", pastVerb[verb])
 	case errors.As(err, &held):
@@ -398,19 +397,4 @@ func printReport(f *cmdutil.Factory, fm render.Format, rep *replay.Report, next 
 		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Silent: true}
 	}
 	return nil
-}
-
-// settingFlags are the flags that give a batch's settings.
-var settingFlags = map[string]batch.Given{
-	"rate": batch.GivenRate, "burst": batch.GivenBurst, "concurrency": batch.GivenConcurrency, "via": batch.GivenVia,
-	"to-queue": batch.GivenToQueue, "transform": batch.GivenTransform, "max-generation": batch.GivenMaxGeneration,
-	"max-failures": batch.GivenMaxFailures, "max-refailures": batch.GivenMaxRefailures, "order": batch.GivenOrder,
-	"max-lag": batch.GivenMaxLag, "window": batch.GivenWindow, "no-trace": batch.GivenNoTrace,
-}
-
-// givenIn names the settings the command line gave.
-func givenIn(fs *pflag.FlagSet) batch.Given {
-	var g batch.Given
-	fs.Visit(func(fl *pflag.Flag) { g |= settingFlags[fl.Name] })
-	return g
 }

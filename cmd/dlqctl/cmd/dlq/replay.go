@@ -67,7 +67,7 @@ calls in flight finish and prints how to resume.`,
   $ dlqctl dlq replay --queue orders --transform '.version = 4' --why "fix version" --yes`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Args = args
-			o.given = givenIn(cmd.Flags())
+			o.given = cmdutil.GivenIn(cmd.Flags())
 			if err := validateReplay(cmd, o); err != nil {
 				return err
 			}

@@ -48,7 +48,7 @@ a destination queue that no longer exists. Resume with --batch ID.`,
   $ dlqctl dlq restore 6f1c0a4e-…/order:8812:v3 --to-queue orders-recovery --why "check first" --yes`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Args = args
-			o.given = givenIn(cmd.Flags())
+			o.given = cmdutil.GivenIn(cmd.Flags())
 			if err := validateExec(&o.Exec); err != nil {
 				return err
 			}

@@ -36,7 +36,7 @@ says when.`,
   $ dlqctl dlq rm --queue notifications --failed-before 7d --why "expired receipts" --rate 50 --yes`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Args = args
-			o.given = givenIn(cmd.Flags())
+			o.given = cmdutil.GivenIn(cmd.Flags())
 			if err := validateExec(&o.Exec); err != nil {
 				return err
 			}

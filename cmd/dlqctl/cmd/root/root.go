@@ -92,7 +92,7 @@ func Run(ctx context.Context, f *cmdutil.Factory, args []string) int {
 	// Errors quote the broker (bodies, names): one line, nothing that can
 	// drive the terminal. A usage error may add a hint on lines of its own
 	// (cobra's "Did you mean this?").
-	msg, hint := err.Error(), ""
+	msg, hint := cmdutil.Message(err), ""
 	var fe *cmdutil.FlagError
 	flagErr := errors.As(err, &fe) || errs.KindOf(err) == errs.Flag
 	if flagErr {
