@@ -16,7 +16,9 @@ import (
 // printed: every message the discard deleted is live again exactly once
 // (none twice, none lost), the undecryptable ones the archive kept as
 // envelopes are said and left out, and restoring again publishes
-// nothing and says so.
+// nothing and says so. The broker fails writes throughout the killed
+// runs and their resumes: every 5th answered 503, every 7th carried out
+// and its answer cut off.
 func TestRestoreKilledAndResumedPublishesEachOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
@@ -35,6 +37,8 @@ func TestRestoreKilledAndResumedPublishesEachOnce(t *testing.T) {
 			if code != 0 || !strings.Contains(out, "Restore plan:") || len(w.b.LiveMessages()) != 0 {
 				t.Fatalf("dry run: exit %d, %d live\n%s", code, len(w.b.LiveMessages()), out)
 			}
+			w.b.SetFaults(sandbox.Faults{Fail503Every: 5, CutEvery: 7})
+			w.b.ResetCalls()
 			// Killed, a few tens of messages in, until a kill lands mid-run;
 			// then its resume killed too.
 			for k := 0; ; k++ {
@@ -52,8 +56,9 @@ func TestRestoreKilledAndResumedPublishesEachOnce(t *testing.T) {
 					w.killAfter(time.Duration(200+rng.IntN(300))*time.Millisecond, "dlq", "restore", "--batch", b.ID, "--yes", "--rate", "100")
 				}
 			}
-			// Finished: the recorded batches resumed, then a fresh
-			// selection for what a kill before the record left.
+			// Finished: the recorded batches resumed (the faults still on),
+			// then, the broker well again, a fresh selection for what a
+			// kill before the record or a fault left.
 			for _, b := range w.batches() {
 				if b.Action == ledger.ActionRestore && b.Status != ledger.StatusDone {
 					if out, code := w.run("dlq", "restore", "--batch", b.ID, "--yes", "--rate", "0"); code != 0 && code != 1 {
@@ -61,6 +66,12 @@ func TestRestoreKilledAndResumedPublishesEachOnce(t *testing.T) {
 					}
 				}
 			}
+			pushes := w.b.Calls()["POST /api/v1/push"]
+			if pushes < 35 {
+				t.Fatalf("%d pushes under the faults: too few to meet them", pushes)
+			}
+			t.Logf("%d pushes under the faults", pushes)
+			w.b.SetFaults(sandbox.Faults{})
 			w.run("dlq", "restore", "--all", "--why", "finish", "--yes", "--rate", "0")
 			live := map[string]int{}
 			for _, m := range w.b.LiveMessages() {
