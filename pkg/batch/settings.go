@@ -75,13 +75,23 @@ var givenNames = map[Given]string{
 	GivenNoTrace: "no-trace", GivenToPartition: "to-partition",
 }
 
-// String is the name of the one setting g names (the settings' JSON
-// names, as a batch records them).
+// String is the name of the one setting g names. The command lines give
+// each setting by the flag of its name (--rate, --to-queue, …).
 func (g Given) String() string {
 	if n, ok := givenNames[g]; ok {
 		return n
 	}
 	return fmt.Sprintf("settings(%#x)", uint16(g))
+}
+
+// GivenNamed is the setting of that name, 0 if none is.
+func GivenNamed(name string) Given {
+	for g, n := range givenNames {
+		if n == name {
+			return g
+		}
+	}
+	return 0
 }
 
 // SettingError refuses the value of one setting. It names the setting as
