@@ -25,7 +25,7 @@ func (p *Pending) paceBy(ctx context.Context, queues []string) error {
 			return err
 		}
 		if !known {
-			return refuse(errs.Usage, GivenMaxLag, "", "this broker reports no consumer-group lag (no maxTimeLag in GET /api/v1/consumer-groups), so a replay cannot be paced by it; pace it by its rate")
+			return refuse(errs.Usage, GivenMaxLag, "", "this broker reports no consumer-group lag (no maxTimeLag in GET /api/v1/consumer-groups), so a replay cannot be paced by it; pace it by rate instead")
 		}
 		lag.MaxLag, lag.MaxLagSecs = max, max.Seconds()
 		p.opts.Pausers = append(p.opts.Pausers, &replay.LagPauser{Source: p.env.Client, Queues: dests, Max: max})
