@@ -423,7 +423,7 @@ func (p *Pending) finishPlan() {
 	}
 	p.plan.SkippedHeld = p.skippedHeld
 	p.plan.Where = p.where.Notes()
-	p.plan.Trace = p.req.Action == deadletter.Replay && !p.settings.NoTrace && p.opts.Release.Traces()
+	p.plan.Trace = (p.req.Action == deadletter.Replay || p.req.Action == deadletter.Restore) && !p.settings.NoTrace && p.opts.Release.Traces()
 	if p.awaits() {
 		p.plan.ApprovalAbove = p.env.ApprovalAbove
 	}

@@ -91,7 +91,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	opts.Broker, opts.BatchID, opts.Owner = cl.Broker(), batch.ID, owner
 	opts.Progress = progress
 	var tr *tracer
-	if opts.Action == deadletter.Replay {
+	if opts.Action == deadletter.Replay || opts.Action == deadletter.Restore {
 		if tr = startTracer(cl, opts.Release, settings, batch); tr != nil {
 			opts.Replayed = tr.replayed
 		}

@@ -13,9 +13,9 @@ import (
 )
 
 // Replay lineage in the broker: on a broker that keeps traces (Queen
-// 1.x, 2.x), each copy a replay publishes gets a trace event naming the
-// batch, its action and reason, who decided, and the original's address,
-// so Queen's console shows why a message came back. The traces are
+// 1.x, 2.x), each copy a replay or a restore publishes gets a trace event
+// naming the batch, its action and reason, who decided, and the original's
+// address, so Queen's console shows why a message came back. The traces are
 // written beside the run, never in its way: the run hands each copy on
 // without waiting (a full queue drops it, counted), as many writers as
 // the run has workers post them (a trace is one call, as a copy's push
@@ -76,12 +76,12 @@ func (t *tracer) replayed(orig, copy deadletter.Address, generation int) {
 func (t *tracer) write() {
 	for it := range t.ch {
 		ctx, cancel := context.WithTimeout(context.Background(), traceTimeout)
-		err := t.cl.Trace(ctx, client.TraceEvent{PartitionID: it.copy.PartitionID, TransactionID: it.copy.TransactionID, EventType: "replay",
-			TraceNames: []string{TraceName, TraceName + ":batch:" + t.batch.ID},
-			Data: map[string]any{"dlqctl": map[string]any{
-				"batch": t.batch.ID, "action": t.batch.Action, "why": t.batch.Why, "by": t.batch.By,
-				"original": it.orig.String(), "generation": it.generation,
-			}}})
+		lineage := map[string]any{"batch": t.batch.ID, "action": t.batch.Action, "why": t.batch.Why, "by": t.batch.By, "original": it.orig.String()}
+		if t.batch.Action == ledger.ActionReplay {
+			lineage["generation"] = it.generation
+		}
+		err := t.cl.Trace(ctx, client.TraceEvent{PartitionID: it.copy.PartitionID, TransactionID: it.copy.TransactionID, EventType: t.batch.Action,
+			TraceNames: []string{TraceName, TraceName + ":batch:" + t.batch.ID}, Data: map[string]any{"dlqctl": lineage}})
 		cancel()
 		if err != nil {
 			t.fail(t.cl.Redact(err.Error()))

@@ -164,7 +164,7 @@ func (e *Engine) settle(ctx context.Context, ent *ledger.Entry, state, outcome, 
 		e.rep.RowsRemoved += e.rows[ent.Address]
 	}
 	e.mu.Unlock()
-	if outcome == "replayed" && ent.ReplayTxID != "" && e.o.Replayed != nil {
+	if (outcome == "replayed" || outcome == deadletter.OutcomeRestored) && ent.ReplayTxID != "" && e.o.Replayed != nil {
 		part := ent.ReplayPartitionID
 		if part == "" {
 			part = ent.Address.PartitionID // in place: the original's partition

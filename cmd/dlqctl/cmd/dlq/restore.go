@@ -16,6 +16,7 @@ type RestoreOptions struct {
 	ToQueue     string
 	ToPartition string
 	Transform   string
+	NoTrace     bool
 	Args        []string
 
 	given batch.Given
@@ -71,6 +72,7 @@ a destination queue that no longer exists. Resume with --batch ID.`,
 	fl.StringVar(&o.ToQueue, "to-queue", "", "publish to this queue instead of each message's own")
 	fl.StringVar(&o.ToPartition, "to-partition", "", "publish to this partition instead of each message's own")
 	fl.StringVar(&o.Transform, "transform", "", "jq expression applied to each payload before publishing, tried on every payload while planning")
+	fl.BoolVar(&o.NoTrace, "no-trace", false, "write no trace event in the broker for the copies (on Queen 1.x and 2.x, each copy otherwise gets one naming the batch, its reason and the archived original; a failed one never fails the restore)")
 	return cmd
 }
 
@@ -78,6 +80,6 @@ a destination queue that no longer exists. Resume with --batch ID.`,
 func restoreSpec(o *RestoreOptions) execSpec {
 	return execSpec{verb: "restore", flags: &o.Exec, selection: &o.Selection, args: o.Args, base: batch.Request{
 		Action: deadletter.Restore, Given: o.given,
-		Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: o.Concurrency, ToQueue: o.ToQueue, ToPartition: o.ToPartition, Transform: o.Transform},
+		Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: o.Concurrency, ToQueue: o.ToQueue, ToPartition: o.ToPartition, Transform: o.Transform, NoTrace: o.NoTrace},
 	}}
 }

@@ -65,6 +65,47 @@ func TestReplayTracesEachCopy(t *testing.T) {
 	}
 }
 
+// A restore leaves the same lineage: each copy it publishes gets a trace
+// event of action restore, naming the batch, its reason and the archived
+// original (no generation: a restore is not a replay's next attempt).
+func TestRestoreTracesEachCopy(t *testing.T) {
+	for _, line := range []sandbox.Line{sandbox.Queen15, sandbox.Queen16, sandbox.Queen22} {
+		t.Run(line.String(), func(t *testing.T) {
+			b, cli := onLine(t, line)
+			if _, stderr, code := cli.Exec("dlq", "rm", "--class", "3ce87dde", "--why", "looked broken", "--yes", "--rate", "0"); code != 0 {
+				t.Fatalf("rm: exit %d\n%s", code, stderr)
+			}
+			out, _, _ := cli.Exec("dlq", "restore", "--class", "3ce87dde", "--dry-run")
+			if !strings.Contains(out, "trace: each copy gets a trace event") {
+				t.Fatalf("the restore plan does not say the copies will be traced:\n%s", out)
+			}
+			_, stderr, code := cli.Exec("dlq", "restore", "--class", "3ce87dde", "--why", "it was fine", "--yes", "--rate", "0")
+			id := regexp.MustCompile(`Batch (\S+): (\d+) restored`).FindStringSubmatch(stderr)
+			if code != 0 || id == nil {
+				t.Fatalf("restore: exit %d\n%s", code, stderr)
+			}
+			copies := map[string]bool{}
+			for _, m := range b.LiveMessages() {
+				copies[m.PartitionID+"/"+m.TransactionID] = true
+			}
+			traces := b.Traces()
+			if len(traces) != len(copies) || len(copies) == 0 || !strings.Contains(stderr, "Traced "+id[2]+" copies in the broker") {
+				t.Fatalf("%d traces for %d copies (%s restored)\n%s", len(traces), len(copies), id[2], stderr)
+			}
+			for _, tr := range traces {
+				var d struct {
+					Dlqctl map[string]any
+				}
+				if !copies[tr.PartitionID+"/"+tr.TransactionID] || tr.EventType != "restore" || json.Unmarshal(tr.Data, &d) != nil ||
+					d.Dlqctl["batch"] != id[1] || d.Dlqctl["action"] != "restore" || d.Dlqctl["why"] != "it was fine" || d.Dlqctl["original"] == "" ||
+					d.Dlqctl["generation"] != nil || !strings.Contains(strings.Join(tr.TraceNames, ","), "dlqctl:batch:"+id[1]) {
+					t.Fatalf("trace %+v (%s)", tr, tr.Data)
+				}
+			}
+		})
+	}
+}
+
 // A trace that cannot be written never changes the replay: every copy is
 // published once and every dead letter removed, the exit is 0, and the
 // summary says how many were not written. --no-trace writes none; a
