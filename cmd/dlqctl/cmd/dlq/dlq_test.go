@@ -25,9 +25,11 @@ import (
 	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testkit"
 	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/spf13/cobra"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -759,6 +761,27 @@ func TestCheckOnAnOlderServer(t *testing.T) {
 		}
 		if o.Requests > 3 {
 			t.Errorf("older server: %d requests for one scope (it answers everything at once)", o.Requests)
+		}
+	}
+}
+
+// A batch setting is given by the flag of its name (cmdutil.GivenIn): each
+// setting has that flag on dlq replay or dlq restore, so a resume knows
+// every setting the command line gave.
+func TestEverySettingHasItsFlag(t *testing.T) {
+	f := newFactory()
+	cmds := []*cobra.Command{dlq.NewCmdReplay(f, nil), dlq.NewCmdRestore(f), dlq.NewCmdRm(f)}
+	for bit := 0; bit < 16; bit++ {
+		g := batch.Given(1 << bit)
+		if batch.GivenNamed(g.String()) != g {
+			continue // no setting
+		}
+		found := false
+		for _, c := range cmds {
+			found = found || c.Flags().Lookup(g.String()) != nil
+		}
+		if !found {
+			t.Errorf("setting %s has no --%s flag on replay, restore or rm", g, g)
 		}
 	}
 }
