@@ -216,6 +216,13 @@ type message struct {
 	rows      []*row // its dead-letter rows, newest first
 }
 
+// stored is the precision a broker keeps a failure time at: every line
+// keeps it in a database at microseconds (PostgreSQL; 2.x's own store),
+// and 2.x lists all six digits while the older lines list milliseconds
+// (wireOf). A client that compares what it stored of one line against
+// what another list sends meets both.
+const stored = time.Microsecond
+
 type row struct {
 	id       string // the row's own id: what 1.x and 2.x list as id
 	msg      *message
@@ -400,7 +407,7 @@ func (b *Broker) AddDeadLetters(dls ...DeadLetter) {
 			b.pushedLocked(k, enq)
 		}
 		b.seq++
-		b.addRowLocked(&row{msg: m, Group: d.ConsumerGroup, Error: d.Error, Retries: d.RetryCount, FailedAt: d.FailedAt.UTC().Truncate(time.Millisecond), seq: b.seq})
+		b.addRowLocked(&row{msg: m, Group: d.ConsumerGroup, Error: d.Error, Retries: d.RetryCount, FailedAt: d.FailedAt.UTC().Truncate(stored), seq: b.seq})
 	}
 	sort.SliceStable(b.rows, func(i, j int) bool { return newer(b.rows[i], b.rows[j]) })
 	b.version++
@@ -479,7 +486,7 @@ func (b *Broker) FailAgain(queue, txid, group, errText string) bool {
 	for _, m := range b.live {
 		if m.Queue == queue && m.TxID == txid {
 			b.seq++
-			r := &row{msg: m, Group: group, Error: errText, Retries: 3, FailedAt: b.now().UTC().Truncate(time.Millisecond), seq: b.seq}
+			r := &row{msg: m, Group: group, Error: errText, Retries: 3, FailedAt: b.now().UTC().Truncate(stored), seq: b.seq}
 			b.addRowLocked(r)
 			sort.SliceStable(b.rows, func(i, j int) bool { return newer(b.rows[i], b.rows[j]) })
 			b.version++

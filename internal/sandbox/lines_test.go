@@ -197,7 +197,7 @@ func TestTwoXList(t *testing.T) {
 	if strings.Contains(pid, "-") || rows[0]["messageId"] == nil || rows[0]["payload"] == nil {
 		t.Fatalf("row %v", rows[0])
 	}
-	if !strings.HasSuffix(rows[0]["failedAt"].(string), "000Z") || len(rows[0]["failedAt"].(string)) != len("2006-01-02T15:04:05.000000Z") {
+	if len(rows[0]["failedAt"].(string)) != len("2006-01-02T15:04:05.000000Z") {
 		t.Fatalf("failedAt %v: want microseconds", rows[0]["failedAt"])
 	}
 	_, v, _ := call(t, "GET", srv.URL+"/api/v1/dlq?limit=1", "")

@@ -151,7 +151,7 @@ func (b *Broker) ackLocked(i int, req ackReq) map[string]any {
 	dlq := req.Status == "dlq" || req.Status == "failed"
 	if dlq {
 		b.seq++
-		b.addRowLocked(&row{msg: m, Group: req.ConsumerGroup, Error: req.Error, FailedAt: b.now().UTC().Truncate(time.Millisecond), seq: b.seq})
+		b.addRowLocked(&row{msg: m, Group: req.ConsumerGroup, Error: req.Error, FailedAt: b.now().UTC().Truncate(stored), seq: b.seq})
 		b.version++
 	}
 	return map[string]any{"index": i, "success": true, "dlq": dlq, "error": nil, "transactionId": req.TransactionID,

@@ -40,6 +40,9 @@ type Archiver struct {
 	// tx, while set, is the transaction chunks are written in (a batch's
 	// record: CreateBatchFrom); otherwise each chunk commits its own.
 	tx *sql.Tx
+	// millis: the broker's archive still has rows keyed by a failure time
+	// kept to the millisecond (before migration 22), asked once.
+	millis *bool
 }
 
 // archiveKey is what makes an archived row one row.
@@ -96,6 +99,9 @@ func (a *Archiver) Flush(ctx context.Context) error {
 		defer own.Rollback()
 		tx = own
 	}
+	if err := a.rekey(ctx, tx); err != nil {
+		return s.wrap("archiving", err)
+	}
 	seen := fmtTime(a.now)
 	err := s.insertRows(ctx, tx, `INSERT INTO archive (broker, partition_id, transaction_id, consumer_group, failed_at, message_id, queue, partition_name, error, retry_count, payload, first_seen, last_seen) VALUES `,
 		` ON CONFLICT (broker, partition_id, transaction_id, consumer_group, failed_at)
@@ -121,6 +127,35 @@ func (a *Archiver) Flush(ctx context.Context) error {
 	a.n += len(a.buf)
 	a.buf = a.buf[:0]
 	clear(a.at)
+	return nil
+}
+
+// rekey gives the buffered rows' archived rows that an older dlqctl
+// keyed by their failure time to the millisecond the key the row has
+// now, so that the row is one row (and not a row seen again beside one
+// that vanished).
+func (a *Archiver) rekey(ctx context.Context, tx *sql.Tx) error {
+	if a.millis == nil {
+		var one int
+		err := tx.QueryRowContext(ctx, a.s.rebind(`SELECT 1 FROM archive WHERE broker = ? AND length(failed_at) = 24 LIMIT 1`), a.broker).Scan(&one)
+		if err != nil && err != sql.ErrNoRows {
+			return err
+		}
+		millis := err == nil
+		a.millis = &millis
+	}
+	if !*a.millis {
+		return nil
+	}
+	for _, r := range a.buf {
+		now := fmtTime(r.FailedAt)
+		if _, err := a.s.exec(ctx, tx, `UPDATE archive SET failed_at = ? WHERE broker = ? AND partition_id = ? AND transaction_id = ? AND consumer_group = ? AND failed_at = ?
+			AND NOT EXISTS (SELECT 1 FROM archive a2 WHERE a2.broker = archive.broker AND a2.partition_id = archive.partition_id
+				AND a2.transaction_id = archive.transaction_id AND a2.consumer_group = archive.consumer_group AND a2.failed_at = ?)`,
+			now, a.broker, r.PartitionID, r.TransactionID, r.ConsumerGroup, r.FailedAt.UTC().Format(tsMillis), now); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -238,6 +238,12 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 	// the batches they made verified are done again.
 	{sql: `UPDATE journal SET verified = '' WHERE verified = 'completed';
 	UPDATE batches SET status = 'done' WHERE status = 'verified'`},
+	// 22: times to the nanosecond (ts), so that a failure time is kept as
+	// the broker sent it: 2.x lists microseconds, and a hold recorded at
+	// milliseconds covered none of its rows. Stored times are widened
+	// (widenTimes); the archive's keys are re-keyed as their rows are seen
+	// again (Archiver), and the partial index finds those left.
+	{sql: `CREATE INDEX archive_millis ON archive (broker) WHERE length(failed_at) = 24`, data: widenTimes},
 }
 
 // SchemaVersion is the schema this binary writes.
@@ -312,6 +318,40 @@ func (s *Store) migrateTo(ctx context.Context, upto int) error {
 		}
 	}
 	return s.wrap("committing the migration", tx.Commit())
+}
+
+// widenTimes rewrites the times a ledger kept to the millisecond in the
+// nanosecond format. The failure time a manifest saw (batch_items',
+// current_decisions') becomes the last nanosecond of its millisecond: it
+// stood for a row of a broker that may have sent microseconds, which the
+// decision still covers. Every other time becomes its millisecond's
+// first. The archive's failure time is a key, matched to what the broker
+// sends: it is left to the Archiver.
+func widenTimes(ctx context.Context, s *Store, tx *sql.Tx) error {
+	cols := map[string][]string{
+		"batches":           {"at", "until_at", "executed_at", "active_at", "beat_at"},
+		"batch_items":       {"failed_at"},
+		"journal":           {"claim_until", "updated_at", "verified_at"},
+		"archive":           {"first_seen", "last_seen", "gone_at"},
+		"audit":             {"at"},
+		"verifications":     {"at"},
+		"broker_aliases":    {"at"},
+		"current_decisions": {"at", "failed_at"},
+		"approvals":         {"at"},
+		"broker_servers":    {"at"},
+	}
+	for table, names := range cols {
+		for _, c := range names {
+			pad := "000000Z"
+			if c == "failed_at" {
+				pad = "999999Z"
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE `+table+` SET `+c+` = substr(`+c+`, 1, 23) || '`+pad+`' WHERE length(`+c+`) = 24`); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // notLedger turns SQLite's "not a database" into a clear refusal.

@@ -303,3 +303,62 @@ func TestOpenInterrupted(t *testing.T) {
 		t.Fatalf("opened under a cancelled context: %v", err)
 	}
 }
+
+// A ledger that kept times to the millisecond (before schema 22) keeps
+// its holds over the rows of a broker that sends microseconds, and its
+// archive's rows stay one row each when seen again: none vanishes.
+func TestMigrationWidensTimes(t *testing.T) {
+	for _, l := range testkit.Ledgers(t) {
+		t.Run(l.Name, func(t *testing.T) {
+			ctx := context.Background()
+			old, err := ledger.OpenAtSchema(ctx, l.DSN, 21)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const broker = "http://localhost:6632"
+			exec := rawExec(t, old, l.DSN)
+			a := addr(1)
+			exec(`INSERT INTO batches (id, broker, action, by_name, at, why, until_at, size) VALUES ('h', ?, 'hold', 'x', '2026-11-30T03:00:00.000Z', 'w', '2026-11-30T05:00:00.000Z', 1)`, broker)
+			exec(`INSERT INTO batch_items (batch_id, seq, broker, partition_id, transaction_id, queue, partition_name, groups, error, retry_count, failed_at)
+				VALUES ('h', 0, ?, ?, ?, 'orders', 'p1', '["billing"]', 'e', 3, '2026-11-30T02:00:00.073Z')`, broker, a.PartitionID, a.TransactionID)
+			exec(`INSERT INTO current_decisions (broker, partition_id, transaction_id, batch_id, at, queue, failed_at)
+				VALUES (?, ?, ?, 'h', '2026-11-30T03:00:00.000Z', 'orders', '2026-11-30T02:00:00.073Z')`, broker, a.PartitionID, a.TransactionID)
+			exec(`INSERT INTO archive (broker, partition_id, transaction_id, consumer_group, failed_at, queue, partition_name, error, retry_count, first_seen, last_seen)
+				VALUES (?, ?, ?, 'billing', '2026-11-30T02:00:00.073Z', 'orders', 'p1', 'e', 3, '2026-11-30T02:30:00.000Z', '2026-11-30T02:30:00.000Z')`, broker, a.PartitionID, a.TransactionID)
+			old.Close()
+			s, err := ledger.Open(ctx, l.DSN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			failed := time.Date(2026, 11, 30, 2, 0, 0, 73957000, time.UTC) // as 2.x lists it
+			now := testkit.Now.Add(time.Minute)
+			dec, err := s.LatestDecisionsFor(ctx, broker, []deadletter.Address{a})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, ok := dec[a]; !ok || !d.Holds(failed, now) || !d.Until.Equal(testkit.Now.Add(2*time.Hour)) {
+				t.Fatalf("the hold recorded at milliseconds: %+v (holds %v)", d, d.Holds(failed, now))
+			}
+			if d := dec[a]; d.Holds(failed.Add(time.Millisecond), now) {
+				t.Fatal("a failure a millisecond after the one the hold saw is held")
+			}
+			ar := s.NewArchiver(broker, now)
+			if err := ar.Add(ctx, deadletter.Row{PartitionID: a.PartitionID, TransactionID: a.TransactionID, Queue: "orders", Partition: "p1",
+				ConsumerGroup: "billing", ErrorMessage: "e", RetryCount: 3, FailedAt: failed}); err != nil {
+				t.Fatal(err)
+			}
+			if err := ar.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			res, err := s.MarkGone(ctx, broker, "", now, now)
+			if err != nil || res.Vanished != 0 || res.Gone != 0 {
+				t.Fatalf("sync after the migration: %+v %v", res, err)
+			}
+			rows, err := s.ArchivedRows(ctx, broker, ledger.ArchiveFilter{})
+			if err != nil || len(rows) != 1 || !rows[0].FailedAt.Equal(failed) || !rows[0].FirstSeen.Equal(testkit.Now.Add(-30*time.Minute)) {
+				t.Fatalf("archive: %+v %v", rows, err)
+			}
+		})
+	}
+}

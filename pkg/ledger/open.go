@@ -337,8 +337,15 @@ func (s *Store) wrap(op string, err error) error {
 }
 
 // ts is the one timestamp format in the ledger: fixed-width UTC with
-// milliseconds, so text order is time order on both engines.
-const ts = "2006-01-02T15:04:05.000Z"
+// nanoseconds, so text order is time order on both engines, and a time a
+// broker sent is kept as it was sent (2.x lists microseconds, the older
+// lines milliseconds): a row compared with what the ledger kept of it is
+// compared at the precision it has. Ledgers written before migration 22
+// kept milliseconds (tsMillis); the migration widened them.
+const (
+	ts       = "2006-01-02T15:04:05.000000000Z"
+	tsMillis = "2006-01-02T15:04:05.000Z"
+)
 
 func fmtTime(t time.Time) string {
 	if t.IsZero() {
@@ -358,7 +365,7 @@ func parseTime(s sql.NullString) time.Time {
 	if !s.Valid || s.String == "" {
 		return time.Time{}
 	}
-	t, _ := time.Parse(ts, s.String)
+	t, _ := time.Parse(time.RFC3339Nano, s.String)
 	return t
 }
 
