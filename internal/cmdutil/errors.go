@@ -78,7 +78,7 @@ func ExitCode(err error) int {
 		return ExitNotFound
 	case errors.Is(err, context.Canceled):
 		return ExitInterrupted
-	case errors.Is(err, client.ErrUnauthorized), errors.Is(err, client.ErrForbidden):
+	case errors.Is(err, client.ErrUnauthorized), errors.Is(err, client.ErrForbidden), errors.Is(err, ledger.ErrRefused):
 		return ExitAuth
 	case errors.Is(err, client.ErrNoDeadLetterRow), errors.Is(err, ledger.ErrNotFound):
 		return ExitNotFound

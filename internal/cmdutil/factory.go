@@ -296,7 +296,9 @@ func (f *Factory) noteServer(ctx context.Context, cl *client.Client, ld *ledger.
 }
 
 // BatchEnv is what the batch use cases work with: the session, the
-// clock, who is acting, and the config's policies and approval size.
+// clock, who is acting, and the config's policies and approval size: the
+// ledger's (the team's) unless the config asks approval of smaller
+// batches still.
 func (f *Factory) BatchEnv(ctx context.Context) (batch.Env, error) {
 	cfg, err := f.Config()
 	if err != nil {
@@ -306,8 +308,12 @@ func (f *Factory) BatchEnv(ctx context.Context) (batch.Env, error) {
 	if err != nil {
 		return batch.Env{}, err
 	}
+	team, err := ld.ApprovalThreshold(ctx)
+	if err != nil {
+		return batch.Env{}, err
+	}
 	return batch.Env{Client: cl, Ledger: ld, Now: f.Now, User: f.User(), Policies: cfg.PolicySetFor(f.ContextName()),
-		ApprovalAbove: cfg.Approval.MinMessages}, nil
+		ApprovalAbove: batch.StricterThreshold(team.Above, cfg.Approval.MinMessages)}, nil
 }
 
 // fileUnderAlias files the client's broker under what a person said of

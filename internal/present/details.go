@@ -131,6 +131,15 @@ func Identity(who string, vouched bool) string {
 	return "operating-system account " + render.Clean(who) + ", unvouched"
 }
 
+// Recorder says who recorded something: the name given, and the
+// identity the ledger knows where it says more.
+func Recorder(by, who string, vouched bool) string {
+	if who == "" || vouched && who == by {
+		return render.Clean(by)
+	}
+	return render.Clean(by) + " (" + Identity(who, vouched) + ")"
+}
+
 // Approver says who approved a batch: the name recorded, and the
 // identity the ledger knows where it says more.
 func Approver(a *ledger.Approval, vouched bool) string {

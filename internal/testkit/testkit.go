@@ -187,7 +187,7 @@ func Concurrently[T any](workers int, items []T, each func(T)) {
 // PostgresRoles returns, for each role named, a DSN that logs in as that
 // role on one fresh schema whose ledger is already made: each role may
 // read and write its tables, as the people of a team sharing a ledger
-// do. Roles are made if missing (they are the server's, not the
+// do. Under Owner, the DSN of the role that made the ledger. Roles are made if missing (they are the server's, not the
 // schema's) and log in without a password, as the test server trusts
 // loopback; without PostgreSQL the test is skipped (a failure in CI).
 func PostgresRoles(t testing.TB, roles ...string) map[string]string {
@@ -220,5 +220,9 @@ func PostgresRoles(t testing.TB, roles ...string) map[string]string {
 		as.User = url.User(role)
 		out[role] = as.String()
 	}
+	out[Owner] = dsn
 	return out
 }
+
+// Owner is PostgresRoles' key for the role that owns the ledger.
+const Owner = "owner"

@@ -43,6 +43,19 @@ func (e *ChangedError) Words(name string) string {
 	return fmt.Sprintf("batch %s was approved for another plan (%s changed since)", e.BatchID, name)
 }
 
+// StricterThreshold is the approval threshold of two (each 0 for none):
+// the one that asks a second person sooner. The team's, in the ledger,
+// binds everyone; a person's own config may only ask for more approval.
+func StricterThreshold(a, b int) int {
+	switch {
+	case a <= 0:
+		return max(b, 0)
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}
+
 // planDigest binds an approval: the manifest's digest and what decides
 // where the copies go and what they carry.
 func planDigest(manifest string, st Settings) string {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -88,17 +89,19 @@ func (s *Store) Approve(ctx context.Context, id, by, why, digest string, now tim
 		return nil, s.wrap("approving the batch", err)
 	}
 	defer tx.Rollback()
+	// The approval first: on PostgreSQL the database lets a batch that
+	// needs one leave awaiting-approval only once it exists (guard.go).
+	val, args := s.identityValue()
+	if _, err := s.exec(ctx, tx, `INSERT INTO approvals (batch_id, by_name, at, why, digest, approver) VALUES (?, ?, ?, ?, ?, `+val+`)`,
+		append([]any{b.ID, by, fmtTime(now), why, digest}, args...)...); err != nil {
+		return nil, s.wrap("approving the batch", err)
+	}
 	res, err := s.exec(ctx, tx, `UPDATE batches SET status = ? WHERE id = ? AND status = ?`, StatusRecorded, b.ID, StatusAwaiting)
 	if err != nil {
 		return nil, s.wrap("approving the batch", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil, fmt.Errorf("%w: batch %s changed while it was being approved; look again (decisions show %s)", ErrNotApprovable, b.ID, b.ID)
-	}
-	val, args := s.identityValue()
-	if _, err := s.exec(ctx, tx, `INSERT INTO approvals (batch_id, by_name, at, why, digest, approver) VALUES (?, ?, ?, ?, ?, `+val+`)`,
-		append([]any{b.ID, by, fmtTime(now), why, digest}, args...)...); err != nil {
-		return nil, s.wrap("approving the batch", err)
 	}
 	if err := s.auditTx(ctx, tx, now, b.Broker, b.ID, "approved", by, why); err != nil {
 		return nil, err
@@ -131,4 +134,69 @@ func (s *Store) ApprovalOf(ctx context.Context, id string) (*Approval, error) {
 	}
 	a.At = parseTime(sql.NullString{String: at, Valid: true})
 	return &a, nil
+}
+
+// Threshold is the team's approval threshold as the ledger keeps it: a
+// replay, discard or restore of more than Above messages needs a second
+// person's approval. Above 0: the ledger sets none.
+type Threshold struct {
+	Above int       `json:"minMessages"`
+	At    time.Time `json:"at,omitzero"`
+	By    string    `json:"by,omitempty"`
+	Role  string    `json:"role,omitempty"`
+	Why   string    `json:"why,omitempty"`
+}
+
+const thresholdName = "approval.min-messages"
+
+// ApprovalThreshold reads the ledger's threshold (zero Above: none).
+func (s *Store) ApprovalThreshold(ctx context.Context) (Threshold, error) {
+	var t Threshold
+	if s.schema < guardSchema {
+		return t, nil
+	}
+	var v, at string
+	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT value, at, by_name, by_role, why FROM ledger_settings WHERE name = ?`), thresholdName).Scan(&v, &at, &t.By, &t.Role, &t.Why)
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, nil
+	}
+	if err != nil {
+		return t, s.wrap("reading the approval threshold", err)
+	}
+	t.Above, _ = strconv.Atoi(v)
+	t.At = parseTime(sql.NullString{String: at, Valid: true})
+	return t, nil
+}
+
+// SetApprovalThreshold records the team's threshold (0 removes it), with
+// who and why in the audit. On PostgreSQL only the role that owns the
+// ledger may (ErrRefused otherwise).
+func (s *Store) SetApprovalThreshold(ctx context.Context, above int, by, why string, now time.Time) error {
+	if err := s.checkFile(ctx); err != nil {
+		return err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap("setting the approval threshold", err)
+	}
+	defer tx.Rollback()
+	if above == 0 {
+		_, err = s.exec(ctx, tx, `DELETE FROM ledger_settings WHERE name = ?`, thresholdName)
+	} else {
+		who, whoArgs := s.identityValue()
+		_, err = s.exec(ctx, tx, `INSERT INTO ledger_settings (name, value, at, by_name, why, by_role) VALUES (?, ?, ?, ?, ?, `+who+`)
+			ON CONFLICT (name) DO UPDATE SET value = excluded.value, at = excluded.at, by_name = excluded.by_name, why = excluded.why, by_role = excluded.by_role`,
+			append([]any{thresholdName, strconv.Itoa(above), fmtTime(now), by, why}, whoArgs...)...)
+	}
+	if err != nil {
+		return s.wrap("setting the approval threshold", err)
+	}
+	detail := fmt.Sprintf("approval above %d messages: %s", above, why)
+	if above == 0 {
+		detail = "no approval threshold: " + why
+	}
+	if err := s.auditTx(ctx, tx, now, "", "", "approval-threshold", by, detail); err != nil {
+		return err
+	}
+	return s.wrap("setting the approval threshold", tx.Commit())
 }

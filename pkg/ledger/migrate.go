@@ -244,6 +244,20 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 	// (widenTimes); the archive's keys are re-keyed as their rows are seen
 	// again (Archiver), and the partial index finds those left.
 	{sql: `CREATE INDEX archive_millis ON archive (broker) WHERE length(failed_at) = 24`, data: widenTimes},
+	// 23: four eyes kept by the database (guard.go): the team's approval
+	// threshold in the ledger, the role that wrote each audit line, one
+	// manifest item a position, and on PostgreSQL the guards.
+	{sql: `CREATE TABLE ledger_settings (
+		name    TEXT PRIMARY KEY,
+		value   TEXT NOT NULL,
+		at      TEXT NOT NULL,
+		by_name TEXT NOT NULL DEFAULT '',
+		by_role TEXT NOT NULL DEFAULT '',
+		why     TEXT NOT NULL DEFAULT ''
+	);
+	ALTER TABLE audit ADD COLUMN role TEXT NOT NULL DEFAULT '';
+	DROP INDEX batch_items_seq;
+	CREATE UNIQUE INDEX batch_items_seq ON batch_items (batch_id, seq)`, data: installGuards},
 }
 
 // SchemaVersion is the schema this binary writes.

@@ -329,6 +329,9 @@ func (s *Store) wrap(op string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
+	if r := refused(err); r != nil {
+		return fmt.Errorf("%s: %w", op, r)
+	}
 	msg := firstLine(err)
 	if strings.Contains(msg, "readonly") || strings.Contains(msg, "read-only") || strings.Contains(msg, "read only") || strings.Contains(msg, "permission denied") {
 		return fmt.Errorf("%w: %s: %s: writing is not permitted (a read-only file or role; check permissions, or point --ledger elsewhere)", ErrBadDSN, s.shown, op)

@@ -21,7 +21,7 @@ func NewCmdDecisions(f *cmdutil.Factory) *cobra.Command {
 		Use:   "decisions",
 		Short: "The audit log: every batch decided or executed, by whom and why",
 	})
-	cmd.AddCommand(NewCmdLs(f), NewCmdShow(f), NewCmdCancel(f), NewCmdApprove(f), NewCmdVerify(f))
+	cmd.AddCommand(NewCmdLs(f), NewCmdShow(f), NewCmdCancel(f), NewCmdApprove(f), NewCmdVerify(f), NewCmdThreshold(f))
 	return cmd
 }
 

@@ -1,6 +1,10 @@
 package dlq_test
 
 import (
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -149,5 +153,110 @@ func TestTheAuthorIsNotAFlag(t *testing.T) {
 				t.Fatalf("the unapproved batch ran: depth %d of %d\n%s", b.Depth(), depth, stderr)
 			}
 		})
+	}
+}
+
+// psql runs one statement as the role dsn logs in as, with psql itself,
+// as a person holding that role's rights would; the statement's error
+// (psql's stderr, with the SQLSTATE: the guards' is DQ001) or nil.
+func psql(t *testing.T, dsn, stmt string) error {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	schema := q.Get("search_path")
+	q.Del("search_path")
+	u.RawQuery = q.Encode()
+	cmd := exec.Command("psql", u.String(), "-v", "ON_ERROR_STOP=1", "-v", "VERBOSITY=verbose", "-qAtc", stmt)
+	cmd.Env = append(os.Environ(), "PGOPTIONS=-c search_path="+schema)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	return nil
+}
+
+// Four eyes on a shared PostgreSQL ledger is the database's to keep: a
+// role holding the rights docs/configuration.md gives cannot make the
+// record say another role wrote its batch, set its own batch free, write
+// an approval in another's name, undo one, rewrite the audit or the
+// manifest, or lower the team's threshold, with psql or with its own
+// config; judged by what the broker holds.
+func TestFourEyesIsKeptByTheDatabase(t *testing.T) {
+	if _, err := exec.LookPath("psql"); err != nil && os.Getenv("CI") == "" {
+		t.Skip("psql is not installed")
+	}
+	b, cli := seeded(t)
+	as := team(t, cli)
+	alice, bob, carol := as["dlqctl_alice"], as["dlqctl_bob"], as["dlqctl_carol"]
+	for _, who := range []string{alice, carol} {
+		cli.Env["DLQCTL_LEDGER"] = who
+		if _, stderr, code := cli.Exec("decisions", "threshold", "1000", "--why", "mine"); code != 4 || !strings.Contains(stderr, "the role that owns the ledger") {
+			t.Fatalf("a role that does not own the ledger set its threshold: exit %d\n%s", code, stderr)
+		}
+	}
+	cli.Env["DLQCTL_LEDGER"] = as[testkit.Owner]
+	if _, stderr, code := cli.Exec("decisions", "threshold", "5", "--why", "incident review"); code != 0 {
+		t.Fatalf("the owner sets the threshold: exit %d\n%s", code, stderr)
+	}
+	// Alice's own config asks for approval only past 1000: the team's 5
+	// binds her all the same.
+	cli.Env["DLQCTL_LEDGER"] = alice
+	cli.WriteConfig("approval:\n  min-messages: 1000\n")
+	if out, _, _ := cli.Exec("decisions", "threshold"); !strings.Contains(out, "more than 5 messages") || !strings.Contains(out, "await a second person's approval in this session") {
+		t.Fatalf("decisions threshold:\n%s", out)
+	}
+	depth := b.Depth()
+	out, stderr, code := cli.Exec("dlq", "replay", "--queue", "orders", "--why", "inventory fixed", "--yes", "--rate", "0")
+	id := strings.TrimSpace(out)
+	if code != 6 || id == "" || b.Depth() != depth {
+		t.Fatalf("a batch past the team's threshold: exit %d\n%s", code, stderr)
+	}
+	for _, forgery := range []string{
+		`UPDATE batches SET author = 'dlqctl_bob' WHERE id = '` + id + `'`,
+		`UPDATE batches SET status = 'recorded', needs_approval = 0 WHERE id = '` + id + `'`,
+		`UPDATE batches SET status = 'recorded' WHERE id = '` + id + `'`,
+		`UPDATE batches SET size = 4 WHERE id = '` + id + `'`,
+		`DELETE FROM batches WHERE id = '` + id + `'`,
+		`INSERT INTO approvals (batch_id, by_name, at, why, digest, approver) VALUES ('` + id + `', 'dlqctl_bob', '2026-11-30T03:00:00.000000000Z', 'ok', 'x', 'dlqctl_bob')`,
+		// A temporary table is searched before the ledger's schema; the
+		// guards read their own schema.
+		`CREATE TEMP TABLE approvals (batch_id text, approver text); INSERT INTO approvals VALUES ('` + id + `', 'dlqctl_bob'); UPDATE batches SET status = 'recorded' WHERE id = '` + id + `'`,
+		`UPDATE batch_items SET transaction_id = 'order:1' WHERE batch_id = '` + id + `'`,
+		`DELETE FROM batch_items WHERE batch_id = '` + id + `'`,
+		`INSERT INTO batches (id, broker, action, by_name, at, why, size) VALUES ('forged', '` + cli.Broker() + `', 'replay', 'oncall', '2026-11-30T03:00:00.000000000Z', 'w', 20)`,
+		`UPDATE ledger_settings SET value = '100000'`,
+		`DELETE FROM ledger_settings`,
+		`UPDATE audit SET by_name = 'dlqctl_bob'`,
+		`DELETE FROM audit`,
+	} {
+		if err := psql(t, alice, forgery); err == nil || !strings.Contains(err.Error(), "DQ001") {
+			t.Errorf("alice's forgery was let through: %s (%v)", forgery, err)
+		}
+	}
+	if _, stderr, code := cli.Exec("dlq", "replay", "--batch", id, "--yes", "--rate", "0"); code != 6 || b.Depth() != depth || len(b.LiveMessages()) != 0 {
+		t.Fatalf("the batch ran without a second person: exit %d, depth %d of %d\n%s", code, b.Depth(), depth, stderr)
+	}
+	cli.Env["DLQCTL_LEDGER"] = bob
+	if _, stderr, code := cli.Exec("decisions", "approve", id, "--why", "checked the plan"); code != 0 {
+		t.Fatalf("bob's approval: exit %d\n%s", code, stderr)
+	}
+	for _, forgery := range []string{
+		`UPDATE approvals SET approver = 'dlqctl_carol'`,
+		`DELETE FROM approvals`,
+		`UPDATE batches SET status = 'awaiting-approval', author = 'dlqctl_carol' WHERE id = '` + id + `'`,
+	} {
+		if err := psql(t, alice, forgery); err == nil || !strings.Contains(err.Error(), "DQ001") {
+			t.Errorf("alice's forgery after the approval was let through: %s (%v)", forgery, err)
+		}
+	}
+	cli.Env["DLQCTL_LEDGER"] = alice
+	if _, stderr, code := cli.Exec("dlq", "replay", "--batch", id, "--yes", "--rate", "0"); code != 0 || b.Depth() >= depth {
+		t.Fatalf("the approved batch: exit %d\n%s", code, stderr)
+	}
+	out, _, _ = cli.Exec("decisions", "show", id)
+	if !strings.Contains(out, "recorded by database role dlqctl_alice") || !strings.Contains(out, "dlqctl_bob") {
+		t.Fatalf("decisions show of the batch:\n%s", out)
 	}
 }
