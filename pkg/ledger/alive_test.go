@@ -23,10 +23,10 @@ func TestOwnerAliveIsTheRunningProcess(t *testing.T) {
 		t.Fatalf("this process (%s) is not alive", me)
 	}
 	parts := strings.Split(me, ":")
-	if len(parts) != 4 {
-		t.Fatalf("owner %q: want host:pid:nonce:start", me)
+	if len(parts) != 5 {
+		t.Fatalf("owner %q: want host:pid:nonce:start:where", me)
 	}
-	if ledger.OwnerAlive(strings.Join(append(parts[:3:3], parts[3]+"1"), ":")) {
+	if ledger.OwnerAlive(strings.Join(append(parts[:3:3], parts[3]+"1", parts[4]), ":")) {
 		t.Fatal("this pid with another start time is alive")
 	}
 	c := exec.Command("sleep", "30")
@@ -47,4 +47,28 @@ func TestOwnerAliveIsTheRunningProcess(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	_ = c.Wait()
+}
+
+// An owner whose pid means something in another pid namespace, or since
+// another boot, is not looked up here: a pid that no process of this
+// namespace has is still presumed alive there (its lease decides).
+func TestOwnerInAnotherNamespaceIsPresumedAlive(t *testing.T) {
+	where := ledger.Where()
+	if where == "" {
+		t.Skip("no pid namespace to name here")
+	}
+	me := strings.Split(ledger.NewOwner("n"), ":")
+	if len(me) != 5 || me[4] != where {
+		t.Fatalf("owner %v: want host:pid:nonce:start:where", me)
+	}
+	// A pid above pid_max is no process of this namespace.
+	dead := strings.Join([]string{me[0], "4194305", "n", "1", where}, ":")
+	if ledger.OwnerAlive(dead) {
+		t.Fatal("a pid no process has, in this namespace, is alive")
+	}
+	for _, other := range []string{"4026530000." + where[strings.IndexByte(where, '.')+1:], where[:strings.IndexByte(where, '.')] + ".000000000000"} {
+		if !ledger.OwnerAlive(strings.Join([]string{me[0], "4194305", "n", "1", other}, ":")) {
+			t.Errorf("an owner in %s (this is %s) is taken for dead", other, where)
+		}
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -24,6 +26,34 @@ func processAlive(pid int, started string) bool {
 		return true // no /proc here: existing is all that can be told
 	}
 	return state != 'Z' && state != 'X' && (started == "" || started == start)
+}
+
+// Where names where this process's pid means what it says: its pid
+// namespace (the inode /proc/self/ns/pid links to) and the boot (the
+// kernel's boot id), as "pidns.boot"; "" where the system does not say.
+// Two processes of one host in other pid namespaces (containers, CI jobs
+// under unshare) or of two machines with one hostname have two; a pid of
+// the one cannot be looked up from the other.
+func Where() string {
+	where.once.Do(func() {
+		link, err := os.Readlink("/proc/self/ns/pid")
+		boot, berr := os.ReadFile("/proc/sys/kernel/random/boot_id")
+		if err != nil || berr != nil {
+			return
+		}
+		ns := strings.TrimSuffix(strings.TrimPrefix(link, "pid:["), "]")
+		id := strings.ReplaceAll(strings.TrimSpace(string(boot)), "-", "")
+		if ns == "" || len(id) < 12 {
+			return
+		}
+		where.s = ns + "." + id[:12]
+	})
+	return where.s
+}
+
+var where struct {
+	once sync.Once
+	s    string
 }
 
 // processStart is this process's start time as /proc says it ("" where

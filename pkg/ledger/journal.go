@@ -668,21 +668,28 @@ func PayloadDigest(payload []byte) string {
 }
 
 // NewOwner names this process as a claim owner: host, pid, a nonce and,
-// where the system says it, the process's start time (a pid can be taken
-// again by another process).
+// where the system says them, the process's start time (a pid can be
+// taken again by another process) and where its pid means something
+// (Where: the pid namespace and the boot).
 func NewOwner(nonce string) string {
 	h, _ := os.Hostname()
 	owner := fmt.Sprintf("%s:%d:%s", h, os.Getpid(), nonce)
 	if start := processStart(); start != "" {
 		owner += ":" + start
+		if where := Where(); where != "" {
+			owner += ":" + where
+		}
 	}
 	return owner
 }
 
-// OwnerAlive reports whether a claim owner may still be working: owners on
-// other hosts are presumed alive (their lease decides); on this host the
-// process must be running (not ended and waiting to be reaped), and be the
-// one that started when the owner says.
+// OwnerAlive reports whether a claim owner may still be working. Only a
+// process this one can see is judged by looking: one on this host, in
+// this pid namespace, since this boot, must be running (not ended and
+// waiting to be reaped) and be the one that started when the owner says.
+// Any other (another host; a container or a CI job with this hostname
+// in another pid namespace, where its pid names another process here) is
+// presumed alive: its lease decides.
 func OwnerAlive(owner string) bool {
 	if owner == "" {
 		return false
@@ -693,6 +700,9 @@ func OwnerAlive(owner string) bool {
 	}
 	host, _ := os.Hostname()
 	if parts[0] != host {
+		return true
+	}
+	if len(parts) >= 5 && parts[4] != Where() {
 		return true
 	}
 	pid, err := strconv.Atoi(parts[1])
