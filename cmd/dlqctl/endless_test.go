@@ -16,9 +16,12 @@ import (
 	"github.com/dlqctl/dlqctl/internal/sandbox"
 )
 
-// A broker whose list answer never ends, every row of it valid and new:
-// each reader stops with an unreadable answer (exit 3) once the answer
-// has taken what a call may take in all (4 × --timeout), never runs on.
+// A broker whose list answer never ends, every row of it valid, new and
+// fast: the gate stops with an unreadable answer (exit 3) at the row cap
+// (10 million rows, about 32 s here), never runs on; the answer's time
+// alone does not end it (an honest deep DLQ over a slow link is read:
+// TestHonestSlowAnswerIsRead). ls and replay's plan meet the same cap,
+// lowered, in process (TestEndlessAnswerEndsAtTheRowCap).
 func TestEndlessListOfValidRows(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the real binary")
@@ -44,8 +47,8 @@ func TestEndlessListOfValidRows(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
-	for _, args := range [][]string{{"dlq", "check"}, {"dlq", "ls", "-o", "ndjson"}, {"dlq", "replay", "--all", "--dry-run"}} {
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	for _, args := range [][]string{{"dlq", "check"}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Second)
 		c := exec.CommandContext(ctx, binary(t), append([]string{"--timeout", "1s"}, args...)...)
 		c.Env = append(os.Environ(), "DLQCTL_SERVER="+srv.URL, "DLQCTL_LEDGER=sqlite://"+filepath.Join(dir, "l.db"), "DLQCTL_CONFIG="+filepath.Join(dir, "c.yaml"))
 		var out, stderr bytes.Buffer
@@ -57,7 +60,7 @@ func TestEndlessListOfValidRows(t *testing.T) {
 		if ee, ok := err.(*exec.ExitError); ok {
 			code = ee.ExitCode()
 		}
-		if code != 3 || !strings.Contains(stderr.String(), "did not end within 4s") {
+		if code != 3 || !strings.Contains(stderr.String(), "goes on past 10000000 rows") {
 			t.Fatalf("%v: exit %d after %s, %d bytes out\n%s", args, code, time.Since(start).Round(time.Second), out.Len(), stderr.String())
 		}
 		t.Logf("%v: exit 3 after %s, %d bytes out", args, time.Since(start).Round(100*time.Millisecond), out.Len())

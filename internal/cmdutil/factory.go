@@ -46,6 +46,9 @@ type Factory struct {
 	// MaxRow, when set, replaces the client's bound on one answer's row
 	// (tests of endless bodies keep it small).
 	MaxRow int64
+	// MaxAnswerRows, when set, replaces the client's bound on the rows of
+	// one list answer (tests of answers without end keep it small).
+	MaxAnswerRows int
 	// CreatingConfig: the command writes the config file, so a --config
 	// that does not exist yet is not an error.
 	CreatingConfig bool
@@ -220,7 +223,7 @@ func (f *Factory) Client() (*client.Client, error) {
 				return
 			}
 		}
-		opts := client.Options{Server: s.Server, Token: s.Token, HTTPClient: hc, Backoff: f.Backoff, Timeout: f.Globals.Timeout, MaxRow: f.MaxRow}
+		opts := client.Options{Server: s.Server, Token: s.Token, HTTPClient: hc, Backoff: f.Backoff, Timeout: f.Globals.Timeout, MaxRow: f.MaxRow, MaxAnswerRows: f.MaxAnswerRows}
 		if s.Broker != "" {
 			if opts.Identity, err = deadletter.NamedIdentity(s.Broker); err != nil {
 				f.clErr = UsageError(fmt.Errorf("context %s: %v", s.Context, err))

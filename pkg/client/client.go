@@ -41,6 +41,9 @@ type Options struct {
 	// MaxRow bounds one row of a list answer (and any other answer);
 	// 0 means MaxRow (64 MiB).
 	MaxRow int64
+	// MaxAnswerRows bounds the rows of one list answer; 0 means
+	// MaxAnswerRows.
+	MaxAnswerRows int
 	// Identity names the broker in the ledger; "" means Identity(Server).
 	// A context that names its broker (broker: prod) sets it, so several
 	// URLs of one broker share its history.
@@ -128,6 +131,9 @@ func New(o Options) (*Client, error) {
 	}
 	if o.MaxRow <= 0 {
 		o.MaxRow = MaxRow
+	}
+	if o.MaxAnswerRows <= 0 {
+		o.MaxAnswerRows = MaxAnswerRows
 	}
 	c := &Client{base: u, opts: o, shown: secret.URL(u.String()), identity: identity, redact: secret.NewRedactor(o.Token)}
 	// A copy, so the redirect policy is ours whatever was injected.

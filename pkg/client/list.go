@@ -300,7 +300,7 @@ func (c *Client) listStream(ctx context.Context, q ListQuery, visit func(deadlet
 	lr := &limitReader{r: pr, max: c.opts.MaxRow}
 	over, seen := false, 0
 	info, n, err := decodeList(lr, q.NoData, func(r deadletter.Row) bool {
-		if seen++; seen > MaxAnswerRows {
+		if seen++; seen > c.opts.MaxAnswerRows {
 			over = true
 			return false
 		}
@@ -324,7 +324,7 @@ func (c *Client) listStream(ctx context.Context, q ListQuery, visit func(deadlet
 				Err: fmt.Errorf("%w: a row of the answer is larger than %s, the most dlqctl reads of one", ErrBadResponse, mib(c.opts.MaxRow))}
 		case errors.Is(err, errTooManyRows):
 			return info, &HTTPError{Method: http.MethodGet, URL: resp.shown, Status: 200, Kind: ErrBadResponse,
-				Err: fmt.Errorf("%w: the answer goes on past %d rows, the most dlqctl reads of one answer (a DLQ that deep needs a broker that pages)", ErrBadResponse, MaxAnswerRows)}
+				Err: fmt.Errorf("%w: the answer goes on past %d rows, the most dlqctl reads of one answer (a DLQ that deep needs a broker that pages)", ErrBadResponse, c.opts.MaxAnswerRows)}
 		case resp.ctx.Err() != nil || resp.cause() != nil || isReadError(err):
 			return info, resp.readErr(err)
 		}
@@ -381,7 +381,7 @@ var errValueTooLarge = errors.New("value too large")
 // MaxAnswerRows is the most rows dlqctl reads of one list answer: a
 // broker that sends its whole DLQ in one body (0.x) sends 10 million
 // rows as about 4.6 GB; one whose answer goes on past it is taken for an
-// answer without end (its time is bounded too: see errEndless).
+// answer without end (one that trickles is stopped sooner: errEndless).
 const MaxAnswerRows = 10_000_000
 
 // errTooManyRows: an answer past MaxAnswerRows.

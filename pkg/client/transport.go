@@ -19,6 +19,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/secret"
+	"github.com/dustin/go-humanize"
 )
 
 func messagePath(a deadletter.Address, suffix string) (string, error) {
@@ -77,6 +78,10 @@ type response struct {
 	c      *Client
 	ctx    context.Context
 	cause  func() error // why the call's own context ended, if it did
+	// read and elapsed: the bytes of the answer so far, and the broker's
+	// time it took.
+	read    func() int64
+	elapsed func() time.Duration
 	// hold stops the clock while a row is handed on (a reader that
 	// blocks, a pager waiting for a person, is not the broker being
 	// slow); progress starts it again: the next row has as long as the
@@ -101,7 +106,8 @@ func (r *response) readErr(err error) error {
 	case errSlow:
 		err = fmt.Errorf("the answer trickled: a row of it (or the whole of it) did not arrive within %s (%d× --timeout)", r.c.unresponsive(), r.c.opts.Attempts)
 	case errEndless:
-		err = fmt.Errorf("the answer did not end within %s (%d× --timeout), its rows still coming: a broker that sends its DLQ in one answer that deep needs a longer --timeout", r.c.unresponsive(), r.c.opts.Attempts)
+		err = fmt.Errorf("the answer trickled: %s in %s, slower than %s/s, the least an answer still arriving after %s (%d× --timeout) must keep up",
+			humanize.IBytes(uint64(r.read())), r.elapsed().Round(100*time.Millisecond), humanize.IBytes(answerFloor), r.c.unresponsive(), r.c.opts.Attempts)
 	}
 	return &HTTPError{Method: r.method, URL: r.shown, Status: 200, Kind: ErrUnavailable, Err: fmt.Errorf("reading the answer: %s", r.c.redact.Redact(err.Error()))}
 }
@@ -227,10 +233,19 @@ var (
 	// errSlow: a row of a list answer (or a whole other answer) took
 	// longer than unresponsive() to arrive.
 	errSlow = errors.New("slow")
-	// errEndless: a list answer still going after what a call may take
-	// in all (unresponsive()), its rows arriving however fast.
+	// errEndless: a list answer that went on past what a call may take
+	// in all (unresponsive()) at less than answerFloor: a trickle of rows
+	// without end. One that keeps up is bounded by its rows
+	// (Options.MaxAnswerRows), not by its time: a deep DLQ in one body
+	// over a slow link is an honest answer.
 	errEndless = errors.New("endless")
 )
+
+// answerFloor is the pace, in bytes a second of the broker's time, that
+// a list answer must keep up once it has gone on for unresponsive():
+// about 130 rows a second, far below any broker that is answering (the
+// 0.x server sends 3M rows at 10 MB/s), far above one that trickles.
+const answerFloor = 64 << 10
 
 // idleReader fails a read that waits longer than the timeout for
 // something other than whitespace (a broker trickling spaces is idle),
@@ -346,20 +361,23 @@ func (c *Client) once(ctx context.Context, method, target, shown string, payload
 	c.trace("← %s %s", hr.Status, time.Since(start).Round(time.Millisecond))
 	ir := &idleReader{r: hr.Body, timer: timer, d: c.opts.Timeout, meters: meters(ctx)}
 	// The whole answer (a list's: each row) must arrive within what a
-	// call may wait in all, however it trickles; and so must the whole of
-	// a list answer, however fast its rows come: a broker that never ends
-	// an answer is not a DLQ without end. What counts is the broker's
-	// time and the reader's work on the rows, not a reader that holds a
-	// row for longer (a pager waiting for a person).
+	// call may wait in all, however it trickles. A list answer as a
+	// whole may go on for as long as it keeps coming: past what a call
+	// may wait, at answerFloor at least (its rows are bounded by
+	// MaxAnswerRows). What counts is the broker's time and the reader's
+	// work on the rows, not a reader that holds a row for longer (a pager
+	// waiting for a person).
 	slow := time.AfterFunc(c.unresponsive(), func() { cancel(errSlow) })
 	var used time.Duration
 	since, held := time.Now(), time.Time{}
 	r := &response{body: ir, raw: hr.Body, stop: func() { timer.Stop(); slow.Stop(); cancel(nil) }, shown: shown, method: method, c: c, ctx: ctx,
-		cause: func() error { return context.Cause(cctx) },
+		cause:   func() error { return context.Cause(cctx) },
+		read:    func() int64 { return ir.n },
+		elapsed: func() time.Duration { return used },
 		hold: func() {
 			slow.Stop()
 			held = time.Now()
-			if used += held.Sub(since); used > c.unresponsive() {
+			if used += held.Sub(since); used > c.unresponsive()+time.Duration(float64(ir.n)/answerFloor*float64(time.Second)) {
 				cancel(errEndless)
 			}
 		},
