@@ -295,6 +295,7 @@ func Report(w io.Writer, pal *render.Palette, rep *replay.Report) {
 	add(rep.Unreachable, "unreachable", pal.Red)
 	add(rep.QueueGone, "not restored (queue gone)", pal.Red)
 	add(rep.DeadLetteredAgain, "dead-lettered again", pal.Red)
+	add(rep.Missed, "missed by this run's listing (left for the next run)", pal.Yellow)
 	add(rep.SkippedEncrypted, "skipped (undecryptable)", pal.Yellow)
 	add(rep.SkippedGeneration, "skipped (generation cap)", pal.Yellow)
 	add(rep.Claimed, "claimed by another run", pal.Yellow)
@@ -406,6 +407,8 @@ func advice(n replay.Next, l replay.AddrResult) string {
 		return " (--max-failures)"
 	case replay.RefailureLimitNext:
 		return " (--max-refailures)"
+	case replay.RerunNext:
+		return "; the resume line below runs the batch again"
 	}
 	return ""
 }

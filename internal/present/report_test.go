@@ -25,6 +25,7 @@ func TestReportWordsWhatIsLeft(t *testing.T) {
 		{replay.AddrResult{Reason: "back", Next: replay.ReplayOrDiscardNext, Generation: 3}, "back: replay it as generation 3 with dlqctl dlq replay p1/t1 --why …, or discard it with dlqctl dlq rm p1/t1 --why …"},
 		{replay.AddrResult{Reason: "not sent", Next: replay.CheckEarlierCopyNext}, "discard this dead letter (dlqctl dlq rm p1/t1 --why …)"},
 		{replay.AddrResult{Reason: "skipped: cap", Next: replay.GenerationCapNext}, "skipped: cap; --max-generation sets the cap"},
+		{replay.AddrResult{Reason: "left for the next run", Next: replay.RerunNext}, "left for the next run; the resume line below runs the batch again"},
 		{replay.AddrResult{Reason: "skipped: envelope", Next: replay.DiscardNext}, "  p1/t1  skipped: envelope\n"},
 	}
 	for _, c := range cases {

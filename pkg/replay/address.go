@@ -43,7 +43,11 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 		return e.restore(ctx, cctx, it, ent)
 	}
 	if ent.State == ledger.Removed {
-		if absent {
+		// Found gone by this batch, which did nothing to it: a listing
+		// that missed it (before that was asked of the broker) said so.
+		// Asked again, wherever the listing saw it.
+		foundGone := ent.BatchID == e.o.BatchID && ent.Outcome == outcomeGone
+		if absent && !foundGone {
 			return e.settle(cctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) { r.AlreadyDone++ })
 		}
 		// The journal says done, but the snapshot saw it in the DLQ (or it
@@ -59,18 +63,26 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 		if !present {
 			return e.settle(cctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) { r.AlreadyDone++ })
 		}
-		if ent.BatchID == e.o.BatchID {
+		switch {
+		case foundGone && absent:
+			// Still there, though no listing of this run saw it.
+			return e.missed(cctx, ent)
+		case foundGone:
+			// Still (or again) there: this batch never acted on it, so it
+			// does now; no copy of this batch's can exist.
+			ent.State, ent.Outcome = ledger.Pending, ""
+		case ent.BatchID == e.o.BatchID:
 			// This batch already acted on it and it came back: one batch
 			// does not act twice on an address; a person decides.
 			return e.settle(cctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) {
 				r.DeadLetteredAgain++
-				r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("dead-lettered again after this batch %s it (%s)", pastTense(ent.Action), stamp(ent.UpdatedAt)),
+				r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("dead-lettered again after %s (%s)", didWhat(ent), stamp(ent.UpdatedAt)),
 					Next: ReplayOrDiscardNext, Generation: ent.Generation + 1})
 			})
 		}
 		// Back in the DLQ after another batch: acted on afresh, a replay as
 		// a new generation, so its derived transaction id is not a duplicate.
-		if e.o.Action == deadletter.Replay {
+		if e.o.Action == deadletter.Replay && !foundGone {
 			ent.Generation++
 			// Its earlier copy is this journal's own, not another hand's.
 			e.mu.Lock()
@@ -82,6 +94,16 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 	ent.BatchID = e.o.BatchID
 	tried := (ent.Via == ViaManual || ent.Via == ViaMove) && (ent.State == ledger.Inflight || ent.State == ledger.Failed)
 	if absent && (ent.State == ledger.Pending || ent.State == ledger.Failed || ent.State == ledger.Skipped || ent.State == ledger.Unknown || tried) {
+		// A listing that paged while rows were removed (another run, the
+		// console, retention) can miss a row that is there: absent from
+		// it is gone only once the broker says so for the address.
+		present, err := e.rowPresent(cctx, a)
+		if err != nil {
+			return e.fail(cctx, ent, "failed: not in this run's listing; asking the broker whether it is still dead-lettered: ", err)
+		}
+		if present {
+			return e.missed(cctx, ent)
+		}
 		if e.o.Action == deadletter.Replay && (ent.State == ledger.Pending || tried) {
 			// A run that died between its push and its delete, or whose
 			// answer was lost, may have published; on a broker that
@@ -99,7 +121,7 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 				return e.settle(cctx, ent, ledger.Removed, deadletter.OutcomeMovedElsewhere, "", func(r *Report) { r.MovedElsewhere++ })
 			}
 		}
-		return e.settle(cctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
+		return e.settle(cctx, ent, ledger.Removed, outcomeGone, "", func(r *Report) { r.AlreadyGone++ })
 	}
 	if why := a.Unreachable(); why != "" {
 		return e.settle(cctx, ent, ledger.Skipped, "unreachable", why, func(r *Report) {
@@ -163,6 +185,31 @@ func (e *Engine) copyOfAbsent(ctx context.Context, it Item, ent *ledger.Entry) (
 		return ours, true, nil
 	}
 	return found[0], false, nil
+}
+
+// outcomeGone is the journal's outcome for an address this batch found
+// gone from the DLQ, with no copy of it anywhere: it did nothing to it.
+const outcomeGone = "gone"
+
+// missed leaves an address that is dead-lettered though this run's
+// listing did not see it (rows removed while it paged slid it onto a
+// page already read): this run cannot act on rows it has not read, and
+// the next run of the batch, whose listing sees it, does. The entry is
+// left as it was.
+func (e *Engine) missed(ctx context.Context, ent *ledger.Entry) error {
+	return e.settle(ctx, ent, ent.State, ent.Outcome, ent.LastError, func(r *Report) {
+		r.Missed++
+		r.Listed = append(r.Listed, AddrResult{Address: ent.Address, Reason: "still dead-lettered, though this run's listing did not see it (rows were removed while it read the DLQ: by another run, the console or retention); left for the next run",
+			Next: RerunNext})
+	})
+}
+
+// didWhat says what this batch did to an address, from its journal entry.
+func didWhat(ent *ledger.Entry) string {
+	if ent.Outcome == deadletter.OutcomeMovedElsewhere {
+		return "another hand (the console) moved it while this batch held it"
+	}
+	return "this batch " + pastTense(ent.Action) + " it"
 }
 
 func pastTense(action string) string {

@@ -55,6 +55,9 @@ const (
 	// PrimaryNext: the broker is a standby cluster; the primary takes the
 	// writes, or this one once promoted.
 	PrimaryNext Next = "primary"
+	// RerunNext: this run could not act on it (its listing missed it);
+	// the next run of the batch does.
+	RerunNext Next = "rerun"
 	// FailureLimitNext, RefailureLimitNext: the run stopped at the limit
 	// of failures, or of replayed messages failing again, it was given.
 	FailureLimitNext   Next = "failure-limit"
@@ -96,6 +99,10 @@ type Report struct {
 	// message, or the replay failed under its original id): they are not
 	// acted on twice by one batch.
 	DeadLetteredAgain int `json:"deadLetteredAgain"`
+	// Missed counts addresses still dead-lettered that this run's
+	// listing did not see (rows removed while it paged): left for the
+	// next run, which sees them.
+	Missed int `json:"missedByListing,omitempty"`
 	// Traced counts the copies given a trace event in the broker (the
 	// batch's lineage, on Queen 1.x and 2.x); TraceFailed those whose
 	// event could not be written, TraceError the first reason. A trace
@@ -195,7 +202,7 @@ func (c *copySet) empty() bool {
 // Total, when every address is accounted for exactly once.
 func (r *Report) Accounted() int {
 	return r.Replayed + r.Duplicate + r.Discarded + r.Restored + r.AlreadyGone + r.MovedElsewhere + r.AlreadyDone + r.Failed + r.Unknown +
-		r.SkippedEncrypted + r.SkippedGeneration + r.Unreachable + r.QueueGone + r.DeadLetteredAgain + r.Claimed + r.HeldBack +
+		r.SkippedEncrypted + r.SkippedGeneration + r.Unreachable + r.QueueGone + r.DeadLetteredAgain + r.Missed + r.Claimed + r.HeldBack +
 		r.Unrecorded + r.NotStarted
 }
 
@@ -221,6 +228,7 @@ func (r *Report) Outcome() map[string]int {
 	add("unreachable", r.Unreachable)
 	add("queueGone", r.QueueGone)
 	add("deadLetteredAgain", r.DeadLetteredAgain)
+	add("missedByListing", r.Missed)
 	add("claimedElsewhere", r.Claimed)
 	add("heldBack", r.HeldBack)
 	add("refailed", r.Refailed)
@@ -234,7 +242,7 @@ func (r *Report) Outcome() map[string]int {
 // generation cap), back in the DLQ after this batch, held by another
 // run or behind a gap, unrecorded, or not started.
 func (r *Report) Clean() bool {
-	return r.Failed == 0 && r.Unknown == 0 && r.NotStarted == 0 && r.Unreachable == 0 && r.QueueGone == 0 && r.DeadLetteredAgain == 0 &&
+	return r.Failed == 0 && r.Unknown == 0 && r.NotStarted == 0 && r.Unreachable == 0 && r.QueueGone == 0 && r.DeadLetteredAgain == 0 && r.Missed == 0 &&
 		r.Claimed == 0 && r.HeldBack == 0 && r.SkippedEncrypted == 0 && r.SkippedGeneration == 0 && r.Unrecorded == 0 &&
 		!r.Interrupted && r.Stopped == "" && r.LedgerError == ""
 }

@@ -1,6 +1,7 @@
 package dlq_test
 
 import (
+	"database/sql"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -49,5 +50,42 @@ func TestAHoldHoldsAtTheBrokersPrecision(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A batch whose journal says it found an address gone, though it is
+// dead-lettered (a listing of an earlier dlqctl missed it), acts on it:
+// it never did anything to it, so no copy of its own can exist. It is
+// not "dead-lettered again after this batch replayed it".
+func TestFoundGoneButThereIsActedOn(t *testing.T) {
+	b, cli := seeded(t)
+	out, stderr, code := cli.Exec("dlq", "decide", "--queue", "payments", "--action", "replay", "--why", "x")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("decide: exit %d\n%s", code, stderr)
+	}
+	db, err := sql.Open("sqlite", strings.TrimPrefix(cli.Env["DLQCTL_LEDGER"], "sqlite://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var gone []string
+	for _, r := range b.DeadLetterRows() {
+		if r.Queue == "payments" && len(gone) < 3 && !strings.HasPrefix(r.Error, "decryption") {
+			gone = append(gone, r.PartitionID+"/"+r.TransactionID)
+			if _, err := db.Exec(`INSERT INTO journal (broker, partition_id, transaction_id, state, batch_id, action, outcome, updated_at) VALUES (?, ?, ?, 'removed', ?, 'replay', 'gone', '2026-11-30T02:59:00.000000000Z')`,
+				cli.Broker(), r.PartitionID, r.TransactionID, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	_, stderr, code = cli.Exec("dlq", "replay", "--batch", id, "--yes", "--rate", "0")
+	if code != 0 && code != 1 || strings.Contains(stderr, "dead-lettered again") {
+		t.Fatalf("resume: exit %d\n%s", code, stderr)
+	}
+	for _, a := range gone {
+		if dead(b, a) {
+			t.Errorf("%s, found gone by an earlier run though it was there, is still dead-lettered", a)
+		}
 	}
 }
