@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlqctl/dlqctl/internal/sandbox"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
 )
 
 // An operator who thinks a run is stuck starts the batch again in a
@@ -61,4 +65,69 @@ func TestASnapshotThatMissedRowsTakesNoneForGone(t *testing.T) {
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// Addresses given as arguments or in a file, under kills at random
+// moments and a broker failing writes: each given message is live once
+// in the end, the others untouched, judged by the broker.
+func TestAddressesAndFromFileUnderKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	rng := rand.New(rand.NewPCG(62, 1))
+	for _, how := range []string{"arguments", "--from-file"} {
+		t.Run(how, func(t *testing.T) {
+			w := newWorld(t, 150, 61, "")
+			chosen := map[string]bool{}
+			var addrs []string
+			for p, a := range w.orig {
+				if !w.undec[p] && len(addrs) < 50 {
+					chosen[p] = true
+					addrs = append(addrs, a.String())
+				}
+			}
+			args := append([]string{"dlq", "replay"}, addrs...)
+			if how == "--from-file" {
+				f := filepath.Join(w.dir, "addresses.txt")
+				if err := os.WriteFile(f, []byte(strings.Join(addrs, "\n")+"\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				args = []string{"dlq", "replay", "--from-file", f}
+			}
+			base := args
+			args = append(base[:len(base):len(base)], "--why", "these", "--yes", "--rate", "40", "--order", "none")
+			w.b.SetFaults(sandbox.Faults{Fail503Every: 5, CutEvery: 7})
+			for k := 0; k < 3; k++ {
+				w.killAfter(time.Duration(200+rng.IntN(500))*time.Millisecond, args...)
+				for _, b := range w.batches() {
+					if b.Status != ledger.StatusDone {
+						w.killAfter(time.Duration(100+rng.IntN(300))*time.Millisecond, "dlq", "replay", "--batch", b.ID, "--yes", "--rate", "40")
+					}
+				}
+			}
+			w.b.SetFaults(sandbox.Faults{})
+			for _, b := range w.batches() {
+				if b.Status != ledger.StatusDone {
+					w.run("dlq", "replay", "--batch", b.ID, "--yes", "--rate", "0", "--retry-unknown")
+				}
+			}
+			// Exit 5 when every given address is done: none is dead-lettered.
+			if out, code := w.run(append(base, "--why", "finish", "--yes", "--rate", "0", "--retry-unknown")...); code != 0 && code != 1 && code != 5 {
+				t.Fatalf("the last run: exit %d\n%s", code, out)
+			}
+			live := w.livePayloads()
+			dead := map[string]bool{}
+			for _, r := range w.b.DeadLetterRows() {
+				dead[string(r.Payload)] = true
+			}
+			for p, a := range w.orig {
+				switch {
+				case chosen[p] && (live[p] != 1 || dead[p]):
+					t.Errorf("%s (given): live %d, still dead-lettered %v", a, live[p], dead[p])
+				case !chosen[p] && (live[p] != 0 || !dead[p]):
+					t.Errorf("%s (not given): live %d, dead-lettered %v", a, live[p], dead[p])
+				}
+			}
+		})
+	}
 }

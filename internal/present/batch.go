@@ -178,7 +178,7 @@ func planWarnings(w io.Writer, pal *render.Palette, p batch.Plan) {
 			warn, c(fo.Queue), c(strings.Join(groupLabels(fo.AlsoReaches), ", ")), render.Plural(fo.Messages, "message", "messages"))
 	}
 	for _, q := range sortedKeys(p.QueueGone) {
-		fmt.Fprintf(w, "  %s queue %s no longer exists: %s not restored (restore them --to-queue another)\n", warn, c(q), render.Plural(p.QueueGone[q], "message is", "messages are"))
+		fmt.Fprintf(w, "  %s queue %s does not exist: %s not restored (restore them --to-queue another)\n", warn, c(q), render.Plural(p.QueueGone[q], "message is", "messages are"))
 	}
 	if len(p.Unrestorable) > 0 {
 		fmt.Fprintf(w, "  left out: %s\n", unrestorableWords(p.Unrestorable))

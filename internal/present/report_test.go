@@ -21,7 +21,7 @@ func TestReportWordsWhatIsLeft(t *testing.T) {
 	}{
 		{replay.AddrResult{Reason: "unknown: lost", Next: replay.RetryUnknownNext}, "unknown: lost; check the live queue, then re-run with --retry-unknown"},
 		{replay.AddrResult{Reason: "failed: no route", Next: replay.OtherPathNext}, "failed: no route (use --via auto or manual)"},
-		{replay.AddrResult{Reason: "not restored: queue q no longer exists", Next: replay.AnotherQueueNext}, "no longer exists (restore it --to-queue another)"},
+		{replay.AddrResult{Reason: "not restored: queue q does not exist", Next: replay.AnotherQueueNext}, "does not exist (restore it --to-queue another)"},
 		{replay.AddrResult{Reason: "back", Next: replay.ReplayOrDiscardNext, Generation: 3}, "back: replay it as generation 3 with dlqctl dlq replay p1/t1 --why …, or discard it with dlqctl dlq rm p1/t1 --why …"},
 		{replay.AddrResult{Reason: "not sent", Next: replay.CheckEarlierCopyNext}, "discard this dead letter (dlqctl dlq rm p1/t1 --why …)"},
 		{replay.AddrResult{Reason: "skipped: cap", Next: replay.GenerationCapNext}, "skipped: cap; --max-generation sets the cap"},

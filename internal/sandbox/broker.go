@@ -15,6 +15,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -371,6 +372,32 @@ func (b *Broker) AddQueue(name string, encrypted bool, retryLimit int, groups ..
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.queues[name] = &queueConf{Name: name, Encrypted: encrypted, RetryLimit: retryLimit, Groups: groups, CreatedAt: b.now().UTC(), DedupWindow: defaultDedupWindow}
+}
+
+// DeleteQueue deletes a queue, as an operator does: its partitions, its
+// messages and their dead-letter rows go with it. AddQueue makes it anew.
+func (b *Broker) DeleteQueue(name string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.queues, name)
+	for k, m := range b.messages {
+		if m.Queue == name {
+			b.removeRowsLocked(k)
+			delete(b.messages, k)
+		}
+	}
+	b.live = slices.DeleteFunc(b.live, func(m *message) bool { return m.Queue == name })
+	for k, pid := range b.parts {
+		if strings.HasPrefix(k, name+"\x00") {
+			delete(b.parts, k)
+			for mk := range b.lastPush {
+				if mk.pid == pid {
+					delete(b.lastPush, mk)
+				}
+			}
+		}
+	}
+	b.version++
 }
 
 // SetDedupWindow sets a queue's dedupWindowSeconds (1.6, 2.x): 0 turns

@@ -172,3 +172,28 @@ func TestStageSweepsWhatKilledRunsLeft(t *testing.T) {
 		t.Fatalf("a stage file of the last hour was removed: %v", err)
 	}
 }
+
+// Another process's sweep of a shared TMPDIR (another user's dlqctl, or
+// one whose clock is ahead) never takes a stage in use: its file is
+// unlinked once open, and the stage reads and writes on.
+func TestAnotherSweepLeavesAStageInUse(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TMPDIR", dir)
+	ctx := context.Background()
+	st, err := openStage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	if left, _ := filepath.Glob(filepath.Join(dir, stagePattern)); len(left) != 0 {
+		t.Fatalf("a stage in use is a file another sweep can see: %v", left)
+	}
+	sweepStages(time.Now().Add(24 * time.Hour)) // takes whatever it can see
+	if err := st.exec(ctx, "testing", `INSERT INTO items (item, pid, tid, queue, part, mid, v7, env, checked) VALUES (1, 'p', 't', 'q', '0', 'm', 0, 0, 0)`); err != nil {
+		t.Fatalf("the stage after another sweep: %v", err)
+	}
+	var n int
+	if err := st.db.QueryRowContext(ctx, `SELECT count(*) FROM items`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the stage after another sweep holds %d items: %v", n, err)
+	}
+}

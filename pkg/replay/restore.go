@@ -31,11 +31,36 @@ func (e *Engine) restore(pctx, ctx context.Context, it Item, ent *ledger.Entry) 
 			}
 		})
 	}
+	if ent.Action == deadletter.Replay && ent.BatchID != "" {
+		// A replay since (of the message dead-lettered again; its entry
+		// taken after this batch was planned) made it live: a copy of the
+		// archived one would be the message twice. Its entry stays the
+		// replay's.
+		return e.settle(ctx, ent, ent.State, ent.Outcome, ent.LastError, func(r *Report) {
+			r.AlreadyDone++
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not restored: batch %s replayed it after the discard (as %s)", ent.BatchID, ent.ReplayTxID)})
+		})
+	}
 	if ent.Action != deadletter.Restore {
 		// The discard's entry (or none): this batch's from here on.
 		ent.State, ent.ReplayTxID, ent.ReplayPartitionID, ent.ReplayQueue, ent.ReplayDigest, ent.Via, ent.Outcome = ledger.Pending, "", "", "", "", "", ""
 	}
 	ent.BatchID, ent.Action = e.o.BatchID, deadletter.Restore
+	if ent.ReplayTxID == "" {
+		// Before its first attempt: one dead-lettered again since the
+		// discard is a dead letter to replay or discard, not to restore
+		// beside.
+		present, err := e.rowPresent(ctx, a)
+		if err != nil {
+			return e.fail(ctx, ent, "failed: asking whether it is dead-lettered again: ", err)
+		}
+		if present {
+			return e.settle(ctx, ent, ledger.Skipped, "dead-lettered again", "", func(r *Report) {
+				r.DeadLetteredAgain++
+				r.Listed = append(r.Listed, AddrResult{Address: a, Reason: "not restored: it is dead-lettered again since the discard", Next: ReplayOrDiscardNext, Generation: deadletter.Generation(a.TransactionID)})
+			})
+		}
+	}
 	payload := it.Data()
 	switch {
 	case deadletter.IsEnvelope(payload):
@@ -56,7 +81,7 @@ func (e *Engine) restore(pctx, ctx context.Context, it Item, ent *ledger.Entry) 
 	if e.o.GoneQueues[queue] {
 		return e.settle(ctx, ent, ledger.Skipped, "queue gone", "", func(r *Report) {
 			r.QueueGone++
-			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not restored: queue %s no longer exists", queue), Next: AnotherQueueNext})
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not restored: queue %s does not exist", queue), Next: AnotherQueueNext})
 		})
 	}
 	payload, ok, err := e.transform(ctx, ent, payload)
