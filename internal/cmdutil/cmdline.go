@@ -63,3 +63,10 @@ func (f *Factory) Again(args ...string) string {
 	}
 	return out
 }
+
+// Another is the command line another person runs with args: none of
+// this run's connection flags (its context, ledger or config are this
+// person's, and another reaches the ledger as themselves).
+func (f *Factory) Another(args ...string) string {
+	return CommandLine(append([]string{"dlqctl"}, args...)...)
+}

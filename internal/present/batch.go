@@ -365,13 +365,16 @@ func Next(steps []batch.Step, verb, batchID string, again func(args ...string) s
 }
 
 // Awaiting says, as lines, that a batch was recorded awaiting a second
-// person's approval rather than run, and the commands that approve it
-// and then run it.
-func Awaiting(p *batch.Pending, verb string, again func(args ...string) string) []string {
+// person's approval rather than run, who may not approve it (its author
+// as the ledger knows them), and the commands that approve it and then
+// run it. The approval is another person's command: it carries none of
+// this run's connection flags (their own context or --ledger reaches the
+// ledger as them); the run is the author's, as this one connected.
+func Awaiting(batchID string, messages, above int, author string, vouched bool, verb string, again, another func(args ...string) string) []string {
 	return []string{
-		fmt.Sprintf("%s: more than %d need a second person's approval, so batch %s is recorded and not run.", render.Plural(p.Messages(), "message", "messages"), p.ApprovalAbove(), p.BatchID()),
-		fmt.Sprintf("Someone other than %s approves it with: %s", render.Clean(p.By()), again("decisions", "approve", p.BatchID(), "--why", "…")),
-		"then it runs with: " + again("dlq", verb, "--batch", p.BatchID(), "--yes"),
+		fmt.Sprintf("%s: more than %d need a second person's approval, so batch %s is recorded and not run.", render.Plural(messages, "message", "messages"), above, batchID),
+		fmt.Sprintf("Someone other than %s approves it, connected to this ledger as themselves: %s", Identity(author, vouched), another("decisions", "approve", batchID, "--why", "…")),
+		"then it runs with: " + again("dlq", verb, "--batch", batchID, "--yes"),
 	}
 }
 

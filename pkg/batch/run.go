@@ -25,8 +25,11 @@ type Result struct {
 	// after the plan (they are not in the batch).
 	NewSince int
 	// Awaiting: the batch was recorded awaiting a second person's
-	// approval, not run (Env.ApprovalAbove).
+	// approval, not run (Env.ApprovalAbove); Author is who recorded it as
+	// the ledger knows them (ledger.Store.Identity), whom the approver
+	// must not be.
 	Awaiting bool
+	Author   string
 }
 
 // Run records the batch (or takes up the recorded one), archives every
@@ -59,7 +62,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 		}
 		_ = ld.Audit(context.WithoutCancel(ctx), ledger.AuditEntry{At: now, Broker: cl.Broker(), BatchID: batch.ID, Kind: "awaiting-approval", By: by,
 			Detail: fmt.Sprintf("%s of %s: more than %d needs a second person's approval", verbOf(p.req.Action), render.Plural(p.Messages(), "address", "addresses"), p.env.ApprovalAbove)})
-		return &Result{Report: &replay.Report{BatchID: batch.ID}, Awaiting: true}, nil
+		return &Result{Report: &replay.Report{BatchID: batch.ID}, Awaiting: true, Author: batch.Author}, nil
 	}
 	jctx := context.WithoutCancel(ctx)
 	// Every row the batch's deletes may remove is archived before the

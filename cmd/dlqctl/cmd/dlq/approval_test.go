@@ -104,8 +104,8 @@ func TestADecidedBatchNeedsASecondPersonToo(t *testing.T) {
 		depth, live := b.Depth(), len(b.LiveMessages())
 		out, stderr, code := cli.Exec("dlq", "decide", "--queue", map[string]string{"replay": "payments", "discard": "notifications"}[c.action], "--action", c.action, "--why", "x")
 		id := strings.TrimSpace(out)
-		if code != 0 || !strings.Contains(stderr, "need a second person's approval") {
-			t.Fatalf("decide --action %s: exit %d\n%s", c.action, code, stderr)
+		if code != 6 || !strings.Contains(stderr, "need a second person's approval") {
+			t.Fatalf("decide --action %s: exit %d, want 6 as a batch awaiting approval\n%s", c.action, code, stderr)
 		}
 		if _, stderr, code := cli.Exec("dlq", c.verb, "--batch", id, "--yes", "--rate", "0"); code != 6 || !strings.Contains(stderr, "awaits approval") || b.Depth() != depth || len(b.LiveMessages()) != live {
 			t.Fatalf("dlq %s --batch of an unapproved decision: exit %d, depth %d of %d\n%s", c.verb, code, b.Depth(), depth, stderr)
@@ -258,5 +258,43 @@ func TestFourEyesIsKeptByTheDatabase(t *testing.T) {
 	out, _, _ = cli.Exec("decisions", "show", id)
 	if !strings.Contains(out, "recorded by database role dlqctl_alice") || !strings.Contains(out, "dlqctl_bob") {
 		t.Fatalf("decisions show of the batch:\n%s", out)
+	}
+}
+
+// The approval line a recorded batch prints is another person's command:
+// pasted by bob in his own context, it approves; it names who may not
+// approve as the ledger knows them (alice's role, not the OS account),
+// for a replay and for dlq decide alike.
+func TestTheApprovalLinePastedBySomeoneElse(t *testing.T) {
+	_, cli := seeded(t)
+	as := team(t, cli)
+	server := cli.Env["DLQCTL_SERVER"]
+	delete(cli.Env, "DLQCTL_SERVER")
+	delete(cli.Env, "DLQCTL_LEDGER")
+	cli.WriteConfig("approval:\n  min-messages: 10\ncontexts:\n  alice: {server: " + server + ", ledger: '" + as["dlqctl_alice"] + "'}\n  bob: {server: " + server + ", ledger: '" + as["dlqctl_bob"] + "'}\n")
+	for _, args := range [][]string{
+		{"--context", "alice", "dlq", "replay", "--queue", "payments", "--why", "fixed", "--yes", "--rate", "0"},
+		{"--context", "alice", "dlq", "decide", "--queue", "orders", "--action", "replay", "--why", "fixed"},
+	} {
+		out, stderr, code := cli.Exec(args...)
+		id := strings.TrimSpace(out)
+		m := regexp.MustCompile(`Someone other than (.+) approves it, connected to this ledger as themselves: (dlqctl decisions approve .*)`).FindStringSubmatch(stderr)
+		if code != 6 || m == nil {
+			t.Fatalf("%v: exit %d, no approval line\n%s", args, code, stderr)
+		}
+		if m[1] != "database role dlqctl_alice" || strings.Contains(m[2], "--context") || strings.Contains(m[2], "--ledger") {
+			t.Fatalf("%v: the approval line names %q and is %q", args, m[1], m[2])
+		}
+		words, err := shellWords(m[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		words[len(words)-1] = "pasted by bob"
+		cli.Env["DLQCTL_CONTEXT"] = "bob"
+		_, stderr, code = cli.Exec(words[1:]...)
+		delete(cli.Env, "DLQCTL_CONTEXT")
+		if code != 0 || !strings.Contains(stderr, "Approved") || !strings.Contains(stderr, id) {
+			t.Fatalf("%v: bob pasted %q: exit %d\n%s", args, m[2], code, stderr)
+		}
 	}
 }

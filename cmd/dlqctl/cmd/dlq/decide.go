@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/internal/present"
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
@@ -100,17 +102,25 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 	for _, n := range d.Notes {
 		fmt.Fprintln(f.IO.ErrOut, "note: "+n)
 	}
+	// Awaiting approval, it exits 6 as a replay or rm recorded so does: a
+	// script's "decide && replay --batch" does not go on.
+	awaiting := error(nil)
+	if d.Batch.NeedsApproval {
+		awaiting = &cmdutil.ExitError{Code: cmdutil.ExitAwaiting, Silent: true}
+	}
 	if !fm.Human() {
-		return render.Document(f.IO.Out, fm, d.Batch)
+		if err := render.Document(f.IO.Out, fm, d.Batch); err != nil {
+			return err
+		}
+		return awaiting
 	}
 	fmt.Fprintf(f.IO.ErrOut, "Recorded %s of %s by %s.\n", o.Action, render.Plural(d.Messages, "message", "messages"), d.Batch.By)
 	if d.Batch.NeedsApproval {
 		verb := map[string]string{ledger.ActionReplay: "replay", ledger.ActionDiscard: "rm"}[d.Batch.Action]
-		fmt.Fprintf(f.IO.ErrOut, "More than %d messages need a second person's approval: dlq %s --batch %s runs it once someone other than you approves it (%s).\n",
-			e.ApprovalAbove, verb, d.Batch.ID, f.Again("decisions", "approve", d.Batch.ID, "--why", "…"))
+		fmt.Fprintln(f.IO.ErrOut, strings.Join(present.Awaiting(d.Batch.ID, d.Messages, e.ApprovalAbove, d.Batch.Author, e.Ledger.Vouches(), verb, f.Again, f.Another), "\n"))
 	}
 	fmt.Fprintln(f.IO.Out, d.Batch.ID)
-	return nil
+	return awaiting
 }
 
 // request is the decision the flags state.

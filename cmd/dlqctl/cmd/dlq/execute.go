@@ -196,7 +196,8 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		return refusal(err, sp.verb)
 	}
 	if res.Awaiting {
-		fmt.Fprintln(f.IO.ErrOut, strings.Join(present.Awaiting(p, sp.verb, f.Again), "\n"))
+		ld, _ := f.Ledger(ctx)
+		fmt.Fprintln(f.IO.ErrOut, strings.Join(present.Awaiting(p.BatchID(), p.Messages(), p.ApprovalAbove(), res.Author, ld != nil && ld.Vouches(), sp.verb, f.Again, f.Another), "\n"))
 		fmt.Fprintln(f.IO.Out, p.BatchID())
 		return &cmdutil.ExitError{Code: cmdutil.ExitAwaiting, Silent: true}
 	}

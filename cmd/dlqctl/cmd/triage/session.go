@@ -196,7 +196,8 @@ func (pl *planned) Run(ctx context.Context, why string, progress func(done int))
 		return nil, fieldError(err)
 	}
 	if res.Awaiting {
-		return &outcome{Report: res.Report, Awaiting: true, Next: present.Awaiting(pl.p, pl.verb, pl.s.f.Again)}, nil
+		ld, _ := pl.s.f.Ledger(ctx)
+		return &outcome{Report: res.Report, Awaiting: true, Next: present.Awaiting(pl.p.BatchID(), pl.p.Messages(), pl.p.ApprovalAbove(), res.Author, ld != nil && ld.Vouches(), pl.verb, pl.s.f.Again, pl.s.f.Another)}, nil
 	}
 	return &outcome{Report: res.Report, Next: present.Next(res.Next, pl.verb, pl.p.BatchID(), pl.s.f.Again), NewSince: res.NewSince, Err: err}, nil
 }
