@@ -159,12 +159,17 @@ func (e *Engine) settle(ctx context.Context, ent *ledger.Entry, state, outcome, 
 	}
 	e.mu.Lock()
 	removed := e.rep.Replayed + e.rep.Duplicate + e.rep.Discarded
+	published := e.rep.Replayed + e.rep.Duplicate + e.rep.Restored
 	count(&e.rep)
 	if e.rep.Replayed+e.rep.Duplicate+e.rep.Discarded > removed {
 		e.rep.RowsRemoved += e.rows[ent.Address]
 	}
+	// Published by this run (or by an attempt of the batch's that died
+	// before it could say so): a copy an earlier run settled is already
+	// in the lineage, and is not told again.
+	now := e.rep.Replayed+e.rep.Duplicate+e.rep.Restored > published
 	e.mu.Unlock()
-	if (outcome == "replayed" || outcome == deadletter.OutcomeRestored) && ent.ReplayTxID != "" && e.o.Replayed != nil {
+	if now && (outcome == "replayed" || outcome == deadletter.OutcomeRestored) && ent.ReplayTxID != "" && e.o.Replayed != nil {
 		part := ent.ReplayPartitionID
 		if part == "" {
 			part = ent.Address.PartitionID // in place: the original's partition

@@ -161,3 +161,65 @@ func TestUnlimitedReplayTracesEveryCopy(t *testing.T) {
 		t.Fatalf("%d traces for %d copies\n%s", traces, copies, stderr)
 	}
 }
+
+// A resume traces only the copies it published: each copy has one trace
+// event in the broker after an interrupted run and its resume, and the
+// two runs' "Traced N" add up to the copies; a restore alike.
+func TestAResumeTracesEachCopyOnce(t *testing.T) {
+	sw := &swappable{}
+	b := sw.fresh(t)
+	srv := httptest.NewServer(sw)
+	t.Cleanup(srv.Close)
+	cli := testutil.NewCLI(t, srv.URL, root.Run)
+	traced := regexp.MustCompile(`Traced (\d+) cop`)
+	sum := func(s string) int {
+		if m := traced.FindStringSubmatch(s); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			return n
+		}
+		return 0
+	}
+	check := func(what string, total int) {
+		t.Helper()
+		per := map[string]int{}
+		for _, tr := range b.Traces() {
+			per[tr.PartitionID+"/"+tr.TransactionID]++
+		}
+		copies := 0
+		for _, m := range b.LiveMessages() {
+			copies++
+			if n := per[m.PartitionID+"/"+m.TransactionID]; n != 1 {
+				t.Errorf("%s: copy %s has %d trace events", what, m.TransactionID, n)
+			}
+		}
+		if total != copies {
+			t.Errorf("%s: the runs said Traced %d in all, for %d copies", what, total, copies)
+		}
+	}
+	_, stderr, _ := sw.interrupted(cli, 10, "dlq", "replay", "--queue", "payments", "--why", "x", "--yes", "--rate", "50", "--concurrency", "1")
+	id := regexp.MustCompile(`--batch (\S+)`).FindStringSubmatch(stderr)
+	if id == nil {
+		t.Fatalf("no resume line:\n%s", stderr)
+	}
+	total := sum(stderr)
+	_, stderr, code := cli.Exec("dlq", "replay", "--batch", id[1], "--yes", "--rate", "0")
+	if code != 0 || !strings.Contains(stderr, "already done") {
+		t.Fatalf("resume: exit %d\n%s", code, stderr)
+	}
+	total += sum(stderr)
+	check("replay", total)
+	if _, stderr, code := cli.Exec("dlq", "rm", "--queue", "orders", "--why", "x", "--yes", "--rate", "0"); code != 0 {
+		t.Fatalf("rm: exit %d\n%s", code, stderr)
+	}
+	_, stderr, _ = sw.interrupted(cli, 10, "dlq", "restore", "--queue", "orders", "--why", "x", "--yes", "--rate", "50", "--concurrency", "1")
+	id = regexp.MustCompile(`--batch (\S+)`).FindStringSubmatch(stderr)
+	if id == nil {
+		t.Fatalf("no resume line:\n%s", stderr)
+	}
+	total += sum(stderr)
+	_, stderr, code = cli.Exec("dlq", "restore", "--batch", id[1], "--yes", "--rate", "0")
+	if code != 0 || !strings.Contains(stderr, "already done") {
+		t.Fatalf("restore's resume: exit %d\n%s", code, stderr)
+	}
+	check("restore", total+sum(stderr))
+}
