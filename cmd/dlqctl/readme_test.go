@@ -106,9 +106,20 @@ func TestREADMECommands(t *testing.T) {
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		check := len(args) > 2 && args[1] == "dlq" && args[2] == "check"
-		if code != 0 && !(check && code == 1) {
+		// check breaching and verify finding a copy failed again is each
+		// working; the sandbox's consumers fail every 10th delivery.
+		gate := len(args) > 2 && (args[1] == "dlq" && args[2] == "check" || args[1] == "decisions" && args[2] == "verify")
+		if code != 0 && !(gate && code == 1) {
 			t.Fatalf("README line %q: exit %d\n%s%s", line, code, stdout.String(), stderr.String())
+		}
+		if len(args) > 2 && args[1] == "decisions" && args[2] == "verify" {
+			// The copies reached every consumer group: completed (or
+			// failed again), none pending, said per group.
+			out := stdout.String()
+			if !regexp.MustCompile(`: \d+ completed, 0 pending`).MatchString(out) || !regexp.MustCompile(`billing: \d+ of \d+ consumed; shipping: \d+ of \d+ consumed`).MatchString(out) {
+				t.Fatalf("README line %q did not reach completed per group:\n%s%s", line, out, stderr.String())
+			}
+			t.Logf("%s:\n%s", line, out)
 		}
 		if strings.Contains(line, "--where") {
 			// Each example selects something, and reads no field the rows

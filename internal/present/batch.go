@@ -206,6 +206,10 @@ func planWarnings(w io.Writer, pal *render.Palette, p batch.Plan) {
 		}
 		fmt.Fprintf(w, "  %s %s under hold %s by %s%s: %s\n", warn, render.Plural(h.Messages, "message is", "messages are"), h.BatchID, c(h.By), until, c(h.Why))
 	}
+	for _, d := range p.Decided {
+		fmt.Fprintf(w, "  %s %s already batch %s's, decided by %s and never run (%s): %s\n", warn, render.Plural(d.Messages, "message is", "messages are"),
+			d.BatchID, c(d.By), d.Status, c(d.Why))
+	}
 
 }
 

@@ -22,8 +22,8 @@ func Show(w, warn io.Writer, pal *render.Palette, res inspect.ShowResult) {
 	kv("Queue", OrDash(c(res.Queue)))
 	kv("Partition", OrDash(c(res.Partition)))
 	kv("Message ID", OrDash(c(res.MessageID)))
-	if res.Status != "" {
-		kv("Status", c(res.Status))
+	if st := statusWords(res); st != "" {
+		kv("Status", st)
 	}
 	if !res.InDLQ {
 		kv("In the DLQ", "no (its history below is the ledger's)")
@@ -119,6 +119,36 @@ func Show(w, warn io.Writer, pal *render.Palette, res inspect.ShowResult) {
 			fmt.Fprintf(w, "  last error: %s\n", c(j.LastError))
 		}
 	}
+}
+
+// statusWords is what became of a message: what a batch did to it when
+// the journal says it is done (the broker's own status of an original
+// it no longer dead-letters, pending on a line that keeps it, reads as if
+// it would be delivered again), else the broker's status.
+func statusWords(res inspect.ShowResult) string {
+	c := render.Clean
+	j := res.Journal
+	if res.InDLQ || j == nil || j.State != ledger.Removed {
+		return c(res.Status)
+	}
+	var did string
+	switch {
+	case j.Outcome == deadletter.OutcomeMovedElsewhere:
+		did = "replayed by another hand (the console) as " + c(j.ReplayTxID) + ", while batch " + j.BatchID + " held it"
+	case j.Outcome == "gone":
+		did = "gone from the DLQ with no copy (batch " + j.BatchID + " found it gone)"
+	case j.Action == deadletter.Restore:
+		did = "discarded, then restored as " + c(j.ReplayTxID) + " by batch " + j.BatchID
+	case j.Action == deadletter.Discard:
+		did = "discarded by batch " + j.BatchID + " (archived in the ledger)"
+	default:
+		did = "replayed as " + c(j.ReplayTxID) + " by batch " + j.BatchID
+	}
+	did += ", " + render.Timestamp(j.UpdatedAt)
+	if res.Status != "" {
+		did += fmt.Sprintf("; the broker keeps the original as %s, not to be delivered again", c(res.Status))
+	}
+	return did
 }
 
 // decisionLine is one decision of an address's history.

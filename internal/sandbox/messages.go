@@ -99,28 +99,25 @@ func (b *Broker) get(w http.ResponseWriter, r *http.Request) {
 		b.notFoundLocked(w, "Message not found")
 		return
 	}
-	status, groups := b.statusLocked(m), []string{}
+	status := b.statusLocked(m)
 	var errText string
 	retries := 0
 	for _, rw := range m.rows {
-		groups = append(groups, rw.Group)
 		if errText == "" {
 			errText, retries = rw.Error, rw.Retries
 		}
 	}
-	var cgs any = groups
-	if b.line != Queen15 {
-		// The released servers list the partition's consumers here, not
-		// the groups that dead-lettered the message.
-		objs := []map[string]any{}
-		for _, g := range b.queues[m.Queue].Groups {
-			o := map[string]any{"name": g, "consumed": m.consumedBy(g), "leaseExpiresAt": nil}
-			if b.line.Does().Moves {
-				o["group"] = g
-			}
-			objs = append(objs, o)
+	// Every line lists the partition's consumers here, each with whether
+	// it consumed the message (0.x: 010_messages.sql at v0.15.4; 1.6:
+	// QUEEN-1X-CONTRACT.md). 1.0-1.5's detail route is assumed to be
+	// 1.6's: the move is what 1.6 added (docs/broker.md).
+	cgs := []map[string]any{}
+	for _, g := range b.queues[m.Queue].Groups {
+		o := map[string]any{"name": g, "consumed": m.consumedBy(g), "leaseExpiresAt": nil}
+		if b.line.Does().Moves {
+			o["group"] = g
 		}
-		cgs = objs
+		cgs = append(cgs, o)
 	}
 	q := b.queues[m.Queue]
 	var errField, retryField any = errText, retries

@@ -95,6 +95,9 @@ type Pending struct {
 	// (see copyGenerations); holds the active holds over its messages.
 	gens  replay.Generations
 	holds map[string]HoldShare
+	// decided: the batches of the same action not carried out that cover
+	// its messages already (a fresh batch's).
+	decided map[string]DecidedShare
 
 	// letGo gives back the collector settings the batch holds (holdHeap).
 	letGo func()
@@ -195,7 +198,7 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 		return err
 	}
 	st := p.in.st
-	p.gens, p.holds, p.skippedHeld = replay.Generations{}, map[string]HoldShare{}, 0
+	p.gens, p.holds, p.decided, p.skippedHeld = replay.Generations{}, map[string]HoldShare{}, map[string]DecidedShare{}, 0
 	p.po.Generations, p.opts.Generations = p.gens, p.gens
 	replaying, restoring := p.req.Action == deadletter.Replay, p.req.Action == deadletter.Restore
 	if replaying || restoring {

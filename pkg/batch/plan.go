@@ -84,6 +84,14 @@ func (p *Pending) planItems(ctx context.Context, pl *Planner) error {
 				f.Hold = &h
 				held[d.BatchID] = append(held[d.BatchID], c.at)
 			}
+			if d, ok := dec[it.Address]; ok && p.in.batch == nil && d.Action == p.req.Action && d.Copy == nil && (d.Status == ledger.StatusRecorded || d.Status == ledger.StatusAwaiting) && d.Covers(it.Newest().FailedAt, p.now) {
+				ds, ok := p.decided[d.BatchID]
+				if !ok {
+					ds = DecidedShare{BatchID: d.BatchID, By: d.By, Status: d.Status, Why: d.Why}
+					p.decided[d.BatchID] = ds
+				}
+				f.Decided = &ds
+			}
 			if e, ok := ents[it.Address]; ok && replay.Pinned(e) {
 				f.Pinned = true
 				pins = append(pins, c.at)

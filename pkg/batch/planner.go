@@ -41,6 +41,10 @@ type Plan struct {
 	// Held counts messages under an active hold; Holds names the holds.
 	Held  int         `json:"held"`
 	Holds []HoldShare `json:"holds,omitempty"`
+	// Decided names the batches of the same action, decided and never
+	// run, that already cover messages of a fresh batch (dlq decide, then
+	// the same selection again): running them is what was decided.
+	Decided []DecidedShare `json:"alreadyDecided,omitempty"`
 	// SkippedHeld counts messages under an active hold that --skip-held
 	// left out of the batch.
 	SkippedHeld int `json:"skippedHeld,omitempty"`
@@ -104,6 +108,16 @@ type HoldShare struct {
 	Messages int       `json:"messages"`
 }
 
+// DecidedShare is a batch decided and never run (recorded, or awaiting
+// approval) that covers messages of a plan.
+type DecidedShare struct {
+	BatchID  string `json:"batchId"`
+	By       string `json:"by"`
+	Status   string `json:"status"`
+	Why      string `json:"why"`
+	Messages int    `json:"messages"`
+}
+
 // ClassCount is a failure class's share of a plan.
 type ClassCount struct {
 	Class   string `json:"class"`
@@ -157,6 +171,8 @@ type planEntry struct {
 	OverGenCap     bool
 	// Hold is the active hold that covers the item, if any.
 	Hold *HoldShare
+	// Decided: a batch of the same action, never run, covers it.
+	Decided *DecidedShare
 	// Groups are the consumer groups that dead-lettered the message (every
 	// row of the address); Others the rows the selection left out.
 	Groups []string
@@ -169,6 +185,9 @@ type planEntry struct {
 type ItemFacts struct {
 	// Hold is the active hold that covers it (nil: none).
 	Hold *HoldShare
+	// Decided is a batch of the same action, decided and never run, that
+	// covers it already (a fresh batch's; nil: none).
+	Decided *DecidedShare
 	// Pinned: an earlier attempt's journal entry keeps it on the manual
 	// path (see Pinned).
 	Pinned bool
@@ -182,6 +201,7 @@ type Planner struct {
 	classes map[string]*ClassCount
 	also    map[[2]string]*AlsoRemoved
 	holds   map[string]*HoldShare
+	decided map[string]*DecidedShare
 	fan     map[string]*FanOut
 	reached map[string]map[string]bool
 }
@@ -190,7 +210,8 @@ type Planner struct {
 // before the first item: fan-out is judged item by item.
 func NewPlanner(o PlanOptions) *Planner {
 	return &Planner{o: o, p: Plan{Action: o.Action, ByQueue: map[string]int{}, Via: o.Via, Lag: o.Lag, Window: o.Window, Broker: o.Release},
-		classes: map[string]*ClassCount{}, also: map[[2]string]*AlsoRemoved{}, holds: map[string]*HoldShare{}, fan: map[string]*FanOut{}, reached: map[string]map[string]bool{}}
+		classes: map[string]*ClassCount{}, also: map[[2]string]*AlsoRemoved{}, holds: map[string]*HoldShare{}, decided: map[string]*DecidedShare{},
+		fan: map[string]*FanOut{}, reached: map[string]map[string]bool{}}
 }
 
 // Add counts an item, with what the ledger says of it.
@@ -203,7 +224,7 @@ func (pl *Planner) Add(it replay.Item, f ItemFacts) {
 	if _, ok := pl.classes[e.Class]; !ok {
 		e.Pattern = deadletter.NormalizeError(r.ErrorMessage)
 	}
-	e.NoCall, e.Hold, e.Pinned = it.Absent, f.Hold, f.Pinned
+	e.NoCall, e.Hold, e.Pinned, e.Decided = it.Absent, f.Hold, f.Pinned, f.Decided
 	pl.add(e)
 }
 
@@ -237,6 +258,13 @@ func (pl *Planner) add(e planEntry) {
 			pl.also[k] = &AlsoRemoved{ConsumerGroup: k[0], Class: k[1], Pattern: deadletter.NormalizeError(x.ErrorMessage)}
 		}
 		pl.also[k].Rows++
+	}
+	if d := e.Decided; d != nil {
+		if pl.decided[d.BatchID] == nil {
+			d := *d
+			pl.decided[d.BatchID] = &d
+		}
+		pl.decided[d.BatchID].Messages++
 	}
 	if h := e.Hold; h != nil {
 		p.Held++
@@ -317,6 +345,10 @@ func (pl *Planner) Plan() Plan {
 		p.Holds = append(p.Holds, *h)
 	}
 	sort.Slice(p.Holds, func(i, j int) bool { return p.Holds[i].BatchID < p.Holds[j].BatchID })
+	for _, d := range pl.decided {
+		p.Decided = append(p.Decided, *d)
+	}
+	sort.Slice(p.Decided, func(i, j int) bool { return p.Decided[i].BatchID < p.Decided[j].BatchID })
 	switch {
 	case o.Action == deadletter.Discard:
 		p.Destination = "deleted (archived in the ledger first)"

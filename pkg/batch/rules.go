@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
+	"github.com/dlqctl/dlqctl/pkg/render"
 )
 
 // The rules every front end's decisions and batches go by, in one place:
@@ -105,11 +106,34 @@ func (p *Pending) Refusal() error {
 	if strings.TrimSpace(p.why) == "" {
 		return ErrNoReason
 	}
+	return p.PlanRefusal()
+}
+
+// PlanRefusal is Refusal but for the reason: what a dry run, which needs
+// none, says the run would be refused for. A fresh batch whose every
+// message one batch of the same action already decides (dlq decide, then
+// the same selection again) is that batch's to run.
+func (p *Pending) PlanRefusal() error {
 	if err := p.approvalRefusal(); err != nil {
 		return err
 	}
 	if p.plan.Held > 0 && !p.req.OverrideHold {
 		return &HeldError{Messages: p.plan.Held}
 	}
+	if d := p.plan.Decided; p.in.batch == nil && len(d) == 1 && d[0].Messages == p.plan.Addresses {
+		return &DecidedError{DecidedShare: d[0], Action: p.req.Action}
+	}
 	return nil
+}
+
+// DecidedError: every message of a fresh batch is a batch's of the same
+// action, decided and never run: that batch runs them.
+type DecidedError struct {
+	DecidedShare
+	Action string
+}
+
+func (e *DecidedError) Error() string {
+	return fmt.Sprintf("every message of this selection is batch %s's, which decided to %s %s (by %s, %s: %s)",
+		e.BatchID, e.Action, render.Plural(e.Messages, "message", "messages"), e.By, e.Status, e.Why)
 }

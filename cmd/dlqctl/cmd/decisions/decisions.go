@@ -4,7 +4,9 @@ package decisions
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/present"
@@ -132,9 +134,9 @@ type ShowOptions struct {
 func NewCmdShow(f *cmdutil.Factory) *cobra.Command {
 	o := &ShowOptions{}
 	return &cobra.Command{
-		Use:     "show BATCH",
-		Short:   "Show a batch: its decision, manifest, journal and audit",
-		Example: "  $ dlqctl decisions show 20261130T031502-9f3a\n  $ dlqctl decisions show 20261130T0315 -o json",
+		Use:     "show BATCH|last",
+		Short:   "Show a batch: its decision, manifest, journal and audit (last: this broker's newest)",
+		Example: "  $ dlqctl decisions show 20261130T031502-9f3a\n  $ dlqctl decisions show 20261130T0315 -o json\n  $ dlqctl decisions show last",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.BatchID = args[0]
@@ -152,6 +154,9 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.BatchID, err = resolveBatch(ctx, f, ld, o.BatchID); err != nil {
+		return err
+	}
 	d, err := batch.Describe(ctx, ld, o.BatchID)
 	if err != nil {
 		return err
@@ -160,4 +165,38 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 		return render.Document(f.IO.Out, fm, d)
 	}
 	return present.Batch(f.IO.Out, d, f.Now(), f.Again)
+}
+
+// resolveBatch is the batch a command names: its id, or "last", this
+// broker's newest batch of one of actions (any action when none given).
+func resolveBatch(ctx context.Context, f *cmdutil.Factory, ld *ledger.Store, id string, actions ...string) (string, error) {
+	if id != "last" {
+		return id, nil
+	}
+	broker, err := f.BrokerKey(ctx, ld)
+	if err != nil {
+		return "", err
+	}
+	if len(actions) == 0 {
+		actions = []string{""}
+	}
+	var newest *ledger.Batch
+	for _, a := range actions {
+		bs, err := ld.Batches(ctx, ledger.BatchFilter{Broker: broker, Action: a, Limit: 1})
+		if err != nil {
+			return "", err
+		}
+		if len(bs) == 1 && (newest == nil || bs[0].At.After(newest.At)) {
+			newest = &bs[0]
+		}
+	}
+	if newest != nil {
+		return newest.ID, nil
+	}
+	actions = slices.DeleteFunc(actions, func(a string) bool { return a == "" })
+	what := "batch"
+	if len(actions) > 0 {
+		what = strings.Join(actions, " or ") + " batch"
+	}
+	return "", cmdutil.UsageError(fmt.Errorf("no %s of this broker in the ledger (decisions ls lists them)", what))
 }

@@ -11,10 +11,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/present"
 	"github.com/dlqctl/dlqctl/pkg/batch"
+	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
@@ -26,13 +28,15 @@ type VerifyOptions struct {
 	BatchID     string
 	Concurrency int
 	Rate        float64
+	// Wait: ask again while copies are pending, for up to this long.
+	Wait time.Duration
 }
 
 // NewCmdVerify asks the broker what became of a replay's copies.
 func NewCmdVerify(f *cmdutil.Factory) *cobra.Command {
 	o := &VerifyOptions{}
 	cmd := &cobra.Command{
-		Use:   "verify BATCH",
+		Use:   "verify BATCH|last",
 		Short: "Ask the broker what became of each copy a replay published",
 		Long: `Verify asks the broker, for each copy a replay batch published, what its
 status is now: completed (every consumer group consumed it), pending (not
@@ -45,14 +49,19 @@ copy completed, the batch is "verified". A copy found completed is not
 asked about again, so a large batch can be verified again until it is
 done; --concurrency and --rate bound the load. Exit 1 when a copy is dead-
 lettered again, missing or could not be asked about; pending is not a
-failure (run it again later).`,
+failure (run it again later, or give --wait). BATCH "last" is this broker's
+newest replay or restore.`,
 		Example: `  $ dlqctl decisions verify 20261130T031502-9f3a
+  $ dlqctl decisions verify last --wait 10m
   $ dlqctl decisions verify 20261130T031502-9f3a --rate 50 -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.BatchID = args[0]
 			if o.Concurrency < 1 || o.Concurrency > 256 {
 				return cmdutil.FlagErrorf("invalid --concurrency %d: want 1 to 256", o.Concurrency)
+			}
+			if o.Wait < 0 {
+				return cmdutil.FlagErrorf("invalid --wait %s: want a duration, or 0 to ask once", o.Wait)
 			}
 			if math.IsNaN(o.Rate) || o.Rate < 0 || o.Rate > 1e6 {
 				return cmdutil.FlagErrorf("invalid --rate %v: want requests per second, or 0 for unlimited", o.Rate)
@@ -62,6 +71,7 @@ failure (run it again later).`,
 	}
 	cmd.Flags().IntVar(&o.Concurrency, "concurrency", 8, "at most this many requests in flight")
 	cmd.Flags().Float64Var(&o.Rate, "rate", 0, "at most this many requests a second (0 = unlimited)")
+	cmd.Flags().DurationVar(&o.Wait, "wait", 0, "while copies are pending, ask again every 2s for up to this long (a CI job waiting for the consumers)")
 	return cmd
 }
 
@@ -74,34 +84,71 @@ func verifyRun(ctx context.Context, f *cmdutil.Factory, o *VerifyOptions) error 
 	if err != nil {
 		return err
 	}
+	if o.BatchID, err = resolveBatch(ctx, f, ld, o.BatchID, ledger.ActionReplay, ledger.ActionRestore); err != nil {
+		return err
+	}
+	until := time.Now().Add(o.Wait)
+	for {
+		v, nc, err := verifyOnce(ctx, f, cl, ld, o, fm)
+		if nc != nil {
+			defer nc.close()
+		}
+		if v == nil {
+			return err
+		}
+		if err == nil && v.Pending > 0 && v.NotAsked == 0 && time.Now().Add(verifyEvery).Before(until) {
+			fmt.Fprintf(f.IO.ErrOut, "%s of %s pending; asking again in %s (--wait %s)\n", render.Count(v.Pending), render.Plural(v.Copies, "copy", "copies"),
+				verifyEvery, render.Duration(o.Wait))
+			if err := sleepCtx(ctx, verifyEvery); err != nil {
+				return err
+			}
+			continue
+		}
+		if !fm.Human() {
+			if derr := nc.writeDocument(f.IO.Out, fm, v); derr != nil {
+				return derr
+			}
+		} else {
+			writeVerification(f.IO.Out, v, nc)
+		}
+		switch {
+		case err != nil:
+			return err
+		case v.DeadLetteredAgain+v.Missing+v.Unchecked > 0:
+			return cmdutil.ErrBreach
+		}
+		return nil
+	}
+}
+
+// verifyEvery is how often --wait asks again about the copies pending.
+const verifyEvery = 2 * time.Second
+
+// verifyOnce asks about the batch's copies once.
+func verifyOnce(ctx context.Context, f *cmdutil.Factory, cl *client.Client, ld *ledger.Store, o *VerifyOptions, fm render.Format) (*batch.Verification, *notCompleted, error) {
 	nc := &notCompleted{}
 	if !fm.Human() {
 		// -o json lists every copy not completed: a million of them go
 		// to a file as they come, not to memory, and are copied out last.
+		var err error
 		if nc.spool, err = os.CreateTemp("", "dlqctl-verify-*.ndjson"); err != nil {
-			return spoolErr(err)
+			return nil, nil, spoolErr(err)
 		}
-		defer func() { nc.spool.Close(); os.Remove(nc.spool.Name()) }()
 		nc.w = bufio.NewWriter(nc.spool)
 	}
 	v, err := batch.Verify(ctx, cl, ld, o.BatchID, batch.VerifyOptions{Concurrency: o.Concurrency, Rate: o.Rate, By: f.User(), Now: f.Now, NotCompleted: nc.add})
-	if v == nil {
-		return err
+	return v, nc, err
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
-	if !fm.Human() {
-		if derr := nc.writeDocument(f.IO.Out, fm, v); derr != nil {
-			return derr
-		}
-	} else {
-		writeVerification(f.IO.Out, v, nc)
-	}
-	switch {
-	case err != nil:
-		return err
-	case v.DeadLetteredAgain+v.Missing+v.Unchecked > 0:
-		return cmdutil.ErrBreach
-	}
-	return nil
 }
 
 // shownNotCompleted is how many copies not completed a person is shown.
@@ -116,6 +163,14 @@ type notCompleted struct {
 	deadQueue string
 	spool     *os.File
 	w         *bufio.Writer
+}
+
+// close lets the spool go.
+func (nc *notCompleted) close() {
+	if nc.spool != nil {
+		nc.spool.Close()
+		os.Remove(nc.spool.Name())
+	}
 }
 
 func (nc *notCompleted) add(st batch.CopyState) error {

@@ -174,8 +174,17 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		fmt.Fprintf(f.IO.ErrOut, "Nothing to %s: every dead letter that matches is under an active hold (%d left out by --skip-held).\n", sp.verb, p.SkippedHeld())
 		return nil
 	}
-	if err := writePlan(f, fm, p, flags.DryRun); err != nil || flags.DryRun {
+	if err := writePlan(f, fm, p, flags.DryRun); err != nil {
 		return err
+	}
+	if flags.DryRun {
+		// A dry run exits as the run would refuse (a script that tries
+		// the plan first learns what the run would do), once the plan is
+		// shown; only the reason, which a plan needs none of, is left.
+		if err := p.PlanRefusal(); err != nil {
+			return refusal(err, sp.verb)
+		}
+		return nil
 	}
 	if err := p.Refusal(); err != nil {
 		return refusal(err, sp.verb)
@@ -239,7 +248,11 @@ func refusal(err error, verb string) error {
 	var held *batch.HeldError
 	var awaiting *batch.AwaitingError
 	var changed *batch.ChangedError
+	var decided *batch.DecidedError
 	switch {
+	case errors.As(err, &decided):
+		return cmdutil.UsageError(fmt.Errorf("%v: run it with dlqctl dlq %s --batch %s --yes, or cancel it (dlqctl decisions cancel %s --why …) to decide anew",
+			err, verb, decided.BatchID, decided.BatchID))
 	case errors.As(err, &awaiting):
 		return &cmdutil.ExitError{Code: cmdutil.ExitAwaiting, Err: fmt.Errorf("%v: it runs once approved (dlqctl decisions approve %s --why …)", err, awaiting.BatchID)}
 	case errors.As(err, &changed):

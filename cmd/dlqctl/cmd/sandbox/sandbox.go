@@ -29,6 +29,8 @@ type Options struct {
 	// NoContext leaves the config file alone (no sandbox context).
 	NoContext bool
 	Faults    sb.Faults
+	// Consumers read what a replay or a restore publishes.
+	Consumers sb.Consumers
 	// addrGiven: --addr was given, so a taken port is an error, not a
 	// reason to take another.
 	addrGiven bool
@@ -69,6 +71,12 @@ DLQCTL_CONTEXT=sandbox) a command talks to this sandbox and to no other
 broker; if the sandbox has stopped and something else answers at its
 address, the command refuses. --no-context leaves the config alone.
 
+Its queues' consumer groups read what a replay or a restore publishes, at
+--consume-rate messages a second per queue, and every --consume-fail-every
+delivery fails again (dead-lettered once more): decisions verify then sees
+copies completed, pending and failed again. --consume-rate 0 leaves the
+copies unread (benchmarks do).
+
 It can also misbehave on purpose for rehearsals: --fail-503-every,
 --cut-every, --row-kept-every, --latency, --database-down, --maintenance
 (1.6), --require-token. Stop it with Ctrl-C; nothing is kept.`,
@@ -83,6 +91,9 @@ It can also misbehave on purpose for rehearsals: --fail-503-every,
 			}
 			if o.OldServer && cmd.Flags().Changed("server-version") {
 				return cmdutil.FlagErrorf("--old-server is --server-version 0.15: give one of them")
+			}
+			if o.Consumers.Rate < 0 || o.Consumers.Rate > 1e6 || o.Consumers.FailEvery < 0 {
+				return cmdutil.FlagErrorf("--consume-rate wants messages a second (0: none), --consume-fail-every a count (0: none)")
 			}
 			o.addrGiven = cmd.Flags().Changed("addr")
 			return run(cmd.Context(), f, o)
@@ -101,6 +112,8 @@ It can also misbehave on purpose for rehearsals: --fail-503-every,
 	fl.IntVar(&o.Faults.RowKeptEvery, "row-kept-every", 0, "answer every Nth retry with dlqRowRemoved:false")
 	fl.DurationVar(&o.Faults.Latency, "latency", 0, "added to every call")
 	fl.StringVar(&o.Faults.Token, "require-token", "", "bearer token every call but /health needs")
+	fl.Float64Var(&o.Consumers.Rate, "consume-rate", 10, "messages a second per queue the consumer groups read of what is published (0: none)")
+	fl.IntVar(&o.Consumers.FailEvery, "consume-fail-every", 10, "every Nth delivery to a consumer group fails again (0: none)")
 	return cmd
 }
 
@@ -154,6 +167,14 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	}
 	fmt.Fprintln(f.IO.ErrOut, "Try: dlqctl dlq ls --group-by error    (Ctrl-C stops the sandbox)")
 	fmt.Fprintln(f.IO.ErrOut, "     (from a clone without dlqctl installed: go run ./cmd/dlqctl dlq ls --group-by error)")
+	if o.Consumers.Rate > 0 {
+		fails := "none fails"
+		if n := o.Consumers.FailEvery; n > 0 {
+			fails = fmt.Sprintf("every %d%s delivery fails again", n, ordinal(n))
+		}
+		fmt.Fprintf(f.IO.ErrOut, "Its consumer groups read what is published at %g/s a queue; %s.\n", o.Consumers.Rate, fails)
+		go b.RunConsumers(ctx, o.Consumers)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -199,4 +220,18 @@ func nonce() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+func ordinal(n int) string {
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+		return "th"
+	case n%10 == 1:
+		return "st"
+	case n%10 == 2:
+		return "nd"
+	case n%10 == 3:
+		return "rd"
+	}
+	return "th"
 }
