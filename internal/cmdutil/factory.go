@@ -446,8 +446,12 @@ func (f *Factory) checkSandbox(cl *client.Client, s *config.Settings) error {
 		return nil
 	}
 	why := "nothing answers there"
-	if err == nil {
+	var he *client.HTTPError
+	switch {
+	case err == nil:
 		why = "another broker answers there"
+	case errors.As(err, &he) && he.Status > 0, errors.Is(err, client.ErrBadResponse):
+		why = "something that is not a Queen broker answers there"
 	}
 	return fmt.Errorf("%w: context %s is the dlqctl sandbox started at %s, and %s now: start it again with dlqctl sandbox (it points the context at itself), or choose another context",
 		ErrNotTheSandbox, s.Context, s.Server, why)

@@ -33,7 +33,7 @@ func Plan(w io.Writer, pal *render.Palette, p batch.Plan) {
 	if p.OtherGroups > 0 {
 		rows = fmt.Sprintf("%d dead-letter rows: %d selected, %d more of the same messages", p.Rows+p.OtherGroups, p.Rows, p.OtherGroups)
 	}
-	fmt.Fprintf(w, "%s plan: %s (%s)\n", pal.Bold(verb), render.Plural(p.Addresses, "message", "messages"), rows)
+	fmt.Fprintf(w, "%s plan: %s (%s)\n", pal.Bold(verb), render.Plural(p.Messages, "message", "messages"), rows)
 	queues := make([]string, 0, len(p.ByQueue))
 	for q := range p.ByQueue {
 		queues = append(queues, q)

@@ -184,7 +184,12 @@ func journalSentence(j *ledger.Entry) string {
 	return j.State
 }
 
-func orNone(s string) string {
+func orNone(s string) string { return ErrorText(s) }
+
+// ErrorText is a row's error as people are shown it: "(no error
+// message)" where the consumer left none, as ls --group-by names its
+// class.
+func ErrorText(s string) string {
 	if s == "" {
 		return "(no error message)"
 	}

@@ -71,7 +71,7 @@ func TestReplayLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		plan := p.Plan()
-		if plan.Addresses != p.Messages() || !strings.HasPrefix(plan.Via, "manual") || plan.Order == nil {
+		if plan.Messages != p.Messages() || !strings.HasPrefix(plan.Via, "manual") || plan.Order == nil {
 			t.Fatalf("plan %+v", plan)
 		}
 		var recorded string

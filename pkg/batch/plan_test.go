@@ -69,7 +69,7 @@ func TestManyGroupsInOneQueue(t *testing.T) {
 		}
 		plans[i] = p.Plan()
 	}
-	if plans[0].Addresses != 40 || plans[0].Rows != 300 || !reflect.DeepEqual(plans[0], plans[1]) {
+	if plans[0].Messages != 40 || plans[0].Rows != 300 || !reflect.DeepEqual(plans[0], plans[1]) {
 		t.Fatalf("plans differ or miss:\n%+v\n%+v", plans[0], plans[1])
 	}
 }

@@ -12,7 +12,11 @@ import (
 
 // Plan is what a batch will do, computed before anything is written.
 type Plan struct {
-	Action      string         `json:"action"`
+	Action string `json:"action"`
+	// Messages counts the messages (addresses) the batch acts on;
+	// Addresses is the same count under the name the plan gave it first,
+	// kept for the scripts that read it.
+	Messages    int            `json:"messages"`
 	Addresses   int            `json:"addresses"`
 	Rows        int            `json:"rows"` // selected dead-letter rows
 	ByQueue     map[string]int `json:"byQueue"`
@@ -321,7 +325,7 @@ func (pl *Planner) SetOrder(info replay.OrderInfo) { pl.o.Order = info }
 // Plan is the plan of what was added.
 func (pl *Planner) Plan() Plan {
 	p, o := pl.p, pl.o
-	p.Addresses = pl.n
+	p.Messages, p.Addresses = pl.n, pl.n
 	for _, c := range pl.classes {
 		p.ByClass = append(p.ByClass, *c)
 	}
@@ -382,7 +386,7 @@ func (pl *Planner) Plan() Plan {
 func (p Plan) WithRate(r float64) Plan {
 	p.Rate, p.Estimated, p.EstimatedSecs = r, 0, 0
 	if r > 0 {
-		p.Estimated = time.Duration(float64(p.Addresses-p.NoCall) / r * float64(time.Second))
+		p.Estimated = time.Duration(float64(p.Messages-p.NoCall) / r * float64(time.Second))
 		p.EstimatedSecs = p.Estimated.Seconds()
 	}
 	return p

@@ -171,7 +171,7 @@ type planFigures struct {
 }
 
 func figures(p batch.Plan) planFigures {
-	return planFigures{p.Addresses, p.Rows, p.NoCall, p.Undecryptable, p.OverGenCap, p.OtherGroups, p.Held, p.SkippedHeld, p.Pinned,
+	return planFigures{p.Messages, p.Rows, p.NoCall, p.Undecryptable, p.OverGenCap, p.OtherGroups, p.Held, p.SkippedHeld, p.Pinned,
 		p.ByQueue, p.ByClass, p.AlsoRemoves, p.Holds}
 }
 

@@ -69,7 +69,7 @@ func approveRun(ctx context.Context, f *cmdutil.Factory, o *ApproveOptions) erro
 		return err
 	}
 	verb := map[string]string{ledger.ActionReplay: "replay", ledger.ActionDiscard: "rm", ledger.ActionRestore: "restore"}[b.Action]
-	fmt.Fprintf(f.IO.ErrOut, "Approved %s batch %s (%d messages) by %s: %s\n", b.Action, b.ID, b.Size, present.Approver(a, ld.Vouches()), render.Clean(o.Why))
+	fmt.Fprintf(f.IO.ErrOut, "Approved %s batch %s (%s) by %s: %s\n", b.Action, b.ID, render.Plural(b.Size, "message", "messages"), present.Approver(a, ld.Vouches()), render.Clean(o.Why))
 	if !ld.Vouches() {
 		fmt.Fprintln(f.IO.ErrOut, "note: "+present.Unvouched)
 	}

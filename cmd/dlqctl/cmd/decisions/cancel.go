@@ -58,6 +58,6 @@ func cancelRun(ctx context.Context, f *cmdutil.Factory, o *CancelOptions) error 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f.IO.ErrOut, "Cancelled %s batch %s (%d messages) by %s: %s\n", b.Action, b.ID, b.Size, render.Clean(by), render.Clean(o.Why))
+	fmt.Fprintf(f.IO.ErrOut, "Cancelled %s batch %s (%s) by %s: %s\n", b.Action, b.ID, render.Plural(b.Size, "message", "messages"), render.Clean(by), render.Clean(o.Why))
 	return nil
 }

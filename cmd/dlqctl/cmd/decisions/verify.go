@@ -211,7 +211,7 @@ func spoolErr(err error) error {
 
 func writeVerification(w io.Writer, v *batch.Verification, nc *notCompleted) {
 	c := render.Clean
-	fmt.Fprintf(w, "Batch %s: %d copies: %d completed, %d pending, %d dead-lettered again, %d missing", v.BatchID, v.Copies, v.Completed, v.Pending, v.DeadLetteredAgain, v.Missing)
+	fmt.Fprintf(w, "Batch %s: %s: %d completed, %d pending, %d dead-lettered again, %d missing", v.BatchID, render.Plural(v.Copies, "copy", "copies"), v.Completed, v.Pending, v.DeadLetteredAgain, v.Missing)
 	if v.Unchecked > 0 {
 		fmt.Fprintf(w, ", %d not asked (see below)", v.Unchecked)
 	}
@@ -220,7 +220,7 @@ func writeVerification(w io.Writer, v *batch.Verification, nc *notCompleted) {
 	}
 	fmt.Fprintln(w)
 	if v.NotAsked > 0 {
-		fmt.Fprintf(w, "Interrupted: %d copies were not reached; run it again to ask about them\n", v.NotAsked)
+		fmt.Fprintf(w, "Interrupted: %s not reached; run it again to ask about them\n", render.Plural(v.NotAsked, "copy was", "copies were"))
 	}
 	if v.MovedElsewhere > 0 {
 		fmt.Fprintf(w, "%d of the copies were published by another hand (moved elsewhere while the batch ran: the broker's console); they are counted with the rest\n", v.MovedElsewhere)

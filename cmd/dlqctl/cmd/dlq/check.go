@@ -49,7 +49,11 @@ override their own. A queue no policy sets a threshold for is held to
 max-age 0, so with no config file every dead letter breaches: --triage-slo
 alone leaves that in place (add --max-age to judge age by it). The oldest
 dead letter is found in O(log N) requests, not by reading the DLQ.
-Exit 0 when all hold, 1 on any breach.`,
+Exit 0 when all hold, 1 on any breach, 2 for a usage error (a flag, a
+queue or group the broker does not have, a bad config), 3 when the broker
+or the ledger cannot be read (unreachable, 5xx, an unreadable answer),
+4 when the broker refuses the token. docs/ci.md has the formats and
+fields.`,
 		Example: `  $ dlqctl dlq check
   $ dlqctl dlq check --queue orders --max-age 1h --triage-slo 4h
   $ dlqctl dlq check --format github          # workflow annotations

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/internal/present"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
@@ -187,7 +188,7 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 		}
 		tally.Add(r, d, ok, now, slo)
 		line := []string{render.AgeSince(now, r.FailedAt), render.Clean(r.Queue), render.Clean(r.Partition), render.Clean(groupName(r.ConsumerGroup)),
-			strconv.Itoa(r.RetryCount), render.Clean(r.ErrorMessage), render.Clean(r.Address().String()), decision}
+			strconv.Itoa(r.RetryCount), present.ErrorText(render.Clean(r.ErrorMessage)), render.Clean(r.Address().String()), decision}
 		if fm == render.Wide {
 			enc := "no"
 			if r.IsEncrypted {

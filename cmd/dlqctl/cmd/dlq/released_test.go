@@ -212,7 +212,7 @@ func TestEnvelopesOnTheReleasedServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if plan.Undecryptable != 4 {
-		t.Fatalf("plan: %d undecryptable, want the seed's 4 (of %d encrypted messages)", plan.Undecryptable, plan.Addresses)
+		t.Fatalf("plan: %d undecryptable, want the seed's 4 (of %d encrypted messages)", plan.Undecryptable, plan.Messages)
 	}
 	ls, _, _ := cli.Exec("dlq", "ls", "--queue", "notifications", "-o", "wide")
 	if strings.Contains(ls, "undecryptable") || !strings.Contains(ls, "yes (list shows the envelope)") {

@@ -110,8 +110,8 @@ func TestWhereSelectsWhatJqSelects(t *testing.T) {
 			if err := json.Unmarshal([]byte(out), &plan); err != nil || exit != 0 {
 				t.Fatalf("%s %s: %v exit %d %s", mode, expr, err, exit, errOut)
 			}
-			if plan.Addresses != len(addrs) {
-				t.Errorf("%s: replay --where %s plans %d messages, want %d", mode, expr, plan.Addresses, len(addrs))
+			if plan.Messages != len(addrs) {
+				t.Errorf("%s: replay --where %s plans %d messages, want %d", mode, expr, plan.Messages, len(addrs))
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -67,7 +68,9 @@ broker or the ledger is down, /metrics keeps the last known values with
 dlqctl_broker_up or dlqctl_ledger_up at 0; a pass that runs past its
 interval marks the broker down until it ends. --sync also mirrors the DLQ
 into the archive each pass (dlq sync), so a dead letter that vanishes with
-no decision is seen within one interval. /healthz answers while the
+no decision is seen within one interval. /readyz answers 200 once a pass
+reached a context's broker and ledger, 503 before and while none is (for
+a readiness probe); /healthz answers while the
 process runs; / is a landing page. TLS and basic auth come from
 --web.config.file, the Prometheus exporter-toolkit's web config. The alert
 rules that go with it are in deploy/prometheus/ of dlqctl's repository.`,
@@ -119,8 +122,8 @@ func (o *Options) validate() error {
 	if o.MaxClasses < 0 || o.MaxClasses > 1000 {
 		return cmdutil.FlagErrorf("--max-classes %d: want 0 to 1000", o.MaxClasses)
 	}
-	if !strings.HasPrefix(o.TelemetryPath, "/") || o.TelemetryPath == "/" || o.TelemetryPath == "/healthz" {
-		return cmdutil.FlagErrorf("--web.telemetry-path %q: want a path such as /metrics (not / or /healthz)", o.TelemetryPath)
+	if !strings.HasPrefix(o.TelemetryPath, "/") || o.TelemetryPath == "/" || o.TelemetryPath == "/healthz" || o.TelemetryPath == "/readyz" {
+		return cmdutil.FlagErrorf("--web.telemetry-path %q: want a path such as /metrics (not /, /healthz or /readyz)", o.TelemetryPath)
 	}
 	if len(o.Listen) == 0 {
 		return cmdutil.FlagErrorf("--web.listen-address: give at least one address")
@@ -356,6 +359,21 @@ func handler(exps []named, o *Options, version string) http.Handler {
 		}
 		_ = json.NewEncoder(w).Encode(out)
 	})
+	// /readyz is for a probe that reads only the status code (Kubernetes'
+	// readiness, as Prometheus's own /-/ready): 200 once a pass reached,
+	// for some context, its broker and its ledger, so what it serves says
+	// something; 503 before the first pass and while no context's does.
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		for _, e := range exps {
+			if healthOf(e.exp.Snapshot()).Status == "ok" {
+				io.WriteString(w, "ready\n")
+				return
+			}
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, "not ready: no context's broker and ledger were reached by the latest pass (/healthz says why)\n")
+	})
 	landing, err := web.NewLandingPage(web.LandingConfig{
 		Name:        "dlqctl exporter",
 		Description: "Dead-letter queue SLOs, holds and decisions, as dlq check judges them",
@@ -363,6 +381,7 @@ func handler(exps []named, o *Options, version string) http.Handler {
 		Links: []web.LandingLinks{
 			{Address: o.TelemetryPath, Text: "Metrics"},
 			{Address: "/healthz", Text: "Health", Description: "the latest pass: broker and ledger reachable, last success"},
+			{Address: "/readyz", Text: "Ready", Description: "200 once a context's broker and ledger were reached, else 503"},
 		},
 	})
 	if err == nil {

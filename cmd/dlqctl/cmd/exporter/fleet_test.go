@@ -87,3 +87,52 @@ func get(t *testing.T, url string) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+// /readyz is for a probe that reads the status code alone: 503 before
+// the first pass and while no context's broker and ledger are reached,
+// 200 once one's are; /healthz stays 200 throughout.
+func TestReadyzFollowsTheBrokers(t *testing.T) {
+	cli := testutil.Fleet(t, root.Run)
+	status := func(url string) int {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		context string
+		args    []string
+		ready   int
+	}{
+		{"gone", nil, http.StatusServiceUnavailable},
+		{"", []string{"--all-contexts"}, http.StatusOK},
+	} {
+		cli.Env["DLQCTL_CONTEXT"] = c.context
+		f, _, _, _ := cli.Factory()
+		f.Globals.Timeout = time.Second
+		s, err := exporter.Start(f, append([]string{"--web.listen-address", "127.0.0.1:0", "--interval", "1h"}, c.args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- s.Serve(ctx) }()
+		if got := status("http://" + s.Addr + "/readyz"); got != http.StatusServiceUnavailable {
+			t.Errorf("%v: /readyz before any pass: %d", c.args, got)
+		}
+		for _, e := range s.Exps {
+			_ = e.Pass(ctx)
+		}
+		if got := status("http://" + s.Addr + "/readyz"); got != c.ready {
+			t.Errorf("%v: /readyz after a pass: %d, want %d", c.args, got, c.ready)
+		}
+		if got := status("http://" + s.Addr + "/healthz"); got != http.StatusOK {
+			t.Errorf("%v: /healthz: %d", c.args, got)
+		}
+		cancel()
+		<-done
+	}
+}

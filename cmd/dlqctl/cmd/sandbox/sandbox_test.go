@@ -117,6 +117,16 @@ func TestTheSandboxContextReachesTheSandboxAlone(t *testing.T) {
 	if code != 3 || !strings.Contains(stderr, "another broker answers there") || hits.Load() != 1 {
 		t.Fatalf("under the sandbox context, another program at its address: exit %d, %d requests\n%s", code, hits.Load(), stderr)
 	}
+	// A program that answers, but not as a broker (a web page, a 404):
+	// said as something answering, not as nothing.
+	page := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(page.Close)
+	if err := os.WriteFile(cfg, []byte("contexts:\n  sandbox:\n    server: "+page.URL+"\n    ledger: sqlite://"+filepath.Join(dir, "sb.db")+"\n    sandbox: 0badc0ffee00\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if stderr, code := run(map[string]string{"DLQCTL_CONTEXT": "sandbox"}, "dlq", "ls"); code != 3 || !strings.Contains(stderr, "something that is not a Queen broker answers there") {
+		t.Fatalf("under the sandbox context, a web server at its address: exit %d\n%s", code, stderr)
+	}
 	stderr, code = run(map[string]string{"DLQCTL_CONTEXT": "sandbox", "DLQCTL_SERVER": "http://127.0.0.1:1"}, "dlq", "ls")
 	if code != 2 || !strings.Contains(stderr, "DLQCTL_SERVER points this command at") {
 		t.Fatalf("the sandbox context with DLQCTL_SERVER elsewhere: exit %d\n%s", code, stderr)

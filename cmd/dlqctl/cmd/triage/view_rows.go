@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/present"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/render"
@@ -120,7 +121,7 @@ func (m *model) rowsBody(w, h int) []string {
 		case 3:
 			return render.Clean(deadletter.GroupLabel(r.ConsumerGroup))
 		case 4:
-			return render.Clean(r.ErrorMessage)
+			return present.ErrorText(render.Clean(r.ErrorMessage))
 		}
 		if d, ok := m.dec[r.Address()]; ok {
 			if l := inspect.DecisionLabel(d, r, now, m.session.TriageSLO(r.Queue, r.ConsumerGroup)); l != "" {
