@@ -324,6 +324,14 @@ func Report(w io.Writer, pal *render.Palette, rep *replay.Report) {
 		fmt.Fprintf(w, "Paused %s in all for %s (%s; last: %s)\n", render.Duration(ps.For.Round(time.Second)), ps.Kind,
 			render.Plural(ps.Times, "time", "times"), render.Clean(ps.Last))
 	}
+	if st := rep.StoppedBy; st != nil {
+		c := render.Clean
+		who := c(st.By)
+		if st.Role != "" && st.Role != st.By {
+			who += " (" + c(st.Role) + ")"
+		}
+		fmt.Fprintf(w, "%s by %s with decisions stop at %s: %s\n", pal.Yellow("Stopped"), who, render.Timestamp(st.At), c(st.Why))
+	}
 	if rep.Stopped != "" {
 		fmt.Fprintf(w, "%s %s%s\n", pal.Yellow("Stopped:"), render.Clean(rep.Stopped), advice(rep.StopNext, replay.AddrResult{}))
 	}

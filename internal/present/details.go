@@ -49,6 +49,9 @@ func Batch(w io.Writer, d *batch.Details, now time.Time, again func(args ...stri
 		kv("Run", fmt.Sprintf("gone: the ledger says running, but its process has exited or stopped saying it is alive (last heard from %s). Resume with: %s",
 			heard, again("dlq", resumeVerb(b), "--batch", b.ID, "--yes")))
 	}
+	if d.Progress != nil {
+		kv("Progress", Progress(d.Progress, now))
+	}
 	switch ap := d.Approval; {
 	case ap != nil:
 		kv("Approved", fmt.Sprintf("%s by %s: %s", render.Timestamp(ap.At), Approver(ap, d.Vouched), ap.Why))

@@ -26,6 +26,9 @@ type Details struct {
 	// Vouched: the ledger vouches for who recorded and approved (the
 	// database's roles, on PostgreSQL); on SQLite it cannot.
 	Vouched bool `json:"identitiesVouched"`
+	// Progress is a running (or interrupted) batch's: how far it got,
+	// its run's pace and who runs it.
+	Progress *ledger.Progress `json:"progress,omitempty"`
 }
 
 // Batches are the recorded batches a filter picks, each as Shown makes
@@ -72,6 +75,11 @@ func Describe(ctx context.Context, ld *ledger.Store, id string) (*Details, error
 	}
 	if b.NeedsApproval {
 		if d.Approval, err = ld.ApprovalOf(ctx, b.ID); err != nil {
+			return nil, err
+		}
+	}
+	if b.Action != ledger.ActionHold && (b.Status == ledger.StatusRunning || b.Status == ledger.StatusInterrupted) {
+		if d.Progress, err = ld.ProgressOf(ctx, b); err != nil {
 			return nil, err
 		}
 	}

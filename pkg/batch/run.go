@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
@@ -80,10 +81,16 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 		return nil, err
 	}
 	owner := ledger.NewOwner(nonce())
-	if err := ld.StartRun(jctx, batch.ID, owner); err != nil {
+	if err := ld.StartRun(jctx, batch.ID, owner, p.Messages()); err != nil {
 		return nil, err
 	}
-	defer beat(jctx, ld, batch.ID, owner)()
+	// The run can be stopped from anywhere (decisions stop): its beat
+	// learns of it and ends the run as SIGINT would, nothing in flight
+	// lost; done is what the beat says the run got to.
+	var done atomic.Int64
+	rctx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	defer beat(jctx, ld, batch.ID, owner, &done, func(st *ledger.Stop) { stopRun(&StoppedError{Stop: *st}) })()
 	_ = ld.Audit(jctx, ledger.AuditEntry{At: now, Broker: cl.Broker(), BatchID: batch.ID, Kind: "execution-started", By: by,
 		Detail: fmt.Sprintf("%s of %s at %s, %s", verbOf(p.req.Action), render.Plural(p.Messages(), "address", "addresses"), rateWords(settings.Rate), viaWords(settings, opts.Via))})
 	if recorded != nil {
@@ -92,7 +99,12 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 
 	opts.Rate, opts.Burst = settings.Rate, settings.Burst
 	opts.Broker, opts.BatchID, opts.Owner = cl.Broker(), batch.ID, owner
-	opts.Progress = progress
+	opts.Progress = func(n int) {
+		done.Store(int64(n))
+		if progress != nil {
+			progress(n)
+		}
+	}
 	var tr *tracer
 	if opts.Action == deadletter.Replay || opts.Action == deadletter.Restore {
 		if tr = startTracer(cl, opts.Release, settings, batch); tr != nil {
@@ -100,8 +112,12 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 		}
 	}
 	phases.Archive += took() // the run's start in the ledger, with the archive
-	rep, runErr := replay.NewEngine(cl, ld, opts).RunSource(ctx, source{in.st})
+	rep, runErr := replay.NewEngine(cl, ld, opts).RunSource(rctx, source{in.st})
 	tr.finish(rep)
+	var stopped *StoppedError
+	if errors.As(context.Cause(rctx), &stopped) && ctx.Err() == nil {
+		rep.StoppedBy = &stopped.Stop
+	}
 	phases.Run = took()
 	rep.Phases = phases
 	res := &Result{Report: rep, Next: NextSteps(rep)}
@@ -139,26 +155,39 @@ func phaseClock() func() float64 {
 	}
 }
 
-// beat says the run is alive every ledger.BeatEvery until the returned
-// stop is called: a batch whose run was killed shows as interrupted.
-func beat(ctx context.Context, ld *ledger.Store, id, owner string) (stop func()) {
-	done := make(chan struct{})
+// beat says the run is alive, and how many addresses it has done, every
+// ledger.BeatEvery until the returned stop is called: a batch whose run
+// was killed shows as interrupted, and one asked to stop (decisions stop)
+// is told to stopped.
+func beat(ctx context.Context, ld *ledger.Store, id, owner string, done *atomic.Int64, stopped func(*ledger.Stop)) (stop func()) {
+	quit := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
 		t := time.NewTicker(ledger.BeatEvery)
 		defer t.Stop()
+		told := false
 		for {
 			select {
-			case <-done:
+			case <-quit:
 				return
 			case <-t.C:
-				_ = ld.Beat(ctx, id, owner) // a missed beat is retried at the next
+				st, err := ld.Beat(ctx, id, owner, int(done.Load())) // a missed beat is retried at the next
+				if err == nil && st != nil && !told {
+					told = true
+					stopped(st)
+				}
 			}
 		}
 	}()
-	return func() { close(done); <-finished }
+	return func() { close(quit); <-finished }
 }
+
+// StoppedError is why a run ended early: a stop asked of it from
+// anywhere (decisions stop).
+type StoppedError struct{ ledger.Stop }
+
+func (e *StoppedError) Error() string { return "stopped by " + e.By + ": " + e.Why }
 
 // record writes a fresh batch (the decision and its frozen manifest, in
 // the order the run takes) before anything is published, or records the

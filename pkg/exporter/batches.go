@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
@@ -24,6 +25,11 @@ type BatchProgress struct {
 	// read every row (RefailedKnown).
 	Refailed      int
 	RefailedKnown bool
+	// Rate, EstimatedEnd and LastBeat are what its run said at its last
+	// beat (ledger.Progress).
+	Rate         float64
+	EstimatedEnd time.Time
+	LastBeat     time.Time
 }
 
 // Pending is what is left to do.
@@ -45,22 +51,12 @@ func activeBatches(ctx context.Context, ld *ledger.Store, broker string) ([]Batc
 		if b.Action == ledger.ActionHold {
 			continue
 		}
-		counts, err := ld.BatchOutcome(ctx, b.ID)
+		pr, err := ld.ProgressOf(ctx, &b)
 		if err != nil {
 			return nil, nil, err
 		}
-		p := BatchProgress{ID: b.ID, Action: b.Action, Status: b.Shown(), Size: b.Size}
-		for k, n := range counts {
-			switch k {
-			case ledger.Pending, ledger.Inflight:
-			case ledger.Failed, ledger.Unknown:
-				p.Failed += n
-			case ledger.Skipped:
-				p.Skipped += n
-			default: // published, or removed with its outcome
-				p.Done += n
-			}
-		}
+		p := BatchProgress{ID: b.ID, Action: b.Action, Status: pr.Status, Size: b.Size, Done: pr.Done, Failed: pr.Failed, Skipped: pr.Skipped,
+			Rate: pr.Rate, EstimatedEnd: pr.EstimatedEnd, LastBeat: pr.Run.LastBeat}
 		if b.Action == ledger.ActionReplay {
 			ids, err := ld.ReplayTxIDs(ctx, b.ID)
 			if err != nil {

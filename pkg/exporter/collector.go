@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/gate"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -50,6 +51,12 @@ var (
 		append(batchLabels, "state")...)
 	descBatchRefailed = desc("dlqctl_batch_refailed",
 		"Replays of a running or interrupted batch that are back in the DLQ. Known only from a pass that read every row."+fromLastPass, batchLabels...)
+	descBatchRate = desc("dlqctl_batch_rate_messages_per_second",
+		"A running batch's pace: addresses its run did a second, from its start to its last beat. Absent before the run has done one."+fromLastPass, batchLabels...)
+	descBatchEnd = desc("dlqctl_batch_estimated_end_timestamp_seconds",
+		"When a running batch would be done at its run's pace, as a Unix time. Absent while the pace is unknown."+fromLastPass, batchLabels...)
+	descBatchBeat = desc("dlqctl_batch_last_beat_timestamp_seconds",
+		"When a running batch's run last said it was alive (every 2 s while it runs), as a Unix time."+fromLastPass, batchLabels...)
 
 	descBrokerUp    = desc("dlqctl_broker_up", "1 when the latest pass reached the broker, 0 when it could not (the other values are then the last known ones).")
 	descLedgerUp    = desc("dlqctl_ledger_up", "1 when the latest pass reached the ledger, 0 when it could not.")
@@ -67,7 +74,7 @@ var (
 // Describe sends every metric's description.
 func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descOldest, descOldestUnheld, descDepth, descUndecided, descNotCarriedOut, descVanished,
-		descBreach, descMaxAge, descSLO, descClass, descBatchSize, descBatchState, descBatchRefailed, descBrokerUp, descLedgerUp,
+		descBreach, descMaxAge, descSLO, descClass, descBatchSize, descBatchState, descBatchRefailed, descBatchRate, descBatchEnd, descBatchBeat, descBrokerUp, descLedgerUp,
 		descLastSuccess, descLastPass, descDuration, descInterval, descPasses, descRequests, descBytes, descBuild, descScopes} {
 		ch <- d
 	}
@@ -111,6 +118,15 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		gauge(descBatchState, float64(b.Pending()), b.ID, b.Action, "pending")
 		if b.RefailedKnown {
 			gauge(descBatchRefailed, float64(b.Refailed), b.ID, b.Action)
+		}
+		if b.Rate > 0 {
+			gauge(descBatchRate, b.Rate, b.ID, b.Action)
+		}
+		if !b.EstimatedEnd.IsZero() {
+			gauge(descBatchEnd, unix(b.EstimatedEnd), b.ID, b.Action)
+		}
+		if !b.LastBeat.IsZero() && b.Status == ledger.StatusRunning {
+			gauge(descBatchBeat, unix(b.LastBeat), b.ID, b.Action)
 		}
 	}
 }

@@ -370,11 +370,26 @@ func TestBatchProgress(t *testing.T) {
 		b.AddDeadLetters(sandbox.DeadLetter{Queue: items[1].Queue, Partition: items[1].Partition, TransactionID: "replayed-1",
 			ConsumerGroup: "__QUEUE_MODE__", Error: "still broken", FailedAt: testkit.Now.Add(-time.Minute)})
 
+		// Its run says, at its beat, how far it got: the pace and the
+		// estimated end are exported with the last beat.
+		owner := ledger.NewOwner("x")
+		if err := ld.StartRun(ctx, bt.ID, owner, 5); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if _, err := ld.Beat(ctx, bt.ID, owner, 2); err != nil {
+			t.Fatal(err)
+		}
 		if err := e.Pass(ctx); err != nil {
 			t.Fatal(err)
 		}
 		m := gather(t, e)
 		id := []string{"batch_id", bt.ID}
+		if value(t, m, "dlqctl_batch_rate_messages_per_second", id...) <= 0 || value(t, m, "dlqctl_batch_estimated_end_timestamp_seconds", id...) < float64(time.Now().Add(-time.Minute).Unix()) ||
+			value(t, m, "dlqctl_batch_last_beat_timestamp_seconds", id...) < float64(time.Now().Add(-time.Minute).Unix()) {
+			t.Fatalf("pace %v, end %v, beat %v", value(t, m, "dlqctl_batch_rate_messages_per_second", id...),
+				value(t, m, "dlqctl_batch_estimated_end_timestamp_seconds", id...), value(t, m, "dlqctl_batch_last_beat_timestamp_seconds", id...))
+		}
 		st := func(s string) float64 { return value(t, m, "dlqctl_batch_messages", append(id, "state", s)...) }
 		if value(t, m, "dlqctl_batch_size", id...) != 5 || st("done") != 2 || st("failed") != 1 || st("pending") != 2 || st("skipped") != 0 {
 			t.Fatalf("progress: size %v done %v failed %v pending %v", value(t, m, "dlqctl_batch_size", id...), st("done"), st("failed"), st("pending"))

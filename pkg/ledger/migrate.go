@@ -258,6 +258,16 @@ var migrations = []migration{{sql: `CREATE TABLE batches (
 	ALTER TABLE audit ADD COLUMN role TEXT NOT NULL DEFAULT '';
 	DROP INDEX batch_items_seq;
 	CREATE UNIQUE INDEX batch_items_seq ON batch_items (batch_id, seq)`, data: installGuards},
+	// 24: a run says how far it got as it beats (runs.go): when it began,
+	// how many addresses it set out to do and has done; and a stop asked
+	// of it from anywhere (decisions stop), by whom and why.
+	{sql: `ALTER TABLE batches ADD COLUMN run_started_at TEXT;
+	ALTER TABLE batches ADD COLUMN run_total INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE batches ADD COLUMN run_done INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE batches ADD COLUMN stop_at TEXT;
+	ALTER TABLE batches ADD COLUMN stop_by TEXT NOT NULL DEFAULT '';
+	ALTER TABLE batches ADD COLUMN stop_role TEXT NOT NULL DEFAULT '';
+	ALTER TABLE batches ADD COLUMN stop_why TEXT NOT NULL DEFAULT ''`},
 }
 
 // SchemaVersion is the schema this binary writes.

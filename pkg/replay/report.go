@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
+	"github.com/dlqctl/dlqctl/pkg/ledger"
 )
 
 // AddrResult is an address the report lists: what became of it, in
@@ -122,10 +123,13 @@ type Report struct {
 	RowsRemoved int `json:"rowsRemoved"`
 	// Unrecorded counts addresses whose outcome the journal could not
 	// record (the ledger failed under them): the resume settles them.
-	Unrecorded  int    `json:"unrecorded"`
-	NotStarted  int    `json:"notStarted"`
-	Interrupted bool   `json:"interrupted"`
-	Stopped     string `json:"stopped,omitempty"` // why scheduling stopped early
+	Unrecorded  int  `json:"unrecorded"`
+	NotStarted  int  `json:"notStarted"`
+	Interrupted bool `json:"interrupted"`
+	// StoppedBy: the run was interrupted by a stop asked of it from
+	// anywhere (decisions stop), by whom and why.
+	StoppedBy *ledger.Stop `json:"stoppedBy,omitempty"`
+	Stopped   string       `json:"stopped,omitempty"` // why scheduling stopped early
 	// StopNext is what the stop leaves to an operator, if a front end
 	// can say more than Stopped.
 	StopNext Next `json:"stopNext,omitempty"`

@@ -23,12 +23,13 @@ func NewCmdDecisions(f *cmdutil.Factory) *cobra.Command {
 		Use:   "decisions",
 		Short: "The audit log: every batch decided or executed, by whom and why",
 	})
-	cmd.AddCommand(NewCmdLs(f), NewCmdShow(f), NewCmdCancel(f), NewCmdApprove(f), NewCmdVerify(f), NewCmdThreshold(f))
+	cmd.AddCommand(NewCmdLs(f), NewCmdShow(f), NewCmdStop(f), NewCmdCancel(f), NewCmdApprove(f), NewCmdVerify(f), NewCmdThreshold(f))
 	return cmd
 }
 
 // LsOptions are `decisions ls`'s flags.
 type LsOptions struct {
+	Running    bool
 	Action     string
 	Since      string
 	Limit      int
@@ -42,6 +43,7 @@ func NewCmdLs(f *cmdutil.Factory) *cobra.Command {
 		Use:   "ls",
 		Short: "List batches, newest first",
 		Example: `  $ dlqctl decisions ls
+  $ dlqctl decisions ls --running
   $ dlqctl decisions ls --action discard --since 7d -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -60,6 +62,7 @@ func NewCmdLs(f *cmdutil.Factory) *cobra.Command {
 	cmd.Flags().StringVar(&o.Since, "since", "", "only batches decided since (RFC 3339 or a duration ago)")
 	cmd.Flags().IntVar(&o.Limit, "limit", 50, "at most this many (0 = all)")
 	cmd.Flags().BoolVar(&o.AllBrokers, "all-brokers", false, "batches of every broker the ledger serves, not only --server's")
+	cmd.Flags().BoolVar(&o.Running, "running", false, "only the batches running now, wherever they run, with their progress: done, failed, left, pace, estimated end, host and pid")
 	return cmd
 }
 
@@ -69,6 +72,9 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		return err
 	}
 	filter := ledger.BatchFilter{Action: o.Action, Limit: o.Limit}
+	if o.Running {
+		filter.Statuses = []string{ledger.StatusRunning}
+	}
 	if o.Since != "" {
 		if filter.Since, err = deadletter.ParseTime(o.Since, f.Now()); err != nil {
 			return cmdutil.FlagErrorf("--since: %v", err)
@@ -86,6 +92,9 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	batches, err := batch.Batches(ctx, ld, filter)
 	if err != nil {
 		return err
+	}
+	if o.Running {
+		return running(ctx, f, fm, ld, batches)
 	}
 	if !fm.Human() {
 		st := render.NewStream(f.IO.Out, fm)
@@ -128,21 +137,31 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 // ShowOptions are `decisions show`'s flags.
 type ShowOptions struct {
 	BatchID string
+	// Watch follows a running batch's progress until it ends.
+	Watch bool
 }
 
 // NewCmdShow shows one batch.
 func NewCmdShow(f *cmdutil.Factory) *cobra.Command {
 	o := &ShowOptions{}
-	return &cobra.Command{
-		Use:     "show BATCH|last",
-		Short:   "Show a batch: its decision, manifest, journal and audit (last: this broker's newest)",
-		Example: "  $ dlqctl decisions show 20261130T031502-9f3a\n  $ dlqctl decisions show 20261130T0315 -o json\n  $ dlqctl decisions show last",
+	cmd := &cobra.Command{
+		Use:   "show BATCH|last",
+		Short: "Show a batch: its decision, progress, manifest, journal and audit (last: this broker's newest)",
+		Long: `Show prints a batch: its decision, who recorded and approved it, its
+progress while it runs (done, failed, left, the run's pace and estimated
+end, the host and process that run it: from anywhere that shares the
+ledger), its manifest, journal and audit. --watch follows a running
+batch's progress until its run ends, a line drawn again every two
+seconds on a terminal.`,
+		Example: "  $ dlqctl decisions show 20261130T031502-9f3a\n  $ dlqctl decisions show 20261130T0315 -o json\n  $ dlqctl decisions show last --watch",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.BatchID = args[0]
 			return showRun(cmd.Context(), f, o)
 		},
 	}
+	cmd.Flags().BoolVar(&o.Watch, "watch", false, "follow a running batch's progress until its run ends")
+	return cmd
 }
 
 func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
@@ -156,6 +175,12 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 	}
 	if o.BatchID, err = resolveBatch(ctx, f, ld, o.BatchID); err != nil {
 		return err
+	}
+	if o.Watch {
+		if !fm.Human() {
+			return cmdutil.FlagErrorf("--watch draws for people: -o %s gives the batch once", fm)
+		}
+		return watch(ctx, f, ld, o.BatchID)
 	}
 	d, err := batch.Describe(ctx, ld, o.BatchID)
 	if err != nil {
