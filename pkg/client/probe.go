@@ -180,9 +180,12 @@ func (p *probe) start(upper int) error {
 // arriving or leaving during the search move the end; the window widens
 // each round so a busy DLQ is caught.
 func (p *probe) settle() (*Extent, error) {
-	win := 16
-	for round := 0; round < 16; round, win = round+1, min(win*2, 1024) {
-		for p.hi-p.lo > 1 {
+	// The search stops a window short of the end, and one read of the
+	// window finds it: a few requests fewer than searching to the row
+	// (log2 of the window), for the rows of one page, without payloads.
+	win := ProbeWindow
+	for round := 0; round < 16; round, win = round+1, min(win*2, MaxPage) {
+		for p.hi-p.lo >= win {
 			mid := p.lo + (p.hi-p.lo)/2
 			rows, err := p.at(mid, 1)
 			if err != nil {
@@ -198,7 +201,10 @@ func (p *probe) settle() (*Extent, error) {
 			p.ext.Oldest = nil
 			return p.ext, nil // emptied while probing
 		}
-		off := max(p.lo-win/2, 0)
+		off := p.lo
+		if p.hi-p.lo <= 1 {
+			off = max(p.lo-win/2, 0) // the end moved: look around it
+		}
 		rows, err := p.at(off, win)
 		if err != nil {
 			return nil, err
@@ -220,6 +226,11 @@ func (p *probe) settle() (*Extent, error) {
 		Err: errors.New("the DLQ changed faster than its end could be found; try again")}
 }
 
+// ProbeWindow is the window a search for the end of a filtered DLQ
+// reads the end from: the binary search stops once the end is bracketed
+// within it.
+const ProbeWindow = 256
+
 func (c *Client) offsetIgnored(off int) error {
 	return &HTTPError{Method: http.MethodGet, URL: c.shown + "/api/v1/dlq", Status: 200, Kind: ErrOffsetIgnored,
 		Err: fmt.Errorf("%w: offset %d answered the row of offset 0, so the end of the DLQ cannot be found", ErrOffsetIgnored, off)}
@@ -237,8 +248,9 @@ func (c *Client) IndexOlderThan(ctx context.Context, q ListQuery, ext *Extent, c
 		return ext.Depth, nil
 	}
 	q.NoData = true
+	// Binary search to within a window, then one read of the window.
 	lo, hi := 0, ext.Depth-1
-	for lo < hi {
+	for hi-lo >= ProbeWindow {
 		mid := lo + (hi-lo)/2
 		ext.Requests++
 		q.Offset, q.Limit = mid, 1
@@ -252,5 +264,16 @@ func (c *Client) IndexOlderThan(ctx context.Context, q ListQuery, ext *Extent, c
 			lo = mid + 1
 		}
 	}
-	return lo, nil
+	ext.Requests++
+	q.Offset, q.Limit = lo, hi-lo+1
+	p, err := c.ListPage(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	for i, r := range p.Rows {
+		if r.FailedAt.Before(cutoff) {
+			return lo + i, nil
+		}
+	}
+	return lo + len(p.Rows), nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/exporter"
+	"github.com/dlqctl/dlqctl/pkg/gate"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/policy"
 )
@@ -133,4 +134,73 @@ func rss(b *testing.B) float64 {
 	}
 	b.Skip("no VmRSS")
 	return 0
+}
+
+// BenchmarkGateCost puts what the gate costs the broker beside reading
+// the whole DLQ, at 300, 3k, 100k and 1M dead letters on a broker that
+// pages: list requests and bytes of one dlq check (gate.Check, as the
+// command runs it) and of one exporter pass, and of a plain read of every
+// row (without payloads, as the gate's whole read; with them, as ls).
+// Goal: the gate's list requests at most a plain read's plus three, the
+// O(log N) search only where it costs fewer requests and bytes.
+func BenchmarkGateCost(b *testing.B) {
+	for _, n := range []int{300, 3_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
+			sb := sandbox.New(nil)
+			sb.Fill(n, 7)
+			srv := httptest.NewServer(sb.Handler())
+			b.Cleanup(srv.Close)
+			cl, err := client.New(client.Options{Server: srv.URL, Backoff: time.Millisecond})
+			if err != nil {
+				b.Fatal(err)
+			}
+			pol := policy.Set{{Queue: "*", Policy: policy.Policy{MaxAge: time.Hour, TriageSLO: 4 * time.Hour}}}
+			dsn := "sqlite://" + filepath.Join(b.TempDir(), "l.db")
+			e := exporter.New(exporter.Config{Client: cl, Ledger: func(ctx context.Context) (*ledger.Store, error) { return ledger.Open(ctx, dsn) },
+				Policies: pol, Interval: time.Minute, MaxClasses: 10})
+			b.Cleanup(e.Close)
+			ctx := context.Background()
+			if err := e.Pass(ctx); err != nil { // the ledger's schema, the client's dialect
+				b.Fatal(err)
+			}
+			lists := func() int { return sb.Calls()["GET /api/v1/dlq"] }
+			var checkReq, passReq, readReq, lsReq int
+			var checkBytes, passBytes, readBytes, lsBytes int64
+			for i := 0; i < b.N; i++ {
+				before := lists()
+				res, err := gate.Check(ctx, cl, gate.Input{Policies: pol, Now: time.Now()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				checkReq, checkBytes = lists()-before, res.Bytes
+				before = lists()
+				if err := e.Pass(ctx); err != nil {
+					b.Fatal(err)
+				}
+				passReq, passBytes = lists()-before, e.Snapshot().Check.Bytes
+				for _, noData := range []bool{true, false} {
+					before = lists()
+					m := &client.Meter{}
+					for _, err := range cl.Rows(client.WithMeter(ctx, m), client.ListQuery{Limit: client.MaxPage, NoData: noData}) {
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+					if noData {
+						readReq, readBytes = lists()-before, m.Bytes()
+					} else {
+						lsReq, lsBytes = lists()-before, m.Bytes()
+					}
+				}
+			}
+			b.ReportMetric(float64(checkReq), "check-lists")
+			b.ReportMetric(float64(checkBytes), "check-bytes")
+			b.ReportMetric(float64(passReq), "pass-lists")
+			b.ReportMetric(float64(passBytes), "pass-bytes")
+			b.ReportMetric(float64(readReq), "read-lists")
+			b.ReportMetric(float64(readBytes), "read-bytes")
+			b.ReportMetric(float64(lsReq), "ls-lists")
+			b.ReportMetric(float64(lsBytes), "ls-bytes")
+		})
+	}
 }

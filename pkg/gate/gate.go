@@ -8,6 +8,7 @@ package gate
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sort"
 	"time"
@@ -333,36 +334,140 @@ func (g *gate) everyQueue(ctx context.Context, topo *client.Topology, res *Resul
 		}
 		return g.fromWholeRead(topo, passes, pass, m, res), nil
 	}
-	var first deadletter.Row
-	seen := 0
-	each, flush := g.chunked(ctx, func(r deadletter.Row) {
-		pass(r.Queue).get(r.ConsumerGroup).add(g, r)
-		if seen++; g.visit != nil {
-			switch seen {
-			case 1:
-				first = r
-			case 2:
-				g.visit(first)
-				g.visit(r)
-			default:
-				g.visit(r)
-			}
-		}
-	})
-	n, err := g.cl.ListEach(mctx, client.ListQuery{Limit: 1, NoData: true}, each)
-	if err == nil {
-		err = flush()
-	}
+	// The first page of the whole DLQ: on a broker that answers in one
+	// body it is everything; a short page is everything too (a small DLQ
+	// costs one request). Held until the reading is settled: the rows go
+	// to the scopes only if the rest is read too.
+	first, err := g.cl.ListPage(mctx, client.ListQuery{Limit: wholePage, NoData: true})
 	if err != nil {
 		return nil, err
 	}
-	if n > 1 || g.cl.OneBody() {
-		if n == 1 && g.visit != nil {
-			g.visit(first)
-		}
-		return g.fromWholeRead(topo, passes, pass, m, res), nil
+	whole := len(first.Rows) < wholePage || g.cl.OneBody()
+	if !whole {
+		whole = g.readAllIsCheaper(ctx, topo, len(first.Rows), first.Total)
 	}
-	return g.queueByQueue(ctx, topo, m, res)
+	if !whole {
+		return g.queueByQueue(ctx, topo, m, res)
+	}
+	each, flush := g.chunked(ctx, func(r deadletter.Row) {
+		pass(r.Queue).get(r.ConsumerGroup).add(g, r)
+		if g.visit != nil {
+			g.visit(r)
+		}
+	})
+	read := map[client.Key]struct{}{}
+	for _, r := range first.Rows {
+		read[client.RowKey(r)] = struct{}{}
+		each(r)
+	}
+	if len(first.Rows) == wholePage && !g.cl.OneBody() {
+		// The rest, from where the first page ended; a row that a newer
+		// arrival pushed over the edge is not counted twice.
+		for r, err := range g.cl.Rows(mctx, client.ListQuery{Offset: wholePage, Limit: wholePage, NoData: true}) {
+			if err != nil {
+				return nil, err
+			}
+			if _, dup := read[client.RowKey(r)]; dup {
+				continue
+			}
+			if !each(r) {
+				break
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return g.fromWholeRead(topo, passes, pass, m, res), nil
+}
+
+// wholePage is the page a whole read of the DLQ asks for: the most every
+// broker serves (2.x clamps at 1000).
+const wholePage = client.MaxPage
+
+// readAllIsCheaper reports whether reading the rest of the DLQ (its first
+// page, of n rows, read) costs fewer list requests than probing each
+// scope could, less three: the gate then reads it whole, and never asks
+// more than three requests beyond what a whole read would. The depth comes from the page's total where it
+// counts every row (2.x), else from the broker's own metrics; unknown, the
+// DLQ is read whole (probing could cost more than reading, and finding
+// the depth to tell would already). Probing costs no more bytes: it reads
+// a row a request.
+func (g *gate) readAllIsCheaper(ctx context.Context, topo *client.Topology, n int, total *int) bool {
+	if g.depths == nil {
+		g.depths = g.cl.DLQDepths(ctx)
+	}
+	depth := 0
+	switch {
+	case total != nil && *total > n:
+		depth = *total
+	case len(g.depths) > 0:
+		depth, _ = g.wholeDepth()
+	default:
+		return true
+	}
+	// Probing may cost the three requests more than reading would that
+	// the gate allows itself: past that, the rows are read.
+	pages := (depth + wholePage - 1) / wholePage
+	return g.probeBound(topo, depth) > pages+3
+}
+
+// probeBound is how many list requests queueByQueue makes, at most,
+// for the queues topo lists, with depth rows in the whole DLQ (the
+// broker's per-queue depths where it exports them): a search for the
+// end of each scope (a head, a read at the depth it cannot pass, a
+// binary search to a window, the window; galloping up where the depth is
+// not known), the triage SLO's index (another search), and the oldest
+// rows read a page at a time in a queue with a hold, or with a decision
+// old enough to count. Not counted: a queue found to hold rows of groups
+// the broker does not list, searched once more as a whole.
+func (g *gate) probeBound(topo *client.Topology, depth int) int {
+	// The halvings of a binary search from d rows down to a window.
+	steps := func(d int) int { return bits.Len(uint(max(d-1, 0) / client.ProbeWindow)) }
+	n := 0
+	if _, known := g.wholeDepth(); !known {
+		n += 3 + 2*steps(depth) // the whole DLQ's depth, beyond the queues'
+	}
+	for _, q := range topo.Queues() {
+		d, known := g.depths[q]
+		if !known {
+			d = depth
+		}
+		search := 3 + steps(d)
+		n++ // the queue's head
+		groups := g.groups(topo, q)
+		if !known || len(groups) == 0 {
+			n += search + steps(d)
+		}
+		pages := (d + pageSize - 1) / pageSize
+		for _, grp := range groups {
+			lim := g.limitsFor(q, grp)
+			n += search
+			if lim.hasSLO {
+				n += steps(d) + 1
+			}
+			if g.holds[q] {
+				n += pages + 1
+			}
+			if g.decided[q] && lim.hasSLO {
+				n += pages + 1
+			}
+		}
+	}
+	return n
+}
+
+// wholeDepth is the whole DLQ's depth where the broker says it (the sum
+// of the per-queue depths it exports).
+func (g *gate) wholeDepth() (int, bool) {
+	if len(g.depths) == 0 {
+		return 0, false
+	}
+	n := 0
+	for _, d := range g.depths {
+		n += d
+	}
+	return n, true
 }
 
 // queueByQueue evaluates a paging broker's queues one at a time (m
@@ -397,13 +502,20 @@ func (g *gate) queueByQueue(ctx context.Context, topo *client.Topology, m *clien
 	if len(out) > 0 {
 		out[0].Requests, out[0].Bytes = out[0].Requests+m.Requests(), out[0].Bytes+m.Bytes()
 	}
-	// The whole DLQ's depth, searched below what the queues add up to:
-	// more rows than that are rows of queues the list left out.
-	whole, err := g.cl.FindOldestBelow(ctx, client.ListQuery{}, sum)
-	if err != nil {
-		return nil, err
+	// The whole DLQ's depth (the broker's own, or searched below what the
+	// queues add up to): more rows than that are rows of queues the list
+	// left out.
+	whole, known := g.wholeDepth()
+	if !known || whole > sum {
+		// Searched, also to confirm what the broker's metrics said before
+		// the DLQ is read for the queues they imply.
+		ext, err := g.cl.FindOldestBelow(ctx, client.ListQuery{}, sum)
+		if err != nil {
+			return nil, err
+		}
+		whole = ext.Depth
 	}
-	if whole.Depth > sum {
+	if whole > sum {
 		all, err := queuesInDLQ(ctx, g.cl)
 		if err != nil {
 			return nil, err
