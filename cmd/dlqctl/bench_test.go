@@ -748,3 +748,118 @@ func BenchmarkReplayEndToEnd(b *testing.B) {
 	b.ReportMetric(pick(func(p replay.Phases) float64 { return (p.Record + p.Archive) / p.Run }), "record/run")
 	b.ReportMetric(pick(func(p replay.Phases) float64 { return p.Settle }), "settle-s")
 }
+
+// BenchmarkWholeCommandPace is the whole command a user waits for, plan
+// and recording included: `dlq replay --all --rate 0 --order none` by the
+// real binary, against a sandbox in its own process that costs what a
+// real broker does (a push 6 ms, a delete 1 ms), beside a bare loop that
+// pushes and deletes the same messages as many at a time, taking turns on
+// a fresh broker each; at 3,000 and 30,000 messages, --concurrency 4 and
+// 16. It reports the medians' ratio (goal: 1.15x at most) and the writes
+// in flight over the replay's run (the broker's busy time over the run's
+// time; goal: 0.8x the concurrency at least). DLQCTL_BENCH_PACE_ROWS
+// narrows the sizes (one of them).
+func BenchmarkWholeCommandPace(b *testing.B) {
+	bin := binary(b)
+	sizes := []int{3_000, 30_000}
+	if v, err := strconv.Atoi(os.Getenv("DLQCTL_BENCH_PACE_ROWS")); err == nil && v > 0 {
+		sizes = []int{v}
+	}
+	const push, del = 6 * time.Millisecond, time.Millisecond
+	for _, n := range sizes {
+		seed := sandbox.Seed{Queues: []sandbox.SeedQueue{{Name: "orders", RetryLimit: 3, ConsumerGroups: []string{"billing"}}}}
+		for i := 0; i < n; i++ {
+			seed.DeadLetters = append(seed.DeadLetters, sandbox.SeedDeadLetter{Queue: "orders", Partition: strconv.Itoa(i % 16), TransactionID: fmt.Sprintf("order:%d", i),
+				ConsumerGroup: "billing", Error: "boom", RetryCount: 3, Age: fmt.Sprintf("%ds", n-i), Data: json.RawMessage(fmt.Sprintf(`{"orderId":%d}`, i))})
+		}
+		seedFile := filepath.Join(b.TempDir(), "seed.json")
+		raw, _ := json.Marshal(seed)
+		if err := os.WriteFile(seedFile, raw, 0o600); err != nil {
+			b.Fatal(err)
+		}
+		broker := func() (url string, stop func()) {
+			addr := freeAddr(b)
+			cmd := exec.Command(bin, "sandbox", "--addr", addr, "--seed", seedFile, "--no-context", "--consume-rate", "0",
+				"--push-latency", push.String(), "--delete-latency", del.String())
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			url = "http://" + addr
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				if resp, err := http.Get(url + "/health"); err == nil {
+					resp.Body.Close()
+					break
+				}
+				if time.Now().After(deadline) {
+					b.Fatal("the sandbox did not start")
+				}
+			}
+			return url, func() { cmd.Process.Kill(); cmd.Wait() }
+		}
+		for _, conc := range []int{4, 16} {
+			b.Run(fmt.Sprintf("messages=%d/concurrency=%d", n, conc), func(b *testing.B) {
+				bare := func() float64 {
+					url, stop := broker()
+					defer stop()
+					c := testkit.Client(b, url)
+					sel := &deadletter.Selection{All: true}
+					sel.Compile()
+					items, err := testkit.Snapshot(context.Background(), c, sel, 1000)
+					if err != nil || len(items) != n {
+						b.Fatalf("%d items, %v", len(items), err)
+					}
+					start := time.Now()
+					testkit.Concurrently(conc, items, func(it replay.Item) {
+						if _, err := c.Push(context.Background(), []client.PushItem{{Queue: it.Queue, Partition: it.Partition, Payload: it.Newest().Data, TransactionID: client.CopyID(it.Rows[0].ID)}}); err != nil {
+							b.Error(err)
+						}
+						if err := c.Delete(context.Background(), it.Address); err != nil {
+							b.Error(err)
+						}
+					})
+					return time.Since(start).Seconds()
+				}
+				var phases []replay.Phases
+				whole := func() (float64, float64) {
+					url, stop := broker()
+					defer stop()
+					start := time.Now()
+					cmd := exec.Command(bin, "dlq", "replay", "--all", "--why", "bench", "--yes", "--rate", "0", "--order", "none", "--no-trace",
+						"--concurrency", strconv.Itoa(conc), "-o", "json")
+					cmd.Env = append(os.Environ(), "DLQCTL_SERVER="+url, "DLQCTL_LEDGER=sqlite://"+filepath.Join(b.TempDir(), "l.db"), "DLQCTL_CONFIG="+filepath.Join(b.TempDir(), "c.yaml"))
+					out, err := cmd.Output()
+					took := time.Since(start).Seconds()
+					var rep replay.Report
+					if err != nil || json.Unmarshal(out, &rep) != nil || rep.Replayed != n || rep.Phases == nil {
+						b.Fatalf("replay: %v %+v", err, rep.Outcome())
+					}
+					busy := float64(n) * (push + del).Seconds()
+					phases = append(phases, *rep.Phases)
+					return took, busy / rep.Phases.Run
+				}
+				var tBare, tWhole, inFlight []float64
+				for i := 0; i < b.N; i++ {
+					tBare = append(tBare, bare())
+					t, f := whole()
+					tWhole, inFlight = append(tWhole, t), append(inFlight, f)
+				}
+				mid := func(xs []float64) float64 { s := slices.Clone(xs); slices.Sort(s); return s[len(s)/2] }
+				b.ReportMetric(mid(tWhole), "command-s")
+				b.ReportMetric(mid(tBare), "bare-s")
+				b.ReportMetric(mid(tWhole)/mid(tBare), "command/bare")
+				b.ReportMetric(mid(inFlight), "writes-in-flight")
+				pick := func(f func(p replay.Phases) float64) float64 {
+					var xs []float64
+					for _, p := range phases {
+						xs = append(xs, f(p))
+					}
+					return mid(xs)
+				}
+				b.ReportMetric(pick(func(p replay.Phases) float64 { return p.Plan }), "plan-s")
+				b.ReportMetric(pick(func(p replay.Phases) float64 { return p.Record + p.Archive }), "record-s")
+				b.ReportMetric(pick(func(p replay.Phases) float64 { return p.Run }), "run-s")
+				b.ReportMetric(pick(func(p replay.Phases) float64 { return p.Settle }), "settle-s")
+			})
+		}
+	}
+}

@@ -44,17 +44,26 @@ func (p *Pending) planItems(ctx context.Context, pl *Planner) error {
 		})
 	}
 	ahead := func(chunk []placed) error { return p.checkEnvelopes(ctx, chunk) }
+	// A broker the ledger knows nothing of (its first batch) has no
+	// decision, entry or copy to look up, chunk after chunk.
+	history, err := ld.HasHistory(ctx, cl.Broker())
+	if err != nil {
+		return err
+	}
 	return st.chunks(ctx, planChunk, ahead, func(chunk []placed) error {
 		addrs := make([]deadletter.Address, len(chunk))
 		for i, c := range chunk {
 			addrs[i] = c.it.Address
 		}
-		dec, err := ld.LatestDecisionsFor(ctx, cl.Broker(), addrs)
-		if err != nil {
-			return err
+		dec := map[deadletter.Address]ledger.Decision{}
+		if history {
+			var err error
+			if dec, err = ld.LatestDecisionsFor(ctx, cl.Broker(), addrs); err != nil {
+				return err
+			}
 		}
 		var ents map[deadletter.Address]*ledger.Entry
-		if replaying {
+		if replaying && history {
 			if ents, err = ld.Entries(ctx, cl.Broker(), addrs); err != nil {
 				return err
 			}

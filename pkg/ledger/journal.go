@@ -152,12 +152,51 @@ func (s *Store) Entries(ctx context.Context, broker string, addrs []deadletter.A
 func (s *Store) byAddrs(ctx context.Context, what, q string, addrs []deadletter.Address, scan func(*sql.Rows) error, args ...any) error {
 	const chunk = 400
 	for start := 0; start < len(addrs); start += chunk {
-		text, all := inAddrs(q, addrs[start:min(start+chunk, len(addrs))], args...)
+		part := addrs[start:min(start+chunk, len(addrs))]
+		if s.engine == SQLite {
+			// Padded to a whole chunk with its last address, so that every
+			// statement has one text and is prepared once (IN is a set: the
+			// address repeated matches once): parsing 400 pairs was most of
+			// a lookup's cost.
+			if len(part) < chunk {
+				padded := make([]deadletter.Address, chunk)
+				copy(padded, part)
+				for i := len(part); i < chunk; i++ {
+					padded[i] = part[len(part)-1]
+				}
+				part = padded
+			}
+			text, all := inAddrs(q, part, args...)
+			if err := s.eachPrepared(ctx, text, scan, all...); err != nil {
+				return s.wrap(what, err)
+			}
+			continue
+		}
+		text, all := inAddrs(q, part, args...)
 		if err := s.each(ctx, text, scan, all...); err != nil {
 			return s.wrap(what, err)
 		}
 	}
 	return nil
+}
+
+// eachPrepared is each with the statement prepared once a store.
+func (s *Store) eachPrepared(ctx context.Context, q string, f func(*sql.Rows) error, args ...any) error {
+	st, err := s.prepared(ctx, q)
+	if err != nil {
+		return err
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := f(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // BatchEntries returns the journal entries currently attributed to a batch.

@@ -34,6 +34,8 @@ type Options struct {
 	// addrGiven: --addr was given, so a taken port is an error, not a
 	// reason to take another.
 	addrGiven bool
+	// pushLatency and deleteLatency cost what a real broker's do.
+	pushLatency, deleteLatency time.Duration
 }
 
 // DefaultAddr is where the sandbox listens unless told or taken.
@@ -79,7 +81,8 @@ copies unread (benchmarks do).
 
 It can also misbehave on purpose for rehearsals: --fail-503-every,
 --cut-every, --row-kept-every, --latency, --database-down, --maintenance
-(1.6), --require-token. Stop it with Ctrl-C; nothing is kept.`,
+(1.6), --require-token; and cost what a real broker does with
+--push-latency 6ms --delete-latency 1ms. Stop it with Ctrl-C; nothing is kept.`,
 		Example: `  $ dlqctl sandbox
   $ dlqctl sandbox --server-version 1.6
   $ curl -X POST 'http://127.0.0.1:6632/_sandbox/console/replay?queue=orders&limit=20'
@@ -111,6 +114,8 @@ It can also misbehave on purpose for rehearsals: --fail-503-every,
 	fl.IntVar(&o.Faults.CutEvery, "cut-every", 0, "apply every Nth push or retry, then cut the connection")
 	fl.IntVar(&o.Faults.RowKeptEvery, "row-kept-every", 0, "answer every Nth retry with dlqRowRemoved:false")
 	fl.DurationVar(&o.Faults.Latency, "latency", 0, "added to every call")
+	fl.DurationVar(&o.pushLatency, "push-latency", 0, "added to every push (a real broker's costs about 6ms)")
+	fl.DurationVar(&o.deleteLatency, "delete-latency", 0, "added to every delete of a message's dead-letter rows (a real broker's costs about 1ms)")
 	fl.StringVar(&o.Faults.Token, "require-token", "", "bearer token every call but /health needs")
 	fl.Float64Var(&o.Consumers.Rate, "consume-rate", 10, "messages a second per queue the consumer groups read of what is published (0: none)")
 	fl.IntVar(&o.Consumers.FailEvery, "consume-fail-every", 10, "every Nth delivery to a consumer group fails again (0: none)")
@@ -134,6 +139,9 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	b.SetLine(line)
 	if err := b.Load(seed); err != nil {
 		return cmdutil.UsageError(fmt.Errorf("--seed: %v", err))
+	}
+	if o.pushLatency > 0 || o.deleteLatency > 0 {
+		o.Faults.RouteLatency = map[string]time.Duration{"POST /api/v1/push": o.pushLatency, "DELETE /api/v1/messages/{pid}/{txid}": o.deleteLatency}
 	}
 	b.SetFaults(o.Faults)
 	instance := nonce()

@@ -59,9 +59,10 @@ func (m *model) decided(msg decidedMsg) tea.Cmd {
 	m.decGen++
 	var addrs []deadletter.Address
 	if hm.t.group != "" {
-		for _, i := range m.members[hm.t.group] {
-			addrs = append(addrs, m.rows.At(i).Address())
-		}
+		m.rows.EachOf(m.members[hm.t.group], func(_ int, r deadletter.Row) bool {
+			addrs = append(addrs, r.Address())
+			return true
+		})
 	}
 	for _, s := range hm.t.addrs {
 		if a, err := deadletter.ParseAddress(s); err == nil {

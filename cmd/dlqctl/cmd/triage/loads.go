@@ -20,6 +20,9 @@ func (m *model) reload() tea.Cmd {
 	m.decGen++
 	ctx, cancel := context.WithCancel(m.ctx)
 	m.cancelLoad = cancel
+	if m.rows != nil {
+		m.rows.Close()
+	}
 	m.rows, m.members, m.withDecision, m.grouper, m.groups, m.grouped = newRowStore(), map[string][]int{}, map[string][]int{}, inspect.NewGrouper(m.by), nil, 0
 	m.dec, m.counts = map[deadletter.Address]ledger.Decision{}, nil
 	m.loading, m.loadErr = true, nil
@@ -142,11 +145,12 @@ func (m *model) makeGroups() {
 func (m *model) fileDecisions() {
 	m.withDecision = map[string][]int{}
 	for k, idx := range m.members {
-		for _, i := range idx {
-			if _, ok := m.dec[m.rows.At(i).Address()]; ok {
+		m.rows.EachOf(idx, func(i int, r deadletter.Row) bool {
+			if _, ok := m.dec[r.Address()]; ok {
 				m.withDecision[k] = append(m.withDecision[k], i)
 			}
-		}
+			return true
+		})
 	}
 }
 
@@ -154,10 +158,10 @@ func (m *model) fileDecisions() {
 func (m *model) regroup(by string) {
 	m.by = by
 	m.grouper, m.members, m.withDecision = inspect.NewGrouper(by), map[string][]int{}, map[string][]int{}
-	for i := range m.rows.Len() {
-		r := m.rows.At(i)
+	m.rows.Each(func(i int, r deadletter.Row) bool {
 		m.member(m.grouper.Add(r), i, r.Address())
-	}
+		return true
+	})
 	m.classCur = cursor{}
 	m.makeGroups()
 }
@@ -222,12 +226,12 @@ func (m *model) refilter() {
 		// A jq predicate: the classes that have a row it is true for.
 		match := m.whereMatch(expr)
 		keepClass = func(i int) bool {
-			for _, ri := range m.members[m.groups[i].Key] {
-				if match(m.rows.At(ri)) {
-					return true
-				}
-			}
-			return false
+			found := false
+			m.rows.EachOf(m.members[m.groups[i].Key], func(_ int, r deadletter.Row) bool {
+				found = match(r)
+				return !found
+			})
+			return found
 		}
 	}
 	for i := range m.groups {
@@ -250,13 +254,13 @@ func (m *model) refilter() {
 	if expr, ok := strings.CutPrefix(m.rowFilter, "?"); ok {
 		match = m.whereMatch(expr)
 	}
-	for _, i := range m.members[m.classKey] {
-		r := m.rows.At(i)
+	m.rows.EachOf(m.members[m.classKey], func(i int, r deadletter.Row) bool {
 		if match(r) {
 			m.rowView = append(m.rowView, i)
 			m.rowWidths[0] = max(m.rowWidths[0], len(r.Queue))
 			m.rowWidths[1] = max(m.rowWidths[1], len(deadletter.GroupLabel(r.ConsumerGroup)))
 		}
-	}
+		return true
+	})
 	m.rowCur.fit(len(m.rowView), m.listHeight())
 }

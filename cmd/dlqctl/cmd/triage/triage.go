@@ -99,6 +99,9 @@ func triageRun(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	// A batch still running (the screen was killed under it) finishes
 	// its calls in flight and its journal before dlqctl exits.
 	m.wait()
+	if m.rows != nil {
+		m.rows.Close()
+	}
 	for _, l := range m.log {
 		fmt.Fprintln(f.IO.ErrOut, l)
 	}

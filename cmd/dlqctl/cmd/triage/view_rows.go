@@ -46,12 +46,12 @@ func (m *model) undecided(key string) int {
 	now := m.cfg.now()
 	// Rows without a decision are undecided; the others are looked at.
 	n := len(m.members[key]) - len(m.withDecision[key])
-	for _, i := range m.withDecision[key] {
-		r := m.rows.At(i)
+	m.rows.EachOf(m.withDecision[key], func(_ int, r deadletter.Row) bool {
 		if d, ok := m.dec[r.Address()]; inspect.Undecided(d, ok, r, now, m.session.TriageSLO(r.Queue, r.ConsumerGroup)) {
 			n++
 		}
-	}
+		return true
+	})
 	c.undecided, c.haveUndecided = n, true
 	return n
 }
@@ -74,17 +74,17 @@ func (m *model) countHeld(key string) (int, []string) {
 	now := m.cfg.now()
 	n := 0
 	var who []string
-	for _, i := range m.withDecision[key] {
-		r := m.rows.At(i)
+	m.rows.EachOf(m.withDecision[key], func(_ int, r deadletter.Row) bool {
 		d, ok := m.dec[r.Address()]
 		if !ok || !d.Holds(r.FailedAt, now) {
-			continue
+			return true
 		}
 		n++
 		if h := d.Holder(); !slices.Contains(who, h) {
 			who = append(who, h)
 		}
-	}
+		return true
+	})
 	sort.Strings(who)
 	return n, who
 }
