@@ -28,7 +28,7 @@ func Missing(w io.Writer, missing []deadletter.Address) {
 // Plan writes the plan for people.
 func Plan(w io.Writer, pal *render.Palette, p batch.Plan) {
 	c := render.Clean
-	verb := map[string]string{deadletter.Replay: "Replay", deadletter.Discard: "Discard", deadletter.Restore: "Restore"}[p.Action]
+	verb := deadletter.ActionOf(p.Action).Title
 	rows := render.Plural(p.Rows, "dead-letter row", "dead-letter rows")
 	if p.OtherGroups > 0 {
 		rows = fmt.Sprintf("%d dead-letter rows: %d selected, %d more of the same messages", p.Rows+p.OtherGroups, p.Rows, p.OtherGroups)
@@ -167,7 +167,7 @@ func planWarnings(w io.Writer, pal *render.Palette, p batch.Plan) {
 			parts = append(parts, fmt.Sprintf("%d of group %s, class %s (%s)", a.Rows, c(deadletter.GroupLabel(a.ConsumerGroup)), a.Class, render.Truncate(c(a.Pattern), 40)))
 		}
 		fmt.Fprintf(w, "  %s a %s acts on the message, so it also removes %s the selection left out: %s. They are archived and recorded in this batch.\n",
-			warn, map[string]string{deadletter.Replay: "replay's delete", deadletter.Discard: "delete"}[p.Action],
+			warn, map[bool]string{true: deadletter.ActionOf(p.Action).Verb + "'s delete", false: "delete"}[deadletter.ActionOf(p.Action).Publishes],
 			render.Plural(p.OtherGroups, "dead-letter row", "dead-letter rows"), strings.Join(parts, "; "))
 		if p.Action == deadletter.Replay {
 			fmt.Fprintf(w, "  To replay for one consumer group alone, publish to a recovery queue only that group reads: --to-queue.\n")

@@ -111,15 +111,7 @@ func manifest(w io.Writer, d *batch.Details) error {
 }
 
 // resumeVerb is the command that carries on with a batch.
-func resumeVerb(b *ledger.Batch) string {
-	switch b.Action {
-	case ledger.ActionDiscard:
-		return "rm"
-	case ledger.ActionRestore:
-		return "restore"
-	}
-	return "replay"
-}
+func resumeVerb(b *ledger.Batch) string { return deadletter.VerbOf(b.Action) }
 
 // Unvouched says what an approval on a ledger that authenticates nobody
 // (SQLite) is worth.

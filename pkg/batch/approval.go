@@ -59,9 +59,13 @@ func StricterThreshold(a, b int) int {
 // planDigest binds an approval: the manifest's digest and what decides
 // where the copies go and what they carry.
 func planDigest(manifest string, st Settings) string {
-	parts := []string{manifest, st.ToQueue, st.Transform}
-	if st.ToPartition != "" {
-		parts = append(parts, st.ToPartition) // a restore's (approvals made before it bind the rest)
+	parts := []string{manifest}
+	for _, s := range settingsTable {
+		// to-partition came after the approvals that bind the rest: it
+		// joins the digest only when set.
+		if v := s.value(&st); s.binds && (v != "" || s.given != GivenToPartition) {
+			parts = append(parts, v)
+		}
 	}
 	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return hex.EncodeToString(h[:])

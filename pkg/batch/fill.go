@@ -90,14 +90,19 @@ func loadBatch(ctx context.Context, env Env, id, action string) (*ledger.Batch, 
 	if b.Status == ledger.StatusCancelled {
 		return nil, errs.Usagef("batch %s was cancelled (see dlqctl decisions show %s): it is no longer a decision; select the dead letters again for a new batch", b.ID, b.ID)
 	}
-	want := map[string]string{deadletter.Replay: ledger.ActionReplay, deadletter.Discard: ledger.ActionDiscard, deadletter.Restore: ledger.ActionRestore}[action]
+	want := action
 	if action == deadletter.Restore && b.Action == ledger.ActionDiscard {
 		return b, nil // what it archived is the selection
 	}
 	if b.Action != want {
-		verb := map[string]string{ledger.ActionReplay: "dlq replay", ledger.ActionDiscard: "dlq rm (dlq restore --batch re-publishes what it archived)",
-			ledger.ActionRestore: "dlq restore", ledger.ActionHold: "nothing (a hold is not executed)"}[b.Action]
-		return nil, errs.Usagef("batch %s records a %s decision; execute it with %s", b.ID, b.Action, verb)
+		with := "nothing (a hold is not executed)"
+		if a := deadletter.ActionNamed(b.Action); a != nil {
+			with = "dlq " + a.Verb
+			if a.Deletes && !a.Publishes {
+				with += " (dlq restore --batch re-publishes what it archived)"
+			}
+		}
+		return nil, errs.Usagef("batch %s records a %s decision; execute it with %s", b.ID, b.Action, with)
 	}
 	return b, nil
 }

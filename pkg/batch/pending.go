@@ -117,7 +117,7 @@ func Prepare(ctx context.Context, env Env, req Request) (_ *Pending, err error) 
 			p.Close()
 		}
 	}()
-	restoring := req.Action == deadletter.Restore
+	restoring := deadletter.ActionOf(req.Action).FromArchive
 	if req.Selection != nil && !restoring {
 		// (A restore's selection is of the archive: its queues may be
 		// gone, and --where sees the archived row.)
@@ -311,7 +311,7 @@ func (p *Pending) planReplay(ctx context.Context, groups func(add func(q, g stri
 func (p *Pending) resolvePath(ctx context.Context) (string, error) {
 	s := p.settings
 	rel := p.po.Release
-	if p.req.Action == deadletter.Restore {
+	if p.act().FromArchive {
 		p.opts.Via = replay.ViaRestore
 		return viaWords(s, replay.ViaRestore), nil
 	}
@@ -382,6 +382,9 @@ func (p *Pending) SkippedHeld() int { return p.skippedHeld }
 
 // Rate is the batch's rate, messages a second (0 = unlimited).
 func (p *Pending) Rate() float64 { return p.settings.Rate }
+
+// act is the batch's action.
+func (p *Pending) act() *deadletter.Action { return deadletter.ActionOf(p.req.Action) }
 
 // Close lets go of the batch's stage.
 func (p *Pending) Close() {

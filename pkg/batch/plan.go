@@ -158,7 +158,7 @@ func (p *Pending) checkEnvelopes(ctx context.Context, chunk []placed) error {
 // published (gone, undecryptable, empty) is not tried.
 func (p *Pending) tryTransform(ctx context.Context, it replay.Item) error {
 	t := p.opts.Transform
-	if t == nil || p.req.Action == deadletter.Discard || it.Absent || it.Undecryptable() || len(it.Data()) == 0 || !it.Checked && it.Envelope() {
+	if t == nil || !p.act().Publishes || it.Absent || it.Undecryptable() || len(it.Data()) == 0 || !it.Checked && it.Envelope() {
 		return nil
 	}
 	if _, err := t(ctx, it.Data()); err != nil {

@@ -210,6 +210,9 @@ type Planner struct {
 	reached map[string]map[string]bool
 }
 
+// act is the plan's action.
+func (o PlanOptions) act() *deadletter.Action { return deadletter.ActionOf(o.Action) }
+
 // NewPlanner starts a plan. Its options' QueueGroups must be complete
 // before the first item: fan-out is judged item by item.
 func NewPlanner(o PlanOptions) *Planner {
@@ -223,7 +226,7 @@ func (pl *Planner) Add(it replay.Item, f ItemFacts) {
 	o := pl.o
 	r := it.Newest()
 	e := planEntry{Queue: it.Queue, Rows: len(it.Rows), Class: deadletter.ClassID(r.ErrorMessage), Undecryptable: it.Undecryptable(),
-		OverGenCap: o.Action == deadletter.Replay && o.MaxGeneration > 0 && o.Generations.Of(it.Address) > o.MaxGeneration,
+		OverGenCap: o.act().Generations && o.MaxGeneration > 0 && o.Generations.Of(it.Address) > o.MaxGeneration,
 		Groups:     it.Groups(), Others: it.Others}
 	if _, ok := pl.classes[e.Class]; !ok {
 		e.Pattern = deadletter.NormalizeError(r.ErrorMessage)
@@ -278,7 +281,7 @@ func (pl *Planner) add(e planEntry) {
 		}
 		pl.holds[h.BatchID].Messages++
 	}
-	if (o.Action == deadletter.Replay || o.Action == deadletter.Restore) && o.ToQueue == "" {
+	if o.act().Publishes && o.ToQueue == "" {
 		pl.fanOut(e.Queue, e.Groups)
 	}
 	dest := e.Queue
@@ -353,10 +356,10 @@ func (pl *Planner) Plan() Plan {
 		p.Decided = append(p.Decided, *d)
 	}
 	sort.Slice(p.Decided, func(i, j int) bool { return p.Decided[i].BatchID < p.Decided[j].BatchID })
-	switch {
-	case o.Action == deadletter.Discard:
+	switch act := o.act(); {
+	case !act.Publishes:
 		p.Destination = "deleted (archived in the ledger first)"
-	case o.Action == deadletter.Restore:
+	case act.FromArchive:
 		queue, partition := "each message's own queue", "its own partition"
 		if o.ToQueue != "" {
 			queue = "queue " + o.ToQueue
@@ -375,7 +378,7 @@ func (pl *Planner) Plan() Plan {
 		p.FanOut = append(p.FanOut, *f)
 	}
 	sort.Slice(p.FanOut, func(i, j int) bool { return p.FanOut[i].Queue < p.FanOut[j].Queue })
-	if o.Action == deadletter.Replay && o.Order.Mode != "" {
+	if o.act().Ordered && o.Order.Mode != "" {
 		info := o.Order
 		p.Order = &info
 	}

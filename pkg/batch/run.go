@@ -62,7 +62,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 			recorded(batch.ID, true)
 		}
 		_ = ld.Audit(context.WithoutCancel(ctx), ledger.AuditEntry{At: now, Broker: cl.Broker(), BatchID: batch.ID, Kind: "awaiting-approval", By: by,
-			Detail: fmt.Sprintf("%s of %s: more than %d needs a second person's approval", verbOf(p.req.Action), render.Plural(p.Messages(), "address", "addresses"), p.env.ApprovalAbove)})
+			Detail: fmt.Sprintf("%s of %s: more than %d needs a second person's approval", deadletter.VerbOf(p.req.Action), render.Plural(p.Messages(), "address", "addresses"), p.env.ApprovalAbove)})
 		return &Result{Report: &replay.Report{BatchID: batch.ID}, Awaiting: true, Author: batch.Author}, nil
 	}
 	jctx := context.WithoutCancel(ctx)
@@ -71,7 +71,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	// unrecorded (other groups' rows included). A fresh batch archived
 	// them with its record; a restore deletes nothing (its rows are the
 	// archive's).
-	if !archived && p.req.Action != deadletter.Restore {
+	if !archived && p.act().Deletes {
 		if err := p.archive(jctx); err != nil {
 			return nil, err
 		}
@@ -92,7 +92,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	defer stopRun(nil)
 	defer beat(jctx, ld, batch.ID, owner, &done, func(st *ledger.Stop) { stopRun(&StoppedError{Stop: *st}) })()
 	_ = ld.Audit(jctx, ledger.AuditEntry{At: now, Broker: cl.Broker(), BatchID: batch.ID, Kind: "execution-started", By: by,
-		Detail: fmt.Sprintf("%s of %s at %s, %s", verbOf(p.req.Action), render.Plural(p.Messages(), "address", "addresses"), rateWords(settings.Rate), viaWords(settings, opts.Via))})
+		Detail: fmt.Sprintf("%s of %s at %s, %s", deadletter.VerbOf(p.req.Action), render.Plural(p.Messages(), "address", "addresses"), rateWords(settings.Rate), viaWords(settings, opts.Via))})
 	if recorded != nil {
 		recorded(batch.ID, in.batch == nil)
 	}
@@ -106,7 +106,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 		}
 	}
 	var tr *tracer
-	if opts.Action == deadletter.Replay || opts.Action == deadletter.Restore {
+	if p.act().Publishes {
 		if tr = startTracer(cl, opts.Release, settings, batch); tr != nil {
 			opts.Replayed = tr.replayed
 		}
@@ -137,7 +137,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 		return res, err
 	}
 	phases.Settle = took()
-	if sel := p.req.Selection; in.batch == nil && p.req.Action != deadletter.Restore && !rep.Interrupted && sel != nil && len(sel.Addresses) == 0 {
+	if sel := p.req.Selection; in.batch == nil && !p.act().FromArchive && !rep.Interrupted && sel != nil && len(sel.Addresses) == 0 {
 		res.NewSince = newSince(ctx, cl, ld, batch.ID, sel, in.planAt, rep.Published)
 	}
 	return res, nil
@@ -199,20 +199,20 @@ func (p *Pending) record(ctx context.Context, by string) (b *ledger.Batch, archi
 	st := p.in.st
 	// A replay in its order; a restore partition by partition, oldest
 	// first (it keeps no order as it runs, but starts from it).
-	ordered := (p.req.Action == deadletter.Replay && replay.Ordered(p.settings.Order) || p.req.Action == deadletter.Restore) && !p.recordedOrder()
+	ordered := (p.act().Ordered && replay.Ordered(p.settings.Order) || p.act().FromArchive) && !p.recordedOrder()
 	if err := st.arrange(ctx, ordered, p.settings.ToQueue); err != nil {
 		return nil, false, err
 	}
 	if b := p.in.batch; b != nil {
 		return b, false, p.env.Ledger.SetBatchSettings(ctx, b.ID, settings)
 	}
-	b = &ledger.Batch{ID: p.BatchID(), Broker: p.env.Client.Broker(), Action: map[string]string{deadletter.Replay: ledger.ActionReplay, deadletter.Discard: ledger.ActionDiscard, deadletter.Restore: ledger.ActionRestore}[p.req.Action],
+	b = &ledger.Batch{ID: p.BatchID(), Broker: p.env.Client.Broker(), Action: p.req.Action,
 		By: by, At: p.now, Why: p.why, Selection: p.selectionWords(), Destination: p.settings.ToQueue, Status: ledger.StatusRunning, Settings: settings}
 	var arch *ledger.Archiver
 	switch {
 	case p.awaits():
 		b.Status, b.NeedsApproval = ledger.StatusAwaiting, true
-	case p.req.Action != deadletter.Restore:
+	case p.act().Deletes:
 		arch = p.env.Ledger.NewArchiver(p.env.Client.Broker(), p.now)
 	}
 	return b, arch != nil, recordFrom(ctx, p.env.Ledger, b, st, nil, arch)
@@ -377,17 +377,6 @@ func Resumable(rep *replay.Report) bool {
 		}
 	}
 	return false
-}
-
-// verbOf is the command that executes an action: replay, rm, restore.
-func verbOf(action string) string {
-	switch action {
-	case deadletter.Discard:
-		return "rm"
-	case deadletter.Restore:
-		return "restore"
-	}
-	return "replay"
 }
 
 // nonce is a short random hex string (a claim owner's).

@@ -68,30 +68,89 @@ const (
 // Has reports whether g names s.
 func (g Given) Has(s Given) bool { return g&s != 0 }
 
-var givenNames = map[Given]string{
-	GivenRate: "rate", GivenBurst: "burst", GivenConcurrency: "concurrency", GivenVia: "via", GivenToQueue: "to-queue",
-	GivenTransform: "transform", GivenMaxGeneration: "max-generation", GivenMaxFailures: "max-failures",
-	GivenMaxRefailures: "max-refailures", GivenOrder: "order", GivenMaxLag: "max-lag", GivenWindow: "window",
-	GivenNoTrace: "no-trace", GivenToPartition: "to-partition",
+// setting is one row of the settings' table: what it is called (its
+// command-line flag; its key in the recorded settings), the field it
+// fills, and the rules about it that are otherwise written in several
+// places. Resume, the approval digest, the names of refusals and the
+// flags a command line gave are read from it.
+type setting struct {
+	given Given
+	// name is the setting's name and its flag's; key, its JSON key.
+	name, key string
+	// field is the field of Settings it fills.
+	field func(*Settings) any
+	// binds: it decides where the copies go or what they carry. Once a
+	// run started, a resume keeps it (kept words what the batch does,
+	// refusing another value), and an approval covers it.
+	binds bool
+	kept  func(recorded string) string
+	// stays: a record of a run without it leaves the caller's (a run
+	// records it whenever it has one); any other a run left out is the
+	// zero value.
+	stays bool
+}
+
+// settingsTable is every setting, in the order the approval digest
+// reads the binding ones (to-queue, transform, then to-partition, which
+// joins the digest only when set: approvals made before it bind the rest).
+var settingsTable = []setting{
+	{given: GivenRate, name: "rate", key: "rate", field: func(s *Settings) any { return &s.Rate }, stays: true},
+	{given: GivenBurst, name: "burst", key: "burst", field: func(s *Settings) any { return &s.Burst }, stays: true},
+	{given: GivenConcurrency, name: "concurrency", key: "concurrency", field: func(s *Settings) any { return &s.Concurrency }},
+	{given: GivenVia, name: "via", key: "via", field: func(s *Settings) any { return &s.Via }},
+	{given: GivenToQueue, name: "to-queue", key: "toQueue", field: func(s *Settings) any { return &s.ToQueue }, binds: true,
+		kept: func(q string) string { return "this batch publishes to " + destName(q) + "; a resume cannot change it" }},
+	{given: GivenTransform, name: "transform", key: "transform", field: func(s *Settings) any { return &s.Transform }, binds: true,
+		kept: func(t string) string {
+			return fmt.Sprintf("this batch was started with %q; a resume cannot change it", t)
+		}},
+	{given: GivenToPartition, name: "to-partition", key: "toPartition", field: func(s *Settings) any { return &s.ToPartition }, binds: true,
+		kept: func(p string) string {
+			return fmt.Sprintf("this batch publishes to partition %q; a resume cannot change it", p)
+		}},
+	{given: GivenMaxGeneration, name: "max-generation", key: "maxGeneration", field: func(s *Settings) any { return &s.MaxGeneration }},
+	{given: GivenMaxFailures, name: "max-failures", key: "maxFailures", field: func(s *Settings) any { return &s.MaxFailures }},
+	{given: GivenMaxRefailures, name: "max-refailures", key: "maxRefailures", field: func(s *Settings) any { return &s.MaxRefailures }},
+	{given: GivenOrder, name: "order", key: "order", field: func(s *Settings) any { return &s.Order }, stays: true},
+	{given: GivenMaxLag, name: "max-lag", key: "maxLag", field: func(s *Settings) any { return &s.MaxLag }},
+	{given: GivenWindow, name: "window", key: "window", field: func(s *Settings) any { return &s.Window }},
+	{given: GivenNoTrace, name: "no-trace", key: "noTrace", field: func(s *Settings) any { return &s.NoTrace }},
 }
 
 // String is the name of the one setting g names. The command lines give
 // each setting by the flag of its name (--rate, --to-queue, …).
 func (g Given) String() string {
-	if n, ok := givenNames[g]; ok {
-		return n
+	for _, st := range settingsTable {
+		if st.given == g {
+			return st.name
+		}
 	}
 	return fmt.Sprintf("settings(%#x)", uint16(g))
 }
 
 // GivenNamed is the setting of that name, 0 if none is.
 func GivenNamed(name string) Given {
-	for g, n := range givenNames {
-		if n == name {
-			return g
+	for _, st := range settingsTable {
+		if st.name == name {
+			return st.given
 		}
 	}
 	return 0
+}
+
+// value is the setting's value in s, as the digest and refusals say it.
+func (st setting) value(s *Settings) string {
+	switch v := st.field(s).(type) {
+	case *string:
+		return *v
+	case *int:
+		return strconv.Itoa(*v)
+	case *float64:
+		return strconv.FormatFloat(*v, 'g', -1, 64)
+	case *bool:
+		return strconv.FormatBool(*v)
+	}
+	return ""
 }
 
 // SettingError refuses the value of one setting. It names the setting as
@@ -120,33 +179,6 @@ func (e *SettingError) Words(name string) string {
 // refuse is a SettingError of kind k.
 func refuse(k errs.Kind, s Given, value, why string) error {
 	return &errs.Error{Kind: k, Err: &SettingError{Setting: s, Value: value, Why: why}}
-}
-
-// recorded are a batch's recorded settings, each nil when the record
-// does not have it (decide records only the order; a run all of them).
-type recorded struct {
-	Rate          *float64 `json:"rate"`
-	Burst         *int     `json:"burst"`
-	Concurrency   *int     `json:"concurrency"`
-	Via           *string  `json:"via"`
-	ToQueue       *string  `json:"toQueue"`
-	ToPartition   *string  `json:"toPartition"`
-	Transform     *string  `json:"transform"`
-	MaxGeneration *int     `json:"maxGeneration"`
-	MaxFailures   *int     `json:"maxFailures"`
-	MaxRefailures *int     `json:"maxRefailures"`
-	Order         *string  `json:"order"`
-	MaxLag        *string  `json:"maxLag"`
-	Window        *string  `json:"window"`
-	NoTrace       *bool    `json:"noTrace"`
-}
-
-// take sets *dst to the recorded value, when there is one and the
-// caller did not give its own.
-func take[T any](dst *T, rec *T, given bool) {
-	if rec != nil && !given {
-		*dst = *rec
-	}
 }
 
 // ParseMaxLag reads --max-lag: a duration above zero.
@@ -178,52 +210,37 @@ func ResumeSettings(raw json.RawMessage, cur Settings, given Given) (Settings, e
 	if len(raw) == 0 {
 		return cur, nil
 	}
-	var rec recorded
-	if json.Unmarshal(raw, &rec) != nil {
+	var rec map[string]json.RawMessage
+	if json.Unmarshal(raw, &rec) != nil || rec == nil {
 		return cur, nil // an unreadable record: the caller's settings stand
 	}
-	started := rec.Rate != nil
-	if started {
-		// What a run leaves out of its record is empty.
-		for _, s := range []**string{&rec.Via, &rec.ToQueue, &rec.ToPartition, &rec.Transform, &rec.MaxLag, &rec.Window} {
-			if *s == nil {
-				*s = new(string)
-			}
-		}
-		for _, n := range []**int{&rec.Concurrency, &rec.MaxGeneration, &rec.MaxFailures, &rec.MaxRefailures} {
-			if *n == nil {
-				*n = new(int)
-			}
-		}
-		if rec.NoTrace == nil {
-			rec.NoTrace = new(bool)
-		}
-	}
-	if started && given.Has(GivenToQueue) && cur.ToQueue != *rec.ToQueue {
-		return cur, refuse(errs.Flag, GivenToQueue, "", fmt.Sprintf("this batch publishes to %s; a resume cannot change it", destName(*rec.ToQueue)))
-	}
-	if started && given.Has(GivenToPartition) && cur.ToPartition != *rec.ToPartition {
-		return cur, refuse(errs.Flag, GivenToPartition, "", fmt.Sprintf("this batch publishes to partition %q; a resume cannot change it", *rec.ToPartition))
-	}
-	if started && given.Has(GivenTransform) && cur.Transform != *rec.Transform {
-		return cur, refuse(errs.Flag, GivenTransform, "", fmt.Sprintf("this batch was started with %q; a resume cannot change it", *rec.Transform))
-	}
+	// A run records every setting, its rate among them (decide records
+	// only the order): what it left out is the setting's zero value.
+	_, started := rec["rate"]
+	var recorded Settings
 	out := cur
-	take(&out.Rate, rec.Rate, given.Has(GivenRate))
-	take(&out.Burst, rec.Burst, given.Has(GivenBurst))
-	take(&out.Concurrency, rec.Concurrency, given.Has(GivenConcurrency))
-	take(&out.Via, rec.Via, given.Has(GivenVia))
-	take(&out.ToQueue, rec.ToQueue, given.Has(GivenToQueue))
-	take(&out.ToPartition, rec.ToPartition, given.Has(GivenToPartition))
-	take(&out.Transform, rec.Transform, given.Has(GivenTransform))
-	take(&out.MaxGeneration, rec.MaxGeneration, given.Has(GivenMaxGeneration))
-	take(&out.MaxFailures, rec.MaxFailures, given.Has(GivenMaxFailures))
-	take(&out.MaxRefailures, rec.MaxRefailures, given.Has(GivenMaxRefailures))
-	take(&out.Order, rec.Order, given.Has(GivenOrder))
-	take(&out.MaxLag, rec.MaxLag, given.Has(GivenMaxLag))
-	take(&out.Window, rec.Window, given.Has(GivenWindow))
-	take(&out.NoTrace, rec.NoTrace, given.Has(GivenNoTrace))
+	for _, st := range settingsTable {
+		v, ok := rec[st.key]
+		if ok && json.Unmarshal(v, st.field(&recorded)) != nil {
+			ok = false
+		}
+		if !ok && (!started || st.stays) {
+			continue
+		}
+		if st.binds && started && given.Has(st.given) && st.value(&cur) != st.value(&recorded) {
+			return cur, refuse(errs.Flag, st.given, "", st.kept(st.value(&recorded)))
+		}
+		if !given.Has(st.given) {
+			_ = json.Unmarshal(mustJSON(st.field(&recorded)), st.field(&out))
+		}
+	}
 	return out, nil
+}
+
+// mustJSON is v as JSON (a setting's field always encodes).
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 func destName(q string) string {

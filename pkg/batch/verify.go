@@ -128,7 +128,7 @@ func Verify(ctx context.Context, cl *client.Client, ld *ledger.Store, batchID st
 	if err != nil {
 		return nil, err
 	}
-	if b.Action != ledger.ActionReplay && b.Action != ledger.ActionRestore {
+	if a := deadletter.ActionNamed(b.Action); a == nil || !a.Publishes {
 		return nil, errs.Usagef("batch %s is a %s: only a replay or a restore publishes copies to verify", b.ID, b.Action)
 	}
 	if b.Broker != cl.Broker() {

@@ -42,7 +42,7 @@ func (d Decision) Label(now time.Time) string {
 		return "hold"
 	}
 	if d.Status == StatusDone || d.Status == StatusVerified {
-		return map[string]string{ActionReplay: "replayed", ActionDiscard: "discarded"}[d.Action]
+		return deadletter.ActionOf(d.Action).Past
 	}
 	if d.Status == StatusAwaiting {
 		return d.Action + " (awaiting approval)"

@@ -9,6 +9,7 @@ import (
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/present"
 	"github.com/dlqctl/dlqctl/pkg/batch"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/spf13/cobra"
@@ -68,7 +69,7 @@ func approveRun(ctx context.Context, f *cmdutil.Factory, o *ApproveOptions) erro
 	case err != nil:
 		return err
 	}
-	verb := map[string]string{ledger.ActionReplay: "replay", ledger.ActionDiscard: "rm", ledger.ActionRestore: "restore"}[b.Action]
+	verb := deadletter.VerbOf(b.Action)
 	fmt.Fprintf(f.IO.ErrOut, "Approved %s batch %s (%s) by %s: %s\n", b.Action, b.ID, render.Plural(b.Size, "message", "messages"), present.Approver(a, ld.Vouches()), render.Clean(o.Why))
 	if !ld.Vouches() {
 		fmt.Fprintln(f.IO.ErrOut, "note: "+present.Unvouched)

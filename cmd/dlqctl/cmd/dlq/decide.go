@@ -116,7 +116,7 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 	}
 	fmt.Fprintf(f.IO.ErrOut, "Recorded %s of %s by %s.\n", o.Action, render.Plural(d.Messages, "message", "messages"), d.Batch.By)
 	if d.Batch.NeedsApproval {
-		verb := map[string]string{ledger.ActionReplay: "replay", ledger.ActionDiscard: "rm"}[d.Batch.Action]
+		verb := deadletter.VerbOf(d.Batch.Action)
 		fmt.Fprintln(f.IO.ErrOut, strings.Join(present.Awaiting(d.Batch.ID, d.Messages, e.ApprovalAbove, d.Batch.Author, e.Ledger.Vouches(), verb, f.Again, f.Another), "\n"))
 	}
 	fmt.Fprintln(f.IO.Out, d.Batch.ID)

@@ -20,9 +20,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// pastVerb says what a verb's batch does to its messages.
-var pastVerb = map[string]string{"replay": "replayed", "rm": "discarded", "restore": "restored"}
-
 // ExecFlags are the flags replay, rm and restore share.
 type ExecFlags struct {
 	Why          string
@@ -41,7 +38,7 @@ type ExecFlags struct {
 
 func addExecFlags(cmd *cobra.Command, e *ExecFlags, verb string) {
 	fl := cmd.Flags()
-	fl.StringVar(&e.Why, "why", "", "why this batch is "+pastVerb[verb]+" (recorded in the ledger)")
+	fl.StringVar(&e.Why, "why", "", "why this batch is "+deadletter.ActionOf(verb).Past+" (recorded in the ledger)")
 	fl.StringVar(&e.By, "by", "", "who decided (default: the OS user)")
 	fl.BoolVarP(&e.Yes, "yes", "y", false, "do not ask for confirmation")
 	fl.BoolVar(&e.DryRun, "dry-run", false, "print the plan; write nothing to the broker or the ledger")
@@ -190,7 +187,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		return refusal(err, sp.verb)
 	}
 	if !flags.Yes {
-		question := map[string]string{deadletter.Replay: "Replay", deadletter.Discard: "Discard", deadletter.Restore: "Restore"}[sp.base.Action]
+		question := deadletter.ActionOf(sp.base.Action).Title
 		if err := confirm(f, fmt.Sprintf("%s %s?", question, render.Plural(p.Messages(), "message", "messages"))); err != nil {
 			return err
 		}
@@ -258,7 +255,7 @@ func refusal(err error, verb string) error {
 	case errors.As(err, &changed):
 		return cmdutil.UsageError(fmt.Errorf("%w: run it as approved, or have the new plan approved (a new batch)", err))
 	case errors.Is(err, batch.ErrNoReason):
-		return cmdutil.FlagErrorf("--why is required: say why this batch is %s (it is recorded in the ledger)", pastVerb[verb])
+		return cmdutil.FlagErrorf("--why is required: say why this batch is %s (it is recorded in the ledger)", deadletter.ActionOf(verb).Past)
 	case errors.As(err, &held):
 		return cmdutil.UsageError(fmt.Errorf("%s under an active hold (see the plan); pass --override-hold to %s them anyway", render.Plural(held.Messages, "message is", "messages are"), verb))
 	}

@@ -69,9 +69,9 @@ func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
 		}
 	case key.Matches(k, m.keys.Replay), key.Matches(k, m.keys.Discard):
 		if t, ok := m.target(); ok {
-			verb := "replay"
+			verb := deadletter.ActReplay.Verb
 			if key.Matches(k, m.keys.Discard) {
-				verb = "rm"
+				verb = deadletter.ActDiscard.Verb
 			}
 			m.modal = &planModal{verb: verb, t: t}
 			return m.plan(verb, t)

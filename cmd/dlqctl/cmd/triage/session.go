@@ -119,7 +119,7 @@ func fieldError(err error) error {
 // plan plans a replay or discard of a target as dlq replay or dlq rm
 // --dry-run does, with their default settings.
 func (s *session) plan(ctx context.Context, verb string, t target) (*planned, error) {
-	action := map[string]string{"replay": deadletter.Replay, "rm": deadletter.Discard}[verb]
+	action := deadletter.ActionOf(verb).Name
 	sel, err := t.sel.Build(s.f, t.addrs)
 	if err != nil {
 		return nil, err

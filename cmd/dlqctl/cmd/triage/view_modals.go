@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/render"
 )
 
@@ -52,7 +53,7 @@ func (m *model) holdBody(hm *holdModal, w, h int) []string {
 }
 
 func (m *model) planBody(pm *planModal, w, h int) []string {
-	verb := map[string]string{"replay": "Replay", "rm": "Discard"}[pm.verb]
+	verb := deadletter.ActionOf(pm.verb).Title
 	title := verb + " " + pm.t.words
 	inner := h - 2
 	var lines []string
@@ -78,7 +79,7 @@ func (m *model) planBody(pm *planModal, w, h int) []string {
 		total := max(pm.planned.Messages(), 1)
 		pm.bar.SetWidth(max(w-6, 10))
 		lines = []string{
-			map[string]string{"replay": "Replaying", "rm": "Discarding"}[pm.verb] + " " + render.Plural(pm.planned.Messages(), "message", "messages") + "…",
+			deadletter.ActionOf(pm.verb).Doing + " " + render.Plural(pm.planned.Messages(), "message", "messages") + "…",
 			"",
 			pm.bar.ViewAs(float64(pm.done) / float64(total)),
 			fmt.Sprintf("%d of %d done", pm.done, pm.planned.Messages()),
