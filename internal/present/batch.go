@@ -57,6 +57,8 @@ func Plan(w io.Writer, pal *render.Palette, p batch.Plan) {
 			words = b.DeleteWords()
 		case deadletter.Restore:
 			words = "a restore is a push under its own id, on every line"
+		case deadletter.Import:
+			words = "an import is a push under its own id, on every line"
 		}
 		fmt.Fprintf(w, "  broker: %s — %s\n", c(b.Name()), words)
 	}
@@ -96,6 +98,14 @@ func NothingToRestore(unrestorable map[string]int) string {
 		return "Nothing to restore: no archived message a discard deleted matches (dlq ls --archived lists the archive)."
 	}
 	return "Nothing to restore: every archived message that matches is left out: " + unrestorableWords(unrestorable) + "."
+}
+
+// NothingToImport says why an import found nothing to publish.
+func NothingToImport(left map[string]int) string {
+	if len(left) == 0 {
+		return "Nothing to import: the file holds no dead letter."
+	}
+	return "Nothing to import: every message of the file is left out: " + unrestorableWords(left) + " (dlqctl decisions ls --action import names the batches)."
 }
 
 // unrestorableWords counts the messages a restore leaves out, by why.
@@ -178,14 +188,16 @@ func planWarnings(w io.Writer, pal *render.Palette, p batch.Plan) {
 			warn, c(fo.Queue), c(strings.Join(groupLabels(fo.AlsoReaches), ", ")), render.Plural(fo.Messages, "message", "messages"))
 	}
 	for _, q := range sortedKeys(p.QueueGone) {
-		fmt.Fprintf(w, "  %s queue %s does not exist: %s not restored (restore them --to-queue another)\n", warn, c(q), render.Plural(p.QueueGone[q], "message is", "messages are"))
+		act := deadletter.ActionOf(p.Action)
+		fmt.Fprintf(w, "  %s queue %s does not exist: %s not %s (%s them --to-queue another)\n", warn, c(q), render.Plural(p.QueueGone[q], "message is", "messages are"), act.Past, act.Verb)
 	}
 	if len(p.Unrestorable) > 0 {
 		fmt.Fprintf(w, "  left out: %s\n", unrestorableWords(p.Unrestorable))
 	}
 	if p.Undecryptable > 0 {
-		if p.Action == deadletter.Restore {
-			fmt.Fprintf(w, "  %s %s an encryption envelope the broker could not decrypt, as the archive kept it; not restored.\n", warn, render.Plural(p.Undecryptable, "message is", "messages are"))
+		if act := deadletter.ActionOf(p.Action); act.Outside() {
+			kept := map[bool]string{true: "the file holds it", false: "the archive kept it"}[act.From == deadletter.FromFile]
+			fmt.Fprintf(w, "  %s %s an encryption envelope the broker could not decrypt, as %s; not %s.\n", warn, render.Plural(p.Undecryptable, "message is", "messages are"), kept, act.Past)
 		} else if p.Action == deadletter.Replay {
 			fmt.Fprintf(w, "  %s %s an encryption envelope the broker cannot decrypt; they are skipped and left in place.\n", warn, render.Plural(p.Undecryptable, "message is", "messages are"))
 		} else {
@@ -283,6 +295,9 @@ func Report(w io.Writer, pal *render.Palette, rep *replay.Report) {
 	case deadletter.Restore:
 		add(rep.Restored, "restored", pal.Green)
 		add(rep.Duplicate, "already in the broker (duplicate-suppressed)", id)
+	case deadletter.Import:
+		add(rep.Imported, "imported", pal.Green)
+		add(rep.Duplicate, "already in the broker (duplicate-suppressed)", id)
 	default:
 		add(rep.Discarded, "discarded", pal.Green)
 		add(rep.Replayed, "finished earlier replays", id)
@@ -297,7 +312,7 @@ func Report(w io.Writer, pal *render.Palette, rep *replay.Report) {
 	}
 	add(rep.Unknown, "unknown", pal.Red)
 	add(rep.Unreachable, "unreachable", pal.Red)
-	add(rep.QueueGone, "not restored (queue gone)", pal.Red)
+	add(rep.QueueGone, "not "+deadletter.ActionOf(rep.Action).Past+" (queue gone)", pal.Red)
 	add(rep.DeadLetteredAgain, "dead-lettered again", pal.Red)
 	add(rep.Missed, "missed by this run's listing (left for the next run)", pal.Yellow)
 	add(rep.SkippedEncrypted, "skipped (undecryptable)", pal.Yellow)
@@ -409,6 +424,9 @@ func advice(n replay.Next, l replay.AddrResult) string {
 	case replay.ManualPathNext:
 		return "; replay with --via manual"
 	case replay.AnotherQueueNext:
+		if strings.HasPrefix(l.Reason, "not imported") {
+			return " (import it --to-queue another)"
+		}
 		return " (restore it --to-queue another)"
 	case replay.ReplayOrDiscardNext:
 		return fmt.Sprintf(": replay it as generation %d with dlqctl dlq replay %s --why …, or discard it with dlqctl dlq rm %s --why …", l.Generation, a, a)

@@ -70,12 +70,16 @@ func Show(w, warn io.Writer, pal *render.Palette, res inspect.ShowResult) {
 	}
 	if l := res.CopyOf; l != nil {
 		fmt.Fprintln(w, "\nLineage:")
-		after, did := "back after replay", "replayed"
-		if l.Action == deadletter.Restore {
-			after, did = "back after restore", "restored"
+		a := deadletter.ActionOf(l.Action)
+		if !a.Publishes {
+			a = deadletter.ActReplay
 		}
-		fmt.Fprintf(w, "  %s: a copy batch %s %s of %s (generation %d), dead-lettered again; no decision covers it\n",
-			pal.Yellow(after), l.BatchID, did, c(l.Original.String()), l.Generation)
+		if res.InDLQ {
+			fmt.Fprintf(w, "  %s: a copy batch %s %s of %s (generation %d), dead-lettered again; no decision covers it\n",
+				pal.Yellow("back after "+a.Name), l.BatchID, a.Past, c(l.Original.String()), l.Generation)
+		} else {
+			fmt.Fprintf(w, "  a copy batch %s %s of %s (generation %d)\n", l.BatchID, a.Past, c(l.Original.String()), l.Generation)
+		}
 		for _, d := range res.OriginalDecisions {
 			fmt.Fprintf(w, "  the original: %s\n", decisionLine(d))
 		}
@@ -107,8 +111,11 @@ func Show(w, warn io.Writer, pal *render.Palette, res inspect.ShowResult) {
 				via = "another hand"
 			}
 			did := "replayed"
-			if j.Action == deadletter.Restore {
+			switch j.Action {
+			case deadletter.Restore:
 				did, via = "restored", "a push from the archive"
+			case deadletter.Import:
+				did, via = "imported", "a push from an export file"
 			}
 			fmt.Fprintf(w, "  %s as transaction id %s (partition %s) via %s; %s\n", did, c(cp.TransactionID), c(cp.PartitionID), via, now)
 			if cp.Envelope {
@@ -139,6 +146,8 @@ func statusWords(res inspect.ShowResult) string {
 		did = "gone from the DLQ with no copy (batch " + j.BatchID + " found it gone)"
 	case j.Action == deadletter.Restore:
 		did = "discarded, then restored as " + c(j.ReplayTxID) + " by batch " + j.BatchID
+	case j.Action == deadletter.Import:
+		did = "imported from another broker's export as " + c(j.ReplayTxID) + " by batch " + j.BatchID
 	case j.Action == deadletter.Discard:
 		did = "discarded by batch " + j.BatchID + " (archived in the ledger)"
 	default:
@@ -172,6 +181,8 @@ func journalSentence(j *ledger.Entry) string {
 		return "discarded (archived, then deleted)"
 	case j.State == ledger.Removed && j.Outcome == deadletter.OutcomeRestored:
 		return "discarded, then restored from the archive"
+	case j.State == ledger.Removed && j.Outcome == deadletter.OutcomeImported:
+		return "imported from another broker's export"
 	case j.State == ledger.Removed && (j.Outcome == "replayed" || j.Outcome == "duplicate") && j.Via == replay.ViaMove:
 		return "replayed by the broker's move, dead letter removed"
 	case j.State == ledger.Removed && (j.Outcome == "replayed" || j.Outcome == "duplicate"):

@@ -1,10 +1,12 @@
 package sandbox
 
 import (
+	"cmp"
 	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 )
 
 type pushItem struct {
@@ -83,6 +85,34 @@ func (b *Broker) push(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, created, out)
+}
+
+// browse lists the messages of a queue's partition, as Queen 1.x's
+// GET /api/v1/messages does (QUEEN-1X-CONTRACT.md 5.2): newest first,
+// `limit` of them (200 unless said), `total` the page's length. The
+// sandbox keeps no time window: every message it holds is listed.
+func (b *Broker) browse(w http.ResponseWriter, r *http.Request) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.count("GET /api/v1/messages")
+	q := r.URL.Query()
+	limit, err := strconv.Atoi(q.Get("limit"))
+	if err != nil || limit <= 0 {
+		limit = 200
+	}
+	var ms []*message
+	for _, m := range b.messages {
+		if (q.Get("queue") == "" || m.Queue == q.Get("queue")) && (q.Get("partition") == "" || m.Partition == q.Get("partition")) {
+			ms = append(ms, m)
+		}
+	}
+	slices.SortFunc(ms, func(x, y *message) int { return cmp.Compare(y.seq, x.seq) })
+	out := []map[string]any{}
+	for _, m := range ms[:min(limit, len(ms))] {
+		out = append(out, map[string]any{"id": m.ID, "transactionId": m.TxID, "partitionId": b.listedPID(m.PartitionID),
+			"queue": m.Queue, "partition": m.Partition, "status": b.statusLocked(m), "createdAt": m.CreatedAt.Format(tsLayout)})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"messages": out, "total": len(out)})
 }
 
 // address is the message a path's partition and transaction id name.

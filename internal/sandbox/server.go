@@ -22,6 +22,7 @@ func (b *Broker) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/resources/kv/namespaces", b.kvNamespaces)
 	mux.HandleFunc("GET /metrics/prometheus", b.metrics)
 	mux.HandleFunc("POST /api/v1/push", b.push)
+	mux.HandleFunc("GET /api/v1/messages", b.browse)
 	mux.HandleFunc("GET /api/v1/messages/{pid}/{txid}", b.get)
 	mux.HandleFunc("DELETE /api/v1/messages/{pid}/{txid}", b.del)
 	mux.HandleFunc("POST /api/v1/messages/{pid}/{txid}/retry", b.retry)

@@ -25,6 +25,8 @@ type input struct {
 	// from is the discard batch whose archived rows a restore selects
 	// (restore --batch of a discard).
 	from *ledger.Batch
+	// file is what an import's file said of itself, once read whole.
+	file *fileSaid
 	// unrestorable counts the archived messages a restore's selection
 	// matched that it cannot restore, by why (already restored, replayed,
 	// still in the DLQ, …).
@@ -55,13 +57,15 @@ func fill(ctx context.Context, env Env, req Request, in *input, lean bool) error
 	if in.st, err = openStage(ctx); err != nil {
 		return err
 	}
-	switch sel := req.Selection; {
-	case in.batch != nil && req.Action == deadletter.Restore:
+	switch sel, from := req.Selection, deadletter.ActionOf(req.Action).From; {
+	case in.batch != nil && from != deadletter.FromDLQ:
 		return foldManifest(ctx, env.Ledger, in, lean)
 	case in.batch != nil:
 		return fillManifest(ctx, cl, env.Ledger, in, lean)
-	case req.Action == deadletter.Restore:
+	case from == deadletter.FromArchive:
 		return fillArchive(ctx, env, sel, in)
+	case from == deadletter.FromFile:
+		return fillFile(ctx, env, req.File, in)
 	case sel.OnlyAddresses():
 		in.missing, err = fillAddresses(ctx, cl, in.st, sel.Addresses)
 		return err

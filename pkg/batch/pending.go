@@ -55,6 +55,11 @@ type Request struct {
 	// PlanOnly: the batch is planned and never run (a dry run): its stage
 	// keeps no payload it does not need to plan.
 	PlanOnly bool
+	// File is the export file an import publishes (Selection is nil).
+	File *File
+	// Also is said after the selection in the batch's record (dlq export
+	// --move: the file its rows were written to).
+	Also string
 }
 
 // RunOptions are what a run of a batch does that the batch does not
@@ -117,7 +122,7 @@ func Prepare(ctx context.Context, env Env, req Request) (_ *Pending, err error) 
 			p.Close()
 		}
 	}()
-	restoring := deadletter.ActionOf(req.Action).FromArchive
+	restoring := deadletter.ActionOf(req.Action).Outside()
 	if req.Selection != nil && !restoring {
 		// (A restore's selection is of the archive: its queues may be
 		// gone, and --where sees the archived row.)
@@ -200,7 +205,7 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 	st := p.in.st
 	p.gens, p.holds, p.decided, p.skippedHeld = replay.Generations{}, map[string]HoldShare{}, map[string]DecidedShare{}, 0
 	p.po.Generations, p.opts.Generations = p.gens, p.gens
-	replaying, restoring := p.req.Action == deadletter.Replay, p.req.Action == deadletter.Restore
+	replaying, restoring := p.req.Action == deadletter.Replay, p.act().Outside()
 	if replaying || restoring {
 		queues, err := st.queues(ctx)
 		if err != nil {
@@ -311,8 +316,11 @@ func (p *Pending) planReplay(ctx context.Context, groups func(add func(q, g stri
 func (p *Pending) resolvePath(ctx context.Context) (string, error) {
 	s := p.settings
 	rel := p.po.Release
-	if p.act().FromArchive {
+	if p.act().Outside() {
 		p.opts.Via = replay.ViaRestore
+		if p.act().From == deadletter.FromFile {
+			return "a push of the file's payload under an id derived from the source broker and its address (dlqi-…; dlqa-… for this broker's own): importing it again is a duplicate the broker drops", nil
+		}
 		return viaWords(s, replay.ViaRestore), nil
 	}
 	switch via := p.opts.Via; {
@@ -429,7 +437,7 @@ func (p *Pending) finishPlan() {
 	}
 	p.plan.SkippedHeld = p.skippedHeld
 	p.plan.Where = p.where.Notes()
-	p.plan.Trace = (p.req.Action == deadletter.Replay || p.req.Action == deadletter.Restore) && !p.settings.NoTrace && p.opts.Release.Traces()
+	p.plan.Trace = p.act().Publishes && !p.settings.NoTrace && p.opts.Release.Traces()
 	if p.awaits() {
 		p.plan.ApprovalAbove = p.env.ApprovalAbove
 	}

@@ -30,9 +30,9 @@ const planChunk = 400
 func (p *Pending) planItems(ctx context.Context, pl *Planner) error {
 	cl, ld, st := p.env.Client, p.env.Ledger, p.in.st
 	replaying := p.req.Action == deadletter.Replay
-	if p.req.Action == deadletter.Restore {
-		// The archive's rows: no hold, journal path or envelope to ask
-		// the broker about (the rows are gone from it).
+	if p.act().Outside() {
+		// The archive's rows, or a file's: no hold, journal path or
+		// envelope to ask the broker about (the rows are not in it).
 		return st.chunks(ctx, planChunk, func([]placed) error { return nil }, func(chunk []placed) error {
 			for _, c := range chunk {
 				if err := p.tryTransform(ctx, c.it); err != nil {

@@ -359,7 +359,7 @@ func (pl *Planner) Plan() Plan {
 	switch act := o.act(); {
 	case !act.Publishes:
 		p.Destination = "deleted (archived in the ledger first)"
-	case act.FromArchive:
+	case act.Outside():
 		queue, partition := "each message's own queue", "its own partition"
 		if o.ToQueue != "" {
 			queue = "queue " + o.ToQueue
@@ -367,7 +367,11 @@ func (pl *Planner) Plan() Plan {
 		if o.ToPartition != "" {
 			partition = "partition " + o.ToPartition
 		}
-		p.Destination = queue + ", " + partition + ", from the ledger's archive"
+		from := ", from the ledger's archive"
+		if act.From == deadletter.FromFile {
+			from = ", from the file"
+		}
+		p.Destination = queue + ", " + partition + from
 	case o.ToQueue != "":
 		p.Destination = "queue " + o.ToQueue + " (recovery queue)"
 	default:

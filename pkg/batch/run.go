@@ -137,7 +137,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 		return res, err
 	}
 	phases.Settle = took()
-	if sel := p.req.Selection; in.batch == nil && !p.act().FromArchive && !rep.Interrupted && sel != nil && len(sel.Addresses) == 0 {
+	if sel := p.req.Selection; in.batch == nil && !p.act().Outside() && !rep.Interrupted && sel != nil && len(sel.Addresses) == 0 {
 		res.NewSince = newSince(ctx, cl, ld, batch.ID, sel, in.planAt, rep.Published)
 	}
 	return res, nil
@@ -199,7 +199,7 @@ func (p *Pending) record(ctx context.Context, by string) (b *ledger.Batch, archi
 	st := p.in.st
 	// A replay in its order; a restore partition by partition, oldest
 	// first (it keeps no order as it runs, but starts from it).
-	ordered := (p.act().Ordered && replay.Ordered(p.settings.Order) || p.act().FromArchive) && !p.recordedOrder()
+	ordered := (p.act().Ordered && replay.Ordered(p.settings.Order) || p.act().Outside()) && !p.recordedOrder()
 	if err := st.arrange(ctx, ordered, p.settings.ToQueue); err != nil {
 		return nil, false, err
 	}
@@ -218,10 +218,25 @@ func (p *Pending) record(ctx context.Context, by string) (b *ledger.Batch, archi
 	return b, arch != nil, recordFrom(ctx, p.env.Ledger, b, st, nil, arch)
 }
 
+// Chosen is the selection in words, as the person gave it ("" for an
+// import's file or a recorded batch).
+func (p *Pending) Chosen() string {
+	if p.req.Selection == nil {
+		return ""
+	}
+	return p.req.Selection.String()
+}
+
 // selectionWords is the selection a fresh batch is recorded with.
 func (p *Pending) selectionWords() string {
 	if p.in.from != nil {
 		return "what batch " + p.in.from.ID + " archived"
+	}
+	if f := p.in.file; f != nil {
+		return f.Words()
+	}
+	if p.req.Also != "" {
+		return p.req.Selection.String() + "; " + p.req.Also
 	}
 	return p.req.Selection.String()
 }

@@ -295,7 +295,7 @@ func DefaultSettings(action string) Settings {
 	switch action {
 	case deadletter.Discard:
 		return Settings{Rate: 10, Burst: 1, Concurrency: 1}
-	case deadletter.Restore:
+	case deadletter.Restore, deadletter.Import:
 		return Settings{Rate: 10, Burst: 1, Concurrency: 4}
 	}
 	return Settings{Rate: 10, Burst: 1, Concurrency: 4, Via: replay.ViaAuto, MaxGeneration: 3, Order: replay.OrderPartition}

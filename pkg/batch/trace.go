@@ -66,6 +66,10 @@ func startTracer(cl *client.Client, rel client.Release, st Settings, b *ledger.B
 
 // replayed is the engine's Options.Replayed: it never waits.
 func (t *tracer) replayed(orig, copy deadletter.Address, generation int) {
+	if copy.PartitionID == "" {
+		t.fail("the broker did not say which partition the copy went to")
+		return
+	}
 	select {
 	case t.ch <- traceItem{orig, copy, generation}:
 	default:

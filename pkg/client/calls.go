@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -17,6 +18,34 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
+
+// PartitionID is the id of a queue's partition, read from the broker's
+// list of its messages (Queen 1.x's GET /api/v1/messages: a push's answer
+// on 1.6 and 2.x names no partition, QUEEN-1X-CONTRACT.md 7): "" when
+// the partition holds no message the list shows.
+func (c *Client) PartitionID(ctx context.Context, queue, partition string) (string, error) {
+	const path = "/api/v1/messages"
+	q := url.Values{"queue": {queue}, "partition": {partition}, "limit": {"1"}}
+	body, err := c.do(ctx, http.MethodGet, path, q, nil)
+	if err != nil {
+		return "", err
+	}
+	var page struct {
+		Messages []Message `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &page); err != nil {
+		// A bare array is read too.
+		if json.Unmarshal(body, &page.Messages) != nil {
+			return "", c.badBody(http.MethodGet, path, body, err)
+		}
+	}
+	for _, m := range page.Messages {
+		if (m.Queue == "" || m.Queue == queue) && (m.Partition == "" || m.Partition == partition) && m.PartitionID != "" {
+			return m.PartitionID, nil
+		}
+	}
+	return "", nil
+}
 
 // Get fetches one message's detail. The payload comes from `payload` (or
 // `data` on servers that name it so).

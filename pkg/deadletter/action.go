@@ -23,9 +23,10 @@ type Action struct {
 	Publishes bool
 	// Deletes: it removes dead-letter rows, each archived first.
 	Deletes bool
-	// FromArchive: its messages are the ledger's archive, not the DLQ's
-	// (a restore): no hold reaches them, nothing is deleted.
-	FromArchive bool
+	// From is where its messages come from: the DLQ (""), the ledger's
+	// archive (a restore) or an export file (an import). From outside the
+	// DLQ no hold reaches them and nothing is deleted.
+	From string
 	// Ordered: it keeps each partition's order (a replay's --order).
 	Ordered bool
 	// Generations: a copy of it is a new generation of its message
@@ -33,17 +34,31 @@ type Action struct {
 	Generations bool
 }
 
+// Where an action's messages come from (Action.From).
+const (
+	FromDLQ     = ""
+	FromArchive = "archive"
+	FromFile    = "file"
+)
+
+// Outside reports whether the action's messages come from outside the
+// DLQ (the archive, a file): it publishes them again, deletes nothing,
+// and no hold reaches them.
+func (a *Action) Outside() bool { return a.From != FromDLQ }
+
 // The actions a batch takes.
 var (
 	ActReplay = &Action{Name: Replay, Verb: "replay", Title: "Replay", Doing: "Replaying", Past: "replayed",
 		Publishes: true, Deletes: true, Ordered: true, Generations: true}
 	ActDiscard = &Action{Name: Discard, Verb: "rm", Title: "Discard", Doing: "Discarding", Past: "discarded", Deletes: true}
 	ActRestore = &Action{Name: Restore, Verb: "restore", Title: "Restore", Doing: "Restoring", Past: "restored",
-		Publishes: true, FromArchive: true}
+		Publishes: true, From: FromArchive}
+	ActImport = &Action{Name: Import, Verb: "import", Title: "Import", Doing: "Importing", Past: "imported",
+		Publishes: true, From: FromFile}
 )
 
 // Actions are the actions a batch can take, in the order they are told.
-func Actions() []*Action { return []*Action{ActReplay, ActDiscard, ActRestore} }
+func Actions() []*Action { return []*Action{ActReplay, ActDiscard, ActRestore, ActImport} }
 
 // ActionNamed is the action of a name, as the ledger records it, or as
 // the command that runs it is called; nil for none (a hold is a decision,

@@ -9,11 +9,12 @@ import (
 )
 
 // Actions a batch takes on its dead letters. A restore re-publishes
-// what a discard archived.
+// what a discard archived; an import, what an export file holds.
 const (
 	Replay  = "replay"
 	Discard = "discard"
 	Restore = "restore"
+	Import  = "import"
 )
 
 // RestoreTxID is the transaction id a restore publishes an archived dead
@@ -25,6 +26,34 @@ func RestoreTxID(a Address) string {
 	h := sha256.Sum256([]byte("restore\x00" + a.PartitionID + "/" + a.TransactionID))
 	return "dlqa-" + hex.EncodeToString(h[:12])
 }
+
+// ImportTxID is the transaction id an import publishes a message of
+// another broker's export under: derived from the address the import
+// files it under (ForeignAddress: the source broker's identity and the
+// row's address), so importing the same file again (a rerun, a resume,
+// a second person) is a duplicate the destination drops.
+func ImportTxID(a Address) string {
+	h := sha256.Sum256([]byte("import\x00" + a.PartitionID + "/" + a.TransactionID))
+	return "dlqi-" + hex.EncodeToString(h[:12])
+}
+
+// foreignPrefix starts the partition id of an address filed for another
+// broker's message: a broker's own partition ids never do.
+const foreignPrefix = "imported:"
+
+// ForeignAddress is the address a destination's ledger files a message
+// of another broker's under (an import of that broker's export): its
+// address there, qualified by a digest of that broker's identity, so it
+// never meets an address of the destination's own, nor the same address
+// exported from a third broker.
+func ForeignAddress(source string, a Address) Address {
+	h := sha256.Sum256([]byte(source))
+	return Address{PartitionID: foreignPrefix + hex.EncodeToString(h[:6]) + ":" + a.PartitionID, TransactionID: a.TransactionID}
+}
+
+// Foreign reports whether an address is another broker's message
+// (ForeignAddress): no call to this broker names it.
+func (a Address) Foreign() bool { return strings.HasPrefix(a.PartitionID, foreignPrefix) }
 
 var reReplayID = regexp.MustCompile(`^dlqr-([0-9]+)-[0-9a-f]{24}$`)
 
@@ -52,6 +81,10 @@ func IsReplayID(txid string) bool { return reReplayID.MatchString(txid) }
 // OutcomeRestored is the journal's outcome for an archived dead letter a
 // restore published again (or found the broker had already).
 const OutcomeRestored = "restored"
+
+// OutcomeImported is the journal's outcome for another broker's message
+// an import published (or found the broker had already).
+const OutcomeImported = "imported"
 
 // OutcomeMovedElsewhere is the journal's outcome for an address another
 // hand replayed while a batch held it (the broker's console, another

@@ -321,9 +321,15 @@ func ReadAddresses(r io.Reader) ([]Address, error) {
 				Address       string `json:"address"`
 				PartitionID   string `json:"partitionId"`
 				TransactionID string `json:"transactionId"`
+				// An export's first and last lines (dlq export) name no row.
+				Export    *int  `json:"dlqctlExport"`
+				ExportEnd *bool `json:"dlqctlExportEnd"`
 			}
 			if err := json.Unmarshal([]byte(line), &row); err != nil {
 				return nil, fmt.Errorf("line %d: not an address or a JSON row: %v", n, err)
+			}
+			if row.Export != nil || row.ExportEnd != nil {
+				continue
 			}
 			if row.PartitionID != "" && row.TransactionID != "" {
 				out = append(out, Address{PartitionID: row.PartitionID, TransactionID: row.TransactionID})

@@ -81,8 +81,8 @@ func ToRow(r deadletter.Row, now time.Time, d *ledger.Decision, slo time.Duratio
 // message dead-lettered again, and that row is undecided.
 func DecisionLabel(d ledger.Decision, r deadletter.Row, now time.Time, slo time.Duration) string {
 	switch {
-	case d.Copy != nil && d.Copy.Action == deadletter.Restore:
-		return "back after restore"
+	case d.Copy != nil && deadletter.ActionOf(d.Copy.Action).Outside():
+		return "back after " + d.Copy.Action
 	case d.Copy != nil:
 		return "back after replay"
 	case d.Covers(r.FailedAt, now) && d.NotCarriedOut(now, slo):

@@ -197,7 +197,7 @@ func showHistory(ctx context.Context, cl *client.Client, ld *ledger.Store, addr 
 		}
 	}
 	j := res.Journal
-	if j == nil || j.ReplayTxID == "" || j.Action != deadletter.Replay && j.Action != deadletter.Restore {
+	if j == nil || j.ReplayTxID == "" || !deadletter.ActionOf(j.Action).Publishes {
 		return nil
 	}
 	cp := &ReplayedCopy{PartitionID: j.ReplayPartitionID, TransactionID: j.ReplayTxID}

@@ -21,6 +21,8 @@ const (
 	ActionHold    = "hold"
 	// ActionRestore re-publishes what a discard archived.
 	ActionRestore = "restore"
+	// ActionImport publishes the messages of an export file.
+	ActionImport = "import"
 )
 
 // Batch statuses.

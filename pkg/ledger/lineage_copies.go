@@ -14,18 +14,18 @@ type Lineage struct {
 	Original   deadletter.Address `json:"original"`
 	BatchID    string             `json:"batchId"`
 	Generation int                `json:"generation"`
-	// Action is what published the copy: a replay, or a restore of what
-	// a discard archived.
+	// Action is what published the copy: a replay, a restore of what a
+	// discard archived, or an import of another broker's export.
 	Action string `json:"action"`
 }
 
 // MayBeCopy reports whether a transaction id can be a copy's without
 // asking the ledger: a derived id (a replay's dlqr-…, a restore's
-// dlqa-…) or the broker's move (dlq:<row id>). The 0.x /retry endpoint mints ids of no shape: where
+// dlqa-…, an import's dlqi-…) or the broker's move (dlq:<row id>). The 0.x /retry endpoint mints ids of no shape: where
 // the journal holds such copies (HasEndpointCopies), callers ask
 // LineageOf of every id.
 func MayBeCopy(txid string) bool {
-	return strings.HasPrefix(txid, "dlqr-") || strings.HasPrefix(txid, "dlq:") || strings.HasPrefix(txid, "dlqa-")
+	return strings.HasPrefix(txid, "dlqr-") || strings.HasPrefix(txid, "dlq:") || strings.HasPrefix(txid, "dlqa-") || strings.HasPrefix(txid, "dlqi-")
 }
 
 // HasEndpointCopies reports whether the journal holds a copy the 0.x

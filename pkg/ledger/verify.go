@@ -51,7 +51,7 @@ type Copy struct {
 // queued or duplicate), those another hand replayed while the batch held
 // them, and those an attempt may have published under a recorded id
 // (inflight, failed, unknown: a run killed, or a push's answer lost).
-const copyWhere = `j.batch_id = ? AND j.action IN ('replay', 'restore') AND j.replay_txid <> '' AND (j.state IN ('published', 'inflight', 'failed', 'unknown') OR (j.state = 'removed' AND j.outcome IN ('replayed', 'duplicate', 'movedElsewhere', 'restored')))`
+const copyWhere = `j.batch_id = ? AND j.action IN ('replay', 'restore', 'import') AND j.replay_txid <> '' AND (j.state IN ('published', 'inflight', 'failed', 'unknown') OR (j.state = 'removed' AND j.outcome IN ('replayed', 'duplicate', 'movedElsewhere', 'restored', 'imported')))`
 
 // CountCopies counts the copies a batch published.
 func (s *Store) CountCopies(ctx context.Context, batchID string) (int, error) {

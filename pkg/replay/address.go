@@ -27,8 +27,9 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 	// The rows a removal takes with it, held while the address is worked
 	// on (settle counts them), not for the whole batch.
 	e.mu.Lock()
-	if absent || e.o.Action == deadletter.Restore {
-		e.rows[a] = 0 // a restore removes no row
+	outside := deadletter.ActionOf(e.o.Action).Outside()
+	if absent || outside {
+		e.rows[a] = 0 // a restore or an import removes no row
 	} else {
 		e.rows[a] = len(it.Rows) + len(it.Others)
 	}
@@ -39,8 +40,8 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 		delete(e.archived, a)
 		e.mu.Unlock()
 	}()
-	if e.o.Action == deadletter.Restore {
-		return e.restore(ctx, cctx, it, ent)
+	if outside {
+		return e.republish(ctx, cctx, it, ent)
 	}
 	if ent.State == ledger.Removed {
 		// Found gone by this batch, which did nothing to it: a listing

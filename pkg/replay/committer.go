@@ -159,7 +159,7 @@ func (e *Engine) settle(ctx context.Context, ent *ledger.Entry, state, outcome, 
 	}
 	e.mu.Lock()
 	removed := e.rep.Replayed + e.rep.Duplicate + e.rep.Discarded
-	published := e.rep.Replayed + e.rep.Duplicate + e.rep.Restored
+	published := e.rep.Replayed + e.rep.Duplicate + e.rep.Restored + e.rep.Imported
 	count(&e.rep)
 	if e.rep.Replayed+e.rep.Duplicate+e.rep.Discarded > removed {
 		e.rep.RowsRemoved += e.rows[ent.Address]
@@ -167,11 +167,11 @@ func (e *Engine) settle(ctx context.Context, ent *ledger.Entry, state, outcome, 
 	// Published by this run (or by an attempt of the batch's that died
 	// before it could say so): a copy an earlier run settled is already
 	// in the lineage, and is not told again.
-	now := e.rep.Replayed+e.rep.Duplicate+e.rep.Restored > published
+	now := e.rep.Replayed+e.rep.Duplicate+e.rep.Restored+e.rep.Imported > published
 	e.mu.Unlock()
-	if now && (outcome == "replayed" || outcome == deadletter.OutcomeRestored) && ent.ReplayTxID != "" && e.o.Replayed != nil {
+	if now && (outcome == "replayed" || outcome == deadletter.OutcomeRestored || outcome == deadletter.OutcomeImported) && ent.ReplayTxID != "" && e.o.Replayed != nil {
 		part := ent.ReplayPartitionID
-		if part == "" {
+		if part == "" && !ent.Address.Foreign() {
 			part = ent.Address.PartitionID // in place: the original's partition
 		}
 		e.o.Replayed(ent.Address, deadletter.Address{PartitionID: part, TransactionID: ent.ReplayTxID}, ent.Generation+1)

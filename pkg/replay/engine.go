@@ -121,8 +121,11 @@ type Engine struct {
 	// yet worked on (on a broker that moves; see siblings).
 	archived map[deadletter.Address][]string
 	copies   *copySet
-	failed   int
-	done     int
+	// partitions are the destination partitions' ids an import asked
+	// for, by queue and partition name.
+	partitions map[string]string
+	failed     int
+	done       int
 	// silent counts calls in a row that got no answer at all; at
 	// maxSilent the broker is taken to be down and the run stops.
 	silent int

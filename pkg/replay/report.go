@@ -74,7 +74,9 @@ type Report struct {
 	Duplicate int    `json:"duplicateSuppressed"`
 	Discarded int    `json:"discarded"`
 	// Restored counts archived dead letters a restore published again.
-	Restored    int `json:"restored,omitempty"`
+	Restored int `json:"restored,omitempty"`
+	// Imported counts the messages of an export file an import published.
+	Imported    int `json:"imported,omitempty"`
 	AlreadyGone int `json:"alreadyGone"`
 	// MovedElsewhere counts addresses another hand replayed while this
 	// batch held them (Queen's console, on a broker that moves): their
@@ -205,7 +207,7 @@ func (c *copySet) empty() bool {
 // Accounted is the number of addresses the report puts in a bucket:
 // Total, when every address is accounted for exactly once.
 func (r *Report) Accounted() int {
-	return r.Replayed + r.Duplicate + r.Discarded + r.Restored + r.AlreadyGone + r.MovedElsewhere + r.AlreadyDone + r.Failed + r.Unknown +
+	return r.Replayed + r.Duplicate + r.Discarded + r.Restored + r.Imported + r.AlreadyGone + r.MovedElsewhere + r.AlreadyDone + r.Failed + r.Unknown +
 		r.SkippedEncrypted + r.SkippedGeneration + r.Unreachable + r.QueueGone + r.DeadLetteredAgain + r.Missed + r.Claimed + r.HeldBack +
 		r.Unrecorded + r.NotStarted
 }
@@ -222,6 +224,7 @@ func (r *Report) Outcome() map[string]int {
 	add("duplicate", r.Duplicate)
 	add("discarded", r.Discarded)
 	add("restored", r.Restored)
+	add("imported", r.Imported)
 	add("alreadyGone", r.AlreadyGone)
 	add(deadletter.OutcomeMovedElsewhere, r.MovedElsewhere)
 	add("alreadyDone", r.AlreadyDone)

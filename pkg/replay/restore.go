@@ -9,25 +9,40 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 )
 
-// ViaRestore is the journal's path of a restore: a push, under the id
-// derived from the archived address (deadletter.RestoreTxID), of the
-// payload the archive kept.
+// ViaRestore is the journal's path of a restore or an import: a push,
+// under the id derived from the address (deadletter.RestoreTxID,
+// ImportTxID), of the payload the archive kept or the file holds.
 const ViaRestore = "restore"
 
-// restore publishes an archived dead letter again (its row left the
-// broker when a discard deleted it). The journal keeps one entry an
+// republish publishes a message from outside the DLQ: an archived dead
+// letter (a restore: its row left the broker when a discard deleted it),
+// or a row of an export file (an import). The journal keeps one entry an
 // address: a restore takes over the discard's, and once the address is
-// restored, every later restore of it (this batch's resume, another
-// batch) finds it done. The intent is journaled before the push, and the
-// push's id is derived from the address alone: a repeat after a lost
-// answer or a kill comes back "duplicate", never a second copy.
-func (e *Engine) restore(pctx, ctx context.Context, it Item, ent *ledger.Entry) error {
+// published, every later restore or import of it (this batch's resume,
+// another batch) finds it done. Another broker's message is filed under
+// its foreign address (deadletter.ForeignAddress), which no call to this
+// broker names. The intent is journaled before the push, and the push's
+// id is derived from the address alone: a repeat after a lost answer or
+// a kill comes back "duplicate", never a second copy.
+func (e *Engine) republish(pctx, ctx context.Context, it Item, ent *ledger.Entry) error {
 	a := it.Address
-	if ent.Action == deadletter.Restore && ent.State == ledger.Removed {
+	// What the journal records: another broker's message is imported;
+	// one of this broker's, from its archive or a file, restored (an
+	// import of this broker's own export is a restore from the file).
+	name, outcome, txid := deadletter.Restore, deadletter.OutcomeRestored, deadletter.RestoreTxID(a)
+	if a.Foreign() {
+		name, outcome, txid = deadletter.Import, deadletter.OutcomeImported, deadletter.ImportTxID(a)
+	}
+	act := deadletter.ActionOf(e.o.Action)
+	counted := func(r *Report) { r.Restored++ }
+	if act.From == deadletter.FromFile {
+		counted = func(r *Report) { r.Imported++ }
+	}
+	if (ent.Action == deadletter.Restore || ent.Action == deadletter.Import) && ent.State == ledger.Removed {
 		return e.settle(ctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) {
 			r.AlreadyDone++
 			if ent.BatchID != e.o.BatchID {
-				r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("already restored by batch %s as %s: not published again", ent.BatchID, ent.ReplayTxID)})
+				r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("already %s by batch %s as %s: not published again", deadletter.ActionOf(ent.Action).Past, ent.BatchID, ent.ReplayTxID)})
 			}
 		})
 	}
@@ -38,17 +53,17 @@ func (e *Engine) restore(pctx, ctx context.Context, it Item, ent *ledger.Entry) 
 		// replay's.
 		return e.settle(ctx, ent, ent.State, ent.Outcome, ent.LastError, func(r *Report) {
 			r.AlreadyDone++
-			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not restored: batch %s replayed it after the discard (as %s)", ent.BatchID, ent.ReplayTxID)})
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not %s: batch %s replayed it after the discard (as %s)", act.Past, ent.BatchID, ent.ReplayTxID)})
 		})
 	}
-	if ent.Action != deadletter.Restore {
+	if ent.Action != name {
 		// The discard's entry (or none): this batch's from here on.
 		ent.State, ent.ReplayTxID, ent.ReplayPartitionID, ent.ReplayQueue, ent.ReplayDigest, ent.Via, ent.Outcome = ledger.Pending, "", "", "", "", "", ""
 	}
-	ent.BatchID, ent.Action = e.o.BatchID, deadletter.Restore
-	if ent.ReplayTxID == "" {
-		// Before its first attempt: one dead-lettered again since the
-		// discard is a dead letter to replay or discard, not to restore
+	ent.BatchID, ent.Action = e.o.BatchID, name
+	if ent.ReplayTxID == "" && !a.Foreign() {
+		// Before its first attempt: one dead-lettered (again) in this
+		// broker is a dead letter to replay or discard, not to publish
 		// beside.
 		present, err := e.rowPresent(ctx, a)
 		if err != nil {
@@ -57,21 +72,25 @@ func (e *Engine) restore(pctx, ctx context.Context, it Item, ent *ledger.Entry) 
 		if present {
 			return e.settle(ctx, ent, ledger.Skipped, "dead-lettered again", "", func(r *Report) {
 				r.DeadLetteredAgain++
-				r.Listed = append(r.Listed, AddrResult{Address: a, Reason: "not restored: it is dead-lettered again since the discard", Next: ReplayOrDiscardNext, Generation: deadletter.Generation(a.TransactionID)})
+				r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not %s: it is dead-lettered again since the discard", act.Past), Next: ReplayOrDiscardNext, Generation: deadletter.Generation(a.TransactionID)})
 			})
 		}
+	}
+	kept := "the archive kept"
+	if act.From == deadletter.FromFile {
+		kept = "the file holds"
 	}
 	payload := it.Data()
 	switch {
 	case deadletter.IsEnvelope(payload):
 		return e.settle(ctx, ent, ledger.Skipped, "undecryptable", "", func(r *Report) {
 			r.SkippedEncrypted++
-			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: "not restored: the archive kept an encryption envelope the broker could not decrypt (wrong or rotated key)"})
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not %s: %s an encryption envelope the broker could not decrypt (wrong or rotated key)", act.Past, kept)})
 		})
 	case len(payload) == 0:
 		return e.settle(ctx, ent, ledger.Skipped, "no payload", "", func(r *Report) {
 			r.SkippedEncrypted++
-			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: "not restored: the archive kept no payload of it"})
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not %s: %s no payload of it", act.Past, kept)})
 		})
 	}
 	queue, partition := e.destQueue(it), it.Partition
@@ -81,7 +100,7 @@ func (e *Engine) restore(pctx, ctx context.Context, it Item, ent *ledger.Entry) 
 	if e.o.GoneQueues[queue] {
 		return e.settle(ctx, ent, ledger.Skipped, "queue gone", "", func(r *Report) {
 			r.QueueGone++
-			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not restored: queue %s does not exist", queue), Next: AnotherQueueNext})
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not %s: queue %s does not exist", act.Past, queue), Next: AnotherQueueNext})
 		})
 	}
 	payload, ok, err := e.transform(ctx, ent, payload)
@@ -102,7 +121,7 @@ func (e *Engine) restore(pctx, ctx context.Context, it Item, ent *ledger.Entry) 
 	if err := e.pace(pctx); err != nil {
 		return err
 	}
-	ent.State, ent.Via, ent.ReplayTxID, ent.ReplayQueue, ent.ReplayDigest = ledger.Inflight, ViaRestore, deadletter.RestoreTxID(a), queue, digest
+	ent.State, ent.Via, ent.ReplayTxID, ent.ReplayQueue, ent.ReplayDigest = ledger.Inflight, ViaRestore, txid, queue, digest
 	ent.Attempts++
 	if err := e.save(ctx, ent, false); err != nil {
 		return err
@@ -115,8 +134,44 @@ func (e *Engine) restore(pctx, ctx context.Context, it Item, ent *ledger.Entry) 
 		return e.fail(ctx, ent, "failed: ", err)
 	}
 	ent.ReplayPartitionID = res.PartitionID
-	if res.Status == "duplicate" {
-		return e.settle(ctx, ent, ledger.Removed, deadletter.OutcomeRestored, "", func(r *Report) { r.Duplicate++ })
+	if ent.ReplayPartitionID == "" && a.Foreign() {
+		// Queen 1.6 and 2.x answer a push without its partition, and the
+		// original's is another broker's: the copy's lineage and its
+		// verification need the destination's.
+		ent.ReplayPartitionID = e.partitionOf(ctx, queue, partition)
 	}
-	return e.settle(ctx, ent, ledger.Removed, deadletter.OutcomeRestored, "", func(r *Report) { r.Restored++ })
+	if res.Status == "duplicate" {
+		return e.settle(ctx, ent, ledger.Removed, outcome, "", func(r *Report) { r.Duplicate++ })
+	}
+	return e.settle(ctx, ent, ledger.Removed, outcome, "", counted)
+}
+
+// partitionOf is the id of the destination partition a copy went to,
+// asked of the broker once a partition a run ("" when it cannot say: the
+// copy is published all the same, and its lineage says it was not found).
+func (e *Engine) partitionOf(ctx context.Context, queue, partition string) string {
+	k := queue + "\x00" + partition
+	e.mu.Lock()
+	id, ok := e.partitions[k]
+	e.mu.Unlock()
+	if ok {
+		return id
+	}
+	pf, ok := e.b.(interface {
+		PartitionID(ctx context.Context, queue, partition string) (string, error)
+	})
+	if !ok {
+		return ""
+	}
+	id, err := pf.PartitionID(ctx, queue, partition)
+	if err != nil || id == "" {
+		return ""
+	}
+	e.mu.Lock()
+	if e.partitions == nil {
+		e.partitions = map[string]string{}
+	}
+	e.partitions[k] = id
+	e.mu.Unlock()
+	return id
 }

@@ -48,9 +48,9 @@ func NewCmdLs(f *cmdutil.Factory) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch o.Action {
-			case "", ledger.ActionReplay, ledger.ActionDiscard, ledger.ActionHold, ledger.ActionRestore:
+			case "", ledger.ActionReplay, ledger.ActionDiscard, ledger.ActionHold, ledger.ActionRestore, ledger.ActionImport:
 			default:
-				return cmdutil.FlagErrorf("invalid --action %q: valid actions are replay, discard, hold, restore", o.Action)
+				return cmdutil.FlagErrorf("invalid --action %q: valid actions are replay, discard, hold, restore, import", o.Action)
 			}
 			if o.Limit < 0 {
 				return cmdutil.FlagErrorf("invalid --limit %d", o.Limit)

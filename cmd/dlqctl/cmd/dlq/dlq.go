@@ -29,6 +29,8 @@ func NewCmdDLQ(f *cmdutil.Factory) *cobra.Command {
 		NewCmdReplay(f, nil),
 		NewCmdRm(f),
 		NewCmdRestore(f),
+		NewCmdExport(f),
+		NewCmdImport(f),
 		NewCmdDecide(f),
 		NewCmdCheck(f),
 		NewCmdStats(f),

@@ -46,7 +46,7 @@ func addExecFlags(cmd *cobra.Command, e *ExecFlags, verb string) {
 	fl.Float64Var(&e.Rate, "rate", def.Rate, "messages per second (0 = unlimited, only with --yes); a resumed batch keeps its recorded rate unless this is given")
 	fl.IntVar(&e.Burst, "burst", def.Burst, "how many may start at once before --rate applies")
 	fl.StringVar(&e.BatchID, "batch", "", "execute or resume this recorded batch instead of a selection (with the settings it was run with)")
-	if verb != "restore" { // an archived message is out of a hold's reach
+	if !deadletter.ActionOf(verb).Outside() { // an archived or exported message is out of a hold's reach
 		fl.BoolVar(&e.OverrideHold, "override-hold", false, "act on messages under an active hold (dlq decide --action hold) all the same")
 		fl.BoolVar(&e.SkipHeld, "skip-held", false, "leave messages under an active hold out of the batch and act on the rest")
 	}
@@ -85,6 +85,15 @@ type execSpec struct {
 	selection *cmdutil.SelectionFlags
 	args      []string
 	base      batch.Request
+	// file is the export file an import publishes (no selection).
+	file *batch.File
+	// before runs once the batch is planned and confirmed, before it is
+	// recorded (dlq export --move writes its file there); planned is
+	// told the plan of a dry run (what it would write).
+	before, planned func(ctx context.Context, p *batch.Pending) error
+	// doing is what "Nothing to …" says is not done (the verb's, unless
+	// another command runs the verb's batch).
+	doing string
 }
 
 // request is the batch request of a command line: the selection built
@@ -100,9 +109,13 @@ func (sp execSpec) request(f *cmdutil.Factory) (batch.Request, error) {
 		req.By = by
 	}
 	if sp.flags.BatchID != "" {
-		if sp.selection.Any(sp.args) {
+		if sp.selection != nil && sp.selection.Any(sp.args) || sp.file != nil {
 			return req, cmdutil.FlagErrorf("--batch executes a recorded batch; it takes no selection")
 		}
+		return req, nil
+	}
+	if sp.file != nil {
+		req.File = sp.file
 		return req, nil
 	}
 	sel, err := sp.selection.Build(f, sp.args)
@@ -157,11 +170,19 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		if len(p.Missing()) > 0 {
 			return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Silent: true}
 		}
-		if sp.base.Action == deadletter.Restore {
+		switch deadletter.ActionOf(sp.base.Action).From {
+		case deadletter.FromArchive:
 			fmt.Fprintln(f.IO.ErrOut, present.NothingToRestore(p.Unrestorable()))
 			return nil
+		case deadletter.FromFile:
+			fmt.Fprintln(f.IO.ErrOut, present.NothingToImport(p.Unrestorable()))
+			return nil
 		}
-		fmt.Fprintln(f.IO.ErrOut, "Nothing to "+sp.verb+": no dead letter matches.")
+		doing := sp.verb
+		if sp.doing != "" {
+			doing = sp.doing
+		}
+		fmt.Fprintln(f.IO.ErrOut, "Nothing to "+doing+": no dead letter matches.")
 		return nil
 	}
 	if err := p.MakePlan(ctx); err != nil {
@@ -173,6 +194,11 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	}
 	if err := writePlan(f, fm, p, flags.DryRun); err != nil {
 		return err
+	}
+	if flags.DryRun && sp.planned != nil {
+		if err := sp.planned(ctx, p); err != nil {
+			return err
+		}
 	}
 	if flags.DryRun {
 		// A dry run exits as the run would refuse (a script that tries
@@ -189,6 +215,11 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	if !flags.Yes {
 		question := deadletter.ActionOf(sp.base.Action).Title
 		if err := confirm(f, fmt.Sprintf("%s %s?", question, render.Plural(p.Messages(), "message", "messages"))); err != nil {
+			return err
+		}
+	}
+	if sp.before != nil {
+		if err := sp.before(ctx, p); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,104 @@
+package dlq
+
+import (
+	"io"
+	"os"
+
+	"github.com/dlqctl/dlqctl/internal/cmdutil"
+	"github.com/dlqctl/dlqctl/pkg/batch"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
+	"github.com/itchyny/gojq"
+	"github.com/spf13/cobra"
+)
+
+// ImportOptions are `dlq import`'s flags.
+type ImportOptions struct {
+	Exec        ExecFlags
+	Concurrency int
+	ToQueue     string
+	ToPartition string
+	Transform   string
+	NoTrace     bool
+	File        string
+
+	given batch.Given
+}
+
+// NewCmdImport publishes the dead letters of an export file.
+func NewCmdImport(f *cmdutil.Factory) *cobra.Command {
+	o := &ImportOptions{}
+	cmd := &cobra.Command{
+		Use:   "import FILE",
+		Short: "Publish the dead letters of an export file into this broker, each once",
+		Long: `Import publishes the messages an export file holds (dlq export wrote it, from
+this broker or another, of any Queen line) into this broker: to each message's
+own queue and partition, or --to-queue, --to-partition. The file is read to
+its last line before anything is planned: one cut short, altered after the
+export (its digest), or of a version this dlqctl does not read is refused
+with a sentence, and nothing is published. - reads the file from stdin.
+
+Like a replay it is a batch recorded in the ledger with who and why, planned
+before anything is sent (--dry-run prints the plan), at --rate with at most
+--concurrency calls in flight, journaled message by message. Each message is
+published under a transaction id derived from the source broker's identity
+and its address (dlqi-…; a file of this broker's own is a restore from the
+file, dlqa-…), so importing the same file again (a rerun, a resume after a
+crash, a second person) publishes nothing twice: the journal says it was
+imported, and by which batch. Resume with --batch ID; decisions verify
+follows the copies.`,
+		Example: `  $ dlqctl dlq import orders.ndjson.gz --dry-run
+  $ dlqctl --context queen-2 dlq import orders.ndjson.gz --why "migrated from the 0.x cluster" --yes
+  $ dlqctl --context staging dlq import prod-dlq.ndjson.gz --to-queue orders-repro --why "reproduce INC-231" --yes`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.given = cmdutil.GivenIn(cmd.Flags())
+			switch {
+			case len(args) == 0 && o.Exec.BatchID == "":
+				return cmdutil.FlagErrorf("dlq import needs the export file to read (or --batch ID to resume one)")
+			case len(args) == 1 && o.Exec.BatchID != "":
+				return cmdutil.FlagErrorf("--batch resumes a recorded import, which holds its messages; it takes no file")
+			case len(args) == 1:
+				o.File = args[0]
+			}
+			if err := validateExec(&o.Exec); err != nil {
+				return err
+			}
+			if o.Concurrency < 1 || o.Concurrency > 256 {
+				return cmdutil.FlagErrorf("invalid --concurrency %d: want 1 to 256", o.Concurrency)
+			}
+			if o.Transform != "" {
+				if _, err := gojq.Parse(o.Transform); err != nil {
+					return cmdutil.FlagErrorf("invalid --transform: %v", err)
+				}
+			}
+			return execute(cmd.Context(), f, importSpec(f, o))
+		},
+	}
+	addExecFlags(cmd, &o.Exec, "import")
+	fl := cmd.Flags()
+	def := batch.DefaultSettings(deadletter.Import)
+	fl.IntVar(&o.Concurrency, "concurrency", def.Concurrency, "at most this many calls in flight")
+	fl.StringVar(&o.ToQueue, "to-queue", "", "publish to this queue instead of each message's own")
+	fl.StringVar(&o.ToPartition, "to-partition", "", "publish to this partition instead of each message's own")
+	fl.StringVar(&o.Transform, "transform", "", "jq expression applied to each payload before publishing, tried on every payload while planning")
+	fl.BoolVar(&o.NoTrace, "no-trace", false, "write no trace event in the broker for the copies (on Queen 1.x and 2.x, each copy otherwise gets one naming the batch, its reason and the original)")
+	return cmd
+}
+
+// importSpec is what import's flags ask of execute.
+func importSpec(f *cmdutil.Factory, o *ImportOptions) execSpec {
+	sp := execSpec{verb: "import", flags: &o.Exec, base: batch.Request{
+		Action: deadletter.Import, Given: o.given,
+		Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: o.Concurrency, ToQueue: o.ToQueue, ToPartition: o.ToPartition, Transform: o.Transform, NoTrace: o.NoTrace},
+	}}
+	if o.File != "" {
+		name := o.File
+		sp.file = &batch.File{Name: name, Open: func() (io.ReadCloser, error) {
+			if name == "-" {
+				return io.NopCloser(f.IO.In), nil
+			}
+			return os.Open(name)
+		}}
+	}
+	return sp
+}
