@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,12 +75,26 @@ func TestREADMECommands(t *testing.T) {
 		}
 		return false
 	})
+	// Files the README's lines write (an export) land here, not in the
+	// repository.
+	work := t.TempDir()
 	ran, sandboxed := 0, false
 	for _, line := range lines {
 		switch {
 		case line == "dlqctl sandbox":
 			sandboxed = true
 			startSandbox(t, env)
+			continue
+		case strings.HasPrefix(line, "dlqctl sandbox ") && strings.HasSuffix(line, " &"):
+			args, err := shellWords(strings.TrimSuffix(line, " &"))
+			if err != nil {
+				t.Fatalf("README line %q: %v", line, err)
+			}
+			startSandboxAt(t, env, args[1:])
+			continue
+		case strings.HasPrefix(line, "unset "):
+			name := strings.TrimPrefix(line, "unset ") + "="
+			env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, name) })
 			continue
 		case strings.HasPrefix(line, "export "):
 			kv := strings.TrimPrefix(line, "export ")
@@ -96,7 +111,7 @@ func TestREADMECommands(t *testing.T) {
 			t.Fatalf("README line %q: %v", line, err)
 		}
 		c := exec.Command(binary(t), args[1:]...)
-		c.Env = env
+		c.Env, c.Dir = env, work
 		var stdout, stderr bytes.Buffer
 		c.Stdout, c.Stderr = &stdout, &stderr
 		err = c.Run()
@@ -108,11 +123,12 @@ func TestREADMECommands(t *testing.T) {
 		}
 		// check breaching and verify finding a copy failed again is each
 		// working; the sandbox's consumers fail every 10th delivery.
-		gate := len(args) > 2 && (args[1] == "dlq" && args[2] == "check" || args[1] == "decisions" && args[2] == "verify")
+		sub := subcommand(args)
+		gate := len(sub) > 1 && (sub[0] == "dlq" && sub[1] == "check" || sub[0] == "decisions" && sub[1] == "verify")
 		if code != 0 && !(gate && code == 1) {
 			t.Fatalf("README line %q: exit %d\n%s%s", line, code, stdout.String(), stderr.String())
 		}
-		if len(args) > 2 && args[1] == "decisions" && args[2] == "verify" {
+		if len(sub) > 1 && sub[0] == "decisions" && sub[1] == "verify" {
 			// The copies reached every consumer group: completed (or
 			// failed again), none pending, said per group.
 			out := stdout.String()
@@ -121,10 +137,16 @@ func TestREADMECommands(t *testing.T) {
 			}
 			t.Logf("%s:\n%s", line, out)
 		}
+		if len(sub) > 1 && sub[0] == "dlq" && sub[1] == "import" && strings.Contains(line, "once more") {
+			// The second import of a file publishes nothing, and says so.
+			if !strings.Contains(stderr.String()+stdout.String(), "Nothing to import") || !strings.Contains(stderr.String()+stdout.String(), "already imported") {
+				t.Fatalf("README line %q: a second import did not say it had nothing to import:\n%s%s", line, stdout.String(), stderr.String())
+			}
+		}
 		if strings.Contains(line, "--where") {
 			// Each example selects something, and reads no field the rows
 			// lack.
-			if strings.Contains(stderr.String(), "no row has") || args[2] == "ls" && stdout.Len() == 0 || args[2] != "ls" && strings.Contains(stderr.String(), "Nothing to") {
+			if strings.Contains(stderr.String(), "no row has") || sub[1] == "ls" && stdout.Len() == 0 || sub[1] != "ls" && strings.Contains(stderr.String(), "Nothing to") {
 				t.Fatalf("README line %q selects nothing, or reads a field no row has:\n%s%s", line, stdout.String(), stderr.String())
 			}
 		}
@@ -176,6 +198,73 @@ func startSandbox(t *testing.T, env []string) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the sandbox did not say where it listens")
 	}
+}
+
+// startSandboxAt runs a README line `dlqctl sandbox … --addr A &` until
+// the test ends, and waits until the broker answers /health at A.
+func startSandboxAt(t *testing.T, env []string, args []string) {
+	t.Helper()
+	addr := ""
+	for i, a := range args {
+		if a == "--addr" && i+1 < len(args) {
+			addr = args[i+1]
+		}
+	}
+	if addr == "" {
+		t.Fatalf("README line dlqctl %s: a sandbox started in the background needs --addr, so the lines after it can name it", strings.Join(args, " "))
+	}
+	c := exec.Command(binary(t), args...)
+	c.Env = env
+	said := new(lockedBuffer)
+	c.Stdout, c.Stderr = said, said
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Process.Signal(os.Interrupt)
+		_ = c.Wait()
+	})
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if resp, err := http.Get("http://" + addr + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sandbox of README line dlqctl %s did not answer on %s: %s", strings.Join(args, " "), addr, said.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// subcommand is a dlqctl line's words after the program and its leading
+// connection flags: ["dlq", "import", …] of "dlqctl --server URL dlq import …".
+func subcommand(args []string) []string {
+	rest := args[1:]
+	for len(rest) > 1 && (rest[0] == "--server" || rest[0] == "--context") {
+		rest = rest[2:]
+	}
+	return rest
+}
+
+// lockedBuffer is what a background process has said, safe to read while
+// it still writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // trailingComment is a "  # what it does" after a README line.

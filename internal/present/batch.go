@@ -62,6 +62,9 @@ func Plan(w io.Writer, pal *render.Palette, p batch.Plan) {
 		}
 		fmt.Fprintf(w, "  broker: %s — %s\n", c(b.Name()), words)
 	}
+	if p.Source != "" {
+		fmt.Fprintf(w, "  source: %s\n", c(p.Source))
+	}
 	fmt.Fprintf(w, "  destination: %s\n", c(p.Destination))
 	if p.ApprovalAbove > 0 {
 		fmt.Fprintf(w, "  %s more than %d messages: the batch is recorded awaiting a second person's approval (decisions approve), not run\n", pal.Yellow("approval:"), p.ApprovalAbove)

@@ -437,6 +437,9 @@ func (p *Pending) finishPlan() {
 	}
 	p.plan.SkippedHeld = p.skippedHeld
 	p.plan.Where = p.where.Notes()
+	if f := p.in.file; f != nil {
+		p.plan.Source = f.Words()
+	}
 	p.plan.Trace = p.act().Publishes && !p.settings.NoTrace && p.opts.Release.Traces()
 	if p.awaits() {
 		p.plan.ApprovalAbove = p.env.ApprovalAbove

@@ -22,6 +22,9 @@ type Plan struct {
 	ByQueue     map[string]int `json:"byQueue"`
 	ByClass     []ClassCount   `json:"byClass"`
 	Destination string         `json:"destination"`
+	// Source is where an import's messages come from: the file, and the
+	// broker, line and time it was exported from.
+	Source string `json:"source,omitempty"`
 	// Broker is which Queen the broker runs, as dlqctl told it.
 	Broker *client.Release `json:"broker,omitempty"`
 	// Trace: each copy gets a trace event in the broker naming the batch

@@ -55,7 +55,7 @@ func TestExportImportRoundTripAcrossLines(t *testing.T) {
 			file, rows := exported(t, src, srcCLI)
 			before := len(dst.LiveMessages())
 			out, stderr, code := dstCLI.Exec("dlq", "import", file, "--dry-run")
-			if code != 0 || !strings.Contains(out, "Import plan: ") || !strings.Contains(out, "from the file") || mutating(dst) != 0 {
+			if code != 0 || !strings.Contains(out, "Import plan: ") || !strings.Contains(out, "from the file") || !strings.Contains(out, "source: file "+file+": ") || !strings.Contains(out, " exported from http://") || mutating(dst) != 0 {
 				t.Fatalf("dry run: exit %d, %d writes\n%s%s", code, mutating(dst), out, stderr)
 			}
 			_, stderr, code = dstCLI.Exec("dlq", "import", file, "--why", "moved from the old cluster", "--yes", "--rate", "0")
