@@ -78,8 +78,14 @@ func TestREADMECommands(t *testing.T) {
 	// Files the README's lines write (an export) land here, not in the
 	// repository.
 	work := t.TempDir()
+	// A README port another program holds here is replaced, in that line
+	// and every one after, by a free one.
+	moved := map[string]string{}
 	ran, sandboxed := 0, false
 	for _, line := range lines {
+		for from, to := range moved {
+			line = strings.ReplaceAll(line, from, to)
+		}
 		switch {
 		case line == "dlqctl sandbox":
 			sandboxed = true
@@ -89,6 +95,14 @@ func TestREADMECommands(t *testing.T) {
 			args, err := shellWords(strings.TrimSuffix(line, " &"))
 			if err != nil {
 				t.Fatalf("README line %q: %v", line, err)
+			}
+			for i, a := range args {
+				if i > 0 && args[i-1] == "--addr" {
+					if free := addrOrFree(t, a); free != a {
+						moved[a] = free
+						args[i] = free
+					}
+				}
 			}
 			startSandboxAt(t, env, args[1:])
 			continue
@@ -236,6 +250,20 @@ func startSandboxAt(t *testing.T, env []string, args []string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// addrOrFree is addr when nothing listens there, else a free port of
+// 127.0.0.1.
+func addrOrFree(t *testing.T, addr string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		ln.Close()
+		return addr
+	}
+	free := freeAddr(t)
+	t.Logf("%s is taken here: the README's lines use %s for it", addr, free)
+	return free
 }
 
 // subcommand is a dlqctl line's words after the program and its leading

@@ -340,7 +340,7 @@ func Resolve(c *Config, f Flags, getenv func(string) string) (*Settings, error) 
 		}
 	}
 	s := &Settings{Context: v.GetString("context")}
-	if s.Context == "" {
+	if s.Context == "" && !f.changed("context") { // --context "" is no context
 		s.Context = c.CurrentContext
 	}
 	var ctx Context

@@ -22,11 +22,15 @@ import (
 type File struct {
 	Name string
 	Open func() (io.ReadCloser, error)
+	// Label is what the batch's record calls the file's source ("file
+	// NAME" unless set): a replay into another broker stages the source's
+	// rows in a file of its own, which no one will look for.
+	Label string
 }
 
 // fileSaid is what an import's file said of itself, read whole.
 type fileSaid struct {
-	name    string
+	label   string
 	header  dlqfile.Header
 	rows    int
 	foreign bool
@@ -43,7 +47,7 @@ func (f *fileSaid) Words() string {
 	if f.header.Archived {
 		what = "archived dead letters"
 	}
-	return fmt.Sprintf("file %s: %s of %s exported from %s at %s", f.name, render.Plural(f.rows, "row", "rows"), what, from, render.Timestamp(f.header.ExportedAt))
+	return fmt.Sprintf("%s: %s of %s exported from %s at %s", f.label, render.Plural(f.rows, "row", "rows"), what, from, render.Timestamp(f.header.ExportedAt))
 }
 
 // fillFile stages an export file's rows, each message under the address
@@ -68,7 +72,10 @@ func fillFile(ctx context.Context, env Env, f *File, in *input) error {
 	if err != nil {
 		return refuseFile(f.Name, err)
 	}
-	said := &fileSaid{name: f.Name, header: x.Header, foreign: x.Header.Broker != env.Client.Broker()}
+	said := &fileSaid{label: "file " + f.Name, header: x.Header, foreign: x.Header.Broker != env.Client.Broker()}
+	if f.Label != "" {
+		said.label = f.Label
+	}
 	// A message the journal says was imported (or restored) already is
 	// left out and counted: importing a file again plans nothing twice.
 	ld, broker := env.Ledger, env.Client.Broker()

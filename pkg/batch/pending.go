@@ -60,6 +60,10 @@ type Request struct {
 	// Also is said after the selection in the batch's record (dlq export
 	// --move: the file its rows were written to).
 	Also string
+	// Words, when set, is the selection as the batch's record says it, in
+	// place of the selection's flags (a replay into another broker
+	// deletes here by a list of addresses no one typed).
+	Words string
 }
 
 // RunOptions are what a run of a batch does that the batch does not

@@ -235,10 +235,14 @@ func (p *Pending) selectionWords() string {
 	if f := p.in.file; f != nil {
 		return f.Words()
 	}
-	if p.req.Also != "" {
-		return p.req.Selection.String() + "; " + p.req.Also
+	words := p.req.Selection.String()
+	if p.req.Words != "" {
+		words = p.req.Words
 	}
-	return p.req.Selection.String()
+	if p.req.Also != "" {
+		return words + "; " + p.req.Also
+	}
+	return words
 }
 
 // recordFrom writes batch b with the stage's arranged items as its

@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -144,13 +145,20 @@ func exportRows(ctx context.Context, f *cmdutil.Factory, cl *client.Client, arch
 	if err != nil {
 		return err
 	}
+	pl := &payloads{cl: cl}
 	for r, err := range listing.Rows() {
+		if err == nil {
+			err = pl.fill(ctx, &r)
+		}
 		if err != nil {
 			return err
 		}
 		if err := add(r); err != nil {
 			return err
 		}
+	}
+	if n := pl.gets; n > 0 {
+		fmt.Fprintf(f.IO.ErrOut, "note: %s fetched with one GET each: this broker's list shows them encrypted\n", render.Plural(n, "payload", "payloads"))
 	}
 	if err := dc.Err(); err != nil && sel.Where != "" {
 		// --where chose some rows without their decisions: the file would
@@ -160,6 +168,35 @@ func exportRows(ctx context.Context, f *cmdutil.Factory, cl *client.Client, arch
 	for _, n := range listing.Notes() {
 		fmt.Fprintln(f.IO.ErrOut, "note: "+n)
 	}
+	return nil
+}
+
+// payloads gives an exported row its payload where the list shows the
+// encryption envelope instead (the C++ 0.x server's list never
+// decrypts): one GET a message, whose detail route decrypts, as a
+// replay's plan does. On a broker whose list decrypts, an envelope is a
+// payload the broker cannot decrypt, and stays one (an import leaves it
+// out, said).
+type payloads struct {
+	cl   *client.Client
+	last deadletter.Address
+	data json.RawMessage
+	gets int
+}
+
+func (p *payloads) fill(ctx context.Context, r *deadletter.Row) error {
+	if p.cl.ListDecrypts() || !deadletter.IsEnvelope(r.Data) {
+		return nil
+	}
+	if a := r.Address(); a != p.last {
+		m, err := p.cl.Get(ctx, a)
+		if err != nil {
+			return fmt.Errorf("fetching the payload of %s, which the list shows encrypted: %w", a, err)
+		}
+		p.last, p.data = a, m.Payload
+		p.gets++
+	}
+	r.Data = p.data
 	return nil
 }
 

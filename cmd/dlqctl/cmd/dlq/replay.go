@@ -32,7 +32,9 @@ type ReplayOptions struct {
 	MaxLag        string
 	Window        string
 	NoTrace       bool
-	Args          []string
+	// Into is a destination in another broker (--to-context, --to-server).
+	Into IntoFlags
+	Args []string
 
 	given batch.Given
 }
@@ -59,12 +61,24 @@ path: push with a transaction id derived from the address, then delete,
 so every retry is safe. --via endpoint takes the broker's /retry (before
 1.6 it mints a fresh id: a lost answer leaves the address unknown).
 Undecryptable envelopes are never replayed. SIGINT stops scheduling, lets
-calls in flight finish and prints how to resume.`,
+calls in flight finish and prints how to resume.
+
+--to-context NAME (or --to-server URL with --to-token-file) replays into
+another broker, of any Queen line: the selection is read here, published
+there as an import batch recorded in the destination's ledger (each message
+under an id derived from this broker's identity and its address, dlqi-…, so
+a rerun or a second person publishes nothing twice), then deleted here as a
+discard batch of exactly the messages the destination holds (archived
+first). --keep copies and deletes nothing. This broker's token is never
+sent to the destination, nor the destination's here. A run stopped
+anywhere is taken up by running the same command again.`,
 		Example: `  $ dlqctl dlq replay --class 1a2b3c4d --dry-run
   $ dlqctl dlq replay --queue orders --error 'unknown payload version' --rate 20 --why "v4 parser deployed" --yes
   $ dlqctl dlq replay --batch 20261130T031502-9f3a --yes          # resume after a crash
   $ dlqctl dlq replay --queue orders --cg billing --to-queue orders-recovery --why "billing only" --yes
-  $ dlqctl dlq replay --queue orders --transform '.version = 4' --why "fix version" --yes`,
+  $ dlqctl dlq replay --queue orders --transform '.version = 4' --why "fix version" --yes
+  $ dlqctl --context queen-0 dlq replay --queue orders --to-context queen-2 --why "migrated to 2.2" --yes
+  $ dlqctl --context prod dlq replay --class 1a2b3c4d --to-context staging --keep --why "reproduce INC-231" --yes`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Args = args
 			o.given = cmdutil.GivenIn(cmd.Flags())
@@ -95,11 +109,15 @@ calls in flight finish and prints how to resume.`,
 	fl.StringVar(&o.MaxLag, "max-lag", "", "wait while a consumer group of the destination lags more than this (such as 2m)")
 	fl.BoolVar(&o.NoTrace, "no-trace", false, "write no trace event in the broker for the copies (on Queen 1.x and 2.x, each copy otherwise gets one naming the batch, its reason and the original; a failed one never fails the replay)")
 	fl.StringVar(&o.Window, "window", "", "publish only in this time of day: HH:MM-HH:MM, local or followed by a zone (22:00-06:00 UTC)")
+	addIntoFlags(cmd, &o.Into)
 	return cmd
 }
 
 func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
 	if err := validateExec(&o.Exec); err != nil {
+		return err
+	}
+	if err := validateInto(cmd, o.Into); err != nil {
 		return err
 	}
 	switch o.Via {
@@ -148,6 +166,9 @@ func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
 }
 
 func replayRun(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error {
+	if o.Into.set() {
+		return replayInto(ctx, f, o)
+	}
 	return execute(ctx, f, replaySpec(o))
 }
 
