@@ -148,6 +148,8 @@ func statusWords(res inspect.ShowResult) string {
 		did = "discarded, then restored as " + c(j.ReplayTxID) + " by batch " + j.BatchID
 	case j.Action == deadletter.Import:
 		did = "imported from another broker's export as " + c(j.ReplayTxID) + " by batch " + j.BatchID
+	case j.Action == deadletter.Discard && res.Went != "":
+		did = c(res.Went) + ", then discarded here by batch " + j.BatchID + " (archived in the ledger)"
 	case j.Action == deadletter.Discard:
 		did = "discarded by batch " + j.BatchID + " (archived in the ledger)"
 	default:

@@ -64,6 +64,10 @@ type Request struct {
 	// place of the selection's flags (a replay into another broker
 	// deletes here by a list of addresses no one typed).
 	Words string
+	// Went is where a discard's messages went before it deleted them
+	// ("exported to FILE", "replayed into BROKER"): the batch's recorded
+	// destination, which show says of each message.
+	Went string
 }
 
 // RunOptions are what a run of a batch does that the batch does not

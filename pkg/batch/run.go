@@ -207,7 +207,7 @@ func (p *Pending) record(ctx context.Context, by string) (b *ledger.Batch, archi
 		return b, false, p.env.Ledger.SetBatchSettings(ctx, b.ID, settings)
 	}
 	b = &ledger.Batch{ID: p.BatchID(), Broker: p.env.Client.Broker(), Action: p.req.Action,
-		By: by, At: p.now, Why: p.why, Selection: p.selectionWords(), Destination: p.settings.ToQueue, Status: ledger.StatusRunning, Settings: settings}
+		By: by, At: p.now, Why: p.why, Selection: p.selectionWords(), Destination: p.destination(), Status: ledger.StatusRunning, Settings: settings}
 	var arch *ledger.Archiver
 	switch {
 	case p.awaits():
@@ -225,6 +225,15 @@ func (p *Pending) Chosen() string {
 		return ""
 	}
 	return p.req.Selection.String()
+}
+
+// destination is where the batch's messages go, as it is recorded: a
+// replay's --to-queue, or where a discard's went before it.
+func (p *Pending) destination() string {
+	if p.req.Went != "" {
+		return p.req.Went
+	}
+	return p.settings.ToQueue
 }
 
 // selectionWords is the selection a fresh batch is recorded with.

@@ -38,6 +38,10 @@ type ShowResult struct {
 	// the original's.
 	CopyOf            *ledger.Lineage   `json:"copyOf,omitempty"`
 	OriginalDecisions []ledger.Decision `json:"originalDecisions,omitempty"`
+	// Went is where the discard that took the message put it first
+	// (exported to a file, replayed into another broker), as its batch
+	// recorded.
+	Went string `json:"went,omitempty"`
 }
 
 // ReplayedCopy is where a replay put a message, and its status there.
@@ -197,6 +201,11 @@ func showHistory(ctx context.Context, cl *client.Client, ld *ledger.Store, addr 
 		}
 	}
 	j := res.Journal
+	if j != nil && j.Action == deadletter.Discard && j.State == ledger.Removed {
+		if b, err := ld.Batch(ctx, j.BatchID); err == nil && b != nil {
+			res.Went = b.Destination
+		}
+	}
 	if j == nil || j.ReplayTxID == "" || !deadletter.ActionOf(j.Action).Publishes {
 		return nil
 	}

@@ -249,6 +249,7 @@ func moveSpec(f *cmdutil.Factory, o *ExportOptions) execSpec {
 	sp := rmSpec(&RmOptions{Selection: o.Selection, Exec: o.Exec, Args: o.Args})
 	sp.doing = "export"
 	sp.base.Also = "exported to " + o.File + " first"
+	sp.base.Went = "exported to " + o.File
 	write := func(ctx context.Context, p *batch.Pending) error {
 		cl, err := f.Client()
 		if err != nil {

@@ -122,6 +122,13 @@ func TestReplayIntoAnotherBroker(t *testing.T) {
 					t.Errorf("%s/%s is still dead-lettered in the source", r.PartitionID, r.TransactionID)
 				}
 			}
+			for _, r := range want {
+				out, _, _ := cli.Exec("dlq", "show", r.PartitionID+"/"+r.TransactionID)
+				if !strings.Contains(out, "replayed into http://") || !strings.Contains(out, ", then discarded here by batch ") {
+					t.Fatalf("show of a message replayed into another broker does not say so:\n%s", out)
+				}
+				break
+			}
 			n := mutating(dst.b)
 			_, stderr, code = cli.Exec("dlq", "replay", "--queue", "orders", "--to-context", "staging", "--why", "again", "--yes", "--rate", "0")
 			if code != 0 || !strings.Contains(stderr, "Nothing to replay") || mutating(dst.b) != n {

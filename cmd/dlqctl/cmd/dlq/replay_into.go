@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -143,7 +144,7 @@ func replayInto(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error
 	if o.Into.Keep {
 		return importErr
 	}
-	held, err := heldByDestination(ctx, g, dst, src.Broker(), st.addresses)
+	held, batches, err := heldByDestination(ctx, g, dst, src.Broker(), st.addresses)
 	if err != nil {
 		return err
 	}
@@ -159,6 +160,7 @@ func replayInto(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error
 	rm.doing = "delete"
 	rm.base.Words = "the messages of " + sel.String() + " that " + dst.Broker() + " holds"
 	rm.base.Also = "replayed into it first"
+	rm.base.Went = "replayed into " + dst.Broker() + " by import batch " + strings.Join(batches, ", ")
 	if err := execute(ctx, f, rm); err != nil {
 		return err
 	}
@@ -334,14 +336,16 @@ func destinationQueues(ctx context.Context, dst *client.Client, queues []string,
 }
 
 // heldByDestination are the addresses of src whose import the
-// destination's journal records as done: the messages the destination
-// holds, by this run or an earlier one.
-func heldByDestination(ctx context.Context, g *cmdutil.Factory, dst *client.Client, source string, addrs []deadletter.Address) ([]deadletter.Address, error) {
+// destination's journal records as done (the messages the destination
+// holds, by this run or an earlier one), and the import batches that
+// published them.
+func heldByDestination(ctx context.Context, g *cmdutil.Factory, dst *client.Client, source string, addrs []deadletter.Address) ([]deadletter.Address, []string, error) {
 	ld, err := g.Ledger(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []deadletter.Address
+	by := map[string]bool{}
 	for chunk := range slices.Chunk(addrs, 400) {
 		foreign := make([]deadletter.Address, len(chunk))
 		of := map[deadletter.Address]deadletter.Address{}
@@ -351,16 +355,18 @@ func heldByDestination(ctx context.Context, g *cmdutil.Factory, dst *client.Clie
 		}
 		ents, err := ld.Entries(ctx, dst.Broker(), foreign)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for fa, e := range ents {
 			if e.Action == deadletter.Import && e.State == ledger.Removed {
 				out = append(out, of[fa])
+				by[e.BatchID] = true
 			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
-	return out, nil
+	batches := slices.Sorted(maps.Keys(by))
+	return out, batches, nil
 }
 
 // sameServer: two URLs that reach one broker however they are spelt.
