@@ -32,18 +32,16 @@ func (f *Factory) ForDestination(contextName, server, tokenFile string) (*Factor
 	g.Context, g.Server, g.Token, g.TokenFile, g.Ledger = "", server, "", tokenFile, s.Ledger
 	// The flags set here are what Resolve takes before any environment
 	// variable or context: an empty --context is no context at all (not
-	// the config's current one), an empty --token is no token.
+	// the config's current one, nor its token file).
 	fs := pflag.NewFlagSet("destination", pflag.ContinueOnError)
 	fs.String("context", "", "")
 	fs.String("server", "", "")
 	fs.String("ledger", "", "")
-	fs.String("token", "", "")
 	fs.String("token-file", "", "")
+	// No context, no token variable: the token is tokenFile's or none.
 	set := map[string]string{"context": "", "server": server, "ledger": s.Ledger}
 	if tokenFile != "" {
 		set["token-file"] = tokenFile
-	} else {
-		set["token"] = ""
 	}
 	for k, v := range set {
 		if err := fs.Set(k, v); err != nil {

@@ -135,9 +135,12 @@ func replayInto(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error
 		return importErr
 	}
 	var ex *cmdutil.ExitError
-	if importErr != nil && !(errors.As(importErr, &ex) && ex.Code == cmdutil.ExitBreach) {
-		// Awaiting approval, refused, interrupted, unreachable: nothing
-		// is deleted from this broker.
+	switch {
+	case importErr != nil && errors.As(importErr, &ex) && ex.Code == cmdutil.ExitAwaiting:
+		fmt.Fprintf(f.IO.ErrOut, "Nothing was deleted from %s. Once the import is approved and run there, run this command again: it deletes here what %s then holds, and publishes nothing twice.\n", src.Broker(), dst.Broker())
+		return importErr
+	case importErr != nil && !(errors.As(importErr, &ex) && ex.Code == cmdutil.ExitBreach):
+		// Refused, interrupted, unreachable: nothing is deleted here.
 		fmt.Fprintf(f.IO.ErrOut, "Nothing was deleted from %s. Run the same command again to go on: what %s holds is not published twice.\n", src.Broker(), dst.Broker())
 		return importErr
 	}
