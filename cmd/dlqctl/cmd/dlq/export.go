@@ -196,7 +196,7 @@ func (p *payloads) fill(ctx context.Context, r *deadletter.Row) error {
 		p.last, p.data = a, m.Payload
 		p.gets++
 	}
-	r.Data = p.data
+	r.Data, r.IsEncrypted = p.data, true
 	return nil
 }
 
