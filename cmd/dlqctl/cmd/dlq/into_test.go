@@ -194,6 +194,15 @@ func TestReplayIntoIsRefused(t *testing.T) {
 	if n := mutating(dst.b) + mutating(src.b); n != 0 {
 		t.Fatalf("%d writes after refusals", n)
 	}
+	// A destination that is a 2.1 standby refuses the first write: the
+	// run stops there, saying so, and deletes nothing here.
+	dst.b.SetFaults(sandbox.Faults{Standby: true})
+	rows, live := len(src.b.DeadLetterRows()), len(dst.b.LiveMessages())
+	_, stderr, code = cli.Exec("dlq", "replay", "--queue", "payments", "--to-server", dst.url, "--to-token-file", tokenFile, "--why", "x", "--yes", "--rate", "0")
+	if code == 0 || !strings.Contains(stderr, "standby") || len(src.b.DeadLetterRows()) != rows || len(dst.b.LiveMessages()) != live || mutating(src.b) != 0 {
+		t.Errorf("into a standby: exit %d, %d of %d rows left, %d live (was %d)\n%s", code, len(src.b.DeadLetterRows()), rows, len(dst.b.LiveMessages()), live, stderr)
+	}
+	t.Logf("into a standby: exit %d\n%s", code, stderr)
 	if got := dst.tokens(); len(got) > 1 || len(got) == 1 && got[0] != "Bearer destination-secret" {
 		t.Errorf("the destination heard %q", got)
 	}
