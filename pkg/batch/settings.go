@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
@@ -181,6 +182,28 @@ func refuse(k errs.Kind, s Given, value, why string) error {
 	return &errs.Error{Kind: k, Err: &SettingError{Setting: s, Value: value, Why: why}}
 }
 
+// ValidateConcurrency refuses a number of calls in flight outside 1 to
+// 256: every batch action's, and verify's.
+func ValidateConcurrency(n int) error {
+	if n < 1 || n > 256 {
+		return refuse(errs.Flag, GivenConcurrency, strconv.Itoa(n), "want 1 to 256")
+	}
+	return nil
+}
+
+// ValidateTransform refuses a --transform that is not a jq program (""
+// is none).
+func ValidateTransform(expr string) error {
+	if expr == "" {
+		return nil
+	}
+	if _, err := CompileTransform(expr); err != nil {
+		// jq's error names the expression's flag already.
+		return refuse(errs.Flag, GivenTransform, "", "invalid: "+strings.TrimPrefix(err.Error(), "invalid --transform: "))
+	}
+	return nil
+}
+
 // ParseMaxLag reads --max-lag: a duration above zero.
 func ParseMaxLag(s string) (time.Duration, error) {
 	d, err := duration.Parse(s)
@@ -316,11 +339,10 @@ func (s Settings) Apply(o *replay.Options) error {
 		o.Order = replay.OrderPartition
 	}
 	if s.Transform != "" {
-		t, err := CompileTransform(s.Transform)
-		if err != nil {
-			return refuse(errs.Flag, GivenTransform, "", "invalid: "+err.Error())
+		if err := ValidateTransform(s.Transform); err != nil {
+			return err
 		}
-		o.Transform = t
+		o.Transform, _ = CompileTransform(s.Transform)
 	}
 	return nil
 }

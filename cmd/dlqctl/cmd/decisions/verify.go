@@ -57,8 +57,8 @@ newest replay or restore.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.BatchID = args[0]
-			if o.Concurrency < 1 || o.Concurrency > 256 {
-				return cmdutil.FlagErrorf("invalid --concurrency %d: want 1 to 256", o.Concurrency)
+			if err := batch.ValidateConcurrency(o.Concurrency); err != nil {
+				return err
 			}
 			if o.Wait < 0 {
 				return cmdutil.FlagErrorf("invalid --wait %s: want a duration, or 0 to ask once", o.Wait)

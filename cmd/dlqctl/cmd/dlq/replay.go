@@ -10,7 +10,6 @@ import (
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/replay"
-	"github.com/itchyny/gojq"
 	"github.com/spf13/cobra"
 )
 
@@ -133,8 +132,8 @@ func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
 	default:
 		return cmdutil.FlagErrorf("invalid --via %q: valid values are auto, move, manual, endpoint", o.Via)
 	}
-	if o.Concurrency < 1 || o.Concurrency > 256 {
-		return cmdutil.FlagErrorf("invalid --concurrency %d: want 1 to 256", o.Concurrency)
+	if err := batch.ValidateConcurrency(o.Concurrency); err != nil {
+		return err
 	}
 	if o.MaxFailures < 0 || o.MaxGeneration < 0 || o.Canary < 0 || o.MaxRefailures < 0 {
 		return cmdutil.FlagErrorf("--max-failures, --max-generation, --canary and --max-refailures take 0 or more")
@@ -147,10 +146,8 @@ func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
 	if o.CanaryWait < 0 {
 		return cmdutil.FlagErrorf("invalid --canary-wait %s: want a duration of 0 or more", o.CanaryWait)
 	}
-	if o.Transform != "" {
-		if _, err := gojq.Parse(o.Transform); err != nil {
-			return cmdutil.FlagErrorf("invalid --transform: %v", err)
-		}
+	if err := batch.ValidateTransform(o.Transform); err != nil {
+		return err
 	}
 	if o.MaxLag != "" {
 		if _, err := batch.ParseMaxLag(o.MaxLag); err != nil {

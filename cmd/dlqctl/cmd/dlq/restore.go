@@ -4,7 +4,6 @@ import (
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
-	"github.com/itchyny/gojq"
 	"github.com/spf13/cobra"
 )
 
@@ -53,13 +52,11 @@ a destination queue that no longer exists. Resume with --batch ID.`,
 			if err := validateExec(&o.Exec); err != nil {
 				return err
 			}
-			if o.Concurrency < 1 || o.Concurrency > 256 {
-				return cmdutil.FlagErrorf("invalid --concurrency %d: want 1 to 256", o.Concurrency)
+			if err := batch.ValidateConcurrency(o.Concurrency); err != nil {
+				return err
 			}
-			if o.Transform != "" {
-				if _, err := gojq.Parse(o.Transform); err != nil {
-					return cmdutil.FlagErrorf("invalid --transform: %v", err)
-				}
+			if err := batch.ValidateTransform(o.Transform); err != nil {
+				return err
 			}
 			return execute(cmd.Context(), f, restoreSpec(o))
 		},
