@@ -19,6 +19,7 @@ import (
 	"github.com/dlqctl/dlqctl/cmd/dlqctl/cmd/root"
 	"github.com/dlqctl/dlqctl/internal/sandbox"
 	"github.com/dlqctl/dlqctl/internal/testutil"
+	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
 // tokened is a sandbox that refuses a call without its token, and
@@ -194,12 +195,44 @@ func TestReplayIntoIsRefused(t *testing.T) {
 	if n := mutating(dst.b) + mutating(src.b); n != 0 {
 		t.Fatalf("%d writes after refusals", n)
 	}
+	// --skip-held leaves the held messages here, and replays the rest.
+	heldRows := map[string]bool{}
+	for _, r := range src.b.DeadLetterRows() {
+		if deadletter.ClassID(r.Error) == "f47c6181" {
+			heldRows[r.PartitionID+"/"+r.TransactionID] = true
+		}
+	}
+	_, stderr, code = cli.Exec("dlq", "replay", "--queue", "orders", "--to-server", dst.url, "--to-token-file", tokenFile, "--skip-held", "--why", "x", "--yes", "--rate", "0")
+	if code != 0 || !strings.Contains(stderr, "under an active hold left out (--skip-held)") {
+		t.Fatalf("--skip-held: exit %d\n%s", code, stderr)
+	}
+	left := 0
+	for _, r := range src.b.DeadLetterRows() {
+		if r.Queue == "orders" {
+			left++ // the held messages' rows, of any class
+		}
+	}
+	if left == 0 || len(dst.b.LiveMessages()) == 0 {
+		t.Fatalf("--skip-held: %d rows of orders left here, %d live there", left, len(dst.b.LiveMessages()))
+	}
+	for a := range heldRows {
+		p, tx, _ := strings.Cut(a, "/")
+		found := false
+		for _, r := range src.b.DeadLetterRows() {
+			if r.PartitionID == p && r.TransactionID == tx {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("held %s left the source with --skip-held", a)
+		}
+	}
 	// A destination that is a 2.1 standby refuses the first write: the
 	// run stops there, saying so, and deletes nothing here.
 	dst.b.SetFaults(sandbox.Faults{Standby: true})
-	rows, live := len(src.b.DeadLetterRows()), len(dst.b.LiveMessages())
+	rows, live, srcWrites := len(src.b.DeadLetterRows()), len(dst.b.LiveMessages()), mutating(src.b)
 	_, stderr, code = cli.Exec("dlq", "replay", "--queue", "payments", "--to-server", dst.url, "--to-token-file", tokenFile, "--why", "x", "--yes", "--rate", "0")
-	if code == 0 || !strings.Contains(stderr, "standby") || len(src.b.DeadLetterRows()) != rows || len(dst.b.LiveMessages()) != live || mutating(src.b) != 0 {
+	if code == 0 || !strings.Contains(stderr, "standby") || len(src.b.DeadLetterRows()) != rows || len(dst.b.LiveMessages()) != live || mutating(src.b) != srcWrites {
 		t.Errorf("into a standby: exit %d, %d of %d rows left, %d live (was %d)\n%s", code, len(src.b.DeadLetterRows()), rows, len(dst.b.LiveMessages()), live, stderr)
 	}
 	t.Logf("into a standby: exit %d\n%s", code, stderr)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"maps"
 	"os"
 	"path/filepath"
@@ -81,22 +82,11 @@ func validateInto(cmd *cobra.Command, i IntoFlags) error {
 // destination's journal says it holds. A run killed anywhere is taken up
 // by running the same command again.
 func replayInto(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error {
-	g, err := f.ForDestination(o.Into.Context, o.Into.Server, o.Into.TokenFile)
+	g, src, dst, err := intoBrokers(f, o.Into)
 	if err != nil {
 		return err
 	}
 	defer g.Close()
-	src, err := f.Client()
-	if err != nil {
-		return err
-	}
-	dst, err := g.Client()
-	if err != nil {
-		return err
-	}
-	if src.Broker() == dst.Broker() || sameServer(src.Server(), dst.Server()) {
-		return cmdutil.FlagErrorf("the destination is this broker (%s): replay without --to-context or --to-server, or name another broker", src.Broker())
-	}
 	sel, err := o.Selection.Build(f, o.Args)
 	if err != nil {
 		return err
@@ -122,38 +112,84 @@ func replayInto(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error
 	if err := destinationQueues(ctx, dst, st.queues, o.ToQueue); err != nil {
 		return err
 	}
-	imp := execSpec{verb: "import", doing: "replay", flags: &ExecFlags{Why: o.Exec.Why, By: o.Exec.By, Yes: o.Exec.Yes, DryRun: o.Exec.DryRun, Rate: o.Exec.Rate, Burst: o.Exec.Burst}, base: batch.Request{
-		Action: deadletter.Import, Given: o.given,
-		Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: o.Concurrency, ToQueue: o.ToQueue, ToPartition: o.Into.ToPartition,
-			Transform: o.Transform, MaxLag: o.MaxLag, Window: o.Window, NoTrace: o.NoTrace},
-	}, file: &batch.File{Name: staged, Label: "replay of " + sel.String() + " from another broker", Open: func() (io.ReadCloser, error) { return os.Open(staged) }}}
-	importErr := execute(ctx, g, imp)
-	if o.Exec.DryRun {
+	importErr := execute(ctx, g, intoImport(o, sel, staged))
+	switch {
+	case o.Exec.DryRun:
 		if importErr == nil && !o.Into.Keep {
 			fmt.Fprintf(f.IO.ErrOut, "Then the messages %s holds would be deleted from %s, archived in the ledger first (--keep leaves them there).\n", dst.Broker(), src.Broker())
 		}
 		return importErr
+	case !importedSome(f, src, dst, importErr), o.Into.Keep:
+		return importErr
 	}
+	if err := deleteHeld(ctx, f, g, o, sel, src, dst, st); err != nil {
+		return err
+	}
+	return importErr
+}
+
+// intoBrokers are the destination's factory, this broker's client and
+// the destination's; the destination may not be this broker, however its
+// URL is spelt.
+func intoBrokers(f *cmdutil.Factory, into IntoFlags) (*cmdutil.Factory, *client.Client, *client.Client, error) {
+	g, err := f.ForDestination(into.Context, into.Server, into.TokenFile)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	src, err := f.Client()
+	if err == nil {
+		var dst *client.Client
+		if dst, err = g.Client(); err == nil {
+			if src.Broker() == dst.Broker() || sameServer(src.Server(), dst.Server()) {
+				err = cmdutil.FlagErrorf("the destination is this broker (%s): replay without --to-context or --to-server, or name another broker", src.Broker())
+			} else {
+				return g, src, dst, nil
+			}
+		}
+	}
+	g.Close()
+	return nil, nil, nil, err
+}
+
+// intoImport is the import batch that publishes the staged file into the
+// destination, with the replay's settings that apply there.
+func intoImport(o *ReplayOptions, sel *deadletter.Selection, staged string) execSpec {
+	return execSpec{verb: "import", doing: "replay",
+		flags: &ExecFlags{Why: o.Exec.Why, By: o.Exec.By, Yes: o.Exec.Yes, DryRun: o.Exec.DryRun, Rate: o.Exec.Rate, Burst: o.Exec.Burst},
+		base: batch.Request{Action: deadletter.Import, Given: o.given,
+			Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: o.Concurrency, ToQueue: o.ToQueue, ToPartition: o.Into.ToPartition,
+				Transform: o.Transform, MaxLag: o.MaxLag, Window: o.Window, NoTrace: o.NoTrace}},
+		file: &batch.File{Name: staged, Label: "replay of " + sel.String() + " from another broker", Open: func() (io.ReadCloser, error) { return os.Open(staged) }},
+	}
+}
+
+// importedSome reports whether the import ended in a way that leaves
+// messages to delete here: done, or done with some failed (exit 1).
+// Awaiting approval, refused, interrupted or unreachable, nothing is
+// deleted, and the person is told how to go on.
+func importedSome(f *cmdutil.Factory, src, dst *client.Client, importErr error) bool {
 	var ex *cmdutil.ExitError
 	switch {
-	case importErr != nil && errors.As(importErr, &ex) && ex.Code == cmdutil.ExitAwaiting:
+	case importErr == nil, errors.As(importErr, &ex) && ex.Code == cmdutil.ExitBreach:
+		return true
+	case errors.As(importErr, &ex) && ex.Code == cmdutil.ExitAwaiting:
 		fmt.Fprintf(f.IO.ErrOut, "Nothing was deleted from %s. Once the import is approved and run there, run this command again: it deletes here what %s then holds, and publishes nothing twice.\n", src.Broker(), dst.Broker())
-		return importErr
-	case importErr != nil && !(errors.As(importErr, &ex) && ex.Code == cmdutil.ExitBreach):
-		// Refused, interrupted, unreachable: nothing is deleted here.
+	default:
 		fmt.Fprintf(f.IO.ErrOut, "Nothing was deleted from %s. Run the same command again to go on: what %s holds is not published twice.\n", src.Broker(), dst.Broker())
-		return importErr
 	}
-	if o.Into.Keep {
-		return importErr
-	}
+	return false
+}
+
+// deleteHeld discards here, archived first, exactly the staged messages
+// the destination's journal says it holds.
+func deleteHeld(ctx context.Context, f, g *cmdutil.Factory, o *ReplayOptions, sel *deadletter.Selection, src, dst *client.Client, st *staged) error {
 	held, batches, err := heldByDestination(ctx, g, dst, src.Broker(), st.addresses)
 	if err != nil {
 		return err
 	}
 	if len(held) == 0 {
 		fmt.Fprintf(f.IO.ErrOut, "Nothing to delete from %s: %s holds none of these messages.\n", src.Broker(), dst.Broker())
-		return importErr
+		return nil
 	}
 	args := make([]string, len(held))
 	for i, a := range held {
@@ -164,10 +200,7 @@ func replayInto(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error
 	rm.base.Words = "the messages of " + sel.String() + " that " + dst.Broker() + " holds"
 	rm.base.Also = "replayed into it first"
 	rm.base.Went = "replayed into " + dst.Broker() + " by import batch " + strings.Join(batches, ", ")
-	if err := execute(ctx, f, rm); err != nil {
-		return err
-	}
-	return importErr
+	return execute(ctx, f, rm)
 }
 
 // staged is what stageInto wrote: the messages, their addresses in the
@@ -200,30 +233,9 @@ func stageInto(ctx context.Context, f *cmdutil.Factory, src *client.Client, sel 
 	if err != nil {
 		return nil, err
 	}
-	heldBy := inspect.HeldBy(dc.Lookup(), now)
 	h := dlqfile.Header{Broker: src.Broker(), Line: rel.Name(), ExportedAt: now.UTC(), Selection: sel.String()}
-	w, err := dlqfile.Create(path, h)
+	held, err := writeStage(ctx, path, h, listing.Rows(), &payloads{cl: src}, inspect.HeldBy(dc.Lookup(), now))
 	if err != nil {
-		return nil, err
-	}
-	held := map[deadletter.Address]bool{}
-	pl := &payloads{cl: src}
-	for r, err := range listing.Rows() {
-		if err == nil {
-			err = pl.fill(ctx, &r)
-		}
-		if err == nil {
-			err = w.Add(dlqfile.RowOf(r))
-		}
-		if err != nil {
-			w.Abort()
-			return nil, err
-		}
-		if _, ok := heldBy(r); ok {
-			held[r.Address()] = true
-		}
-	}
-	if err := w.Close(); err != nil {
 		return nil, err
 	}
 	if len(held) > 0 && !o.Exec.OverrideHold && !o.Exec.SkipHeld {
@@ -244,6 +256,32 @@ func stageInto(ctx context.Context, f *cmdutil.Factory, src *client.Client, sel 
 		fmt.Fprintf(f.IO.ErrOut, "%s under an active hold left out (--skip-held).\n", render.Plural(n, "message", "messages"))
 	}
 	return st, nil
+}
+
+// writeStage writes rows, each with its payload, to a new export file at
+// path, and says which messages a hold covers.
+func writeStage(ctx context.Context, path string, h dlqfile.Header, rows iter.Seq2[deadletter.Row, error], pl *payloads, heldBy func(deadletter.Row) (string, bool)) (map[deadletter.Address]bool, error) {
+	w, err := dlqfile.Create(path, h)
+	if err != nil {
+		return nil, err
+	}
+	held := map[deadletter.Address]bool{}
+	for r, err := range rows {
+		if err == nil {
+			err = pl.fill(ctx, &r)
+		}
+		if err == nil {
+			err = w.Add(dlqfile.RowOf(r))
+		}
+		if err != nil {
+			w.Abort()
+			return nil, err
+		}
+		if _, ok := heldBy(r); ok {
+			held[r.Address()] = true
+		}
+	}
+	return held, w.Close()
 }
 
 // rewriteWithout writes the export file at path again without the rows
