@@ -863,3 +863,105 @@ func BenchmarkWholeCommandPace(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReplayIntoPace: `dlq replay --all --to-server DST --rate 0`
+// (the whole command: the read, the staged file, the import batch there,
+// the discard batch here) beside a bare loop that pushes each message into
+// the destination and deletes it from the source, as many at a time, on
+// two sandboxes in their own processes that cost what a real broker does
+// (push 6 ms, delete 1 ms). DLQCTL_BENCH_PACE_ROWS sets the messages
+// (default 3,000).
+func BenchmarkReplayIntoPace(b *testing.B) {
+	bin := binary(b)
+	n := 3_000
+	if v, err := strconv.Atoi(os.Getenv("DLQCTL_BENCH_PACE_ROWS")); err == nil && v > 0 {
+		n = v
+	}
+	const push, del = 6 * time.Millisecond, time.Millisecond
+	seed := sandbox.Seed{Queues: []sandbox.SeedQueue{{Name: "orders", RetryLimit: 3, ConsumerGroups: []string{"billing"}}}}
+	empty := seed
+	for i := 0; i < n; i++ {
+		seed.DeadLetters = append(seed.DeadLetters, sandbox.SeedDeadLetter{Queue: "orders", Partition: strconv.Itoa(i % 16), TransactionID: fmt.Sprintf("order:%d", i),
+			ConsumerGroup: "billing", Error: "boom", RetryCount: 3, Age: fmt.Sprintf("%ds", n-i), Data: json.RawMessage(fmt.Sprintf(`{"orderId":%d}`, i))})
+	}
+	write := func(s sandbox.Seed) string {
+		f := filepath.Join(b.TempDir(), "seed.json")
+		raw, _ := json.Marshal(s)
+		if err := os.WriteFile(f, raw, 0o600); err != nil {
+			b.Fatal(err)
+		}
+		return f
+	}
+	full, none := write(seed), write(empty)
+	broker := func(seedFile string) (url string, stop func()) {
+		addr := freeAddr(b)
+		cmd := exec.Command(bin, "sandbox", "--addr", addr, "--seed", seedFile, "--no-context", "--consume-rate", "0", "--server-version", "2.2",
+			"--push-latency", push.String(), "--delete-latency", del.String())
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		url = "http://" + addr
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if resp, err := http.Get(url + "/health"); err == nil {
+				resp.Body.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatal("the sandbox did not start")
+			}
+		}
+		return url, func() { cmd.Process.Kill(); cmd.Wait() }
+	}
+	for _, conc := range []int{4, 16} {
+		b.Run(fmt.Sprintf("messages=%d/concurrency=%d", n, conc), func(b *testing.B) {
+			bare := func() float64 {
+				srcURL, stopSrc := broker(full)
+				defer stopSrc()
+				dstURL, stopDst := broker(none)
+				defer stopDst()
+				src, dst := testkit.Client(b, srcURL), testkit.Client(b, dstURL)
+				sel := &deadletter.Selection{All: true}
+				sel.Compile()
+				items, err := testkit.Snapshot(context.Background(), src, sel, 1000)
+				if err != nil || len(items) != n {
+					b.Fatalf("%d items, %v", len(items), err)
+				}
+				start := time.Now()
+				testkit.Concurrently(conc, items, func(it replay.Item) {
+					if _, err := dst.Push(context.Background(), []client.PushItem{{Queue: it.Queue, Partition: it.Partition, Payload: it.Newest().Data, TransactionID: deadletter.ImportTxID(it.Address)}}); err != nil {
+						b.Error(err)
+					}
+					if err := src.Delete(context.Background(), it.Address); err != nil {
+						b.Error(err)
+					}
+				})
+				return time.Since(start).Seconds()
+			}
+			whole := func() float64 {
+				srcURL, stopSrc := broker(full)
+				defer stopSrc()
+				dstURL, stopDst := broker(none)
+				defer stopDst()
+				start := time.Now()
+				cmd := exec.Command(bin, "dlq", "replay", "--all", "--to-server", dstURL, "--why", "bench", "--yes", "--rate", "0", "--no-trace",
+					"--concurrency", strconv.Itoa(conc))
+				cmd.Env = append(os.Environ(), "DLQCTL_SERVER="+srcURL, "DLQCTL_LEDGER=sqlite://"+filepath.Join(b.TempDir(), "l.db"), "DLQCTL_CONFIG="+filepath.Join(b.TempDir(), "c.yaml"))
+				out, err := cmd.CombinedOutput()
+				took := time.Since(start).Seconds()
+				if err != nil || !strings.Contains(string(out), fmt.Sprintf("%d imported", n)) || !strings.Contains(string(out), fmt.Sprintf("%d discarded", n)) {
+					b.Fatalf("replay into: %v\n%s", err, out)
+				}
+				return took
+			}
+			var tBare, tWhole []float64
+			for i := 0; i < b.N; i++ {
+				tBare = append(tBare, bare())
+				tWhole = append(tWhole, whole())
+			}
+			mid := func(xs []float64) float64 { s := slices.Clone(xs); slices.Sort(s); return s[len(s)/2] }
+			b.ReportMetric(mid(tWhole), "command-s")
+			b.ReportMetric(mid(tBare), "bare-s")
+			b.ReportMetric(mid(tWhole)/mid(tBare), "command/bare")
+		})
+	}
+}

@@ -87,6 +87,9 @@ type execSpec struct {
 	base      batch.Request
 	// file is the export file an import publishes (no selection).
 	file *batch.File
+	// built is a selection made by the program, not typed (a replay into
+	// another broker deletes here what the destination holds).
+	built *deadletter.Selection
 	// before runs once the batch is planned and confirmed, before it is
 	// recorded (dlq export --move writes its file there); planned is
 	// told the plan of a dry run (what it would write).
@@ -116,6 +119,10 @@ func (sp execSpec) request(f *cmdutil.Factory) (batch.Request, error) {
 	}
 	if sp.file != nil {
 		req.File = sp.file
+		return req, nil
+	}
+	if sp.built != nil {
+		req.Selection = sp.built
 		return req, nil
 	}
 	sel, err := sp.selection.Build(f, sp.args)

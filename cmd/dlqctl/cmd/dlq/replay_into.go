@@ -191,11 +191,18 @@ func deleteHeld(ctx context.Context, f, g *cmdutil.Factory, o *ReplayOptions, se
 		fmt.Fprintf(f.IO.ErrOut, "Nothing to delete from %s: %s holds none of these messages.\n", src.Broker(), dst.Broker())
 		return nil
 	}
-	args := make([]string, len(held))
-	for i, a := range held {
-		args[i] = a.String()
+	// The selection read again, narrowed to what the destination holds:
+	// one listing, not a GET an address.
+	del := *sel
+	del.Addresses, del.Acting = held, "dlq replay"
+	if err := del.Compile(); err != nil {
+		return err
 	}
-	rm := rmSpec(&RmOptions{Exec: ExecFlags{Why: o.Exec.Why, By: o.Exec.By, Yes: true, OverrideHold: o.Exec.OverrideHold, Burst: 1}, Args: args})
+	rm := rmSpec(&RmOptions{Exec: ExecFlags{Why: o.Exec.Why, By: o.Exec.By, Yes: true, OverrideHold: o.Exec.OverrideHold, Burst: 1}})
+	rm.built = &del
+	// The deletes go at the import's --concurrency, unpaced: the copies
+	// are published already, and a delete reaches no consumer.
+	rm.base.Settings.Concurrency = o.Concurrency
 	rm.doing = "delete"
 	rm.base.Words = "the messages of " + sel.String() + " that " + dst.Broker() + " holds"
 	rm.base.Also = "replayed into it first"
