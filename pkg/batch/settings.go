@@ -199,7 +199,7 @@ func ValidateTransform(expr string) error {
 	}
 	if _, err := CompileTransform(expr); err != nil {
 		// jq's error names the expression's flag already.
-		return refuse(errs.Flag, GivenTransform, "", "invalid: "+strings.TrimPrefix(err.Error(), "invalid --transform: "))
+		return refuse(errs.Flag, GivenTransform, strconv.Quote(expr), strings.TrimPrefix(err.Error(), "invalid --transform: "))
 	}
 	return nil
 }

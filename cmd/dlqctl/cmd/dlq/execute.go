@@ -149,22 +149,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		return err
 	}
 	flags := sp.flags
-	req, err := sp.request(f)
-	if err != nil {
-		return err
-	}
-	if !flags.DryRun || flags.Broker.SameAs != "" || flags.Broker.Other {
-		// Which broker's history this continues, before anything is read
-		// for it: a second name's history cannot see the first's.
-		if err := f.ConfirmBroker(ctx, flags.Broker); err != nil {
-			return err
-		}
-	}
-	e, err := f.BatchEnv(ctx)
-	if err != nil {
-		return err
-	}
-	p, err := batch.Prepare(ctx, e, req)
+	p, err := prepare(ctx, f, sp)
 	if err != nil {
 		return err
 	}
@@ -173,24 +158,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		return refusal(err, sp.verb)
 	}
 	if p.Messages() == 0 {
-		present.Missing(f.IO.ErrOut, p.Missing())
-		if len(p.Missing()) > 0 {
-			return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Silent: true}
-		}
-		switch deadletter.ActionOf(sp.base.Action).From {
-		case deadletter.FromArchive:
-			fmt.Fprintln(f.IO.ErrOut, present.NothingToRestore(p.Unrestorable()))
-			return nil
-		case deadletter.FromFile:
-			fmt.Fprintln(f.IO.ErrOut, present.NothingToImport(p.Unrestorable()))
-			return nil
-		}
-		doing := sp.verb
-		if sp.doing != "" {
-			doing = sp.doing
-		}
-		fmt.Fprintln(f.IO.ErrOut, "Nothing to "+doing+": no dead letter matches.")
-		return nil
+		return nothingToDo(f, sp, p)
 	}
 	if err := p.MakePlan(ctx); err != nil {
 		return err
@@ -202,19 +170,8 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	if err := writePlan(f, fm, p, flags.DryRun); err != nil {
 		return err
 	}
-	if flags.DryRun && sp.planned != nil {
-		if err := sp.planned(ctx, p); err != nil {
-			return err
-		}
-	}
 	if flags.DryRun {
-		// A dry run exits as the run would refuse (a script that tries
-		// the plan first learns what the run would do), once the plan is
-		// shown; only the reason, which a plan needs none of, is left.
-		if err := p.PlanRefusal(); err != nil {
-			return refusal(err, sp.verb)
-		}
-		return nil
+		return dryRunEnd(ctx, sp, p)
 	}
 	if err := p.Refusal(); err != nil {
 		return refusal(err, sp.verb)
@@ -236,6 +193,74 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		fmt.Fprintf(f.IO.ErrOut, "%s batch %s.\n", map[bool]string{true: "Recorded", false: "Executing recorded"}[fresh], id)
 	}, tick)
 	finish()
+	return ran(ctx, f, fm, sp, p, res, err)
+}
+
+// prepare stages the batch the command line asks for, once it knows
+// which broker's history it continues.
+func prepare(ctx context.Context, f *cmdutil.Factory, sp execSpec) (*batch.Pending, error) {
+	flags := sp.flags
+	req, err := sp.request(f)
+	if err != nil {
+		return nil, err
+	}
+	if !flags.DryRun || flags.Broker.SameAs != "" || flags.Broker.Other {
+		// Which broker's history this continues, before anything is read
+		// for it: a second name's history cannot see the first's.
+		if err := f.ConfirmBroker(ctx, flags.Broker); err != nil {
+			return nil, err
+		}
+	}
+	e, err := f.BatchEnv(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return batch.Prepare(ctx, e, req)
+}
+
+// nothingToDo says why a batch with no message does nothing: addresses
+// not dead-lettered (exit 5), what a restore or an import leaves out, or
+// a selection that matches nothing.
+func nothingToDo(f *cmdutil.Factory, sp execSpec, p *batch.Pending) error {
+	present.Missing(f.IO.ErrOut, p.Missing())
+	if len(p.Missing()) > 0 {
+		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Silent: true}
+	}
+	switch deadletter.ActionOf(sp.base.Action).From {
+	case deadletter.FromArchive:
+		fmt.Fprintln(f.IO.ErrOut, present.NothingToRestore(p.Unrestorable()))
+		return nil
+	case deadletter.FromFile:
+		fmt.Fprintln(f.IO.ErrOut, present.NothingToImport(p.Unrestorable()))
+		return nil
+	}
+	doing := sp.verb
+	if sp.doing != "" {
+		doing = sp.doing
+	}
+	fmt.Fprintln(f.IO.ErrOut, "Nothing to "+doing+": no dead letter matches.")
+	return nil
+}
+
+// dryRunEnd ends a dry run once its plan is shown: what the command says
+// of it (an export's would-write), and the exit the run would refuse with
+// (a script that tries the plan first learns what the run would do); only
+// the reason, which a plan needs none of, is left.
+func dryRunEnd(ctx context.Context, sp execSpec, p *batch.Pending) error {
+	if sp.planned != nil {
+		if err := sp.planned(ctx, p); err != nil {
+			return err
+		}
+	}
+	if err := p.PlanRefusal(); err != nil {
+		return refusal(err, sp.verb)
+	}
+	return nil
+}
+
+// ran says how a run ended: awaiting approval (exit 6), a journal that
+// could not be written (what was done, then the cause), or its report.
+func ran(ctx context.Context, f *cmdutil.Factory, fm render.Format, sp execSpec, p *batch.Pending, res *batch.Result, err error) error {
 	if res == nil {
 		return refusal(err, sp.verb)
 	}
