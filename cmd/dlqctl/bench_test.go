@@ -767,35 +767,8 @@ func BenchmarkWholeCommandPace(b *testing.B) {
 	}
 	const push, del = 6 * time.Millisecond, time.Millisecond
 	for _, n := range sizes {
-		seed := sandbox.Seed{Queues: []sandbox.SeedQueue{{Name: "orders", RetryLimit: 3, ConsumerGroups: []string{"billing"}}}}
-		for i := 0; i < n; i++ {
-			seed.DeadLetters = append(seed.DeadLetters, sandbox.SeedDeadLetter{Queue: "orders", Partition: strconv.Itoa(i % 16), TransactionID: fmt.Sprintf("order:%d", i),
-				ConsumerGroup: "billing", Error: "boom", RetryCount: 3, Age: fmt.Sprintf("%ds", n-i), Data: json.RawMessage(fmt.Sprintf(`{"orderId":%d}`, i))})
-		}
-		seedFile := filepath.Join(b.TempDir(), "seed.json")
-		raw, _ := json.Marshal(seed)
-		if err := os.WriteFile(seedFile, raw, 0o600); err != nil {
-			b.Fatal(err)
-		}
-		broker := func() (url string, stop func()) {
-			addr := freeAddr(b)
-			cmd := exec.Command(bin, "sandbox", "--addr", addr, "--seed", seedFile, "--no-context", "--consume-rate", "0",
-				"--push-latency", push.String(), "--delete-latency", del.String())
-			if err := cmd.Start(); err != nil {
-				b.Fatal(err)
-			}
-			url = "http://" + addr
-			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-				if resp, err := http.Get(url + "/health"); err == nil {
-					resp.Body.Close()
-					break
-				}
-				if time.Now().After(deadline) {
-					b.Fatal("the sandbox did not start")
-				}
-			}
-			return url, func() { cmd.Process.Kill(); cmd.Wait() }
-		}
+		seedFile := writeSeed(b, paceSeed(n))
+		broker := func() (url string, stop func()) { return startPaced(b, bin, seedFile, push, del) }
 		for _, conc := range []int{4, 16} {
 			b.Run(fmt.Sprintf("messages=%d/concurrency=%d", n, conc), func(b *testing.B) {
 				bare := func() float64 {
@@ -878,39 +851,9 @@ func BenchmarkReplayIntoPace(b *testing.B) {
 		n = v
 	}
 	const push, del = 6 * time.Millisecond, time.Millisecond
-	seed := sandbox.Seed{Queues: []sandbox.SeedQueue{{Name: "orders", RetryLimit: 3, ConsumerGroups: []string{"billing"}}}}
-	empty := seed
-	for i := 0; i < n; i++ {
-		seed.DeadLetters = append(seed.DeadLetters, sandbox.SeedDeadLetter{Queue: "orders", Partition: strconv.Itoa(i % 16), TransactionID: fmt.Sprintf("order:%d", i),
-			ConsumerGroup: "billing", Error: "boom", RetryCount: 3, Age: fmt.Sprintf("%ds", n-i), Data: json.RawMessage(fmt.Sprintf(`{"orderId":%d}`, i))})
-	}
-	write := func(s sandbox.Seed) string {
-		f := filepath.Join(b.TempDir(), "seed.json")
-		raw, _ := json.Marshal(s)
-		if err := os.WriteFile(f, raw, 0o600); err != nil {
-			b.Fatal(err)
-		}
-		return f
-	}
-	full, none := write(seed), write(empty)
+	full, none := writeSeed(b, paceSeed(n)), writeSeed(b, paceSeed(0))
 	broker := func(seedFile string) (url string, stop func()) {
-		addr := freeAddr(b)
-		cmd := exec.Command(bin, "sandbox", "--addr", addr, "--seed", seedFile, "--no-context", "--consume-rate", "0", "--server-version", "2.2",
-			"--push-latency", push.String(), "--delete-latency", del.String())
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		url = "http://" + addr
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if resp, err := http.Get(url + "/health"); err == nil {
-				resp.Body.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatal("the sandbox did not start")
-			}
-		}
-		return url, func() { cmd.Process.Kill(); cmd.Wait() }
+		return startPaced(b, bin, seedFile, push, del, "--server-version", "2.2")
 	}
 	for _, conc := range []int{4, 16} {
 		b.Run(fmt.Sprintf("messages=%d/concurrency=%d", n, conc), func(b *testing.B) {
@@ -964,4 +907,48 @@ func BenchmarkReplayIntoPace(b *testing.B) {
 			b.ReportMetric(mid(tWhole)/mid(tBare), "command/bare")
 		})
 	}
+}
+
+// paceSeed is n dead letters of one queue over 16 partitions, one
+// consumer group, the oldest first: the pace benchmarks' DLQ.
+func paceSeed(n int) sandbox.Seed {
+	seed := sandbox.Seed{Queues: []sandbox.SeedQueue{{Name: "orders", RetryLimit: 3, ConsumerGroups: []string{"billing"}}}}
+	for i := 0; i < n; i++ {
+		seed.DeadLetters = append(seed.DeadLetters, sandbox.SeedDeadLetter{Queue: "orders", Partition: strconv.Itoa(i % 16), TransactionID: fmt.Sprintf("order:%d", i),
+			ConsumerGroup: "billing", Error: "boom", RetryCount: 3, Age: fmt.Sprintf("%ds", n-i), Data: json.RawMessage(fmt.Sprintf(`{"orderId":%d}`, i))})
+	}
+	return seed
+}
+
+// writeSeed writes a seed file for dlqctl sandbox --seed.
+func writeSeed(b *testing.B, seed sandbox.Seed) string {
+	f := filepath.Join(b.TempDir(), "seed.json")
+	raw, _ := json.Marshal(seed)
+	if err := os.WriteFile(f, raw, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
+// startPaced runs dlqctl sandbox in its own process on a free port with
+// seedFile, its consumers idle, each push costing push and each delete
+// del (extra flags after), until stop; it returns once /health answers.
+func startPaced(b *testing.B, bin, seedFile string, push, del time.Duration, extra ...string) (url string, stop func()) {
+	addr := freeAddr(b)
+	cmd := exec.Command(bin, append([]string{"sandbox", "--addr", addr, "--seed", seedFile, "--no-context", "--consume-rate", "0",
+		"--push-latency", push.String(), "--delete-latency", del.String()}, extra...)...)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	url = "http://" + addr
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if resp, err := http.Get(url + "/health"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the sandbox did not start")
+		}
+	}
+	return url, func() { cmd.Process.Kill(); cmd.Wait() }
 }
