@@ -148,7 +148,7 @@ func (e *Engine) republish(pctx, ctx context.Context, it Item, ent *ledger.Entry
 
 // partitionOf is the id of the destination partition a copy went to,
 // asked of the broker once a partition a run ("" when it cannot say: the
-// copy is published all the same, and its lineage says it was not found).
+// copy is published all the same, and counted as not traced).
 func (e *Engine) partitionOf(ctx context.Context, queue, partition string) string {
 	k := queue + "\x00" + partition
 	e.mu.Lock()
@@ -163,9 +163,11 @@ func (e *Engine) partitionOf(ctx context.Context, queue, partition string) strin
 	if !ok {
 		return ""
 	}
+	// Asked once, answered or not: a broker without the browse route
+	// would otherwise be asked again for every copy.
 	id, err := pf.PartitionID(ctx, queue, partition)
-	if err != nil || id == "" {
-		return ""
+	if err != nil {
+		id = ""
 	}
 	e.mu.Lock()
 	if e.partitions == nil {
