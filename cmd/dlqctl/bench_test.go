@@ -674,15 +674,7 @@ func BenchmarkReplayEndToEnd(b *testing.B) {
 			b.Fatal(err)
 		}
 		url = "http://" + addr
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if resp, err := http.Get(url + "/health"); err == nil {
-				resp.Body.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatal("the sandbox did not start")
-			}
-		}
+		waitHealthy(b, url)
 		return url, func() { cmd.Process.Kill(); cmd.Wait() }
 	}
 	bare := func(url string) time.Duration {
@@ -941,14 +933,20 @@ func startPaced(b *testing.B, bin, seedFile string, push, del time.Duration, ext
 		b.Fatal(err)
 	}
 	url = "http://" + addr
+	waitHealthy(b, url)
+	return url, func() { cmd.Process.Kill(); cmd.Wait() }
+}
+
+// waitHealthy returns once a sandbox started in its own process answers
+// /health at url, and fails the benchmark after 20 s.
+func waitHealthy(b *testing.B, url string) {
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if resp, err := http.Get(url + "/health"); err == nil {
 			resp.Body.Close()
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			b.Fatal("the sandbox did not start")
 		}
 	}
-	return url, func() { cmd.Process.Kill(); cmd.Wait() }
 }
