@@ -14,8 +14,12 @@ import (
 
 // chains are the destination partitions of the items a run acts on, in
 // the order they first appear, each with how many and whether every
-// one's message id is a UUIDv7.
+// one's message id is a UUIDv7: as the plan's pass counted them, or read
+// from the stage (a batch recorded without a plan: dlq decide).
 func (st *stage) chains(ctx context.Context, toQueue string) ([]replay.ChainCount, error) {
+	if c := st.counted; c != nil && c.toQueue == toQueue {
+		return c.list, nil
+	}
 	var out []replay.ChainCount
 	err := st.each(ctx, "arranging the snapshot", `SELECT coalesce(?, queue) AS q, part, count(*), min(v7), min(item) AS f
 		FROM items WHERE skipped = 0 GROUP BY q, part ORDER BY f`, []any{nullIfEmpty(toQueue)}, func(rows *sql.Rows) error {
@@ -28,6 +32,34 @@ func (st *stage) chains(ctx context.Context, toQueue string) ([]replay.ChainCoun
 		return nil
 	})
 	return out, err
+}
+
+// countedChains are the chains of the items a plan's pass kept, counted
+// as it goes, in the order they first appear.
+type countedChains struct {
+	toQueue string
+	at      map[replay.Chain]int
+	list    []replay.ChainCount
+}
+
+func countChains(toQueue string) *countedChains {
+	return &countedChains{toQueue: toQueue, at: map[replay.Chain]int{}}
+}
+
+// add counts an item kept (its first selected row's message id is the
+// one its order is by).
+func (c *countedChains) add(it replay.Item) {
+	ch := replay.ChainOf(it, c.toQueue)
+	i, ok := c.at[ch]
+	if !ok {
+		i = len(c.list)
+		c.at[ch] = i
+		c.list = append(c.list, replay.ChainCount{Chain: ch, ByID: true})
+	}
+	c.list[i].N++
+	if len(it.Rows) == 0 || !replay.IsUUIDv7(it.Rows[0].ID) {
+		c.list[i].ByID = false
+	}
 }
 
 // arrange settles the order a run acts on the items --skip-held kept:

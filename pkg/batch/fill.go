@@ -157,9 +157,6 @@ func fillSelection(ctx context.Context, cl *client.Client, st *stage, sel *deadl
 		return err
 	}
 	num = nil
-	if err := st.seal(ctx); err != nil {
-		return err
-	}
 	if !sel.RowLevel() {
 		return nil
 	}
@@ -289,7 +286,7 @@ func fillAddresses(ctx context.Context, cl *client.Client, st *stage, addrs []de
 	); err != nil {
 		return nil, err
 	}
-	if err := st.seal(ctx); err != nil {
+	if err := st.sealRows(ctx); err != nil {
 		return nil, err
 	}
 	if err := st.byAddress(ctx); err != nil {
@@ -544,10 +541,7 @@ func fillArchive(ctx context.Context, env Env, sel *deadletter.Selection, in *in
 		}
 		return err
 	}())
-	if err != nil {
-		return err
-	}
-	return st.seal(ctx)
+	return err
 }
 
 // unrestorableWhy says why a restore leaves an archived message out.
@@ -597,10 +591,7 @@ func foldManifest(ctx context.Context, ld *ledger.Store, in *input, lean bool) e
 			}
 		}
 	}())
-	if err != nil {
-		return err
-	}
-	return st.seal(ctx)
+	return err
 }
 
 // ManifestItems turns a recorded manifest back into items to execute.

@@ -219,13 +219,8 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var groupsErr error
-		groups := func(add func(q, g string)) { groupsErr = st.groups(ctx, add) }
-		if err := p.planReplay(ctx, groups, queues); err != nil {
+		if err := p.planReplay(ctx, st.groups, queues); err != nil {
 			return err
-		}
-		if groupsErr != nil {
-			return groupsErr
 		}
 		if restoring {
 			p.goneQueues(ctx, queues)

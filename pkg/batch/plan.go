@@ -1,10 +1,12 @@
 package batch
 
 import (
+	"cmp"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
@@ -26,10 +28,26 @@ import (
 // planChunk is how many items the pass holds at a time.
 const planChunk = 400
 
-// planItems is the pass: every item settled, and counted on pl.
+// planItems is the pass: every item settled, and counted on pl and by
+// its chain (which a run then arranges by).
 func (p *Pending) planItems(ctx context.Context, pl *Planner) error {
+	st := p.in.st
+	st.counted = nil
+	counted := countChains(p.settings.ToQueue)
+	if err := p.passItems(ctx, func(it replay.Item, f ItemFacts) {
+		counted.add(it)
+		pl.Add(it, f)
+	}); err != nil {
+		return err
+	}
+	st.counted = counted
+	return nil
+}
+
+// passItems settles every item and gives each the batch keeps to add,
+// with what the pass found of it.
+func (p *Pending) passItems(ctx context.Context, add func(replay.Item, ItemFacts)) error {
 	cl, ld, st := p.env.Client, p.env.Ledger, p.in.st
-	replaying := p.req.Action == deadletter.Replay
 	if p.act().Outside() {
 		// The archive's rows, or a file's: no hold, journal path or
 		// envelope to ask the broker about (the rows are not in it).
@@ -38,7 +56,7 @@ func (p *Pending) planItems(ctx context.Context, pl *Planner) error {
 				if err := p.tryTransform(ctx, c.it); err != nil {
 					return err
 				}
-				pl.Add(c.it, ItemFacts{})
+				add(c.it, ItemFacts{})
 			}
 			return nil
 		})
@@ -51,79 +69,120 @@ func (p *Pending) planItems(ctx context.Context, pl *Planner) error {
 		return err
 	}
 	return st.chunks(ctx, planChunk, ahead, func(chunk []placed) error {
-		addrs := make([]deadletter.Address, len(chunk))
-		for i, c := range chunk {
-			addrs[i] = c.it.Address
-		}
-		dec := map[deadletter.Address]ledger.Decision{}
+		var known chunkHistory
 		if history {
-			var err error
-			if dec, err = ld.LatestDecisionsFor(ctx, cl.Broker(), addrs); err != nil {
+			if known, err = p.historyOf(ctx, chunk); err != nil {
 				return err
 			}
 		}
-		var ents map[deadletter.Address]*ledger.Entry
-		if replaying && history {
-			if ents, err = ld.Entries(ctx, cl.Broker(), addrs); err != nil {
-				return err
-			}
-			gens, err := copyGenerations(ctx, ld, cl.Broker(), addrs)
-			if err != nil {
-				return err
-			}
-			for a, g := range gens {
-				p.gens[a] = g
-			}
-		}
-		var skipped, pins []int
-		held := map[string][]int{}
+		var marks chunkMarks
 		for _, c := range chunk {
-			it := c.it
-			var f ItemFacts
-			if d, ok := dec[it.Address]; ok && d.Holds(it.Newest().FailedAt, p.now) && (p.in.batch == nil || d.BatchID != p.in.batch.ID) {
-				if p.req.SkipHeld {
-					skipped = append(skipped, c.at)
-					continue
-				}
-				h, ok := p.holds[d.BatchID]
-				if !ok {
-					h = HoldShare{BatchID: d.BatchID, By: d.By, Until: d.Until, Why: d.Why}
-					p.holds[d.BatchID] = h
-				}
-				f.Hold = &h
-				held[d.BatchID] = append(held[d.BatchID], c.at)
+			f, keep := p.factsOf(c, known, &marks)
+			if !keep {
+				continue
 			}
-			if d, ok := dec[it.Address]; ok && p.in.batch == nil && d.Action == p.req.Action && d.Copy == nil && (d.Status == ledger.StatusRecorded || d.Status == ledger.StatusAwaiting) && d.Covers(it.Newest().FailedAt, p.now) {
-				ds, ok := p.decided[d.BatchID]
-				if !ok {
-					ds = DecidedShare{BatchID: d.BatchID, By: d.By, Status: d.Status, Why: d.Why}
-					p.decided[d.BatchID] = ds
-				}
-				f.Decided = &ds
-			}
-			if e, ok := ents[it.Address]; ok && replay.Pinned(e) {
-				f.Pinned = true
-				pins = append(pins, c.at)
-			}
-			if err := p.tryTransform(ctx, it); err != nil {
+			if err := p.tryTransform(ctx, c.it); err != nil {
 				return err
 			}
-			pl.Add(it, f)
+			add(c.it, f)
 		}
-		p.skippedHeld += len(skipped)
-		if err := st.mark(ctx, "skipped", 1, skipped); err != nil {
-			return err
-		}
-		if err := st.mark(ctx, "pinned", 1, pins); err != nil {
-			return err
-		}
-		for id, at := range held {
-			if err := st.mark(ctx, "hold", id, at); err != nil {
-				return err
-			}
-		}
-		return nil
+		p.skippedHeld += len(marks.skipped)
+		return marks.write(ctx, st)
 	})
+}
+
+// chunkHistory is what the ledger knows of a chunk's addresses: their
+// latest decisions and (a replay's) journal entries.
+type chunkHistory struct {
+	dec  map[deadletter.Address]ledger.Decision
+	ents map[deadletter.Address]*ledger.Entry
+}
+
+// historyOf reads what the ledger knows of a chunk's addresses (and notes
+// the generations of the copies among them).
+func (p *Pending) historyOf(ctx context.Context, chunk []placed) (chunkHistory, error) {
+	cl, ld := p.env.Client, p.env.Ledger
+	addrs := make([]deadletter.Address, len(chunk))
+	for i, c := range chunk {
+		addrs[i] = c.it.Address
+	}
+	var h chunkHistory
+	var err error
+	if h.dec, err = ld.LatestDecisionsFor(ctx, cl.Broker(), addrs); err != nil || !p.act().Generations {
+		return h, err
+	}
+	if h.ents, err = ld.Entries(ctx, cl.Broker(), addrs); err != nil {
+		return h, err
+	}
+	gens, err := copyGenerations(ctx, ld, cl.Broker(), addrs)
+	for a, g := range gens {
+		p.gens[a] = g
+	}
+	return h, err
+}
+
+// chunkMarks are what a chunk's pass writes beside its items: the items
+// --skip-held left out, those pinned to the manual path, and the holds.
+type chunkMarks struct {
+	skipped, pins []int
+	held          map[string][]int
+}
+
+func (m *chunkMarks) write(ctx context.Context, st *stage) error {
+	if err := st.mark(ctx, "skipped", 1, m.skipped); err != nil {
+		return err
+	}
+	if err := st.mark(ctx, "pinned", 1, m.pins); err != nil {
+		return err
+	}
+	for id, at := range m.held {
+		if err := st.mark(ctx, "hold", id, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// factsOf is what the ledger's history says of an item (keep: false for
+// one --skip-held leaves out), marked on marks.
+func (p *Pending) factsOf(c placed, known chunkHistory, marks *chunkMarks) (f ItemFacts, keep bool) {
+	it := c.it
+	d, decided := known.dec[it.Address]
+	if decided && d.Holds(it.Newest().FailedAt, p.now) && (p.in.batch == nil || d.BatchID != p.in.batch.ID) {
+		if p.req.SkipHeld {
+			marks.skipped = append(marks.skipped, c.at)
+			return f, false
+		}
+		h, ok := p.holds[d.BatchID]
+		if !ok {
+			h = HoldShare{BatchID: d.BatchID, By: d.By, Until: d.Until, Why: d.Why}
+			p.holds[d.BatchID] = h
+		}
+		f.Hold = &h
+		if marks.held == nil {
+			marks.held = map[string][]int{}
+		}
+		marks.held[d.BatchID] = append(marks.held[d.BatchID], c.at)
+	}
+	if decided && p.in.batch == nil && p.decidedBefore(d, it) {
+		ds, ok := p.decided[d.BatchID]
+		if !ok {
+			ds = DecidedShare{BatchID: d.BatchID, By: d.By, Status: d.Status, Why: d.Why}
+			p.decided[d.BatchID] = ds
+		}
+		f.Decided = &ds
+	}
+	if e, ok := known.ents[it.Address]; ok && replay.Pinned(e) {
+		f.Pinned = true
+		marks.pins = append(marks.pins, c.at)
+	}
+	return f, true
+}
+
+// decidedBefore reports whether d is a batch of this action, decided and
+// never run, that covers the item: running it is what was decided.
+func (p *Pending) decidedBefore(d ledger.Decision, it replay.Item) bool {
+	return d.Action == p.req.Action && d.Copy == nil && (d.Status == ledger.StatusRecorded || d.Status == ledger.StatusAwaiting) && d.Covers(it.Newest().FailedAt, p.now)
 }
 
 // checkEnvelopes asks the detail route about each item of a chunk whose
@@ -171,16 +230,13 @@ func (p *Pending) tryTransform(ctx context.Context, it replay.Item) error {
 }
 
 // groups adds each queue and consumer group of the staged rows (for the
-// fan-out warning).
-func (st *stage) groups(ctx context.Context, add func(q, g string)) error {
-	return st.each(ctx, "reading the staged snapshot", `SELECT DISTINCT queue, grp FROM rows ORDER BY queue, grp`, nil, func(rows *sql.Rows) error {
-		var q, g string
-		if err := rows.Scan(&q, &g); err != nil {
-			return err
-		}
-		add(q, g)
-		return nil
-	})
+// fan-out warning), in order.
+func (st *stage) groups(add func(q, g string)) {
+	pairs := slices.Collect(maps.Keys(st.pairs))
+	slices.SortFunc(pairs, func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
+	for _, k := range pairs {
+		add(k[0], k[1])
+	}
 }
 
 // copyGenerations are the generations of the addresses that are copies

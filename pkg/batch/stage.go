@@ -46,12 +46,19 @@ import (
 type stage struct {
 	db   *sql.DB
 	path string
-	// n is how many items were sealed, arranged how many a run acts on
+	// n is how many items were staged, arranged how many a run acts on
 	// (-1 until arranged).
 	n, arranged int
 	closed      bool
 	// k numbers the rows staged, in the order they were.
 	k int64
+	// pairs are the queues and consumer groups of the rows staged, into
+	// rows or into now (whose rows are the DLQ's, of the queues the batch
+	// reads): the groups a re-push may reach.
+	pairs map[[2]string]struct{}
+	// counted are the chains the plan's pass counted, for toQueue: a run
+	// arranges by them without counting again.
+	counted *countedChains
 	// stmts are the statements the stage runs again and again, prepared
 	// once (a plan reads ahead on another goroutine: mu).
 	mu    sync.Mutex
@@ -99,7 +106,7 @@ func openStage(ctx context.Context) (st *stage, err error) {
 	}
 	// One connection: the file is opened once, then unlinked.
 	db.SetMaxOpenConns(1)
-	st = &stage{db: db, path: path, arranged: -1, stmts: map[string]*sql.Stmt{}}
+	st = &stage{db: db, path: path, arranged: -1, stmts: map[string]*sql.Stmt{}, pairs: map[[2]string]struct{}{}}
 	row := `k INTEGER NOT NULL, pid TEXT NOT NULL, tid TEXT NOT NULL, mid TEXT NOT NULL, queue TEXT NOT NULL,
 		part TEXT NOT NULL, grp TEXT NOT NULL, err TEXT NOT NULL, retries INTEGER NOT NULL,
 		failed INTEGER NOT NULL, -- Unix nanoseconds (zeroTime: none)
@@ -181,13 +188,20 @@ func (st *stage) exec(ctx context.Context, doing string, qs ...string) error {
 }
 
 // writer stages rows into a table (rows or now) in one transaction, a
-// few dozen rows a statement.
+// few dozen rows a statement. Into rows, an item is made as its first
+// selected row is staged (items are numbered in the order they are first
+// met, from 1, and an item's selected rows come before its others): the
+// item has that row's address, queue, partition, message id and flags,
+// and its payload only when the detail route gave it.
 type writer struct {
 	st   *stage
 	tx   *sql.Tx
 	into string
 	many *sql.Stmt // writeBatch rows
 	args []any
+	// items are the items made since the last flush (into rows).
+	items, manyItems *sql.Stmt
+	itemArgs         []any
 }
 
 // writeBatch is how many rows one statement writes: a statement's round
@@ -211,7 +225,24 @@ func (st *stage) write(ctx context.Context, table string) (*writer, error) {
 		return nil, stageErr(ctx, "staging the snapshot", err)
 	}
 	w.args = make([]any, 0, writeBatch*rowArgs)
+	if table == "rows" {
+		if w.manyItems, err = tx.PrepareContext(ctx, itemStatement(writeBatch)); err != nil {
+			_ = w.many.Close()
+			_ = tx.Rollback()
+			return nil, stageErr(ctx, "staging the snapshot", err)
+		}
+		w.itemArgs = make([]any, 0, writeBatch*itemArgs)
+	}
 	return w, nil
+}
+
+// itemArgs is how many values a staged item has.
+const itemArgs = 10
+
+// itemStatement inserts n items.
+func itemStatement(n int) string {
+	one := "(" + strings.Repeat("?, ", itemArgs-1) + "?)"
+	return `INSERT INTO items (item, pid, tid, queue, part, mid, v7, env, payload, checked) VALUES ` + strings.Repeat(one+", ", n-1) + one
 }
 
 // statement inserts n rows.
@@ -233,8 +264,28 @@ func (w *writer) add(ctx context.Context, item int, r deadletter.Row, payload js
 		failed = r.FailedAt.UnixNano()
 	}
 	w.st.k++
+	v7, env := replay.IsUUIDv7(r.ID), deadletter.IsEnvelope(payload)
 	w.args = append(w.args, w.st.k, r.PartitionID, r.TransactionID, r.ID, r.Queue, r.Partition, r.ConsumerGroup,
-		r.ErrorMessage, r.RetryCount, failed, p, checked, replay.IsUUIDv7(r.ID), deadletter.IsEnvelope(payload), flag, item)
+		r.ErrorMessage, r.RetryCount, failed, p, checked, v7, env, flag, item)
+	w.st.pairs[[2]string{r.Queue, r.ConsumerGroup}] = struct{}{}
+	if w.manyItems != nil && flag {
+		switch {
+		case item == w.st.n+1:
+			w.st.n++
+			var kept any
+			if checked {
+				kept = p
+			}
+			w.itemArgs = append(w.itemArgs, item, r.PartitionID, r.TransactionID, r.Queue, r.Partition, r.ID, v7, env, kept, checked)
+		case item > w.st.n:
+			return fmt.Errorf("staging the snapshot: item %d staged before item %d", item, w.st.n+1)
+		}
+	}
+	if len(w.itemArgs) == writeBatch*itemArgs {
+		if err := w.flushItems(ctx); err != nil {
+			return err
+		}
+	}
 	if len(w.args) < writeBatch*rowArgs {
 		return nil
 	}
@@ -243,17 +294,31 @@ func (w *writer) add(ctx context.Context, item int, r deadletter.Row, payload js
 
 // flush writes the rows added since the last.
 func (w *writer) flush(ctx context.Context) error {
-	if len(w.args) == 0 {
-		return nil
-	}
 	var err error
-	if len(w.args) == writeBatch*rowArgs {
+	switch {
+	case len(w.args) == 0:
+	case len(w.args) == writeBatch*rowArgs:
 		_, err = w.many.ExecContext(ctx, w.args...)
-	} else {
+	default:
 		_, err = w.tx.ExecContext(ctx, w.statement(len(w.args)/rowArgs), w.args...)
 	}
 	clear(w.args)
 	w.args = w.args[:0]
+	return stageErr(ctx, "staging the snapshot", err)
+}
+
+// flushItems writes the items made since the last.
+func (w *writer) flushItems(ctx context.Context) error {
+	var err error
+	switch {
+	case len(w.itemArgs) == 0:
+	case len(w.itemArgs) == writeBatch*itemArgs:
+		_, err = w.manyItems.ExecContext(ctx, w.itemArgs...)
+	default:
+		_, err = w.tx.ExecContext(ctx, itemStatement(len(w.itemArgs)/itemArgs), w.itemArgs...)
+	}
+	clear(w.itemArgs)
+	w.itemArgs = w.itemArgs[:0]
 	return stageErr(ctx, "staging the snapshot", err)
 }
 
@@ -262,7 +327,13 @@ func (w *writer) end(ctx context.Context, err error) error {
 	if err == nil {
 		err = w.flush(ctx)
 	}
+	if err == nil {
+		err = w.flushItems(ctx)
+	}
 	_ = w.many.Close()
+	if w.manyItems != nil {
+		_ = w.manyItems.Close()
+	}
 	if err != nil {
 		_ = w.tx.Rollback()
 		return err
@@ -273,14 +344,15 @@ func (w *writer) end(ctx context.Context, err error) error {
 	return nil
 }
 
-// seal makes the items from the selected rows, by the numbers they were
-// staged under: each with its first row's message id and payload.
-func (st *stage) seal(ctx context.Context) error {
+// sealRows makes the items of selected rows staged by a statement rather
+// than a writer (which makes them as it goes), by the numbers they were
+// staged under: each from its first selected row, as a writer makes them.
+func (st *stage) sealRows(ctx context.Context) error {
 	if err := st.exec(ctx, "staging the snapshot",
 		// Each item's first selected row (SQLite takes the bare columns
 		// from the row min picks).
 		`INSERT INTO items (item, pid, tid, queue, part, mid, v7, env, payload, checked)
-			SELECT item, pid, tid, queue, part, mid, v7, env, payload, checked
+			SELECT item, pid, tid, queue, part, mid, v7, env, CASE WHEN checked THEN payload END, checked
 			FROM (SELECT item, min(k), pid, tid, queue, part, mid, v7, env, payload, checked FROM rows WHERE sel = 1 GROUP BY item)
 			ORDER BY item`,
 	); err != nil {

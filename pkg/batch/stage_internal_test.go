@@ -78,9 +78,6 @@ func TestStageArrangesAsArrange(t *testing.T) {
 				if err := w.end(ctx, nil); err != nil {
 					t.Fatal(err)
 				}
-				if err := st.seal(ctx); err != nil {
-					t.Fatal(err)
-				}
 				if err := st.arrange(ctx, replay.Ordered(mode), to); err != nil {
 					t.Fatal(err)
 				}
