@@ -19,121 +19,151 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 	// and its journal entry is what the journal exists to survive, but
 	// there is no reason to cause it.
 	cctx := context.WithoutCancel(ctx)
-	a := it.Address
-	// Nothing is sent for an absent address; every other one is taken to
-	// be in the DLQ, and one the journal says is done is checked with the
-	// broker before it is called done.
-	absent := it.Absent
-	// The rows a removal takes with it, held while the address is worked
-	// on (settle counts them), not for the whole batch.
-	e.mu.Lock()
-	outside := deadletter.ActionOf(e.o.Action).Outside()
-	if absent || outside {
-		e.rows[a] = 0 // a restore or an import removes no row
-	} else {
-		e.rows[a] = len(it.Rows) + len(it.Others)
-	}
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		delete(e.rows, a)
-		delete(e.archived, a)
-		e.mu.Unlock()
-	}()
-	if outside {
+	defer e.holdRows(it)()
+	if deadletter.ActionOf(e.o.Action).Outside() {
 		return e.republish(ctx, cctx, it, ent)
 	}
 	if ent.State == ledger.Removed {
-		// Found gone by this batch, which did nothing to it: a listing
-		// that missed it (before that was asked of the broker) said so.
-		// Asked again, wherever the listing saw it.
-		foundGone := ent.BatchID == e.o.BatchID && ent.Outcome == outcomeGone
-		if absent && !foundGone {
-			return e.settle(cctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) { r.AlreadyDone++ })
+		if done, err := e.revisit(cctx, it, ent); done {
+			return err
 		}
-		// The journal says done, but the snapshot saw it in the DLQ (or it
-		// is a recorded batch's and may be back): ask the broker, since
-		// another run may also have removed it since.
-		present, err := e.rowPresent(cctx, a)
-		if err != nil {
-			return e.settle(cctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) {
-				r.Failed++
-				r.Listed = append(r.Listed, AddrResult{Address: a, Reason: "failed: checking whether it is back in the DLQ: " + err.Error()})
-			})
-		}
-		if !present {
-			return e.settle(cctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) { r.AlreadyDone++ })
-		}
-		switch {
-		case foundGone && absent:
-			// Still there, though no listing of this run saw it.
-			return e.missed(cctx, ent)
-		case foundGone:
-			// Still (or again) there: this batch never acted on it, so it
-			// does now; no copy of this batch's can exist.
-			ent.State, ent.Outcome = ledger.Pending, ""
-		case ent.BatchID == e.o.BatchID:
-			// This batch already acted on it and it came back: one batch
-			// does not act twice on an address; a person decides.
-			return e.settle(cctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) {
-				r.DeadLetteredAgain++
-				r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("dead-lettered again after %s (%s)", didWhat(ent), stamp(ent.UpdatedAt)),
-					Next: ReplayOrDiscardNext, Generation: ent.Generation + 1})
-			})
-		}
-		// Back in the DLQ after another batch: acted on afresh, a replay as
-		// a new generation, so its derived transaction id is not a duplicate.
-		if e.o.Action == deadletter.Replay && !foundGone {
-			ent.Generation++
-			// Its earlier copy is this journal's own, not another hand's.
-			e.mu.Lock()
-			e.archived[a] = slices.DeleteFunc(e.archived[a], func(id string) bool { return client.CopyID(id) == ent.ReplayTxID })
-			e.mu.Unlock()
-		}
-		ent.State, ent.ReplayTxID, ent.ReplayPartitionID, ent.Via, ent.Outcome = ledger.Pending, "", "", "", ""
 	}
 	ent.BatchID = e.o.BatchID
-	tried := (ent.Via == ViaManual || ent.Via == ViaMove) && (ent.State == ledger.Inflight || ent.State == ledger.Failed)
-	if absent && (ent.State == ledger.Pending || ent.State == ledger.Failed || ent.State == ledger.Skipped || ent.State == ledger.Unknown || tried) {
-		// A listing that paged while rows were removed (another run, the
-		// console, retention) can miss a row that is there: absent from
-		// it is gone only once the broker says so for the address.
-		present, err := e.rowPresent(cctx, a)
-		if err != nil {
-			return e.fail(cctx, ent, "failed: not in this run's listing; asking the broker whether it is still dead-lettered: ", err)
-		}
-		if present {
-			return e.missed(cctx, ent)
-		}
-		if e.o.Action == deadletter.Replay && (ent.State == ledger.Pending || tried) {
-			// A run that died between its push and its delete, or whose
-			// answer was lost, may have published; on a broker that
-			// moves, someone may have moved a row meanwhile: if a copy
-			// is there, the address was replayed, not lost to someone else.
-			cp, ours, err := e.copyOfAbsent(cctx, it, ent)
-			switch {
-			case err != nil:
-				return e.fail(cctx, ent, "failed: the dead letter is gone; looking for its copy: ", err)
-			case cp != "" && ours:
-				ent.ReplayTxID = cp
-				return e.settle(cctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
-			case cp != "":
-				ent.ReplayTxID, ent.ReplayPartitionID, ent.ReplayQueue = cp, a.PartitionID, ""
-				return e.settle(cctx, ent, ledger.Removed, deadletter.OutcomeMovedElsewhere, "", func(r *Report) { r.MovedElsewhere++ })
-			}
-		}
-		return e.settle(cctx, ent, ledger.Removed, outcomeGone, "", func(r *Report) { r.AlreadyGone++ })
+	// Nothing is sent for an absent address; every other one is taken to
+	// be in the DLQ.
+	if it.Absent && unsettled(ent) {
+		return e.absent(cctx, it, ent)
 	}
-	if why := a.Unreachable(); why != "" {
+	if why := it.Address.Unreachable(); why != "" {
 		return e.settle(cctx, ent, ledger.Skipped, "unreachable", why, func(r *Report) {
 			r.Unreachable++
-			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: "unreachable: " + why + "; nothing was sent (the broker cannot be asked about this address)"})
+			r.Listed = append(r.Listed, AddrResult{Address: it.Address, Reason: "unreachable: " + why + "; nothing was sent (the broker cannot be asked about this address)"})
 		})
 	}
 	if e.o.Action == deadletter.Discard {
 		return e.discard(ctx, cctx, it, ent)
 	}
 	return e.replay(ctx, cctx, it, ent)
+}
+
+// holdRows keeps, while an address is worked on (settle counts them),
+// how many rows its removal takes with it, and returns what lets them go.
+func (e *Engine) holdRows(it Item) (release func()) {
+	a := it.Address
+	e.mu.Lock()
+	if it.Absent || deadletter.ActionOf(e.o.Action).Outside() {
+		e.rows[a] = 0 // a restore or an import removes no row
+	} else {
+		e.rows[a] = len(it.Rows) + len(it.Others)
+	}
+	e.mu.Unlock()
+	return func() {
+		e.mu.Lock()
+		delete(e.rows, a)
+		delete(e.archived, a)
+		e.mu.Unlock()
+	}
+}
+
+// revisit settles an address whose journal says it is removed (done says
+// so), or readies it to be acted on afresh: the journal says done, but
+// the snapshot saw it in the DLQ (or it is a recorded batch's and may be
+// back), so the broker is asked, since another run may also have removed
+// it since.
+func (e *Engine) revisit(ctx context.Context, it Item, ent *ledger.Entry) (done bool, err error) {
+	a := it.Address
+	// Found gone by this batch, which did nothing to it: a listing that
+	// missed it (before that was asked of the broker) said so. Asked
+	// again, wherever the listing saw it.
+	foundGone := ent.BatchID == e.o.BatchID && ent.Outcome == outcomeGone
+	alreadyDone := func(r *Report) { r.AlreadyDone++ }
+	if it.Absent && !foundGone {
+		return true, e.settle(ctx, ent, ledger.Removed, ent.Outcome, "", alreadyDone)
+	}
+	present, err := e.rowPresent(ctx, a)
+	if err != nil {
+		return true, e.settle(ctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) {
+			r.Failed++
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: "failed: checking whether it is back in the DLQ: " + err.Error()})
+		})
+	}
+	switch {
+	case !present:
+		return true, e.settle(ctx, ent, ledger.Removed, ent.Outcome, "", alreadyDone)
+	case foundGone && it.Absent:
+		// Still there, though no listing of this run saw it.
+		return true, e.missed(ctx, ent)
+	case foundGone:
+		// Still (or again) there: this batch never acted on it, so it
+		// does now; no copy of this batch's can exist.
+	case ent.BatchID == e.o.BatchID:
+		// This batch already acted on it and it came back: one batch does
+		// not act twice on an address; a person decides.
+		return true, e.settle(ctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) {
+			r.DeadLetteredAgain++
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("dead-lettered again after %s (%s)", didWhat(ent), stamp(ent.UpdatedAt)),
+				Next: ReplayOrDiscardNext, Generation: ent.Generation + 1})
+		})
+	case e.o.Action == deadletter.Replay:
+		// Back in the DLQ after another batch: acted on afresh, a replay as
+		// a new generation, so its derived transaction id is not a
+		// duplicate. Its earlier copy is this journal's own, not another
+		// hand's.
+		ent.Generation++
+		e.mu.Lock()
+		e.archived[a] = slices.DeleteFunc(e.archived[a], func(id string) bool { return client.CopyID(id) == ent.ReplayTxID })
+		e.mu.Unlock()
+	}
+	ent.State, ent.ReplayTxID, ent.ReplayPartitionID, ent.Via, ent.Outcome = ledger.Pending, "", "", "", ""
+	return false, nil
+}
+
+// unsettled reports whether an entry is one an absent address must be
+// looked for: not yet acted on, or tried without an answer.
+func unsettled(ent *ledger.Entry) bool {
+	switch ent.State {
+	case ledger.Pending, ledger.Failed, ledger.Skipped, ledger.Unknown:
+		return true
+	}
+	return tried(ent)
+}
+
+// tried reports whether an entry records an attempt whose answer was
+// not heard (in flight, or failed, on a path that publishes).
+func tried(ent *ledger.Entry) bool {
+	return (ent.Via == ViaManual || ent.Via == ViaMove) && (ent.State == ledger.Inflight || ent.State == ledger.Failed)
+}
+
+// absent settles an address no listing of this run saw. A listing that
+// paged while rows were removed (another run, the console, retention) can
+// miss a row that is there: absent from it is gone only once the broker
+// says so for the address.
+func (e *Engine) absent(ctx context.Context, it Item, ent *ledger.Entry) error {
+	present, err := e.rowPresent(ctx, it.Address)
+	if err != nil {
+		return e.fail(ctx, ent, "failed: not in this run's listing; asking the broker whether it is still dead-lettered: ", err)
+	}
+	if present {
+		return e.missed(ctx, ent)
+	}
+	if e.o.Action == deadletter.Replay && (ent.State == ledger.Pending || tried(ent)) {
+		// A run that died between its push and its delete, or whose answer
+		// was lost, may have published; on a broker that moves, someone
+		// may have moved a row meanwhile: if a copy is there, the address
+		// was replayed, not lost to someone else.
+		cp, ours, err := e.copyOfAbsent(ctx, it, ent)
+		switch {
+		case err != nil:
+			return e.fail(ctx, ent, "failed: the dead letter is gone; looking for its copy: ", err)
+		case cp != "" && ours:
+			ent.ReplayTxID = cp
+			return e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+		case cp != "":
+			ent.ReplayTxID, ent.ReplayPartitionID, ent.ReplayQueue = cp, it.Address.PartitionID, ""
+			return e.settle(ctx, ent, ledger.Removed, deadletter.OutcomeMovedElsewhere, "", func(r *Report) { r.MovedElsewhere++ })
+		}
+	}
+	return e.settle(ctx, ent, ledger.Removed, outcomeGone, "", func(r *Report) { r.AlreadyGone++ })
 }
 
 // copyOfAbsent looks for the copy of an address no longer in the DLQ:
