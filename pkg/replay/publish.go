@@ -47,31 +47,8 @@ func copyAddress(it Item, ent *ledger.Entry, toQueue string) (deadletter.Address
 
 func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) error {
 	a := it.Address
-	switch ent.State {
-	case ledger.Unknown:
-		if !e.o.RetryUnknown {
-			if err := e.save(ctx, ent, true); err != nil {
-				return err
-			}
-			e.record(func(r *Report) { r.Unknown++ })
-			e.list(a, "unknown: an endpoint replay's answer was lost and the row is still there", RetryUnknownNext)
-			return nil
-		}
-		ent.State = ledger.Pending
-	case ledger.Published:
-		if err := e.pace(pctx); err != nil {
-			return err
-		}
-		if ent.Outcome == deadletter.OutcomeMovedElsewhere {
-			return e.movedElsewhere(ctx, ent, ent.ReplayTxID)
-		}
-		return e.finishDelete(ctx, ent, func(r *Report) { r.Replayed++ })
-	case ledger.Inflight:
-		if ent.Via == ViaEndpoint {
-			return e.resolveEndpoint(ctx, ent)
-		}
-		// Manual path: re-pushing the same derived id is safe; the move:
-		// moving the row again is (a moved row is a 404, its copy found).
+	if done, err := e.resume(pctx, ctx, ent); done {
+		return err
 	}
 	ent.Action = deadletter.Replay
 	if e.o.MaxGeneration > 0 && ent.Generation > e.o.MaxGeneration {
@@ -80,33 +57,9 @@ func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) e
 			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("skipped: generation %d is past the batch's cap of %d (it keeps failing after replays)", ent.Generation, e.o.MaxGeneration), Next: GenerationCapNext})
 		})
 	}
-	payload := it.Data()
-	if !it.Checked && (it.Envelope() || len(payload) == 0) {
-		// The released server's list shows the envelope; the detail route
-		// decrypts. Never push an envelope.
-		m, err := e.b.Get(ctx, a)
-		switch {
-		case errors.Is(err, client.ErrNoDeadLetterRow):
-			return e.settle(ctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
-		case err != nil:
-			return e.fail(ctx, ent, "failed: ", err)
-		}
-		payload = m.Payload
-	}
-	if deadletter.IsEnvelope(payload) {
-		if e.o.Release.Moves() {
-			// 2.x's console moves a row it cannot decrypt, the envelope as
-			// the copy: a row moved meanwhile is not left in place.
-			if cp, err := e.anyRowCopied(ctx, it); err != nil {
-				return e.fail(ctx, ent, "failed: looking for a copy another hand published: ", err)
-			} else if cp != "" {
-				return e.movedElsewhere(ctx, ent, cp)
-			}
-		}
-		return e.settle(ctx, ent, ledger.Skipped, "undecryptable", "", func(r *Report) {
-			r.SkippedEncrypted++
-			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: "skipped: undecryptable envelope (wrong or rotated key); left in place", Next: DiscardNext})
-		})
+	payload, done, err := e.payloadOf(ctx, it, ent)
+	if done {
+		return err
 	}
 	if Pinned(ent) && ent.ReplayQueue != "" && ent.ReplayQueue != e.destQueue(it) {
 		// Its earlier push (which may have landed) went elsewhere: the
@@ -129,6 +82,74 @@ func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) e
 		return e.endpoint(ctx, ent)
 	}
 	return e.manual(ctx, it, ent, payload)
+}
+
+// resume takes up where the journal says an earlier attempt left an
+// address (done: settled here): an endpoint answer lost (retried only
+// with --retry-unknown), a copy published and its row still to delete,
+// an endpoint call in flight.
+func (e *Engine) resume(pctx, ctx context.Context, ent *ledger.Entry) (done bool, err error) {
+	switch ent.State {
+	case ledger.Unknown:
+		if !e.o.RetryUnknown {
+			if err := e.save(ctx, ent, true); err != nil {
+				return true, err
+			}
+			e.record(func(r *Report) { r.Unknown++ })
+			e.list(ent.Address, "unknown: an endpoint replay's answer was lost and the row is still there", RetryUnknownNext)
+			return true, nil
+		}
+		ent.State = ledger.Pending
+	case ledger.Published:
+		if err := e.pace(pctx); err != nil {
+			return true, err
+		}
+		if ent.Outcome == deadletter.OutcomeMovedElsewhere {
+			return true, e.movedElsewhere(ctx, ent, ent.ReplayTxID)
+		}
+		return true, e.finishDelete(ctx, ent, func(r *Report) { r.Replayed++ })
+	case ledger.Inflight:
+		if ent.Via == ViaEndpoint {
+			return true, e.resolveEndpoint(ctx, ent)
+		}
+		// Manual path: re-pushing the same derived id is safe; the move:
+		// moving the row again is (a moved row is a 404, its copy found).
+	}
+	return false, nil
+}
+
+// payloadOf is the message a replay publishes: the list's, or, when the
+// list showed an envelope or nothing, the detail route's (it decrypts;
+// an envelope is never pushed). done: the address was settled here (gone,
+// or undecryptable and left in place).
+func (e *Engine) payloadOf(ctx context.Context, it Item, ent *ledger.Entry) (payload json.RawMessage, done bool, err error) {
+	payload = it.Data()
+	if !it.Checked && (it.Envelope() || len(payload) == 0) {
+		m, err := e.b.Get(ctx, it.Address)
+		switch {
+		case errors.Is(err, client.ErrNoDeadLetterRow):
+			return nil, true, e.settle(ctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
+		case err != nil:
+			return nil, true, e.fail(ctx, ent, "failed: ", err)
+		}
+		payload = m.Payload
+	}
+	if !deadletter.IsEnvelope(payload) {
+		return payload, false, nil
+	}
+	if e.o.Release.Moves() {
+		// 2.x's console moves a row it cannot decrypt, the envelope as the
+		// copy: a row moved meanwhile is not left in place.
+		if cp, err := e.anyRowCopied(ctx, it); err != nil {
+			return nil, true, e.fail(ctx, ent, "failed: looking for a copy another hand published: ", err)
+		} else if cp != "" {
+			return nil, true, e.movedElsewhere(ctx, ent, cp)
+		}
+	}
+	return nil, true, e.settle(ctx, ent, ledger.Skipped, "undecryptable", "", func(r *Report) {
+		r.SkippedEncrypted++
+		r.Listed = append(r.Listed, AddrResult{Address: it.Address, Reason: "skipped: undecryptable envelope (wrong or rotated key); left in place", Next: DiscardNext})
+	})
 }
 
 // endpoint replays through /retry (--via endpoint).
@@ -252,7 +273,7 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 	ent.ReplayDigest = digest
 	// Whether a copy under this id may be this entry's own, from an
 	// attempt before this one: else a duplicate is another hand's.
-	ours := !ent.Fresh() && (ent.Via == ViaManual || ent.Via == ViaMove) && (ent.State == ledger.Inflight || ent.State == ledger.Failed)
+	ours := !ent.Fresh() && tried(ent)
 	ent.State, ent.Via, ent.ReplayQueue = ledger.Inflight, ViaManual, queue
 	ent.Attempts++
 	if !ent.Holds() {
@@ -273,12 +294,18 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 	}
 	e.copies.add(ent.ReplayTxID)
 	res, sent, err := e.pushCopy(ctx, client.PushItem{Queue: queue, Partition: partition, Payload: payload, TransactionID: ent.ReplayTxID})
-	ours = ours || sent
 	if err != nil {
 		e.stopOnRefusal(err)
 		// Stays retryable: the derived id makes the next attempt safe.
 		return e.fail(ctx, ent, "failed: ", err)
 	}
+	return e.pushed(ctx, it, ent, res, ours || sent)
+}
+
+// pushed settles a manual replay's push the broker answered: a duplicate
+// that is not this entry's own on a broker that moves is another hand's
+// copy; otherwise the copy is published, and the row is deleted.
+func (e *Engine) pushed(ctx context.Context, it Item, ent *ledger.Entry, res client.PushResult, ours bool) error {
 	dup := res.Status == "duplicate"
 	if dup && !ours && e.o.Release.Moves() {
 		// The broker's copy of this row exists and this entry never made

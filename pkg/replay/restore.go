@@ -33,77 +33,17 @@ func (e *Engine) republish(pctx, ctx context.Context, it Item, ent *ledger.Entry
 	if a.Foreign() {
 		name, outcome, txid = deadletter.Import, deadletter.OutcomeImported, deadletter.ImportTxID(a)
 	}
-	act := deadletter.ActionOf(e.o.Action)
-	counted := func(r *Report) { r.Restored++ }
-	if act.From == deadletter.FromFile {
-		counted = func(r *Report) { r.Imported++ }
-	}
-	if (ent.Action == deadletter.Restore || ent.Action == deadletter.Import) && ent.State == ledger.Removed {
-		return e.settle(ctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) {
-			r.AlreadyDone++
-			if ent.BatchID != e.o.BatchID {
-				r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("already %s by batch %s as %s: not published again", deadletter.ActionOf(ent.Action).Past, ent.BatchID, ent.ReplayTxID)})
-			}
-		})
-	}
-	if ent.Action == deadletter.Replay && ent.BatchID != "" {
-		// A replay since (of the message dead-lettered again; its entry
-		// taken after this batch was planned) made it live: a copy of the
-		// archived one would be the message twice. Its entry stays the
-		// replay's.
-		return e.settle(ctx, ent, ent.State, ent.Outcome, ent.LastError, func(r *Report) {
-			r.AlreadyDone++
-			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not %s: batch %s replayed it after the discard (as %s)", act.Past, ent.BatchID, ent.ReplayTxID)})
-		})
-	}
-	if ent.Action != name {
-		// The discard's entry (or none): this batch's from here on.
-		ent.State, ent.ReplayTxID, ent.ReplayPartitionID, ent.ReplayQueue, ent.ReplayDigest, ent.Via, ent.Outcome = ledger.Pending, "", "", "", "", "", ""
-	}
-	ent.BatchID, ent.Action = e.o.BatchID, name
-	if ent.ReplayTxID == "" && !a.Foreign() {
-		// Before its first attempt: one dead-lettered (again) in this
-		// broker is a dead letter to replay or discard, not to publish
-		// beside.
-		present, err := e.rowPresent(ctx, a)
-		if err != nil {
-			return e.fail(ctx, ent, "failed: asking whether it is dead-lettered again: ", err)
-		}
-		if present {
-			return e.settle(ctx, ent, ledger.Skipped, "dead-lettered again", "", func(r *Report) {
-				r.DeadLetteredAgain++
-				r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not %s: it is dead-lettered again since the discard", act.Past), Next: ReplayOrDiscardNext, Generation: deadletter.Generation(a.TransactionID)})
-			})
-		}
-	}
-	kept := "the archive kept"
-	if act.From == deadletter.FromFile {
-		kept = "the file holds"
-	}
-	payload := it.Data()
-	switch {
-	case deadletter.IsEnvelope(payload):
-		return e.settle(ctx, ent, ledger.Skipped, "undecryptable", "", func(r *Report) {
-			r.SkippedEncrypted++
-			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not %s: %s an encryption envelope the broker could not decrypt (wrong or rotated key)", act.Past, kept)})
-		})
-	case len(payload) == 0:
-		return e.settle(ctx, ent, ledger.Skipped, "no payload", "", func(r *Report) {
-			r.SkippedEncrypted++
-			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not %s: %s no payload of it", act.Past, kept)})
-		})
+	if done, err := e.takeOver(ctx, it, ent, name); done {
+		return err
 	}
 	queue, partition := e.destQueue(it), it.Partition
 	if e.o.ToPartition != "" {
 		partition = e.o.ToPartition
 	}
-	if e.o.GoneQueues[queue] {
-		return e.settle(ctx, ent, ledger.Skipped, "queue gone", "", func(r *Report) {
-			r.QueueGone++
-			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not %s: queue %s does not exist", act.Past, queue), Next: AnotherQueueNext})
-		})
+	if done, err := e.unpublishable(ctx, it, ent, queue); done {
+		return err
 	}
-	payload, ok, err := e.transform(ctx, ent, payload)
+	payload, ok, err := e.transform(ctx, ent, it.Data())
 	if !ok {
 		return err
 	}
@@ -143,7 +83,89 @@ func (e *Engine) republish(pctx, ctx context.Context, it Item, ent *ledger.Entry
 	if res.Status == "duplicate" {
 		return e.settle(ctx, ent, ledger.Removed, outcome, "", func(r *Report) { r.Duplicate++ })
 	}
-	return e.settle(ctx, ent, ledger.Removed, outcome, "", counted)
+	return e.settle(ctx, ent, ledger.Removed, outcome, "", func(r *Report) {
+		if deadletter.ActionOf(e.o.Action).From == deadletter.FromFile {
+			r.Imported++
+		} else {
+			r.Restored++
+		}
+	})
+}
+
+// takeOver settles an address a restore or an import finds done already
+// (done says so: published by a batch of either, or made live by a replay
+// since), or takes its entry over as name (restore or import), this
+// batch's from here on.
+func (e *Engine) takeOver(ctx context.Context, it Item, ent *ledger.Entry, name string) (done bool, err error) {
+	a, act := it.Address, deadletter.ActionOf(e.o.Action)
+	switch {
+	case (ent.Action == deadletter.Restore || ent.Action == deadletter.Import) && ent.State == ledger.Removed:
+		return true, e.settle(ctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) {
+			r.AlreadyDone++
+			if ent.BatchID != e.o.BatchID {
+				r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("already %s by batch %s as %s: not published again", deadletter.ActionOf(ent.Action).Past, ent.BatchID, ent.ReplayTxID)})
+			}
+		})
+	case ent.Action == deadletter.Replay && ent.BatchID != "":
+		// A replay since (of the message dead-lettered again; its entry
+		// taken after this batch was planned) made it live: a copy of the
+		// archived one would be the message twice. Its entry stays the
+		// replay's.
+		return true, e.settle(ctx, ent, ent.State, ent.Outcome, ent.LastError, func(r *Report) {
+			r.AlreadyDone++
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not %s: batch %s replayed it after the discard (as %s)", act.Past, ent.BatchID, ent.ReplayTxID)})
+		})
+	case ent.Action != name:
+		// The discard's entry (or none): this batch's from here on.
+		ent.State, ent.ReplayTxID, ent.ReplayPartitionID, ent.ReplayQueue, ent.ReplayDigest, ent.Via, ent.Outcome = ledger.Pending, "", "", "", "", "", ""
+	}
+	ent.BatchID, ent.Action = e.o.BatchID, name
+	if ent.ReplayTxID != "" || a.Foreign() {
+		return false, nil
+	}
+	// Before its first attempt: one dead-lettered (again) in this broker
+	// is a dead letter to replay or discard, not to publish beside.
+	present, err := e.rowPresent(ctx, a)
+	if err != nil {
+		return true, e.fail(ctx, ent, "failed: asking whether it is dead-lettered again: ", err)
+	}
+	if present {
+		return true, e.settle(ctx, ent, ledger.Skipped, "dead-lettered again", "", func(r *Report) {
+			r.DeadLetteredAgain++
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not %s: it is dead-lettered again since the discard", act.Past), Next: ReplayOrDiscardNext, Generation: deadletter.Generation(a.TransactionID)})
+		})
+	}
+	return false, nil
+}
+
+// unpublishable settles an address whose message cannot be published
+// (done says so): an envelope the broker could not decrypt, no payload,
+// or a destination queue that is gone.
+func (e *Engine) unpublishable(ctx context.Context, it Item, ent *ledger.Entry, queue string) (done bool, err error) {
+	a, act := it.Address, deadletter.ActionOf(e.o.Action)
+	kept := "the archive kept"
+	if act.From == deadletter.FromFile {
+		kept = "the file holds"
+	}
+	payload := it.Data()
+	switch {
+	case deadletter.IsEnvelope(payload):
+		return true, e.settle(ctx, ent, ledger.Skipped, "undecryptable", "", func(r *Report) {
+			r.SkippedEncrypted++
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not %s: %s an encryption envelope the broker could not decrypt (wrong or rotated key)", act.Past, kept)})
+		})
+	case len(payload) == 0:
+		return true, e.settle(ctx, ent, ledger.Skipped, "no payload", "", func(r *Report) {
+			r.SkippedEncrypted++
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not %s: %s no payload of it", act.Past, kept)})
+		})
+	case e.o.GoneQueues[queue]:
+		return true, e.settle(ctx, ent, ledger.Skipped, "queue gone", "", func(r *Report) {
+			r.QueueGone++
+			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not %s: queue %s does not exist", act.Past, queue), Next: AnotherQueueNext})
+		})
+	}
+	return false, nil
 }
 
 // partitionOf is the id of the destination partition a copy went to,
