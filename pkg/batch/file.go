@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -56,26 +57,11 @@ func (f *fileSaid) Words() string {
 // read to its last line before the stage is sealed: one cut short or
 // altered is refused with nothing recorded or published.
 func fillFile(ctx context.Context, env Env, f *File, in *input) error {
-	if f == nil {
-		return errs.Usagef("an import needs a file")
-	}
-	rc, err := f.Open()
+	x, said, done, err := openFile(f, env.Client.Broker())
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return errs.Usagef("cannot read %s: %v", f.Name, err)
+		return err
 	}
-	defer rc.Close()
-	x, err := dlqfile.NewReader(rc)
-	if err != nil {
-		return refuseFile(f.Name, err)
-	}
-	said := &fileSaid{label: "file " + f.Name, header: x.Header, foreign: x.Header.Broker != env.Client.Broker()}
-	if f.Label != "" {
-		said.label = f.Label
-	}
+	defer done()
 	// A message the journal says was imported (or restored) already is
 	// left out and counted: importing a file again plans nothing twice.
 	ld, broker := env.Ledger, env.Client.Broker()
@@ -88,37 +74,11 @@ func fillFile(ctx context.Context, env Env, f *File, in *input) error {
 	if err != nil {
 		return err
 	}
-	num, done := newNumbering(), newNumbering()
-	var page []deadletter.Row
-	flush := func() error {
-		if history && len(page) > 0 {
-			var addrs []deadletter.Address
-			for _, r := range page {
-				if num.number(r.Address(), false) == 0 && done.number(r.Address(), false) == 0 {
-					addrs = append(addrs, r.Address())
-				}
-			}
-			ents, err := ld.Entries(ctx, broker, addrs)
-			if err != nil {
-				return err
-			}
-			for a, e := range ents {
-				if (e.Action == deadletter.Restore || e.Action == deadletter.Import) && e.State == ledger.Removed && done.number(a, false) == 0 {
-					done.number(a, true)
-					in.unrestorable["already "+deadletter.ActionOf(e.Action).Past]++
-				}
-			}
+	stager := &fileStager{w: w, num: newNumbering(), done: newNumbering(), unrestorable: in.unrestorable}
+	if history {
+		stager.entries = func(addrs []deadletter.Address) (map[deadletter.Address]*ledger.Entry, error) {
+			return ld.Entries(ctx, broker, addrs)
 		}
-		for _, r := range page {
-			if done.number(r.Address(), false) != 0 {
-				continue
-			}
-			if err := w.add(ctx, num.number(r.Address(), true), r, r.Data, false, true); err != nil {
-				return err
-			}
-		}
-		page = page[:0]
-		return nil
 	}
 	err = w.end(ctx, func() error {
 		for r, err := range x.Rows() {
@@ -130,18 +90,88 @@ func fillFile(ctx context.Context, env Env, f *File, in *input) error {
 			if said.foreign {
 				row.PartitionID = deadletter.ForeignAddress(x.Header.Broker, row.Address()).PartitionID
 			}
-			if page = append(page, row); len(page) == 400 {
-				if err := flush(); err != nil {
-					return err
-				}
+			if err := stager.add(ctx, row); err != nil {
+				return err
 			}
 		}
-		return flush()
+		return stager.flush(ctx)
 	}())
 	if err != nil {
 		return err
 	}
 	in.file = said
+	return nil
+}
+
+// openFile opens an export file to import into broker, its header read:
+// done closes it.
+func openFile(f *File, broker string) (x *dlqfile.Reader, said *fileSaid, done func(), err error) {
+	if f == nil {
+		return nil, nil, nil, errs.Usagef("an import needs a file")
+	}
+	rc, err := f.Open()
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, nil, nil, errs.Usagef("cannot read %s: %v", f.Name, err)
+	}
+	if x, err = dlqfile.NewReader(rc); err != nil {
+		_ = rc.Close()
+		return nil, nil, nil, refuseFile(f.Name, err)
+	}
+	said = &fileSaid{label: cmp.Or(f.Label, "file "+f.Name), header: x.Header, foreign: x.Header.Broker != broker}
+	return x, said, func() { _ = rc.Close() }, nil
+}
+
+// fileStager stages a file's rows a page at a time, leaving out the
+// messages the journal says were imported or restored already (entries,
+// nil for a broker without history), counted by what was done to them.
+type fileStager struct {
+	w            *writer
+	num, done    *numbering
+	page         []deadletter.Row
+	entries      func([]deadletter.Address) (map[deadletter.Address]*ledger.Entry, error)
+	unrestorable map[string]int
+}
+
+func (s *fileStager) add(ctx context.Context, r deadletter.Row) error {
+	if s.page = append(s.page, r); len(s.page) < 400 {
+		return nil
+	}
+	return s.flush(ctx)
+}
+
+// flush stages the page's rows of messages not done already.
+func (s *fileStager) flush(ctx context.Context) error {
+	if s.entries != nil && len(s.page) > 0 {
+		var addrs []deadletter.Address
+		for _, r := range s.page {
+			if s.num.number(r.Address(), false) == 0 && s.done.number(r.Address(), false) == 0 {
+				addrs = append(addrs, r.Address())
+			}
+		}
+		ents, err := s.entries(addrs)
+		if err != nil {
+			return err
+		}
+		for a, e := range ents {
+			if (e.Action == deadletter.Restore || e.Action == deadletter.Import) && e.State == ledger.Removed && s.done.number(a, false) == 0 {
+				s.done.number(a, true)
+				s.unrestorable["already "+deadletter.ActionOf(e.Action).Past]++
+			}
+		}
+	}
+	for _, r := range s.page {
+		if s.done.number(r.Address(), false) != 0 {
+			continue
+		}
+		if err := s.w.add(ctx, s.num.number(r.Address(), true), r, r.Data, false, true); err != nil {
+			return err
+		}
+	}
+	s.page = s.page[:0]
 	return nil
 }
 

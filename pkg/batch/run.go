@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -43,13 +44,8 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	if err := p.Refusal(); err != nil {
 		return nil, err
 	}
-	cl, ld, in, settings := p.env.Client, p.env.Ledger, p.in, p.settings
-	opts := p.opts
-	by := p.req.By
-	if by == "" {
-		by = p.env.User
-	}
-	now := p.now
+	cl, ld, settings, opts := p.env.Client, p.env.Ledger, p.settings, p.opts
+	by := cmp.Or(p.req.By, p.env.User)
 	phases := &replay.Phases{Plan: p.planTook.Seconds()}
 	took := phaseClock()
 	batch, archived, err := p.record(ctx, by)
@@ -58,32 +54,14 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	}
 	phases.Record = took()
 	if batch.Status == ledger.StatusAwaiting {
-		if recorded != nil {
-			recorded(batch.ID, true)
-		}
-		_ = ld.Audit(context.WithoutCancel(ctx), ledger.AuditEntry{At: now, Broker: cl.Broker(), BatchID: batch.ID, Kind: "awaiting-approval", By: by,
-			Detail: fmt.Sprintf("%s of %s: more than %d needs a second person's approval", deadletter.VerbOf(p.req.Action), render.Plural(p.Messages(), "address", "addresses"), p.env.ApprovalAbove)})
-		return &Result{Report: &replay.Report{BatchID: batch.ID}, Awaiting: true, Author: batch.Author}, nil
+		return p.awaiting(ctx, batch, by, recorded), nil
 	}
 	jctx := context.WithoutCancel(ctx)
-	// Every row the batch's deletes may remove is archived before the
-	// first one: a discard is recoverable, and no row leaves the broker
-	// unrecorded (other groups' rows included). A fresh batch archived
-	// them with its record; a restore deletes nothing (its rows are the
-	// archive's).
-	if !archived && p.act().Deletes {
-		if err := p.archive(jctx); err != nil {
-			return nil, err
-		}
+	owner, err := p.begin(jctx, batch, archived, by)
+	if err != nil {
+		return nil, err
 	}
 	phases.Archive = took()
-	if err := ld.SetBatchStatus(jctx, batch.ID, ledger.StatusRunning, now, now, batch.Outcome); err != nil {
-		return nil, err
-	}
-	owner := ledger.NewOwner(nonce())
-	if err := ld.StartRun(jctx, batch.ID, owner, p.Messages()); err != nil {
-		return nil, err
-	}
 	// The run can be stopped from anywhere (decisions stop): its beat
 	// learns of it and ends the run as SIGINT would, nothing in flight
 	// lost; done is what the beat says the run got to.
@@ -91,12 +69,9 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	rctx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
 	defer beat(jctx, ld, batch.ID, owner, &done, func(st *ledger.Stop) { stopRun(&StoppedError{Stop: *st}) })()
-	_ = ld.Audit(jctx, ledger.AuditEntry{At: now, Broker: cl.Broker(), BatchID: batch.ID, Kind: "execution-started", By: by,
-		Detail: fmt.Sprintf("%s of %s at %s, %s", deadletter.VerbOf(p.req.Action), render.Plural(p.Messages(), "address", "addresses"), rateWords(settings.Rate), viaWords(settings, opts.Via))})
 	if recorded != nil {
-		recorded(batch.ID, in.batch == nil)
+		recorded(batch.ID, p.in.batch == nil)
 	}
-
 	opts.Rate, opts.Burst = settings.Rate, settings.Burst
 	opts.Broker, opts.BatchID, opts.Owner = cl.Broker(), batch.ID, owner
 	opts.Progress = func(n int) {
@@ -112,7 +87,7 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 		}
 	}
 	phases.Archive += took() // the run's start in the ledger, with the archive
-	rep, runErr := replay.NewEngine(cl, ld, opts).RunSource(rctx, source{in.st})
+	rep, runErr := replay.NewEngine(cl, ld, opts).RunSource(rctx, source{p.in.st})
 	tr.finish(rep)
 	var stopped *StoppedError
 	if errors.As(context.Cause(rctx), &stopped) && ctx.Err() == nil {
@@ -124,23 +99,72 @@ func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool),
 	if runErr != nil {
 		return res, runErr
 	}
-	// Copies this batch published that failed again: the run did not act
-	// on them (one batch does not act twice), and its summary, status and
-	// exit say so, as decisions verify does.
-	for _, cb := range in.copiesBack {
+	if err := p.end(ctx, batch.ID, by, rep); err != nil {
+		return res, err
+	}
+	phases.Settle = took()
+	res.NewSince = p.newSince(ctx, batch.ID, rep)
+	return res, nil
+}
+
+// awaiting is the result of a batch recorded awaiting a second person's
+// approval (audited as such), not run.
+func (p *Pending) awaiting(ctx context.Context, batch *ledger.Batch, by string, recorded func(id string, fresh bool)) *Result {
+	if recorded != nil {
+		recorded(batch.ID, true)
+	}
+	_ = p.env.Ledger.Audit(context.WithoutCancel(ctx), ledger.AuditEntry{At: p.now, Broker: p.env.Client.Broker(), BatchID: batch.ID, Kind: "awaiting-approval", By: by,
+		Detail: fmt.Sprintf("%s of %s: more than %d needs a second person's approval", p.act().Verb, render.Plural(p.Messages(), "address", "addresses"), p.env.ApprovalAbove)})
+	return &Result{Report: &replay.Report{BatchID: batch.ID}, Awaiting: true, Author: batch.Author}
+}
+
+// begin readies a recorded batch to run: every row its deletes may
+// remove archived before the first one (a discard is recoverable, and no
+// row leaves the broker unrecorded, other groups' rows included; a fresh
+// batch archived them with its record; a restore deletes nothing), the
+// batch running, and the run started under a new owner (returned) and
+// audited.
+func (p *Pending) begin(ctx context.Context, batch *ledger.Batch, archived bool, by string) (owner string, err error) {
+	ld, now := p.env.Ledger, p.now
+	if !archived && p.act().Deletes {
+		if err := p.archive(ctx); err != nil {
+			return "", err
+		}
+	}
+	if err := ld.SetBatchStatus(ctx, batch.ID, ledger.StatusRunning, now, now, batch.Outcome); err != nil {
+		return "", err
+	}
+	owner = ledger.NewOwner(nonce())
+	if err := ld.StartRun(ctx, batch.ID, owner, p.Messages()); err != nil {
+		return "", err
+	}
+	_ = ld.Audit(ctx, ledger.AuditEntry{At: now, Broker: p.env.Client.Broker(), BatchID: batch.ID, Kind: "execution-started", By: by,
+		Detail: fmt.Sprintf("%s of %s at %s, %s", p.act().Verb, render.Plural(p.Messages(), "address", "addresses"), rateWords(p.settings.Rate), viaWords(p.settings, p.opts.Via))})
+	return owner, nil
+}
+
+// end settles a run that ended without a ledger error: the copies this
+// batch published that failed again (the run did not act on them: one
+// batch does not act twice, and its summary, status and exit say so, as
+// decisions verify does), and the batch's status.
+func (p *Pending) end(ctx context.Context, id, by string, rep *replay.Report) error {
+	for _, cb := range p.in.copiesBack {
 		rep.DeadLetteredAgain++
 		rep.Listed = append(rep.Listed, replay.AddrResult{Address: cb.Copy, Reason: fmt.Sprintf(
 			"the copy of %s, which this batch published, is dead-lettered again", cb.Lineage.Original),
 			Next: replay.ReplayOrDiscardNext, Generation: cb.Lineage.Generation + 1})
 	}
-	if err := p.settle(jctx, batch.ID, by, rep); err != nil {
-		return res, err
+	return p.settle(context.WithoutCancel(ctx), id, by, rep)
+}
+
+// newSince counts the dead letters that matched a fresh selection's
+// batch after its plan (a run that finished; 0 for any other).
+func (p *Pending) newSince(ctx context.Context, id string, rep *replay.Report) int {
+	sel := p.req.Selection
+	if p.in.batch != nil || p.act().Outside() || rep.Interrupted || sel == nil || len(sel.Addresses) > 0 {
+		return 0
 	}
-	phases.Settle = took()
-	if sel := p.req.Selection; in.batch == nil && !p.act().Outside() && !rep.Interrupted && sel != nil && len(sel.Addresses) == 0 {
-		res.NewSince = newSince(ctx, cl, ld, batch.ID, sel, in.planAt, rep.Published)
-	}
-	return res, nil
+	return newSince(ctx, p.env.Client, p.env.Ledger, id, sel, p.in.planAt, rep.Published)
 }
 
 // phaseClock returns a function that says, in seconds, how long it has
