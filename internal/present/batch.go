@@ -52,13 +52,11 @@ func Plan(w io.Writer, pal *render.Palette, p batch.Plan) {
 	}
 	if b := p.Broker; b != nil {
 		words := b.ReplayWords()
-		switch p.Action {
-		case deadletter.Discard:
+		switch act := deadletter.ActionOf(p.Action); {
+		case act.Discards():
 			words = b.DeleteWords()
-		case deadletter.Restore:
-			words = "a restore is a push under its own id, on every line"
-		case deadletter.Import:
-			words = "an import is a push under its own id, on every line"
+		case act.Outside():
+			words = article(act.Name) + " is a push under its own id, on every line"
 		}
 		fmt.Fprintf(w, "  broker: %s — %s\n", c(b.Name()), words)
 	}
@@ -182,7 +180,7 @@ func planWarnings(w io.Writer, pal *render.Palette, p batch.Plan) {
 		fmt.Fprintf(w, "  %s a %s acts on the message, so it also removes %s the selection left out: %s. They are archived and recorded in this batch.\n",
 			warn, map[bool]string{true: deadletter.ActionOf(p.Action).Verb + "'s delete", false: "delete"}[deadletter.ActionOf(p.Action).Publishes],
 			render.Plural(p.OtherGroups, "dead-letter row", "dead-letter rows"), strings.Join(parts, "; "))
-		if p.Action == deadletter.Replay {
+		if deadletter.ActionOf(p.Action).Republishes() {
 			fmt.Fprintf(w, "  To replay for one consumer group alone, publish to a recovery queue only that group reads: --to-queue.\n")
 		}
 	}
@@ -201,7 +199,7 @@ func planWarnings(w io.Writer, pal *render.Palette, p batch.Plan) {
 		if act := deadletter.ActionOf(p.Action); act.Outside() {
 			kept := map[bool]string{true: "the file holds it", false: "the archive kept it"}[act.From == deadletter.FromFile]
 			fmt.Fprintf(w, "  %s %s an encryption envelope the broker could not decrypt, as %s; not %s.\n", warn, render.Plural(p.Undecryptable, "message is", "messages are"), kept, act.Past)
-		} else if p.Action == deadletter.Replay {
+		} else if act.Publishes {
 			fmt.Fprintf(w, "  %s %s an encryption envelope the broker cannot decrypt; they are skipped and left in place.\n", warn, render.Plural(p.Undecryptable, "message is", "messages are"))
 		} else {
 			fmt.Fprintf(w, "  %s %s an encryption envelope the broker cannot decrypt; they are discarded like the rest (the archive keeps the envelope).\n", warn, render.Plural(p.Undecryptable, "message is", "messages are"))
@@ -241,7 +239,7 @@ func groupLabels(gs []string) []string {
 // destination's consumer lag (and --max-lag), and --window.
 func lagAndWindow(w io.Writer, p batch.Plan) {
 	c := render.Clean
-	if l := p.Lag; l != nil && p.Action == deadletter.Replay {
+	if l := p.Lag; l != nil && deadletter.ActionOf(p.Action).Republishes() {
 		switch {
 		case len(l.Groups) > 0:
 			fmt.Fprintln(w, "  consumer lag of the destination:")
@@ -447,4 +445,12 @@ func advice(n replay.Next, l replay.AddrResult) string {
 		return "; the resume line below runs the batch again"
 	}
 	return ""
+}
+
+// article is word with its indefinite article ("a restore", "an import").
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an " + word
+	}
+	return "a " + word
 }

@@ -104,7 +104,7 @@ func blocked(ctx context.Context, ld *ledger.Store, b *ledger.Batch, man []ledge
 		Order string `json:"order"`
 	}
 	_ = json.Unmarshal(b.Settings, &set)
-	if b.Action != ledger.ActionReplay || set.Order != replay.OrderPartition {
+	if !deadletter.ActionOf(b.Action).Ordered || set.Order != replay.OrderPartition {
 		return nil, nil
 	}
 	items := make([]replay.Item, len(man))

@@ -157,7 +157,7 @@ func (s *fileStager) flush(ctx context.Context) error {
 			return err
 		}
 		for a, e := range ents {
-			if (e.Action == deadletter.Restore || e.Action == deadletter.Import) && e.State == ledger.Removed && s.done.number(a, false) == 0 {
+			if deadletter.ActionOf(e.Action).Outside() && e.State == ledger.Removed && s.done.number(a, false) == 0 {
 				s.done.number(a, true)
 				s.unrestorable["already "+deadletter.ActionOf(e.Action).Past]++
 			}

@@ -94,11 +94,10 @@ func loadBatch(ctx context.Context, env Env, id, action string) (*ledger.Batch, 
 	if b.Status == ledger.StatusCancelled {
 		return nil, errs.Usagef("batch %s was cancelled (see dlqctl decisions show %s): it is no longer a decision; select the dead letters again for a new batch", b.ID, b.ID)
 	}
-	want := action
-	if action == deadletter.Restore && b.Action == ledger.ActionDiscard {
+	if deadletter.ActionOf(action).From == deadletter.FromArchive && deadletter.ActionOf(b.Action).Discards() {
 		return b, nil // what it archived is the selection
 	}
-	if b.Action != want {
+	if b.Action != action {
 		with := "nothing (a hold is not executed)"
 		if a := deadletter.ActionNamed(b.Action); a != nil {
 			with = "dlq " + a.Verb

@@ -147,7 +147,7 @@ func Prepare(ctx context.Context, env Env, req Request) (_ *Pending, err error) 
 		if err != nil {
 			return nil, err
 		}
-		if restoring && b.Action == ledger.ActionDiscard {
+		if restoring && deadletter.ActionOf(b.Action).Discards() {
 			p.in.from = b
 		} else {
 			p.in.batch = b
@@ -213,7 +213,7 @@ func (p *Pending) MakePlan(ctx context.Context) error {
 	st := p.in.st
 	p.gens, p.holds, p.decided, p.skippedHeld = replay.Generations{}, map[string]HoldShare{}, map[string]DecidedShare{}, 0
 	p.po.Generations, p.opts.Generations = p.gens, p.gens
-	replaying, restoring := p.req.Action == deadletter.Replay, p.act().Outside()
+	replaying, restoring := p.act().Republishes(), p.act().Outside()
 	if replaying || restoring {
 		queues, err := st.queues(ctx)
 		if err != nil {

@@ -315,10 +315,10 @@ func ValidateRate(r float64) error {
 // when nothing else is said: the commands' flag defaults, and the triage
 // screen's.
 func DefaultSettings(action string) Settings {
-	switch action {
-	case deadletter.Discard:
+	switch act := deadletter.ActionOf(action); {
+	case act.Discards():
 		return Settings{Rate: 10, Burst: 1, Concurrency: 1}
-	case deadletter.Restore, deadletter.Import:
+	case act.Outside():
 		return Settings{Rate: 10, Burst: 1, Concurrency: 4}
 	}
 	return Settings{Rate: 10, Burst: 1, Concurrency: 4, Via: replay.ViaAuto, MaxGeneration: 3, Order: replay.OrderPartition}

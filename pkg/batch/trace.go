@@ -81,7 +81,7 @@ func (t *tracer) write() {
 	for it := range t.ch {
 		ctx, cancel := context.WithTimeout(context.Background(), traceTimeout)
 		lineage := map[string]any{"batch": t.batch.ID, "action": t.batch.Action, "why": t.batch.Why, "by": t.batch.By, "original": it.orig.String()}
-		if t.batch.Action == ledger.ActionReplay {
+		if deadletter.ActionOf(t.batch.Action).Generations {
 			lineage["generation"] = it.generation
 		}
 		err := t.cl.Trace(ctx, client.TraceEvent{PartitionID: it.copy.PartitionID, TransactionID: it.copy.TransactionID, EventType: t.batch.Action,

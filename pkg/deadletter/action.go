@@ -46,6 +46,16 @@ const (
 // and no hold reaches them.
 func (a *Action) Outside() bool { return a.From != FromDLQ }
 
+// Discards reports whether the action removes dead letters for good
+// (each archived first), publishing nothing: a restore takes what it
+// archived back.
+func (a *Action) Discards() bool { return a.Deletes && !a.Publishes }
+
+// Republishes reports whether the action publishes the DLQ's own
+// messages again (a replay): its rows are ones another hand (a broker's
+// console) may move while it works, and it may run a canary first.
+func (a *Action) Republishes() bool { return a.Publishes && a.From == FromDLQ }
+
 // The actions a batch takes.
 var (
 	ActReplay = &Action{Name: Replay, Verb: "replay", Title: "Replay", Doing: "Replaying", Past: "replayed",

@@ -131,6 +131,17 @@ func TestActions(t *testing.T) {
 	if !deadletter.ActRestore.Outside() || !deadletter.ActImport.Outside() || deadletter.ActReplay.Outside() || deadletter.ActDiscard.Outside() {
 		t.Error("Outside: the archive and a file are outside the DLQ, the DLQ is not")
 	}
+	for _, a := range deadletter.Actions() {
+		if got, want := a.Discards(), a == deadletter.ActDiscard; got != want {
+			t.Errorf("%s.Discards() = %v", a.Name, got)
+		}
+		if got, want := a.Republishes(), a == deadletter.ActReplay; got != want {
+			t.Errorf("%s.Republishes() = %v", a.Name, got)
+		}
+	}
+	if o := deadletter.ActionOf("hold"); o.Discards() || o.Republishes() {
+		t.Error("a hold neither discards nor republishes")
+	}
 }
 
 // Every criterion narrows; a time filter is a half-open interval; the

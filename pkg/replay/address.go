@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,7 +21,7 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 	// there is no reason to cause it.
 	cctx := context.WithoutCancel(ctx)
 	defer e.holdRows(it)()
-	if deadletter.ActionOf(e.o.Action).Outside() {
+	if e.act.Outside() {
 		return e.republish(ctx, cctx, it, ent)
 	}
 	if ent.State == ledger.Removed {
@@ -40,10 +41,10 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 			r.Listed = append(r.Listed, AddrResult{Address: it.Address, Reason: "unreachable: " + why + "; nothing was sent (the broker cannot be asked about this address)"})
 		})
 	}
-	if e.o.Action == deadletter.Discard {
-		return e.discard(ctx, cctx, it, ent)
+	if e.act.Publishes {
+		return e.replay(ctx, cctx, it, ent)
 	}
-	return e.replay(ctx, cctx, it, ent)
+	return e.discard(ctx, cctx, it, ent)
 }
 
 // holdRows keeps, while an address is worked on (settle counts them),
@@ -51,7 +52,7 @@ func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 func (e *Engine) holdRows(it Item) (release func()) {
 	a := it.Address
 	e.mu.Lock()
-	if it.Absent || deadletter.ActionOf(e.o.Action).Outside() {
+	if it.Absent || e.act.Outside() {
 		e.rows[a] = 0 // a restore or an import removes no row
 	} else {
 		e.rows[a] = len(it.Rows) + len(it.Others)
@@ -104,7 +105,7 @@ func (e *Engine) revisit(ctx context.Context, it Item, ent *ledger.Entry) (done 
 			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("dead-lettered again after %s (%s)", didWhat(ent), stamp(ent.UpdatedAt)),
 				Next: ReplayOrDiscardNext, Generation: ent.Generation + 1})
 		})
-	case e.o.Action == deadletter.Replay:
+	case e.act.Generations:
 		// Back in the DLQ after another batch: acted on afresh, a replay as
 		// a new generation, so its derived transaction id is not a
 		// duplicate. Its earlier copy is this journal's own, not another
@@ -146,7 +147,7 @@ func (e *Engine) absent(ctx context.Context, it Item, ent *ledger.Entry) error {
 	if present {
 		return e.missed(ctx, ent)
 	}
-	if e.o.Action == deadletter.Replay && (ent.State == ledger.Pending || tried(ent)) {
+	if e.act.Publishes && (ent.State == ledger.Pending || tried(ent)) {
 		// A run that died between its push and its delete, or whose answer
 		// was lost, may have published; on a broker that moves, someone
 		// may have moved a row meanwhile: if a copy is there, the address
@@ -240,14 +241,7 @@ func didWhat(ent *ledger.Entry) string {
 	if ent.Outcome == deadletter.OutcomeMovedElsewhere {
 		return "another hand (the console) moved it while this batch held it"
 	}
-	return "this batch " + pastTense(ent.Action) + " it"
-}
-
-func pastTense(action string) string {
-	if action == deadletter.Discard {
-		return "discarded"
-	}
-	return "replayed"
+	return "this batch " + deadletter.ActionOf(cmp.Or(ent.Action, deadletter.Replay)).Past + " it"
 }
 
 func stamp(t time.Time) string {

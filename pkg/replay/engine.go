@@ -43,7 +43,7 @@ type Journal interface {
 
 // Options configure an execution.
 type Options struct {
-	Action  string // Replay or Discard
+	Action  string // what the batch does (deadletter.Replay when empty)
 	Broker  string // the broker URL the journal files entries under
 	BatchID string
 	Owner   string // claim owner (ledger.NewOwner)
@@ -105,6 +105,8 @@ type Engine struct {
 	j   Journal
 	o   Options
 	lim *rate.Limiter
+	// act is what Options.Action does: the engine asks it, never its name.
+	act *deadletter.Action
 
 	src       Source
 	pushes    *pusher
@@ -168,6 +170,9 @@ func NewEngine(b Broker, j Journal, o Options) *Engine {
 	if o.Lease <= 0 {
 		o.Lease = 5 * time.Minute
 	}
+	if o.Action == "" {
+		o.Action = deadletter.Replay
+	}
 	if o.Via == "" {
 		o.Via = ViaAuto
 	}
@@ -186,7 +191,7 @@ func NewEngine(b Broker, j Journal, o Options) *Engine {
 	if o.Rate > 0 {
 		lim = rate.NewLimiter(rate.Limit(o.Rate), o.Burst)
 	}
-	return &Engine{b: b, j: j, o: o, lim: lim, rows: map[deadletter.Address]int{}, archived: map[deadletter.Address][]string{}, copies: newCopySet(), blocked: map[Chain]bool{}}
+	return &Engine{b: b, j: j, o: o, lim: lim, act: deadletter.ActionOf(o.Action), rows: map[deadletter.Address]int{}, archived: map[deadletter.Address][]string{}, copies: newCopySet(), blocked: map[Chain]bool{}}
 }
 
 // errNotStarted: a job was stopped before its first broker call (an
@@ -250,7 +255,7 @@ func (e *Engine) RunSource(ctx context.Context, src Source) (*Report, error) {
 		return &e.rep, err
 	}
 	rest := 0
-	if e.o.Action == deadletter.Replay && e.o.Canary > 0 && total > e.o.Canary {
+	if e.act.Republishes() && e.o.Canary > 0 && total > e.o.Canary {
 		if err := e.runSome(ctx, 0, e.o.Canary, 1); err != nil {
 			return finish(err)
 		}

@@ -50,7 +50,7 @@ func (e *Engine) replay(pctx, ctx context.Context, it Item, ent *ledger.Entry) e
 	if done, err := e.resume(pctx, ctx, ent); done {
 		return err
 	}
-	ent.Action = deadletter.Replay
+	ent.Action = e.act.Name
 	if e.o.MaxGeneration > 0 && ent.Generation > e.o.MaxGeneration {
 		return e.settle(ctx, ent, ledger.Skipped, "generation-cap", "", func(r *Report) {
 			r.SkippedGeneration++

@@ -84,7 +84,7 @@ func (e *Engine) republish(pctx, ctx context.Context, it Item, ent *ledger.Entry
 		return e.settle(ctx, ent, ledger.Removed, outcome, "", func(r *Report) { r.Duplicate++ })
 	}
 	return e.settle(ctx, ent, ledger.Removed, outcome, "", func(r *Report) {
-		if deadletter.ActionOf(e.o.Action).From == deadletter.FromFile {
+		if e.act.From == deadletter.FromFile {
 			r.Imported++
 		} else {
 			r.Restored++
@@ -97,16 +97,16 @@ func (e *Engine) republish(pctx, ctx context.Context, it Item, ent *ledger.Entry
 // since), or takes its entry over as name (restore or import), this
 // batch's from here on.
 func (e *Engine) takeOver(ctx context.Context, it Item, ent *ledger.Entry, name string) (done bool, err error) {
-	a, act := it.Address, deadletter.ActionOf(e.o.Action)
+	a, act, was := it.Address, e.act, deadletter.ActionOf(ent.Action)
 	switch {
-	case (ent.Action == deadletter.Restore || ent.Action == deadletter.Import) && ent.State == ledger.Removed:
+	case was.Outside() && ent.State == ledger.Removed:
 		return true, e.settle(ctx, ent, ledger.Removed, ent.Outcome, "", func(r *Report) {
 			r.AlreadyDone++
 			if ent.BatchID != e.o.BatchID {
-				r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("already %s by batch %s as %s: not published again", deadletter.ActionOf(ent.Action).Past, ent.BatchID, ent.ReplayTxID)})
+				r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("already %s by batch %s as %s: not published again", was.Past, ent.BatchID, ent.ReplayTxID)})
 			}
 		})
-	case ent.Action == deadletter.Replay && ent.BatchID != "":
+	case was.Republishes() && ent.BatchID != "":
 		// A replay since (of the message dead-lettered again; its entry
 		// taken after this batch was planned) made it live: a copy of the
 		// archived one would be the message twice. Its entry stays the
@@ -142,7 +142,7 @@ func (e *Engine) takeOver(ctx context.Context, it Item, ent *ledger.Entry, name 
 // (done says so): an envelope the broker could not decrypt, no payload,
 // or a destination queue that is gone.
 func (e *Engine) unpublishable(ctx context.Context, it Item, ent *ledger.Entry, queue string) (done bool, err error) {
-	a, act := it.Address, deadletter.ActionOf(e.o.Action)
+	a, act := it.Address, e.act
 	kept := "the archive kept"
 	if act.From == deadletter.FromFile {
 		kept = "the file holds"

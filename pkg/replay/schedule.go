@@ -50,7 +50,7 @@ func (e *Engine) acquire(ctx context.Context, part []Item) (map[deadletter.Addre
 			}
 		}
 	}
-	if e.o.Action == deadletter.Replay && e.o.Release.Moves() {
+	if e.act.Republishes() && e.o.Release.Moves() {
 		// The rows the ledger saw of each address, one statement a chunk:
 		// one moved since by another hand left its copy under its id.
 		ids, err := e.j.ArchivedRowIDs(ctx, e.o.Broker, addrs)
@@ -75,7 +75,7 @@ func (e *Engine) acquire(ctx context.Context, part []Item) (map[deadletter.Addre
 // push). Any other item is enrolled pending and journals its intent (if
 // any) when it gets there.
 func (e *Engine) intentAhead(it Item, gen int) bool {
-	return e.o.Action == deadletter.Replay && e.o.Transform == nil && !it.Absent && it.Address.Unreachable() == "" &&
+	return e.act.Republishes() && e.o.Transform == nil && !it.Absent && it.Address.Unreachable() == "" &&
 		(e.o.MaxGeneration <= 0 || gen <= e.o.MaxGeneration) && len(it.Data()) > 0 && !it.Undecryptable()
 }
 
@@ -114,7 +114,7 @@ func (e *Engine) copyTxID(it Item, gen int) string {
 // runSome runs the items from position from to to-1 in order (a
 // partition at a time per worker) or not, as Options.Order says.
 func (e *Engine) runSome(ctx context.Context, from, to, workers int) error {
-	if e.o.Action == deadletter.Replay && Ordered(e.o.Order) {
+	if e.act.Ordered && Ordered(e.o.Order) {
 		return e.runChains(ctx, from, to, workers)
 	}
 	return e.runItems(ctx, from, to, workers)
