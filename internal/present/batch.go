@@ -289,15 +289,13 @@ func Report(w io.Writer, pal *render.Palette, rep *replay.Report) {
 		}
 	}
 	id := func(s string) string { return s }
-	switch rep.Action {
-	case deadletter.Replay:
-		add(rep.Replayed, "replayed", pal.Green)
+	switch act := deadletter.ActionOf(rep.Action); {
+	case act.Republishes():
+		add(rep.Replayed, act.Past, pal.Green)
 		add(rep.Duplicate, "duplicate-suppressed", id)
-	case deadletter.Restore:
-		add(rep.Restored, "restored", pal.Green)
-		add(rep.Duplicate, "already in the broker (duplicate-suppressed)", id)
-	case deadletter.Import:
-		add(rep.Imported, "imported", pal.Green)
+	case act.Outside():
+		// A restore counts what it restored, an import what it imported.
+		add(rep.Restored+rep.Imported, act.Past, pal.Green)
 		add(rep.Duplicate, "already in the broker (duplicate-suppressed)", id)
 	default:
 		add(rep.Discarded, "discarded", pal.Green)
@@ -374,7 +372,7 @@ func Next(steps []batch.Step, verb, batchID string, again func(args ...string) s
 		case batch.SkipGaps:
 			out = append(out, fmt.Sprintf("%s behind a message a resume will not replay: go on past it with %s",
 				render.Plural(s.N, "partition waits", "partitions wait"), again("dlq", verb, "--batch", batchID, "--order", replay.OrderSkipGaps, "--yes")))
-		case batch.Discard:
+		case batch.Unreplayable:
 			args := []string{"dlq", "rm"}
 			what := map[bool]string{true: "it", false: "them"}[s.N == 1]
 			if len(s.Addresses) > 0 {

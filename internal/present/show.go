@@ -111,11 +111,8 @@ func Show(w, warn io.Writer, pal *render.Palette, res inspect.ShowResult) {
 				via = "another hand"
 			}
 			did := "replayed"
-			switch j.Action {
-			case deadletter.Restore:
-				did, via = "restored", "a push from the archive"
-			case deadletter.Import:
-				did, via = "imported", "a push from an export file"
+			if act := deadletter.ActionOf(j.Action); act.Outside() {
+				did, via = act.Past, "a push from "+map[string]string{deadletter.FromArchive: "the archive", deadletter.FromFile: "an export file"}[act.From]
 			}
 			fmt.Fprintf(w, "  %s as transaction id %s (partition %s) via %s; %s\n", did, c(cp.TransactionID), c(cp.PartitionID), via, now)
 			if cp.Envelope {
@@ -139,18 +136,18 @@ func statusWords(res inspect.ShowResult) string {
 		return c(res.Status)
 	}
 	var did string
-	switch {
+	switch act := deadletter.ActionOf(j.Action); {
 	case j.Outcome == deadletter.OutcomeMovedElsewhere:
 		did = "replayed by another hand (the console) as " + c(j.ReplayTxID) + ", while batch " + j.BatchID + " held it"
 	case j.Outcome == "gone":
 		did = "gone from the DLQ with no copy (batch " + j.BatchID + " found it gone)"
-	case j.Action == deadletter.Restore:
+	case act.From == deadletter.FromArchive:
 		did = "discarded, then restored as " + c(j.ReplayTxID) + " by batch " + j.BatchID
-	case j.Action == deadletter.Import:
+	case act.From == deadletter.FromFile:
 		did = "imported from another broker's export as " + c(j.ReplayTxID) + " by batch " + j.BatchID
-	case j.Action == deadletter.Discard && res.Went != "":
+	case act.Discards() && res.Went != "":
 		did = c(res.Went) + ", then discarded here by batch " + j.BatchID + " (archived in the ledger)"
-	case j.Action == deadletter.Discard:
+	case act.Discards():
 		did = "discarded by batch " + j.BatchID + " (archived in the ledger)"
 	default:
 		did = "replayed as " + c(j.ReplayTxID) + " by batch " + j.BatchID

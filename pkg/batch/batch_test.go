@@ -171,7 +171,7 @@ func TestNextSteps(t *testing.T) {
 	for _, s := range batch.NextSteps(rep) {
 		kinds[s.Kind] = s.N
 	}
-	if _, resume := kinds[batch.Resume]; resume || kinds[batch.RetryUnknown] != 2 || kinds[batch.SkipGaps] != 1 || kinds[batch.Discard] != 1 {
+	if _, resume := kinds[batch.Resume]; resume || kinds[batch.RetryUnknown] != 2 || kinds[batch.SkipGaps] != 1 || kinds[batch.Unreplayable] != 1 {
 		t.Fatalf("steps %v", kinds)
 	}
 	if !batch.Resumable(&replay.Report{Failed: 1}) || batch.Resumable(&replay.Report{}) {

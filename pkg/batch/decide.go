@@ -62,22 +62,23 @@ func Decide(ctx context.Context, env Env, sel *deadletter.Selection, b *ledger.B
 		}
 		return 0, errs.Usagef("no dead letter matches the selection; nothing recorded")
 	}
-	if len(gone) > 0 && b.Action == ledger.ActionReplay {
+	act := deadletter.ActionOf(b.Action)
+	if len(gone) > 0 && act.Republishes() {
 		return 0, errs.Usagef("%s no longer in the DLQ (the archive keeps it): it cannot be replayed from the broker; record --action discard (nothing to redo) or hold", render.Plural(len(gone), "message is", "messages are"))
 	}
 	b.Broker, b.Selection = cl.Broker(), sel.String()
 	// Recorded in replay order, as replay records its own batches, so the
 	// manifest's order is the one every run of it keeps.
-	replaying := b.Action == ledger.ActionReplay
+	replaying := act.Republishes()
 	if replaying {
 		b.Settings, _ = json.Marshal(map[string]string{"order": replay.OrderPartition})
 	}
 	if err := in.st.arrange(ctx, replaying, ""); err != nil {
 		return 0, err
 	}
-	if live == 0 && b.Action == ledger.ActionDiscard {
+	if live == 0 && act.Discards() {
 		b.Status, b.Outcome = ledger.StatusDone, map[string]int{"gone": len(gone)}
-	} else if b.Action != ledger.ActionHold && env.ApprovalAbove > 0 && live+len(gone) > env.ApprovalAbove {
+	} else if !ledger.IsHold(b.Action) && env.ApprovalAbove > 0 && live+len(gone) > env.ApprovalAbove {
 		b.Status, b.NeedsApproval = ledger.StatusAwaiting, true
 	}
 	if err := recordFrom(ctx, ld, b, in.st, gone, nil); err != nil {

@@ -78,7 +78,7 @@ func Describe(ctx context.Context, ld *ledger.Store, id string) (*Details, error
 			return nil, err
 		}
 	}
-	if b.Action != ledger.ActionHold && (b.Status == ledger.StatusRunning || b.Status == ledger.StatusInterrupted) {
+	if !ledger.IsHold(b.Action) && (b.Status == ledger.StatusRunning || b.Status == ledger.StatusInterrupted) {
 		if d.Progress, err = ld.ProgressOf(ctx, b); err != nil {
 			return nil, err
 		}

@@ -60,9 +60,9 @@ func CheckDecision(req DecideRequest) error {
 	switch {
 	case strings.TrimSpace(req.Why) == "":
 		return ErrNoReason
-	case req.Action == ledger.ActionHold && strings.TrimSpace(req.Until) == "":
+	case ledger.IsHold(req.Action) && strings.TrimSpace(req.Until) == "":
 		return ErrNoUntil
-	case req.Action != ledger.ActionHold && req.Until != "":
+	case !ledger.IsHold(req.Action) && req.Until != "":
 		return ErrUntilNotHold
 	}
 	return nil

@@ -366,13 +366,13 @@ const (
 	// SkipGaps: partitions wait behind a message a resume will never
 	// replay; --order skip-gaps goes on past it.
 	SkipGaps
-	// Discard: messages that cannot be replayed as they are
-	// (undecryptable, past the generation cap).
-	Discard
+	// Unreplayable: messages that cannot be replayed as they are
+	// (undecryptable, past the generation cap): the way on is to discard them.
+	Unreplayable
 )
 
 // Step is one way to go on, with how many addresses it concerns; for
-// Discard, the addresses (when there are few enough to name).
+// Unreplayable, the addresses (when there are few enough to name).
 type Step struct {
 	Kind      StepKind
 	N         int
@@ -407,7 +407,7 @@ func NextSteps(rep *replay.Report) []Step {
 		}
 	}
 	if len(skipped) > 0 {
-		s := Step{Kind: Discard, N: len(skipped)}
+		s := Step{Kind: Unreplayable, N: len(skipped)}
 		if len(skipped) <= 10 {
 			s.Addresses = skipped
 		}

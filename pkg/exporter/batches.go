@@ -48,7 +48,7 @@ func activeBatches(ctx context.Context, ld *ledger.Store, broker string) ([]Batc
 	rf := &refailures{byTxID: map[string]int{}}
 	out := make([]BatchProgress, 0, len(bs))
 	for _, b := range bs {
-		if b.Action == ledger.ActionHold {
+		if ledger.IsHold(b.Action) {
 			continue
 		}
 		pr, err := ld.ProgressOf(ctx, &b)
@@ -57,7 +57,7 @@ func activeBatches(ctx context.Context, ld *ledger.Store, broker string) ([]Batc
 		}
 		p := BatchProgress{ID: b.ID, Action: b.Action, Status: pr.Status, Size: b.Size, Done: pr.Done, Failed: pr.Failed, Skipped: pr.Skipped,
 			Rate: pr.Rate, EstimatedEnd: pr.EstimatedEnd, LastBeat: pr.Run.LastBeat}
-		if b.Action == ledger.ActionReplay {
+		if deadletter.ActionOf(b.Action).Republishes() {
 			ids, err := ld.ReplayTxIDs(ctx, b.ID)
 			if err != nil {
 				return nil, nil, err

@@ -109,7 +109,7 @@ func Check(ctx context.Context, cl *client.Client, in Input) (*Result, error) {
 			continue
 		}
 		g.decided[d.Queue] = true
-		if d.Action == ledger.ActionHold {
+		if ledger.IsHold(d.Action) {
 			g.holds[d.Queue] = true
 		}
 	}

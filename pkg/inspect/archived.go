@@ -51,7 +51,7 @@ func (a ArchivedRow) Row() deadletter.Row {
 // last seen) and the archive's own marks.
 func (a *ArchivedRow) settle(e *ledger.Entry) {
 	applies := e != nil && !e.UpdatedAt.Before(a.LastSeen)
-	if applies && e.Action == deadletter.Restore && e.State != ledger.Removed {
+	if applies && deadletter.ActionOf(e.Action).From == deadletter.FromArchive && e.State != ledger.Removed {
 		// A restore under way, or one that could not publish it: the
 		// discard is still the last thing done to it (its batch is the
 		// manifest's, which the restore's entry no longer names).

@@ -201,7 +201,7 @@ func showHistory(ctx context.Context, cl *client.Client, ld *ledger.Store, addr 
 		}
 	}
 	j := res.Journal
-	if j != nil && j.Action == deadletter.Discard && j.State == ledger.Removed {
+	if j != nil && deadletter.ActionOf(j.Action).Discards() && j.State == ledger.Removed {
 		if b, err := ld.Batch(ctx, j.BatchID); err == nil && b != nil {
 			res.Went = b.Destination
 		}

@@ -25,6 +25,13 @@ const (
 	ActionImport = "import"
 )
 
+// IsHold reports whether a decision's action is a hold: a decision that
+// a batch never executes, in force until its until.
+func IsHold(action string) bool { return action == ActionHold }
+
+// DecisionActions are the actions dlq decide records.
+func DecisionActions() []string { return []string{ActionReplay, ActionDiscard, ActionHold} }
+
 // Batch statuses.
 const (
 	StatusRecorded    = "recorded"          // decided, not executed

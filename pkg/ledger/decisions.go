@@ -32,7 +32,7 @@ type Decision struct {
 // Label is the DECISION column's text: "replay", "replayed", "hold",
 // "hold (expired)", "hold (resolved)".
 func (d Decision) Label(now time.Time) string {
-	if d.Action == ActionHold {
+	if IsHold(d.Action) {
 		switch {
 		case d.Status == StatusResolved:
 			return "hold (resolved)"
@@ -62,7 +62,7 @@ func (d Decision) Covers(failedAt, now time.Time) bool {
 // failed at failedAt: such a row is left alone (replay and rm refuse or
 // skip it) and not counted waiting.
 func (d Decision) Holds(failedAt, now time.Time) bool {
-	return d.Action == ActionHold && d.Covers(failedAt, now)
+	return IsHold(d.Action) && d.Covers(failedAt, now)
 }
 
 // Holder is who a hold is with: its owner, else who recorded it.
@@ -78,13 +78,13 @@ func (d Decision) Holder() string {
 // triage SLO a decision that was never carried out (recorded, or left
 // interrupted or failed) no longer counts as one. slo 0 is no SLO.
 func (d Decision) NotCarriedOut(now time.Time, slo time.Duration) bool {
-	return slo > 0 && (d.Action == ActionReplay || d.Action == ActionDiscard) && d.Status != StatusDone && d.Status != StatusVerified && now.Sub(d.At) > slo
+	return slo > 0 && deadletter.ActionOf(d.Action).Deletes && d.Status != StatusDone && d.Status != StatusVerified && now.Sub(d.At) > slo
 }
 
 // Active reports whether the decision stops the undecided alert at now: a
 // hold only until its until.
 func (d Decision) Active(now time.Time) bool {
-	if d.Action == ActionHold {
+	if IsHold(d.Action) {
 		return d.Until.IsZero() || now.Before(d.Until)
 	}
 	return true
@@ -123,7 +123,7 @@ func (s *Store) DecidedQueues(ctx context.Context, broker string, now time.Time)
 		var q, action string
 		err := rows.Scan(&q, &action)
 		decided[q] = true
-		if action == ActionHold {
+		if IsHold(action) {
 			holds[q] = true
 		}
 		return err

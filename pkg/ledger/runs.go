@@ -205,7 +205,7 @@ const NotStarted = "not started"
 // settled run's), and the addresses no run reached, so that the counts
 // add up to the size. Holds have no outcome.
 func (s *Store) Tally(ctx context.Context, b *Batch) error {
-	if b.Action == ActionHold {
+	if IsHold(b.Action) {
 		return nil
 	}
 	if b.Status == StatusRunning {

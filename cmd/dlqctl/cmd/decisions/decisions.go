@@ -117,7 +117,7 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 	var rows [][]string
 	for _, b := range batches {
 		action := b.Action
-		if b.Action == ledger.ActionHold && !b.Until.IsZero() {
+		if ledger.IsHold(b.Action) && !b.Until.IsZero() {
 			action += " until " + render.Timestamp(b.Until)
 		}
 		c := render.Clean

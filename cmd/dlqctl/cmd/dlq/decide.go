@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
@@ -43,11 +44,10 @@ until then. Prints the batch id.`,
   $ dlqctl dlq replay --batch "$(dlqctl dlq decide --queue orders --action replay --why fixed)" --yes`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Args = args
-			switch o.Action {
-			case ledger.ActionReplay, ledger.ActionDiscard, ledger.ActionHold:
-			case "":
+			switch {
+			case o.Action == "":
 				return cmdutil.FlagErrorf("--action is required: replay, discard or hold")
-			default:
+			case !slices.Contains(ledger.DecisionActions(), o.Action):
 				return cmdutil.FlagErrorf("invalid --action %q: valid actions are replay, discard, hold", o.Action)
 			}
 			if err := batch.CheckDecision(o.request(nil)); err != nil {
