@@ -186,19 +186,9 @@ func (e *Engine) copyOfAbsent(ctx context.Context, it Item, ent *ledger.Entry) (
 	if !e.o.Release.Moves() {
 		return "", false, nil
 	}
-	var found []string
-	for _, r := range it.AllRows() {
-		if r.ID == "" {
-			continue
-		}
-		cp := client.CopyID(r.ID)
-		ok, err := e.copyFound(ctx, it, cp)
-		if err != nil {
-			return "", false, err
-		}
-		if ok && !slices.Contains(found, cp) {
-			found = append(found, cp)
-		}
+	found, err := e.rowCopies(ctx, it)
+	if err != nil {
+		return "", false, err
 	}
 	if len(found) == 0 {
 		return "", false, nil
@@ -217,6 +207,27 @@ func (e *Engine) copyOfAbsent(ctx context.Context, it Item, ent *ledger.Entry) (
 		return ours, true, nil
 	}
 	return found[0], false, nil
+}
+
+// rowCopies are the broker's copies of an address's rows (on a broker
+// that moves, a moved row's copy is under an id made from the row's),
+// each once.
+func (e *Engine) rowCopies(ctx context.Context, it Item) ([]string, error) {
+	var found []string
+	for _, r := range it.AllRows() {
+		if r.ID == "" {
+			continue
+		}
+		cp := client.CopyID(r.ID)
+		ok, err := e.copyFound(ctx, it, cp)
+		if err != nil {
+			return nil, err
+		}
+		if ok && !slices.Contains(found, cp) {
+			found = append(found, cp)
+		}
+	}
+	return found, nil
 }
 
 // outcomeGone is the journal's outcome for an address this batch found

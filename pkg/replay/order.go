@@ -48,20 +48,25 @@ func IsUUIDv7(id string) bool { return uuidV7(id) }
 // uuidV7 reports whether a message id is a UUIDv7: its first 48 bits are
 // the enqueue time, so ids sort in enqueue order (the broker mints them).
 func uuidV7(id string) bool {
-	if len(id) != 36 || id[8] != '-' || id[13] != '-' || id[14] != '7' || id[18] != '-' || id[23] != '-' {
+	if len(id) != 36 || id[14] != '7' {
 		return false
 	}
-	for i := 0; i < 36; i++ {
-		c := id[i]
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			continue
-		}
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
-			return false
+	for i := range len(id) {
+		switch i {
+		case 8, 13, 18, 23:
+			if id[i] != '-' {
+				return false
+			}
+		default:
+			if !isHex(id[i]) {
+				return false
+			}
 		}
 	}
 	return true
 }
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
 // OrderInfo is what a plan says about order.
 type OrderInfo struct {

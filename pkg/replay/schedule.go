@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
@@ -167,17 +168,11 @@ func (e *Engine) runChains(ctx context.Context, from, to, workers int) error {
 			}
 		}()
 	}
-	lastCheck := e.o.Now()
+	clock := e.refailClock(true)
 feeding:
 	for _, ch := range chains {
-		if ctx.Err() != nil || e.stopped() {
+		if ctx.Err() != nil || e.stopped() || clock.over(ctx) {
 			break
-		}
-		if e.o.MaxRefailures > 0 && e.o.Now().Sub(lastCheck) >= e.o.RefailEvery {
-			lastCheck = e.o.Now()
-			if e.refailedTooOften(ctx) {
-				break
-			}
 		}
 		select {
 		case feed <- ch:
@@ -187,27 +182,40 @@ feeding:
 	}
 	close(feed)
 	wg.Wait()
-	if e.o.MaxRefailures > 0 && !e.stopped() && ctx.Err() == nil {
-		e.refailedTooOften(ctx)
-	}
+	e.lastRefailures(ctx)
 	return fatal
 }
 
-// refailedTooOften counts this run's replays back in the DLQ and stops
-// the run at --max-refailures.
-func (e *Engine) refailedTooOften(ctx context.Context) bool {
-	n, err := e.refailures(ctx)
-	if err != nil {
+// refailClock says, every Options.RefailEvery of a run, whether this
+// run's replays back in the DLQ reached --max-refailures (and stops the
+// run if they did); count: the report's count is set at every look, not
+// only at the limit.
+type refailClock struct {
+	e     *Engine
+	last  time.Time
+	count bool
+}
+
+func (e *Engine) refailClock(count bool) *refailClock {
+	return &refailClock{e: e, last: e.o.Now(), count: count}
+}
+
+func (c *refailClock) over(ctx context.Context) bool {
+	e := c.e
+	if e.o.MaxRefailures <= 0 || e.o.Now().Sub(c.last) < e.o.RefailEvery {
 		return false
 	}
-	e.mu.Lock()
-	e.rep.Refailed = n
-	e.mu.Unlock()
-	if n >= e.o.MaxRefailures {
-		e.stopFor(fmt.Sprintf("paused: %d replayed message(s) failed again, the batch's limit of %d", n, e.o.MaxRefailures), RefailureLimitNext)
-		return true
+	c.last = e.o.Now()
+	return e.checkRefailures(ctx, c.count)
+}
+
+// lastRefailures counts this run's replays back in the DLQ once more as
+// it ends (stopping none: it is over), unless it was stopped or
+// interrupted.
+func (e *Engine) lastRefailures(ctx context.Context) {
+	if e.o.MaxRefailures > 0 && !e.stopped() && ctx.Err() == nil {
+		e.checkRefailures(ctx, true)
 	}
-	return false
 }
 
 // runChain replays one partition's items (their positions, in order),
@@ -235,51 +243,69 @@ func (e *Engine) runChain(ctx context.Context, c Chain, pos []int32) error {
 		if err != nil {
 			return err
 		}
-		release := func(from int) error {
-			var rest []*ledger.Entry
-			for _, it := range part[from:] {
-				if ent := claimed[it.Address]; ent != nil {
-					rest = append(rest, ent)
-				}
-			}
-			return e.j.Release(jctx, e.o.Broker, rest, e.o.Owner)
-		}
-		for k, it := range part {
-			ent := claimed[it.Address]
-			if ent == nil {
-				// Another run holds it: the partition is that run's from here.
-				e.claimedChain(c, it.Address, len(pos)-(i+k))
-				return release(k + 1)
-			}
-			if ctx.Err() != nil || e.stopped() {
-				return release(k)
-			}
-			err := e.one(ctx, it, ent)
-			if errors.Is(err, errNotStarted) {
-				return release(k)
-			}
-			e.markDone()
-			if err != nil {
-				e.record(func(r *Report) { r.Unrecorded++ })
-				_ = release(k + 1)
-				return err
-			}
-			if !passes(ent) && e.o.Order != OrderSkipGaps {
-				if rest := len(pos) - (i + k + 1); rest > 0 {
-					reason := ent.State
-					if ent.Outcome != "" {
-						reason += " (" + ent.Outcome + ")"
-					}
-					e.holdBack(c, &it.Address, reason, ent.State == ledger.Skipped, rest)
-				}
-				e.mu.Lock()
-				e.blocked[c] = true
-				e.mu.Unlock()
-				return release(k + 1)
-			}
+		if done, err := e.runClaim(ctx, c, part, claimed, len(pos)-i); done || err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// runClaim replays a claimed chunk of a partition's items, left the
+// number of the partition's items from the chunk's first on; done: the
+// partition ends here (interrupted, stopped, held back behind a gap, or
+// another run's from here), its claims not worked on released.
+func (e *Engine) runClaim(ctx context.Context, c Chain, part []Item, claimed map[deadletter.Address]*ledger.Entry, left int) (done bool, err error) {
+	jctx := context.WithoutCancel(ctx)
+	release := func(from int) error {
+		var rest []*ledger.Entry
+		for _, it := range part[from:] {
+			if ent := claimed[it.Address]; ent != nil {
+				rest = append(rest, ent)
+			}
+		}
+		return e.j.Release(jctx, e.o.Broker, rest, e.o.Owner)
+	}
+	for k, it := range part {
+		ent := claimed[it.Address]
+		if ent == nil {
+			// Another run holds it: the partition is that run's from here.
+			e.claimedChain(c, it.Address, left-k)
+			return true, release(k + 1)
+		}
+		if ctx.Err() != nil || e.stopped() {
+			return true, release(k)
+		}
+		err := e.one(ctx, it, ent)
+		if errors.Is(err, errNotStarted) {
+			return true, release(k)
+		}
+		e.markDone()
+		if err != nil {
+			e.record(func(r *Report) { r.Unrecorded++ })
+			_ = release(k + 1)
+			return true, err
+		}
+		if !passes(ent) && e.o.Order != OrderSkipGaps {
+			e.gap(c, it.Address, ent, left-k-1)
+			return true, release(k + 1)
+		}
+	}
+	return false, nil
+}
+
+// gap holds back the rest of a partition, n messages, behind an address
+// that was not replayed (ent says how it ended).
+func (e *Engine) gap(c Chain, a deadletter.Address, ent *ledger.Entry, n int) {
+	if n > 0 {
+		reason := ent.State
+		if ent.Outcome != "" {
+			reason += " (" + ent.Outcome + ")"
+		}
+		e.holdBack(c, &a, reason, ent.State == ledger.Skipped, n)
+	}
+	e.mu.Lock()
+	e.blocked[c] = true
+	e.mu.Unlock()
 }
 
 // claimedChain records the rest of a partition, n messages from a, as
@@ -330,42 +356,12 @@ func (e *Engine) runItems(ctx context.Context, from, to, workers int) error {
 		}()
 	}
 	jctx := context.WithoutCancel(ctx)
-	lastCheck := e.o.Now()
+	clock := e.refailClock(false)
 	claims, quit := make(chan itemClaim, 1), make(chan struct{})
 	go run.claimAhead(ctx, from, to, claims, quit)
-feeding:
 	for c := range claims {
-		part, claimed := c.part, c.claimed
-		for k, it := range part {
-			ent := claimed[it.Address]
-			if ent == nil {
-				e.claimedItem(it.Address)
-				continue
-			}
-			rest := func() {
-				for _, x := range part[k:] {
-					if ent := claimed[x.Address]; ent != nil {
-						run.release(ent)
-					}
-				}
-			}
-			if ctx.Err() != nil || e.stopped() {
-				rest()
-				break feeding
-			}
-			if e.o.MaxRefailures > 0 && e.o.Now().Sub(lastCheck) >= e.o.RefailEvery {
-				lastCheck = e.o.Now()
-				if e.checkRefailures(ctx, false) {
-					rest()
-					break feeding
-				}
-			}
-			select {
-			case feed <- job{it, ent}:
-			case <-ctx.Done():
-				rest()
-				break feeding
-			}
+		if !run.feed(ctx, c, feed, clock) {
+			break
 		}
 	}
 	close(quit)
@@ -379,10 +375,43 @@ feeding:
 	if err := e.j.Release(jctx, e.o.Broker, run.unworked, e.o.Owner); err != nil && run.fatal == nil {
 		run.fatal = err
 	}
-	if e.o.MaxRefailures > 0 && !e.stopped() && ctx.Err() == nil {
-		e.checkRefailures(ctx, true)
-	}
+	e.lastRefailures(ctx)
 	return run.fatal
+}
+
+// feed hands a claim's items to the workers, one at a time; an item
+// another run holds is that run's. It returns false when the run ends
+// (interrupted, stopped, or past --max-refailures), the claims of the
+// items not handed over released.
+func (r *itemRun) feed(ctx context.Context, c itemClaim, feed chan<- job, clock *refailClock) bool {
+	e := r.e
+	for k, it := range c.part {
+		ent := c.claimed[it.Address]
+		if ent == nil {
+			e.claimedItem(it.Address)
+			continue
+		}
+		if ctx.Err() != nil || e.stopped() || clock.over(ctx) {
+			r.releaseFrom(c, k)
+			return false
+		}
+		select {
+		case feed <- job{it, ent}:
+		case <-ctx.Done():
+			r.releaseFrom(c, k)
+			return false
+		}
+	}
+	return true
+}
+
+// releaseFrom releases a claim's entries from its kth item on.
+func (r *itemRun) releaseFrom(c itemClaim, k int) {
+	for _, x := range c.part[k:] {
+		if ent := c.claimed[x.Address]; ent != nil {
+			r.release(ent)
+		}
+	}
 }
 
 // itemRun is what one runItems call's feeder, workers and claimer share.
