@@ -127,7 +127,7 @@ func New(o Options) (*Client, error) {
 		o.Backoff = 200 * time.Millisecond
 	}
 	if o.Sleep == nil {
-		o.Sleep = sleepCtx
+		o.Sleep = Sleep
 	}
 	if o.MaxRow <= 0 {
 		o.MaxRow = MaxRow
@@ -218,7 +218,8 @@ func NewHTTPClient(o TLSOptions) (*http.Client, error) {
 	return &http.Client{Transport: tr}, nil
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
+// Sleep waits d, or until ctx is done (its error).
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

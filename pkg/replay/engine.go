@@ -146,6 +146,16 @@ const maxSilent = 8
 
 // NewEngine prepares an execution.
 func NewEngine(b Broker, j Journal, o Options) *Engine {
+	o = o.withDefaults()
+	lim := rate.NewLimiter(rate.Inf, 0)
+	if o.Rate > 0 {
+		lim = rate.NewLimiter(rate.Limit(o.Rate), o.Burst)
+	}
+	return &Engine{b: b, j: j, o: o, lim: lim, act: deadletter.ActionOf(o.Action), rows: map[deadletter.Address]int{}, archived: map[deadletter.Address][]string{}, copies: newCopySet(), blocked: map[Chain]bool{}}
+}
+
+// withDefaults are the options with what was left unsaid filled in.
+func (o Options) withDefaults() Options {
 	if o.Concurrency <= 0 {
 		o.Concurrency = 1
 	}
@@ -156,16 +166,7 @@ func NewEngine(b Broker, j Journal, o Options) *Engine {
 		o.Now = time.Now
 	}
 	if o.Sleep == nil {
-		o.Sleep = func(ctx context.Context, d time.Duration) error {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-t.C:
-				return nil
-			}
-		}
+		o.Sleep = client.Sleep
 	}
 	if o.Lease <= 0 {
 		o.Lease = 5 * time.Minute
@@ -187,11 +188,7 @@ func NewEngine(b Broker, j Journal, o Options) *Engine {
 	if o.Order == "" {
 		o.Order = OrderPartition
 	}
-	lim := rate.NewLimiter(rate.Inf, 0)
-	if o.Rate > 0 {
-		lim = rate.NewLimiter(rate.Limit(o.Rate), o.Burst)
-	}
-	return &Engine{b: b, j: j, o: o, lim: lim, act: deadletter.ActionOf(o.Action), rows: map[deadletter.Address]int{}, archived: map[deadletter.Address][]string{}, copies: newCopySet(), blocked: map[Chain]bool{}}
+	return o
 }
 
 // errNotStarted: a job was stopped before its first broker call (an

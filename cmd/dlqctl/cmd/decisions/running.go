@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/present"
+	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/spf13/cobra"
@@ -82,7 +83,7 @@ func watch(ctx context.Context, f *cmdutil.Factory, ld *ledger.Store, id string)
 			last = figures
 			fmt.Fprintln(f.IO.Out, line)
 		}
-		if err := sleepCtx(ctx, ledger.BeatEvery); err != nil {
+		if err := client.Sleep(ctx, ledger.BeatEvery); err != nil {
 			if tty {
 				fmt.Fprintln(f.IO.Out)
 			}

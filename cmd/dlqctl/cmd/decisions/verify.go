@@ -99,7 +99,7 @@ func verifyRun(ctx context.Context, f *cmdutil.Factory, o *VerifyOptions) error 
 		if err == nil && v.Pending > 0 && v.NotAsked == 0 && time.Now().Add(verifyEvery).Before(until) {
 			fmt.Fprintf(f.IO.ErrOut, "%s of %s pending; asking again in %s (--wait %s)\n", render.Count(v.Pending), render.Plural(v.Copies, "copy", "copies"),
 				verifyEvery, render.Duration(o.Wait))
-			if err := sleepCtx(ctx, verifyEvery); err != nil {
+			if err := client.Sleep(ctx, verifyEvery); err != nil {
 				return err
 			}
 			continue
@@ -138,17 +138,6 @@ func verifyOnce(ctx context.Context, f *cmdutil.Factory, cl *client.Client, ld *
 	}
 	v, err := batch.Verify(ctx, cl, ld, o.BatchID, batch.VerifyOptions{Concurrency: o.Concurrency, Rate: o.Rate, By: f.User(), Now: f.Now, NotCompleted: nc.add})
 	return v, nc, err
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // shownNotCompleted is how many copies not completed a person is shown.
