@@ -81,6 +81,26 @@ func (st *stage) arrange(ctx context.Context, ordered bool, toQueue string) erro
 		}
 		return st.countArranged(ctx)
 	}
+	if err := st.rankChains(ctx, toQueue); err != nil {
+		return err
+	}
+	if _, err := st.db.ExecContext(ctx, `INSERT INTO arranged (pos, item)
+		SELECT row_number() OVER (ORDER BY c.rank, k.idkey, k.first, k.addr) - 1, k.item
+		FROM (`+keyedItems+`) k JOIN chains c ON c.chain = k.chain`, nullIfEmpty(toQueue)); err != nil {
+		return stageErr(ctx, "arranging the snapshot", err)
+	}
+	return st.countArranged(ctx)
+}
+
+// keyedItems are the items a run acts on, each with its chain and its key
+// within it (toQueue is the query's one argument).
+const keyedItems = `SELECT i.item, c.chain, CASE WHEN c.byid = 1 THEN lower(i.mid) ELSE '' END AS idkey, i.first, i.pid || '/' || i.tid AS addr
+	FROM items i JOIN chains c ON c.q = coalesce(?, i.queue) AND c.part = i.part WHERE i.skipped = 0`
+
+// rankChains stages the chains of the items a run acts on, ranked by their
+// first message as Arrange ranks them (the oldest first), with each
+// item's earliest failure.
+func (st *stage) rankChains(ctx context.Context, toQueue string) error {
 	chains, err := st.chains(ctx, toQueue)
 	if err != nil {
 		return err
@@ -101,9 +121,6 @@ func (st *stage) arrange(ctx context.Context, ordered bool, toQueue string) erro
 		}
 	}
 	_ = ins.Close()
-	// Each item with its chain and its key within it.
-	keyed := `SELECT i.item, c.chain, CASE WHEN c.byid = 1 THEN lower(i.mid) ELSE '' END AS idkey, i.first, i.pid || '/' || i.tid AS addr
-		FROM items i JOIN chains c ON c.q = coalesce(?, i.queue) AND c.part = i.part WHERE i.skipped = 0`
 	if err := st.exec(ctx, "arranging the snapshot", `CREATE UNIQUE INDEX chains_q ON chains (q, part)`); err != nil {
 		return err
 	}
@@ -116,7 +133,7 @@ func (st *stage) arrange(ctx context.Context, ordered bool, toQueue string) erro
 	}
 	heads := make([]head, 0, len(chains))
 	err = st.each(ctx, "arranging the snapshot", `SELECT chain, idkey, first FROM (SELECT chain, idkey, first,
-		row_number() OVER (PARTITION BY chain ORDER BY idkey, first, addr) AS n FROM (`+keyed+`)) WHERE n = 1 ORDER BY chain`,
+		row_number() OVER (PARTITION BY chain ORDER BY idkey, first, addr) AS n FROM (`+keyedItems+`)) WHERE n = 1 ORDER BY chain`,
 		[]any{nullIfEmpty(toQueue)}, func(rows *sql.Rows) error {
 			var h head
 			if err := rows.Scan(&h.k, &h.id, &h.first); err != nil {
@@ -147,12 +164,7 @@ func (st *stage) arrange(ctx context.Context, ordered bool, toQueue string) erro
 		}
 	}
 	_ = up.Close()
-	if _, err := st.db.ExecContext(ctx, `INSERT INTO arranged (pos, item)
-		SELECT row_number() OVER (ORDER BY c.rank, k.idkey, k.first, k.addr) - 1, k.item
-		FROM (`+keyed+`) k JOIN chains c ON c.chain = k.chain`, nullIfEmpty(toQueue)); err != nil {
-		return stageErr(ctx, "arranging the snapshot", err)
-	}
-	return st.countArranged(ctx)
+	return nil
 }
 
 func (st *stage) countArranged(ctx context.Context) error {

@@ -124,15 +124,9 @@ const copyPage = 1000
 // copies at a time: each page's answers are recorded before the next is
 // read, so an interrupted verification keeps what it learned.
 func Verify(ctx context.Context, cl *client.Client, ld *ledger.Store, batchID string, o VerifyOptions) (*Verification, error) {
-	b, err := ld.Batch(ctx, batchID)
+	b, err := verifiable(ctx, cl, ld, batchID)
 	if err != nil {
 		return nil, err
-	}
-	if a := deadletter.ActionNamed(b.Action); a == nil || !a.Publishes {
-		return nil, errs.Usagef("batch %s is a %s: only a replay or a restore publishes copies to verify", b.ID, b.Action)
-	}
-	if b.Broker != cl.Broker() {
-		return nil, errs.Usagef("batch %s was run against %s, not %s: verify it with --server pointing there", b.ID, b.Broker, cl.Broker())
 	}
 	total, err := ld.CountCopies(ctx, b.ID)
 	if err != nil {
@@ -161,18 +155,9 @@ func Verify(ctx context.Context, cl *client.Client, ld *ledger.Store, batchID st
 			break
 		}
 		after = page[len(page)-1].Seq
-		states := askCopies(ctx, cl, page, o, asked)
-		var save []ledger.Verified
-		for i, c := range page {
-			st := states[i]
-			if t.add(c, st) {
-				if err := collect(st); err != nil {
-					return nil, err
-				}
-			}
-			if st.Status != unchecked && st.Status != ledger.CopyNotPublished && st.Status != c.Verified {
-				save = append(save, ledger.Verified{Of: c.Of, Status: st.Status})
-			}
+		save, err := t.page(page, askCopies(ctx, cl, page, o, asked), collect)
+		if err != nil {
+			return nil, err
 		}
 		if err := ld.SaveVerified(jctx, b.Broker, save, now); err != nil {
 			return nil, err
@@ -185,6 +170,41 @@ func Verify(ctx context.Context, cl *client.Client, ld *ledger.Store, batchID st
 		return nil, err
 	}
 	return v, ctx.Err()
+}
+
+// verifiable is the batch batchID, refused unless it published copies
+// through this broker.
+func verifiable(ctx context.Context, cl *client.Client, ld *ledger.Store, batchID string) (*ledger.Batch, error) {
+	b, err := ld.Batch(ctx, batchID)
+	if err != nil {
+		return nil, err
+	}
+	if a := deadletter.ActionNamed(b.Action); a == nil || !a.Publishes {
+		return nil, errs.Usagef("batch %s is a %s: only a replay or a restore publishes copies to verify", b.ID, b.Action)
+	}
+	if b.Broker != cl.Broker() {
+		return nil, errs.Usagef("batch %s was run against %s, not %s: verify it with --server pointing there", b.ID, b.Broker, cl.Broker())
+	}
+	return b, nil
+}
+
+// page tallies a page of copies with their states, gives each not
+// completed to collect, and returns the answers to record (those that
+// say something new).
+func (t *tally) page(page []ledger.Copy, states []CopyState, collect func(CopyState) error) ([]ledger.Verified, error) {
+	var save []ledger.Verified
+	for i, c := range page {
+		st := states[i]
+		if t.add(c, st) {
+			if err := collect(st); err != nil {
+				return nil, err
+			}
+		}
+		if st.Status != unchecked && st.Status != ledger.CopyNotPublished && st.Status != c.Verified {
+			save = append(save, ledger.Verified{Of: c.Of, Status: st.Status})
+		}
+	}
+	return save, nil
 }
 
 // progress counts the copies asked about, across pages and workers.

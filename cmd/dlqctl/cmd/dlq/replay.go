@@ -119,6 +119,24 @@ func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
 	if err := validateInto(cmd, o.Into); err != nil {
 		return err
 	}
+	if err := validateVia(o); err != nil {
+		return err
+	}
+	if err := batch.ValidateConcurrency(o.Concurrency); err != nil {
+		return err
+	}
+	if err := validateLimits(o); err != nil {
+		return err
+	}
+	if err := batch.ValidateTransform(o.Transform); err != nil {
+		return err
+	}
+	return validatePacing(o)
+}
+
+// validateVia refuses a --via that is none of the paths, or one that
+// cannot do what the other flags ask.
+func validateVia(o *ReplayOptions) error {
 	switch o.Via {
 	case replay.ViaAuto, replay.ViaManual:
 	case replay.ViaMove:
@@ -132,9 +150,12 @@ func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
 	default:
 		return cmdutil.FlagErrorf("invalid --via %q: valid values are auto, move, manual, endpoint", o.Via)
 	}
-	if err := batch.ValidateConcurrency(o.Concurrency); err != nil {
-		return err
-	}
+	return nil
+}
+
+// validateLimits refuses negative limits, an unknown --order and a
+// negative --canary-wait.
+func validateLimits(o *ReplayOptions) error {
 	if o.MaxFailures < 0 || o.MaxGeneration < 0 || o.Canary < 0 || o.MaxRefailures < 0 {
 		return cmdutil.FlagErrorf("--max-failures, --max-generation, --canary and --max-refailures take 0 or more")
 	}
@@ -146,9 +167,11 @@ func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
 	if o.CanaryWait < 0 {
 		return cmdutil.FlagErrorf("invalid --canary-wait %s: want a duration of 0 or more", o.CanaryWait)
 	}
-	if err := batch.ValidateTransform(o.Transform); err != nil {
-		return err
-	}
+	return nil
+}
+
+// validatePacing refuses a --max-lag or a --window that does not parse.
+func validatePacing(o *ReplayOptions) error {
 	if o.MaxLag != "" {
 		if _, err := batch.ParseMaxLag(o.MaxLag); err != nil {
 			return err
