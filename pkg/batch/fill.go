@@ -440,23 +440,16 @@ func fillManifest(ctx context.Context, cl *client.Client, ld *ledger.Store, in *
 		`UPDATE items SET absent = 1 WHERE NOT EXISTS (SELECT 1 FROM now n WHERE n.pid = items.pid AND n.tid = items.tid)`); err != nil {
 		return err
 	}
-	// The other addresses that may be copies, a chunk at a time.
-	var cands []deadletter.Address
-	look := func() error {
-		lin, err := ld.LineageOf(ctx, b.Broker, cands)
-		if err != nil {
-			return err
-		}
-		for _, a := range cands {
-			if l, ok := lin[a]; ok && l.BatchID == b.ID {
-				in.copiesBack = append(in.copiesBack, copyBack{Copy: a, Lineage: l})
-			}
-		}
-		cands = cands[:0]
-		return nil
-	}
+	return findCopiesBack(ctx, ld, in)
+}
+
+// findCopiesBack finds the copies a recorded batch published that are
+// dead-lettered again: the other addresses of its queues now that may be
+// copies, looked up a chunk at a time.
+func findCopiesBack(ctx context.Context, ld *ledger.Store, in *input) error {
+	b, st := in.batch, in.st
 	var all []deadletter.Address
-	err = st.each(ctx, "staging the snapshot", `SELECT DISTINCT n.pid, n.tid FROM now n WHERE n.maybe = 1
+	err := st.each(ctx, "staging the snapshot", `SELECT DISTINCT n.pid, n.tid FROM now n WHERE n.maybe = 1
 		AND NOT EXISTS (SELECT 1 FROM items i WHERE i.pid = n.pid AND i.tid = n.tid) ORDER BY n.pid, n.tid`, nil, func(rows *sql.Rows) error {
 		var a deadletter.Address
 		if err := rows.Scan(&a.PartitionID, &a.TransactionID); err != nil {
@@ -468,12 +461,15 @@ func fillManifest(ctx context.Context, cl *client.Client, ld *ledger.Store, in *
 	if err != nil {
 		return err
 	}
-	for len(all) > 0 {
-		n := min(len(all), 400)
-		cands = append(cands, all[:n]...)
-		all = all[n:]
-		if err := look(); err != nil {
+	for cands := range slices.Chunk(all, 400) {
+		lin, err := ld.LineageOf(ctx, b.Broker, cands)
+		if err != nil {
 			return err
+		}
+		for _, a := range cands {
+			if l, ok := lin[a]; ok && l.BatchID == b.ID {
+				in.copiesBack = append(in.copiesBack, copyBack{Copy: a, Lineage: l})
+			}
 		}
 	}
 	return nil

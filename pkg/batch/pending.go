@@ -143,21 +143,7 @@ func Prepare(ctx context.Context, env Env, req Request) (_ *Pending, err error) 
 	}
 	p.settings = req.Settings
 	if req.BatchID != "" {
-		b, err := loadBatch(ctx, env, req.BatchID, req.Action)
-		if err != nil {
-			return nil, err
-		}
-		if restoring && deadletter.ActionOf(b.Action).Discards() {
-			p.in.from = b
-		} else {
-			p.in.batch = b
-		}
-	}
-	if p.in.batch != nil {
-		if p.settings, err = ResumeSettings(p.in.batch.Settings, p.settings, req.Given); err != nil {
-			return nil, err
-		}
-		if err := p.loadApproval(ctx); err != nil {
+		if err := p.takeBatch(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -173,6 +159,25 @@ func Prepare(ctx context.Context, env Env, req Request) (_ *Pending, err error) 
 		p.why = p.in.batch.Why
 	}
 	return p, nil
+}
+
+// takeBatch reads the recorded batch a request names: the batch it
+// executes (its settings, with what the request changes, and its
+// approval), or the discard whose archive a restore takes back.
+func (p *Pending) takeBatch(ctx context.Context) error {
+	b, err := loadBatch(ctx, p.env, p.req.BatchID, p.req.Action)
+	if err != nil {
+		return err
+	}
+	if p.act().Outside() && deadletter.ActionOf(b.Action).Discards() {
+		p.in.from = b
+		return nil
+	}
+	p.in.batch = b
+	if p.settings, err = ResumeSettings(b.Settings, p.settings, p.req.Given); err != nil {
+		return err
+	}
+	return p.loadApproval(ctx)
 }
 
 // readyWhere readies a selection's --where for a batch: the

@@ -261,6 +261,27 @@ func (pl *Planner) add(e planEntry) {
 	if e.Pinned {
 		p.Pinned++
 	}
+	pl.shares(e)
+	if o.act().Publishes && o.ToQueue == "" {
+		pl.fanOut(e.Queue, e.Groups)
+	}
+	dest := e.Queue
+	if o.ToQueue != "" {
+		dest = o.ToQueue
+	}
+	if o.GoneQueues[dest] {
+		if p.QueueGone == nil {
+			p.QueueGone = map[string]int{}
+		}
+		p.QueueGone[dest]++
+	}
+}
+
+// shares counts what an entry shares with others: the rows of other
+// groups and classes its delete removes, the decided batch and the hold
+// that cover it.
+func (pl *Planner) shares(e planEntry) {
+	p := &pl.p
 	for _, x := range e.Others {
 		p.OtherGroups++
 		k := [2]string{x.ConsumerGroup, deadletter.ClassID(x.ErrorMessage)}
@@ -283,19 +304,6 @@ func (pl *Planner) add(e planEntry) {
 			pl.holds[h.BatchID] = &h
 		}
 		pl.holds[h.BatchID].Messages++
-	}
-	if o.act().Publishes && o.ToQueue == "" {
-		pl.fanOut(e.Queue, e.Groups)
-	}
-	dest := e.Queue
-	if o.ToQueue != "" {
-		dest = o.ToQueue
-	}
-	if o.GoneQueues[dest] {
-		if p.QueueGone == nil {
-			p.QueueGone = map[string]int{}
-		}
-		p.QueueGone[dest]++
 	}
 }
 
@@ -359,9 +367,24 @@ func (pl *Planner) Plan() Plan {
 		p.Decided = append(p.Decided, *d)
 	}
 	sort.Slice(p.Decided, func(i, j int) bool { return p.Decided[i].BatchID < p.Decided[j].BatchID })
+	p.Destination = o.destination()
+	for _, f := range pl.fan {
+		sort.Strings(f.AlsoReaches)
+		p.FanOut = append(p.FanOut, *f)
+	}
+	sort.Slice(p.FanOut, func(i, j int) bool { return p.FanOut[i].Queue < p.FanOut[j].Queue })
+	if o.act().Ordered && o.Order.Mode != "" {
+		info := o.Order
+		p.Order = &info
+	}
+	return p
+}
+
+// destination says where the batch's messages go.
+func (o PlanOptions) destination() string {
 	switch act := o.act(); {
 	case !act.Publishes:
-		p.Destination = "deleted (archived in the ledger first)"
+		return "deleted (archived in the ledger first)"
 	case act.Outside():
 		queue, partition := "each message's own queue", "its own partition"
 		if o.ToQueue != "" {
@@ -374,22 +397,11 @@ func (pl *Planner) Plan() Plan {
 		if act.From == deadletter.FromFile {
 			from = ", from the file"
 		}
-		p.Destination = queue + ", " + partition + from
+		return queue + ", " + partition + from
 	case o.ToQueue != "":
-		p.Destination = "queue " + o.ToQueue + " (recovery queue)"
-	default:
-		p.Destination = "original queue and partition of each message"
+		return "queue " + o.ToQueue + " (recovery queue)"
 	}
-	for _, f := range pl.fan {
-		sort.Strings(f.AlsoReaches)
-		p.FanOut = append(p.FanOut, *f)
-	}
-	sort.Slice(p.FanOut, func(i, j int) bool { return p.FanOut[i].Queue < p.FanOut[j].Queue })
-	if o.act().Ordered && o.Order.Mode != "" {
-		info := o.Order
-		p.Order = &info
-	}
-	return p
+	return "original queue and partition of each message"
 }
 
 // WithRate is the plan at another rate: its estimate follows.
