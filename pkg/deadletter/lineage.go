@@ -78,6 +78,17 @@ func Generation(txid string) int {
 // manual replay path (a dead letter with one is a replay that failed again).
 func IsReplayID(txid string) bool { return reReplayID.MatchString(txid) }
 
+// The journal's outcomes for an address a batch removed from the DLQ:
+// replayed (its copy published), duplicate (the broker had the copy
+// already), discarded, or gone (it left while the batch acted on it, with
+// no copy of the batch's).
+const (
+	OutcomeReplayed  = "replayed"
+	OutcomeDuplicate = "duplicate"
+	OutcomeDiscarded = "discarded"
+	OutcomeGone      = "gone"
+)
+
 // OutcomeRestored is the journal's outcome for an archived dead letter a
 // restore published again (or found the broker had already).
 const OutcomeRestored = "restored"

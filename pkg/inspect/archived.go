@@ -13,12 +13,12 @@ import (
 
 // What became of an archived dead letter (ArchivedRow.Outcome).
 const (
-	OutcomeInDLQ     = "inDLQ"                    // still dead-lettered when last seen
-	OutcomeReplayed  = "replayed"                 // a batch replayed it
-	OutcomeDuplicate = "duplicate"                // a batch replayed it; the broker already had the copy
-	OutcomeDiscarded = "discarded"                // a batch discarded it
-	OutcomeRestored  = deadletter.OutcomeRestored // a batch discarded it, and a restore published it again
-	OutcomeGone      = "gone"                     // it left while a batch acted on it, or under a decision
+	OutcomeInDLQ     = "inDLQ"                     // still dead-lettered when last seen
+	OutcomeReplayed  = deadletter.OutcomeReplayed  // a batch replayed it
+	OutcomeDuplicate = deadletter.OutcomeDuplicate // a batch replayed it; the broker already had the copy
+	OutcomeDiscarded = deadletter.OutcomeDiscarded // a batch discarded it
+	OutcomeRestored  = deadletter.OutcomeRestored  // a batch discarded it, and a restore published it again
+	OutcomeGone      = deadletter.OutcomeGone      // it left while a batch acted on it, or under a decision
 	// OutcomeMovedElsewhere: another hand (the broker's console) replayed
 	// it while a batch held it.
 	OutcomeMovedElsewhere = deadletter.OutcomeMovedElsewhere

@@ -76,7 +76,7 @@ func (e *Engine) revisit(ctx context.Context, it Item, ent *ledger.Entry) (done 
 	// Found gone by this batch, which did nothing to it: a listing that
 	// missed it (before that was asked of the broker) said so. Asked
 	// again, wherever the listing saw it.
-	foundGone := ent.BatchID == e.o.BatchID && ent.Outcome == outcomeGone
+	foundGone := ent.BatchID == e.o.BatchID && ent.Outcome == deadletter.OutcomeGone
 	alreadyDone := func(r *Report) { r.AlreadyDone++ }
 	if it.Absent && !foundGone {
 		return true, e.settle(ctx, ent, ledger.Removed, ent.Outcome, "", alreadyDone)
@@ -158,13 +158,13 @@ func (e *Engine) absent(ctx context.Context, it Item, ent *ledger.Entry) error {
 			return e.fail(ctx, ent, "failed: the dead letter is gone; looking for its copy: ", err)
 		case cp != "" && ours:
 			ent.ReplayTxID = cp
-			return e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+			return e.replayed(ctx, ent)
 		case cp != "":
 			ent.ReplayTxID, ent.ReplayPartitionID, ent.ReplayQueue = cp, it.Address.PartitionID, ""
 			return e.settle(ctx, ent, ledger.Removed, deadletter.OutcomeMovedElsewhere, "", func(r *Report) { r.MovedElsewhere++ })
 		}
 	}
-	return e.settle(ctx, ent, ledger.Removed, outcomeGone, "", func(r *Report) { r.AlreadyGone++ })
+	return e.gone(ctx, ent)
 }
 
 // copyOfAbsent looks for the copy of an address no longer in the DLQ:
@@ -230,9 +230,16 @@ func (e *Engine) rowCopies(ctx context.Context, it Item) ([]string, error) {
 	return found, nil
 }
 
-// outcomeGone is the journal's outcome for an address this batch found
-// gone from the DLQ, with no copy of it anywhere: it did nothing to it.
-const outcomeGone = "gone"
+// replayed settles an address whose copy this entry published.
+func (e *Engine) replayed(ctx context.Context, ent *ledger.Entry) error {
+	return e.settle(ctx, ent, ledger.Removed, deadletter.OutcomeReplayed, "", func(r *Report) { r.Replayed++ })
+}
+
+// gone settles an address this batch found gone from the DLQ, with no
+// copy of it anywhere: it did nothing to it.
+func (e *Engine) gone(ctx context.Context, ent *ledger.Entry) error {
+	return e.settle(ctx, ent, ledger.Removed, deadletter.OutcomeGone, "", func(r *Report) { r.AlreadyGone++ })
+}
 
 // missed leaves an address that is dead-lettered though this run's
 // listing did not see it (rows removed while it paged slid it onto a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
@@ -49,21 +50,6 @@ func (e *Engine) committer(ctx context.Context) {
 	saves, behind := e.saves, e.behind
 	linger := time.NewTimer(0)
 	defer linger.Stop()
-	take := func(ch *chan saveReq, batch []saveReq, n int) []saveReq {
-		for len(batch) < n && *ch != nil {
-			select {
-			case r, ok := <-*ch:
-				if !ok {
-					*ch = nil
-					return batch
-				}
-				batch = append(batch, r)
-			default:
-				return batch
-			}
-		}
-		return batch
-	}
 	for saves != nil || behind != nil {
 		var batch []saveReq
 		select {
@@ -81,30 +67,48 @@ func (e *Engine) committer(ctx context.Context) {
 			batch = append(batch, r)
 			batch = e.gatherBehind(&saves, &behind, batch, linger)
 		}
-		batch = take(&saves, batch, most)
-		waited := 0
-		for _, r := range batch {
-			if r.done != nil {
-				waited++
+		batch = takeReady(&saves, batch, most)
+		if !slices.ContainsFunc(batch, func(r saveReq) bool { return r.done != nil }) || len(e.behind) >= pileUp {
+			batch = takeReady(&behind, batch, 2*most)
+		}
+		e.commit(ctx, batch)
+	}
+}
+
+// takeReady adds to batch the saves ch holds ready, up to n in all; a
+// closed ch is set to nil.
+func takeReady(ch *chan saveReq, batch []saveReq, n int) []saveReq {
+	for len(batch) < n && *ch != nil {
+		select {
+		case r, ok := <-*ch:
+			if !ok {
+				*ch = nil
+				return batch
 			}
+			batch = append(batch, r)
+		default:
+			return batch
 		}
-		if waited == 0 || len(e.behind) >= pileUp {
-			batch = take(&behind, batch, 2*most)
-		}
-		items := make([]ledger.SaveItem, len(batch))
-		for i, r := range batch {
-			items[i] = r.item
-		}
-		errs := e.j.SaveMany(ctx, items, e.o.Owner, e.o.Now())
-		for i, r := range batch {
-			switch {
-			case r.done != nil:
-				r.done <- errs[i]
-			case errs[i] != nil && e.behindErr == nil:
-				// Nothing more is published once the journal cannot keep up.
-				e.behindErr = errs[i]
-				e.stop("ledger error: " + errs[i].Error())
-			}
+	}
+	return batch
+}
+
+// commit saves a batch of journal writes in one transaction, and tells
+// each waiter its answer; a written-behind save that fails stops the run
+// (nothing more is published once the journal cannot keep up).
+func (e *Engine) commit(ctx context.Context, batch []saveReq) {
+	items := make([]ledger.SaveItem, len(batch))
+	for i, r := range batch {
+		items[i] = r.item
+	}
+	errs := e.j.SaveMany(ctx, items, e.o.Owner, e.o.Now())
+	for i, r := range batch {
+		switch {
+		case r.done != nil:
+			r.done <- errs[i]
+		case errs[i] != nil && e.behindErr == nil:
+			e.behindErr = errs[i]
+			e.stop("ledger error: " + errs[i].Error())
 		}
 	}
 }
@@ -169,7 +173,7 @@ func (e *Engine) settle(ctx context.Context, ent *ledger.Entry, state, outcome, 
 	// in the lineage, and is not told again.
 	now := e.rep.Replayed+e.rep.Duplicate+e.rep.Restored+e.rep.Imported > published
 	e.mu.Unlock()
-	if now && (outcome == "replayed" || outcome == deadletter.OutcomeRestored || outcome == deadletter.OutcomeImported) && ent.ReplayTxID != "" && e.o.Replayed != nil {
+	if now && (outcome == deadletter.OutcomeReplayed || outcome == deadletter.OutcomeRestored || outcome == deadletter.OutcomeImported) && ent.ReplayTxID != "" && e.o.Replayed != nil {
 		part := ent.ReplayPartitionID
 		if part == "" && !ent.Address.Foreign() {
 			part = ent.Address.PartitionID // in place: the original's partition

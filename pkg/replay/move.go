@@ -49,7 +49,7 @@ func (e *Engine) move(ctx context.Context, it Item, ent *ledger.Entry) error {
 			if dest == nil {
 				ent.ReplayPartitionID = it.Address.PartitionID
 			}
-			return e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+			return e.replayed(ctx, ent)
 		case err == nil:
 			// A duplicate: the copy is there (another hand pushed it), the
 			// row kept, a leftover to delete.
@@ -64,7 +64,7 @@ func (e *Engine) move(ctx context.Context, it Item, ent *ledger.Entry) error {
 			ours = true
 			if found, ferr := e.copyFound(ctx, it, cp); ferr == nil && found {
 				ent.ReplayPartitionID = it.Address.PartitionID
-				return e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+				return e.replayed(ctx, ent)
 			}
 			continue
 		case errors.Is(err, client.ErrRouteMissing):
@@ -86,7 +86,7 @@ func (e *Engine) rowLeft(ctx context.Context, it Item, ent *ledger.Entry, cp str
 		return e.fail(ctx, ent, "failed: the row is gone; looking for its copy: ", err)
 	case found && ours:
 		ent.ReplayPartitionID = it.Address.PartitionID
-		return e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+		return e.replayed(ctx, ent)
 	case found:
 		if others, err := e.otherRowsCopied(ctx, it, cp); err == nil {
 			e.heldMoreThanOnce(it.Address, "", append([]string{cp}, others...))
@@ -96,9 +96,9 @@ func (e *Engine) rowLeft(ctx context.Context, it Item, ent *ledger.Entry, cp str
 	case ours && e.o.ToQueue != "":
 		// Its copy went to the recovery queue, where it cannot be looked
 		// for by address: an earlier attempt of this entry made it.
-		return e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+		return e.replayed(ctx, ent)
 	}
-	return e.settle(ctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
+	return e.gone(ctx, ent)
 }
 
 // copyFound reports whether the broker holds the copy cp of an item in

@@ -128,7 +128,7 @@ func (e *Engine) payloadOf(ctx context.Context, it Item, ent *ledger.Entry) (pay
 		m, err := e.b.Get(ctx, it.Address)
 		switch {
 		case errors.Is(err, client.ErrNoDeadLetterRow):
-			return nil, true, e.settle(ctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
+			return nil, true, e.gone(ctx, ent)
 		case err != nil:
 			return nil, true, e.fail(ctx, ent, "failed: ", err)
 		}
@@ -168,7 +168,7 @@ func (e *Engine) endpoint(ctx context.Context, ent *ledger.Entry) error {
 			ent.ReplayTxID = res.ReplayedAs.TransactionID
 			e.copies.add(ent.ReplayTxID)
 		}
-		ent.Outcome = "replayed"
+		ent.Outcome = deadletter.OutcomeReplayed
 		if !res.DLQRowRemoved {
 			// The message now exists twice; the row is ours to delete.
 			// Published is journaled first: a crash before the delete
@@ -179,14 +179,14 @@ func (e *Engine) endpoint(ctx context.Context, ent *ledger.Entry) error {
 			}
 			return e.finishDelete(ctx, ent, func(r *Report) { r.Replayed++ })
 		}
-		return e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+		return e.replayed(ctx, ent)
 	case errors.Is(err, client.ErrRouteMissing):
 		return e.settle(ctx, ent, ledger.Failed, "", "the broker has no /retry route", func(r *Report) {
 			r.Failed++
 			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: "failed: the broker has no /retry route", Next: OtherPathNext})
 		})
 	case errors.Is(err, client.ErrNoDeadLetterRow):
-		return e.settle(ctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
+		return e.gone(ctx, ent)
 	case errors.As(err, &he) && he.Err == nil && (he.Status == 503 || he.Status == 429 || he.Status == 401 || he.Status == 403):
 		// The broker answered that it did not take the call.
 		return e.fail(ctx, ent, "failed: ", err)
@@ -217,7 +217,7 @@ func (e *Engine) resolveEndpoint(ctx context.Context, ent *ledger.Entry) error {
 		return nil
 	}
 	if !present {
-		return e.settle(ctx, ent, ledger.Removed, "replayed", "", func(r *Report) { r.Replayed++ })
+		return e.replayed(ctx, ent)
 	}
 	return e.settle(ctx, ent, ledger.Unknown, "", "answer lost; row still dead-lettered", func(r *Report) {
 		r.Unknown++
@@ -314,9 +314,9 @@ func (e *Engine) pushed(ctx context.Context, it Item, ent *ledger.Entry, res cli
 	}
 	ent.ReplayPartitionID = res.PartitionID
 	ent.State = ledger.Published
-	ent.Outcome = "replayed"
+	ent.Outcome = deadletter.OutcomeReplayed
 	if dup {
-		ent.Outcome = "duplicate"
+		ent.Outcome = deadletter.OutcomeDuplicate
 	}
 	// Published is journaled only if the delete fails (finishDelete);
 	// otherwise the next write is the final one.
@@ -471,9 +471,9 @@ func (e *Engine) discard(pctx, ctx context.Context, it Item, ent *ledger.Entry) 
 	_, err := e.b.Deleted(ctx, a)
 	switch {
 	case err == nil:
-		return e.settle(ctx, ent, ledger.Removed, "discarded", "", func(r *Report) { r.Discarded++ })
+		return e.settle(ctx, ent, ledger.Removed, deadletter.OutcomeDiscarded, "", func(r *Report) { r.Discarded++ })
 	case errors.Is(err, client.ErrNoDeadLetterRow):
-		return e.settle(ctx, ent, ledger.Removed, "gone", "", func(r *Report) { r.AlreadyGone++ })
+		return e.gone(ctx, ent)
 	}
 	return e.fail(ctx, ent, "failed: ", err)
 }
