@@ -62,7 +62,11 @@ type PushResult struct {
 
 // Accepted reports whether the broker holds the message now (queued, or
 // already held under that transaction id).
-func (p PushResult) Accepted() bool { return p.Status == "queued" || p.Status == "duplicate" }
+func (p PushResult) Accepted() bool { return p.Status == "queued" || p.Duplicate() }
+
+// Duplicate reports whether the broker had a message of this transaction
+// id already, and kept that one.
+func (p PushResult) Duplicate() bool { return p.Status == "duplicate" }
 
 // Buffered reports an answer of a broker whose database is down: it kept
 // the message in a local file to write later. That is not yet durable in

@@ -251,24 +251,9 @@ func (e *Engine) RunSource(ctx context.Context, src Source) (*Report, error) {
 		sort.Slice(e.rep.Listed, func(i, j int) bool { return e.rep.Listed[i].Address.String() < e.rep.Listed[j].Address.String() })
 		return &e.rep, err
 	}
-	rest := 0
-	if e.act.Republishes() && e.o.Canary > 0 && total > e.o.Canary {
-		if err := e.runSome(ctx, 0, e.o.Canary, 1); err != nil {
-			return finish(err)
-		}
-		rest = e.o.Canary
-		if ctx.Err() == nil && !e.stopped() {
-			if err := e.o.Sleep(ctx, e.o.CanaryWait); err == nil {
-				n, err := e.refailures(ctx)
-				if err != nil {
-					return finish(err)
-				}
-				if n > 0 {
-					e.rep.Refailed = n
-					e.stop(fmt.Sprintf("canary: %d of %d canary message(s) came back to the DLQ", n, e.o.Canary))
-				}
-			}
-		}
+	rest, err := e.canary(ctx, total)
+	if err != nil {
+		return finish(err)
 	}
 	if ctx.Err() == nil && !e.stopped() {
 		if err := e.runSome(ctx, rest, total, e.o.Concurrency); err != nil {
@@ -276,6 +261,30 @@ func (e *Engine) RunSource(ctx context.Context, src Source) (*Report, error) {
 		}
 	}
 	return finish(nil)
+}
+
+// canary runs a replay's first --canary messages one at a time, waits
+// --canary-wait, and stops the run if any of them came back to the DLQ.
+// It returns how many it ran (0: no canary).
+func (e *Engine) canary(ctx context.Context, total int) (int, error) {
+	if !e.act.Republishes() || e.o.Canary <= 0 || total <= e.o.Canary {
+		return 0, nil
+	}
+	if err := e.runSome(ctx, 0, e.o.Canary, 1); err != nil {
+		return e.o.Canary, err
+	}
+	if ctx.Err() != nil || e.stopped() || e.o.Sleep(ctx, e.o.CanaryWait) != nil {
+		return e.o.Canary, nil
+	}
+	n, err := e.refailures(ctx)
+	if err != nil {
+		return e.o.Canary, err
+	}
+	if n > 0 {
+		e.rep.Refailed = n
+		e.stop(fmt.Sprintf("canary: %d of %d canary message(s) came back to the DLQ", n, e.o.Canary))
+	}
+	return e.o.Canary, nil
 }
 
 func (e *Engine) stopped() bool {

@@ -44,21 +44,7 @@ func (e *Engine) move(ctx context.Context, it Item, ent *ledger.Entry) error {
 	}
 	for try := 0; ; try++ {
 		m, err := e.b.Move(ctx, row.ID, dest)
-		switch {
-		case err == nil && m.Copied():
-			if dest == nil {
-				ent.ReplayPartitionID = it.Address.PartitionID
-			}
-			return e.replayed(ctx, ent)
-		case err == nil:
-			// A duplicate: the copy is there (another hand pushed it), the
-			// row kept, a leftover to delete.
-			return e.movedElsewhere(ctx, ent, cp)
-		case errors.Is(err, client.ErrNoDeadLetterRow):
-			// The row is gone: moved (by this entry before, or another
-			// hand) or discarded.
-			return e.rowLeft(ctx, it, ent, cp, ours)
-		case errors.Is(err, client.ErrOutcomeUnknown) && try == 0:
+		if errors.Is(err, client.ErrOutcomeUnknown) && try == 0 {
 			// The move is atomic: if its copy is not there, the row was
 			// not moved, and it is moved again (which is a 404 if it was).
 			ours = true
@@ -67,13 +53,35 @@ func (e *Engine) move(ctx context.Context, it Item, ent *ledger.Entry) error {
 				return e.replayed(ctx, ent)
 			}
 			continue
-		case errors.Is(err, client.ErrRouteMissing):
-			e.stopFor("the broker has no move route (POST /api/v1/dlq/{id}/replay): it is not the Queen 1.6 it was taken for", ManualPathNext)
 		}
-		e.stopOnRefusal(err)
-		// Retryable: the next run looks for the copy, then moves the row.
-		return e.fail(ctx, ent, "failed: ", err)
+		return e.moved(ctx, it, ent, m, err, cp, ours)
 	}
+}
+
+// moved settles a move the broker answered (err: how it failed): the
+// row's copy published, a duplicate of another hand's, or the row gone;
+// any other failure is retryable (the next run looks for the copy, then
+// moves the row).
+func (e *Engine) moved(ctx context.Context, it Item, ent *ledger.Entry, m *client.Moved, err error, cp string, ours bool) error {
+	switch {
+	case err == nil && m.Copied():
+		if e.o.ToQueue == "" {
+			ent.ReplayPartitionID = it.Address.PartitionID
+		}
+		return e.replayed(ctx, ent)
+	case err == nil:
+		// A duplicate: the copy is there (another hand pushed it), the row
+		// kept, a leftover to delete.
+		return e.movedElsewhere(ctx, ent, cp)
+	case errors.Is(err, client.ErrNoDeadLetterRow):
+		// The row is gone: moved (by this entry before, or another hand) or
+		// discarded.
+		return e.rowLeft(ctx, it, ent, cp, ours)
+	case errors.Is(err, client.ErrRouteMissing):
+		e.stopFor("the broker has no move route (POST /api/v1/dlq/{id}/replay): it is not the Queen 1.6 it was taken for", ManualPathNext)
+	}
+	e.stopOnRefusal(err)
+	return e.fail(ctx, ent, "failed: ", err)
 }
 
 // rowLeft settles a move whose row was gone: its copy there is this

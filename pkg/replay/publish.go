@@ -241,7 +241,6 @@ func (e *Engine) rowPresent(ctx context.Context, a deadletter.Address) (bool, er
 // (on a broker that moves, the broker's own copy id for the row): every
 // retry of the push is safe, a repeat comes back "duplicate".
 func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload json.RawMessage) error {
-	a := it.Address
 	payload, ok, err := e.transform(ctx, ent, payload)
 	if !ok {
 		return err
@@ -260,15 +259,7 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 	}
 	digest := ledger.PayloadDigest(payload)
 	if Pinned(ent) && ent.ReplayDigest != "" && ent.ReplayDigest != digest {
-		// An earlier push under this id may have landed with another
-		// payload: pushing this one would come back a duplicate and be
-		// suppressed, the correction silently lost. A person decides.
-		e.record(func(r *Report) {
-			r.Failed++
-			r.Listed = append(r.Listed, AddrResult{Address: a, Reason: fmt.Sprintf("not sent: an earlier attempt pushed it to queue %s as %s with another payload (another transform, or none), and it may be live; this one would be suppressed as a duplicate",
-				ent.ReplayQueue, ent.ReplayTxID), Next: CheckEarlierCopyNext})
-		})
-		return e.save(ctx, ent, true)
+		return e.otherPayloadBefore(ctx, ent)
 	}
 	ent.ReplayDigest = digest
 	// Whether a copy under this id may be this entry's own, from an
@@ -302,11 +293,24 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 	return e.pushed(ctx, it, ent, res, ours || sent)
 }
 
+// otherPayloadBefore leaves an address an earlier push under its id may
+// have landed with another payload: pushing this one would come back a
+// duplicate and be suppressed, the correction silently lost. A person
+// decides.
+func (e *Engine) otherPayloadBefore(ctx context.Context, ent *ledger.Entry) error {
+	e.record(func(r *Report) {
+		r.Failed++
+		r.Listed = append(r.Listed, AddrResult{Address: ent.Address, Reason: fmt.Sprintf("not sent: an earlier attempt pushed it to queue %s as %s with another payload (another transform, or none), and it may be live; this one would be suppressed as a duplicate",
+			ent.ReplayQueue, ent.ReplayTxID), Next: CheckEarlierCopyNext})
+	})
+	return e.save(ctx, ent, true)
+}
+
 // pushed settles a manual replay's push the broker answered: a duplicate
 // that is not this entry's own on a broker that moves is another hand's
 // copy; otherwise the copy is published, and the row is deleted.
 func (e *Engine) pushed(ctx context.Context, it Item, ent *ledger.Entry, res client.PushResult, ours bool) error {
-	dup := res.Status == "duplicate"
+	dup := res.Duplicate()
 	if dup && !ours && e.o.Release.Moves() {
 		// The broker's copy of this row exists and this entry never made
 		// it: another hand (the console) replayed the row.

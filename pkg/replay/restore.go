@@ -80,16 +80,19 @@ func (e *Engine) republish(pctx, ctx context.Context, it Item, ent *ledger.Entry
 		// verification need the destination's.
 		ent.ReplayPartitionID = e.partitionOf(ctx, queue, partition)
 	}
-	if res.Status == "duplicate" {
-		return e.settle(ctx, ent, ledger.Removed, outcome, "", func(r *Report) { r.Duplicate++ })
+	return e.settle(ctx, ent, ledger.Removed, outcome, "", e.republished(res))
+}
+
+// republished counts a copy a restore or an import pushed: one the broker
+// had already, or one it published.
+func (e *Engine) republished(res client.PushResult) func(*Report) {
+	switch {
+	case res.Duplicate():
+		return func(r *Report) { r.Duplicate++ }
+	case e.act.From == deadletter.FromFile:
+		return func(r *Report) { r.Imported++ }
 	}
-	return e.settle(ctx, ent, ledger.Removed, outcome, "", func(r *Report) {
-		if e.act.From == deadletter.FromFile {
-			r.Imported++
-		} else {
-			r.Restored++
-		}
-	})
+	return func(r *Report) { r.Restored++ }
 }
 
 // takeOver settles an address a restore or an import finds done already
