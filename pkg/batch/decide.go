@@ -56,15 +56,9 @@ func Decide(ctx context.Context, env Env, sel *deadletter.Selection, b *ledger.B
 		return 0, err
 	}
 	live := in.st.n
-	if live == 0 && len(gone) == 0 {
-		if len(sel.Addresses) > 0 {
-			return 0, errs.NotFoundf("none of the given addresses is dead-lettered or known to the ledger's archive; nothing recorded")
-		}
-		return 0, errs.Usagef("no dead letter matches the selection; nothing recorded")
-	}
 	act := deadletter.ActionOf(b.Action)
-	if len(gone) > 0 && act.Republishes() {
-		return 0, errs.Usagef("%s no longer in the DLQ (the archive keeps it): it cannot be replayed from the broker; record --action discard (nothing to redo) or hold", render.Plural(len(gone), "message is", "messages are"))
+	if err := decidable(sel, act, live, len(gone)); err != nil {
+		return 0, err
 	}
 	b.Broker, b.Selection = cl.Broker(), sel.String()
 	// Recorded in replay order, as replay records its own batches, so the
@@ -85,6 +79,20 @@ func Decide(ctx context.Context, env Env, sel *deadletter.Selection, b *ledger.B
 		return 0, err
 	}
 	return live + len(gone), nil
+}
+
+// decidable refuses a decision on nothing (live messages in the DLQ and
+// gone ones the archive kept), and a replay of messages gone from it.
+func decidable(sel *deadletter.Selection, act *deadletter.Action, live, gone int) error {
+	switch {
+	case live == 0 && gone == 0 && len(sel.Addresses) > 0:
+		return errs.NotFoundf("none of the given addresses is dead-lettered or known to the ledger's archive; nothing recorded")
+	case live == 0 && gone == 0:
+		return errs.Usagef("no dead letter matches the selection; nothing recorded")
+	case gone > 0 && act.Republishes():
+		return errs.Usagef("%s no longer in the DLQ (the archive keeps it): it cannot be replayed from the broker; record --action discard (nothing to redo) or hold", render.Plural(gone, "message is", "messages are"))
+	}
+	return nil
 }
 
 // archivedOnly returns, for each address (explicit ones that are not

@@ -292,6 +292,12 @@ func askCopy(ctx context.Context, cl *client.Client, lim *rate.Limiter, c ledger
 		st.Status, st.Reason = unchecked, err.Error()
 		return st
 	}
+	st.answered(m)
+	return st
+}
+
+// answered settles a copy's state from what the detail route said of it.
+func (st *CopyState) answered(m *client.Message) {
 	if m.Queue != "" {
 		st.Queue = m.Queue
 	}
@@ -313,7 +319,6 @@ func askCopy(ctx context.Context, cl *client.Client, lim *rate.Limiter, c ledger
 	default: // pending, processing
 		st.Status, st.Groups = ledger.CopyPending, m.PendingGroups
 	}
-	return st
 }
 
 // tally counts a verification's copies as their answers come, a page at
@@ -326,6 +331,25 @@ type tally struct {
 
 func newTally(batchID string) *tally {
 	return &tally{v: &Verification{BatchID: batchID}, byQueue: map[string]*QueueVerified{}}
+}
+
+// consumedBy counts, for each group a copy of the queue reached, whether
+// it consumed it.
+func (q *QueueVerified) consumedBy(groups []client.GroupConsumed) {
+	for _, g := range groups {
+		if q.groups == nil {
+			q.groups = map[string]*GroupVerified{}
+		}
+		gv := q.groups[g.Name]
+		if gv == nil {
+			gv = &GroupVerified{Name: g.Name}
+			q.groups[g.Name] = gv
+		}
+		gv.Of++
+		if g.Consumed {
+			gv.Consumed++
+		}
+	}
 }
 
 // add counts one copy's answer, and says whether it is not completed.
@@ -344,20 +368,7 @@ func (t *tally) add(c ledger.Copy, st CopyState) (notCompleted bool) {
 	if c.Verified != ledger.CopyCompleted {
 		v.Asked++
 	}
-	for _, g := range st.consumed {
-		if q.groups == nil {
-			q.groups = map[string]*GroupVerified{}
-		}
-		gv := q.groups[g.Name]
-		if gv == nil {
-			gv = &GroupVerified{Name: g.Name}
-			q.groups[g.Name] = gv
-		}
-		gv.Of++
-		if g.Consumed {
-			gv.Consumed++
-		}
-	}
+	q.consumedBy(st.consumed)
 	if c.Elsewhere {
 		v.MovedElsewhere++
 	}

@@ -246,31 +246,9 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 		return err
 	}
 	queue, partition := e.destQueue(it), it.Partition
-	// The intent is journaled before the push: whatever happens next (a
-	// lost answer, a kill), every later run, on any path and in any
-	// process, finds that a push with this id may exist and repeats it (a
-	// duplicate) instead of minting a copy through /retry. The claim may
-	// have journaled it already (intentAhead), or a run that died after
-	// journaling it: then there is nothing to wait for, and its id is this
-	// one (a generation changes only in one, which clears the id with it),
-	// not derived a second time.
-	if ent.Via != ViaManual && ent.Via != ViaMove || ent.ReplayTxID == "" {
-		ent.ReplayTxID = e.copyTxID(it, ent.Generation)
-	}
-	digest := ledger.PayloadDigest(payload)
-	if Pinned(ent) && ent.ReplayDigest != "" && ent.ReplayDigest != digest {
-		return e.otherPayloadBefore(ctx, ent)
-	}
-	ent.ReplayDigest = digest
-	// Whether a copy under this id may be this entry's own, from an
-	// attempt before this one: else a duplicate is another hand's.
-	ours := !ent.Fresh() && tried(ent)
-	ent.State, ent.Via, ent.ReplayQueue = ledger.Inflight, ViaManual, queue
-	ent.Attempts++
-	if !ent.Holds() {
-		if err := e.save(ctx, ent, false); err != nil {
-			return err
-		}
+	ours, done, err := e.intend(ctx, it, ent, queue, payload)
+	if done {
+		return err
 	}
 	if e.o.Release.Moves() {
 		// The console moves one row at a time: a message of several rows
@@ -291,6 +269,36 @@ func (e *Engine) manual(ctx context.Context, it Item, ent *ledger.Entry, payload
 		return e.fail(ctx, ent, "failed: ", err)
 	}
 	return e.pushed(ctx, it, ent, res, ours || sent)
+}
+
+// intend journals a manual replay's intent before its push: whatever
+// happens next (a lost answer, a kill), every later run, on any path and
+// in any process, finds that a push with this id may exist and repeats it
+// (a duplicate) instead of minting a copy through /retry. The claim may
+// have journaled it already (intentAhead), or a run that died after
+// journaling it: then there is nothing to wait for, and its id is this
+// one (a generation changes only in one, which clears the id with it),
+// not derived a second time. ours: a copy under the id may be this
+// entry's own, from an attempt before this one (else a duplicate is
+// another hand's); done: the address was settled here instead.
+func (e *Engine) intend(ctx context.Context, it Item, ent *ledger.Entry, queue string, payload json.RawMessage) (ours, done bool, err error) {
+	if ent.Via != ViaManual && ent.Via != ViaMove || ent.ReplayTxID == "" {
+		ent.ReplayTxID = e.copyTxID(it, ent.Generation)
+	}
+	digest := ledger.PayloadDigest(payload)
+	if Pinned(ent) && ent.ReplayDigest != "" && ent.ReplayDigest != digest {
+		return false, true, e.otherPayloadBefore(ctx, ent)
+	}
+	ent.ReplayDigest = digest
+	ours = !ent.Fresh() && tried(ent)
+	ent.State, ent.Via, ent.ReplayQueue = ledger.Inflight, ViaManual, queue
+	ent.Attempts++
+	if !ent.Holds() {
+		if err := e.save(ctx, ent, false); err != nil {
+			return ours, true, err
+		}
+	}
+	return ours, false, nil
 }
 
 // otherPayloadBefore leaves an address an earlier push under its id may
