@@ -12,13 +12,9 @@ import (
 
 // ImportOptions are `dlq import`'s flags.
 type ImportOptions struct {
-	Exec        ExecFlags
-	Concurrency int
-	ToQueue     string
-	ToPartition string
-	Transform   string
-	NoTrace     bool
-	File        string
+	Exec    ExecFlags
+	Publish PublishFlags
+	File    string
 
 	given batch.Given
 }
@@ -62,23 +58,14 @@ follows the copies.`,
 			if err := validateExec(&o.Exec); err != nil {
 				return err
 			}
-			if err := batch.ValidateConcurrency(o.Concurrency); err != nil {
-				return err
-			}
-			if err := batch.ValidateTransform(o.Transform); err != nil {
+			if err := o.Publish.validate(); err != nil {
 				return err
 			}
 			return execute(cmd.Context(), f, importSpec(f, o))
 		},
 	}
 	addExecFlags(cmd, &o.Exec, "import")
-	fl := cmd.Flags()
-	def := batch.DefaultSettings(deadletter.Import)
-	fl.IntVar(&o.Concurrency, "concurrency", def.Concurrency, "at most this many calls in flight")
-	fl.StringVar(&o.ToQueue, "to-queue", "", "publish to this queue instead of each message's own")
-	fl.StringVar(&o.ToPartition, "to-partition", "", "publish to this partition instead of each message's own")
-	fl.StringVar(&o.Transform, "transform", "", "jq expression applied to each payload before publishing, tried on every payload while planning")
-	fl.BoolVar(&o.NoTrace, "no-trace", false, "write no trace event in the broker for the copies (on Queen 1.x and 2.x, each copy otherwise gets one naming the batch, its reason and the original)")
+	addPublishFlags(cmd, &o.Publish, deadletter.Import)
 	return cmd
 }
 
@@ -86,7 +73,7 @@ follows the copies.`,
 func importSpec(f *cmdutil.Factory, o *ImportOptions) execSpec {
 	sp := execSpec{verb: "import", flags: &o.Exec, base: batch.Request{
 		Action: deadletter.Import, Given: o.given,
-		Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: o.Concurrency, ToQueue: o.ToQueue, ToPartition: o.ToPartition, Transform: o.Transform, NoTrace: o.NoTrace},
+		Settings: o.Publish.settings(o.Exec),
 	}}
 	if o.File != "" {
 		name := o.File
