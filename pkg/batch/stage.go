@@ -194,61 +194,91 @@ func (st *stage) exec(ctx context.Context, doing string, qs ...string) error {
 // item has that row's address, queue, partition, message id and flags,
 // and its payload only when the detail route gave it.
 type writer struct {
-	st   *stage
-	tx   *sql.Tx
-	into string
-	many *sql.Stmt // writeBatch rows
-	args []any
-	// items are the items made since the last flush (into rows).
-	items, manyItems *sql.Stmt
-	itemArgs         []any
+	st    *stage
+	tx    *sql.Tx
+	rows  *inserts
+	items *inserts // nil into now
+}
+
+// inserts writes the rows of one table a statement of writeBatch at a
+// time (the last few in one of their own).
+type inserts struct {
+	into  string // INSERT INTO table (columns) VALUES
+	width int    // values a row
+	many  *sql.Stmt
+	args  []any
 }
 
 // writeBatch is how many rows one statement writes: a statement's round
 // trip through the driver costs about as much as a few rows.
 const writeBatch = 64
 
-// rowArgs is how many values a staged row has.
-const rowArgs = 16
+func newInserts(ctx context.Context, tx *sql.Tx, into string, width int) (*inserts, error) {
+	in := &inserts{into: into, width: width, args: make([]any, 0, writeBatch*width)}
+	var err error
+	in.many, err = tx.PrepareContext(ctx, in.statement(writeBatch))
+	return in, err
+}
+
+// statement inserts n rows.
+func (in *inserts) statement(n int) string {
+	one := "(" + strings.Repeat("?, ", in.width-1) + "?)"
+	return in.into + strings.Repeat(one+", ", n-1) + one
+}
+
+// add queues a row's values, writing the statement once it is full.
+func (in *inserts) add(ctx context.Context, tx *sql.Tx, vals ...any) error {
+	if in.args = append(in.args, vals...); len(in.args) < writeBatch*in.width {
+		return nil
+	}
+	return in.flush(ctx, tx)
+}
+
+// flush writes the rows queued since the last.
+func (in *inserts) flush(ctx context.Context, tx *sql.Tx) error {
+	var err error
+	switch {
+	case len(in.args) == 0:
+	case len(in.args) == writeBatch*in.width:
+		_, err = in.many.ExecContext(ctx, in.args...)
+	default:
+		_, err = tx.ExecContext(ctx, in.statement(len(in.args)/in.width), in.args...)
+	}
+	clear(in.args)
+	in.args = in.args[:0]
+	return stageErr(ctx, "staging the snapshot", err)
+}
+
+func (in *inserts) close() {
+	if in != nil && in.many != nil {
+		_ = in.many.Close()
+	}
+}
 
 // write begins staging rows into table: rows (sel: selected) or now
 // (sel: may be a copy, see fillNow).
-func (st *stage) write(ctx context.Context, table string) (*writer, error) {
+func (st *stage) write(ctx context.Context, table string) (w *writer, err error) {
 	extra := map[string]string{"rows": "sel", "now": "maybe"}[table]
 	tx, err := st.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, stageErr(ctx, "staging the snapshot", err)
 	}
-	w := &writer{st: st, tx: tx, into: `INSERT INTO ` + table + ` (k, ` + rowCols + `, ` + extra + `, item) VALUES `}
-	if w.many, err = tx.PrepareContext(ctx, w.statement(writeBatch)); err != nil {
-		_ = tx.Rollback()
-		return nil, stageErr(ctx, "staging the snapshot", err)
-	}
-	w.args = make([]any, 0, writeBatch*rowArgs)
-	if table == "rows" {
-		if w.manyItems, err = tx.PrepareContext(ctx, itemStatement(writeBatch)); err != nil {
-			_ = w.many.Close()
+	w = &writer{st: st, tx: tx}
+	defer func() {
+		if err != nil {
+			w.rows.close()
+			w.items.close()
 			_ = tx.Rollback()
-			return nil, stageErr(ctx, "staging the snapshot", err)
+			err = stageErr(ctx, "staging the snapshot", err)
 		}
-		w.itemArgs = make([]any, 0, writeBatch*itemArgs)
+	}()
+	if w.rows, err = newInserts(ctx, tx, `INSERT INTO `+table+` (k, `+rowCols+`, `+extra+`, item) VALUES `, 16); err != nil {
+		return nil, err
 	}
-	return w, nil
-}
-
-// itemArgs is how many values a staged item has.
-const itemArgs = 10
-
-// itemStatement inserts n items.
-func itemStatement(n int) string {
-	one := "(" + strings.Repeat("?, ", itemArgs-1) + "?)"
-	return `INSERT INTO items (item, pid, tid, queue, part, mid, v7, env, payload, checked) VALUES ` + strings.Repeat(one+", ", n-1) + one
-}
-
-// statement inserts n rows.
-func (w *writer) statement(n int) string {
-	one := "(" + strings.Repeat("?, ", rowArgs-1) + "?)"
-	return w.into + strings.Repeat(one+", ", n-1) + one
+	if table == "rows" {
+		w.items, err = newInserts(ctx, tx, `INSERT INTO items (item, pid, tid, queue, part, mid, v7, env, payload, checked) VALUES `, 10)
+	}
+	return w, err
 }
 
 // add stages a row of the item numbered item (0 in now); payload is the
@@ -265,10 +295,8 @@ func (w *writer) add(ctx context.Context, item int, r deadletter.Row, payload js
 	}
 	w.st.k++
 	v7, env := replay.IsUUIDv7(r.ID), deadletter.IsEnvelope(payload)
-	w.args = append(w.args, w.st.k, r.PartitionID, r.TransactionID, r.ID, r.Queue, r.Partition, r.ConsumerGroup,
-		r.ErrorMessage, r.RetryCount, failed, p, checked, v7, env, flag, item)
 	w.st.pairs[[2]string{r.Queue, r.ConsumerGroup}] = struct{}{}
-	if w.manyItems != nil && flag {
+	if w.items != nil && flag {
 		switch {
 		case item == w.st.n+1:
 			w.st.n++
@@ -276,64 +304,27 @@ func (w *writer) add(ctx context.Context, item int, r deadletter.Row, payload js
 			if checked {
 				kept = p
 			}
-			w.itemArgs = append(w.itemArgs, item, r.PartitionID, r.TransactionID, r.Queue, r.Partition, r.ID, v7, env, kept, checked)
+			if err := w.items.add(ctx, w.tx, item, r.PartitionID, r.TransactionID, r.Queue, r.Partition, r.ID, v7, env, kept, checked); err != nil {
+				return err
+			}
 		case item > w.st.n:
 			return fmt.Errorf("staging the snapshot: item %d staged before item %d", item, w.st.n+1)
 		}
 	}
-	if len(w.itemArgs) == writeBatch*itemArgs {
-		if err := w.flushItems(ctx); err != nil {
-			return err
-		}
-	}
-	if len(w.args) < writeBatch*rowArgs {
-		return nil
-	}
-	return w.flush(ctx)
-}
-
-// flush writes the rows added since the last.
-func (w *writer) flush(ctx context.Context) error {
-	var err error
-	switch {
-	case len(w.args) == 0:
-	case len(w.args) == writeBatch*rowArgs:
-		_, err = w.many.ExecContext(ctx, w.args...)
-	default:
-		_, err = w.tx.ExecContext(ctx, w.statement(len(w.args)/rowArgs), w.args...)
-	}
-	clear(w.args)
-	w.args = w.args[:0]
-	return stageErr(ctx, "staging the snapshot", err)
-}
-
-// flushItems writes the items made since the last.
-func (w *writer) flushItems(ctx context.Context) error {
-	var err error
-	switch {
-	case len(w.itemArgs) == 0:
-	case len(w.itemArgs) == writeBatch*itemArgs:
-		_, err = w.manyItems.ExecContext(ctx, w.itemArgs...)
-	default:
-		_, err = w.tx.ExecContext(ctx, itemStatement(len(w.itemArgs)/itemArgs), w.itemArgs...)
-	}
-	clear(w.itemArgs)
-	w.itemArgs = w.itemArgs[:0]
-	return stageErr(ctx, "staging the snapshot", err)
+	return w.rows.add(ctx, w.tx, w.st.k, r.PartitionID, r.TransactionID, r.ID, r.Queue, r.Partition, r.ConsumerGroup,
+		r.ErrorMessage, r.RetryCount, failed, p, checked, v7, env, flag, item)
 }
 
 // end commits what was written (or, on err, rolls it back and returns err).
 func (w *writer) end(ctx context.Context, err error) error {
 	if err == nil {
-		err = w.flush(ctx)
+		err = w.rows.flush(ctx, w.tx)
 	}
-	if err == nil {
-		err = w.flushItems(ctx)
+	if err == nil && w.items != nil {
+		err = w.items.flush(ctx, w.tx)
 	}
-	_ = w.many.Close()
-	if w.manyItems != nil {
-		_ = w.manyItems.Close()
-	}
+	w.rows.close()
+	w.items.close()
 	if err != nil {
 		_ = w.tx.Rollback()
 		return err
