@@ -331,12 +331,12 @@ func (p *Pending) resolvePath(ctx context.Context) (string, error) {
 		}
 		return viaWords(s, replay.ViaRestore), nil
 	}
-	switch via := p.opts.Via; {
-	case rel.Moves() && via != replay.ViaManual:
+	switch via, ok := replay.PathOn(*rel, p.opts.Via); {
+	case !ok:
+		return "", refuse(errs.Usage, GivenVia, "move", fmt.Sprintf("this broker is %s, which has no move (Queen 1.6 added it); take auto or manual", rel.Name()))
+	case via == replay.ViaMove:
 		p.opts.Via = replay.ViaMove
 		return viaWords(s, replay.ViaMove), nil
-	case via == replay.ViaMove:
-		return "", refuse(errs.Usage, GivenVia, "move", fmt.Sprintf("this broker is %s, which has no move (Queen 1.6 added it); take auto or manual", rel.Name()))
 	case via != replay.ViaEndpoint || s.Transform != "" || s.ToQueue != "":
 		p.opts.Via = replay.ViaManual
 		return viaWords(s, replay.ViaManual), nil

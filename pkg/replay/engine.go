@@ -177,11 +177,7 @@ func (o Options) withDefaults() Options {
 	if o.Via == "" {
 		o.Via = ViaAuto
 	}
-	if o.Release.Moves() && (o.Via == ViaAuto || o.Via == ViaEndpoint) {
-		// On a broker that moves, /retry is the move by address: the
-		// move by row id is the same step, addressed exactly.
-		o.Via = ViaMove
-	}
+	o.Via, _ = PathOn(o.Release, o.Via)
 	if o.RefailEvery <= 0 {
 		o.RefailEvery = 5 * time.Second
 	}

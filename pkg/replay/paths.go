@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/dlqctl/dlqctl/pkg/client"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 )
 
@@ -18,6 +19,21 @@ const (
 	// there. The journal records it as the path an address took.
 	ViaMove = "move"
 )
+
+// PathOn is the path a replay asked to go via takes on a broker of
+// release rel: on a broker that moves (Queen 1.6, 2.x) every path but the
+// manual one is the move (its /retry is the move by address; the move by
+// row id is the same step, addressed exactly). ok is false for the move
+// asked of a broker that has none.
+func PathOn(rel client.Release, via string) (path string, ok bool) {
+	switch {
+	case via == ViaRestore:
+		return via, true
+	case rel.Moves() && via != ViaManual:
+		return ViaMove, true
+	}
+	return via, via != ViaMove
+}
 
 // Generations are the generations of dead letters whose transaction ids
 // do not say them: copies the /retry endpoint published under ids the
