@@ -21,17 +21,6 @@ import (
 // cannot skip rows that a later delete shifts. Limit counts addresses.
 // Each item also gets the address's rows the selection left out (Widen).
 func Snapshot(ctx context.Context, l replay.Lister, sel *deadletter.Selection, pageSize int) ([]replay.Item, error) {
-	return snapshot(ctx, l, sel, pageSize, false)
-}
-
-// SnapshotForPlan is Snapshot for a plan that is never run (a dry run):
-// it keeps no payload but the encryption envelopes the plan counts, so
-// what it holds does not grow with the payloads' size.
-func SnapshotForPlan(ctx context.Context, l replay.Lister, sel *deadletter.Selection, pageSize int) ([]replay.Item, error) {
-	return snapshot(ctx, l, sel, pageSize, true)
-}
-
-func snapshot(ctx context.Context, l replay.Lister, sel *deadletter.Selection, pageSize int, planOnly bool) ([]replay.Item, error) {
 	var items []replay.Item
 	idx := map[deadletter.Address]int{}
 	inScope, matched := 0, 0
@@ -54,9 +43,6 @@ func snapshot(ctx context.Context, l replay.Lister, sel *deadletter.Selection, p
 			continue
 		}
 		matched++
-		if planOnly && !r.Undecryptable() {
-			r.Data = nil
-		}
 		a := r.Address()
 		if i, ok := idx[a]; ok {
 			items[i].Rows = append(items[i].Rows, r)

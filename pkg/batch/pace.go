@@ -57,17 +57,6 @@ func destinations(queues []string, toQueue string) []string {
 	return slices.Compact(out)
 }
 
-// itemQueues are the queues of items, each once.
-func itemQueues(items []replay.Item) []string {
-	var out []string
-	for _, it := range items {
-		if !slices.Contains(out, it.Queue) {
-			out = append(out, it.Queue)
-		}
-	}
-	return out
-}
-
 // destinationLag is the lag of the groups that read the destination
 // queues. known is false when the broker lists groups but reports no lag
 // for any (the seed contract), or cannot be asked; a broker with no group

@@ -532,10 +532,6 @@ func notFoundKind(body []byte) error {
 	return ErrRouteMissing
 }
 
-// noSuchRoute reports the Rust broker's answer for a path it has no
-// route for: 404 {"error":"Not Found","code":"no_such_route"}.
-func noSuchRoute(body []byte) bool { return bodyCode(body) == "no_such_route" }
-
 // bodyCode is an error body's "code" ("" when it has none).
 func bodyCode(body []byte) string {
 	var e struct {

@@ -197,9 +197,6 @@ func (w *Writer) Add(r Row) error {
 	return w.line(r)
 }
 
-// Rows is how many rows have been written.
-func (w *Writer) Rows() int { return w.rows }
-
 func (w *Writer) line(v any) error {
 	w.buf.Reset()
 	enc := json.NewEncoder(&w.buf)
