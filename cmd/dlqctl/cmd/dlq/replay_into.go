@@ -109,7 +109,7 @@ func replayInto(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error
 		fmt.Fprintln(f.IO.ErrOut, "Nothing to replay: no dead letter matches.")
 		return nil
 	}
-	if err := destinationQueues(ctx, dst, st.queues, o.ToQueue); err != nil {
+	if err := destinationQueues(ctx, dst, st.queues, o.Settings.ToQueue); err != nil {
 		return err
 	}
 	importErr := execute(ctx, g, intoImport(o, sel, staged))
@@ -157,8 +157,8 @@ func intoImport(o *ReplayOptions, sel *deadletter.Selection, staged string) exec
 	return execSpec{verb: "import", doing: "replay",
 		flags: &ExecFlags{Why: o.Exec.Why, By: o.Exec.By, Yes: o.Exec.Yes, DryRun: o.Exec.DryRun, Rate: o.Exec.Rate, Burst: o.Exec.Burst},
 		base: batch.Request{Action: deadletter.Import, Given: o.given,
-			Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: o.Concurrency, ToQueue: o.ToQueue, ToPartition: o.Into.ToPartition,
-				Transform: o.Transform, MaxLag: o.MaxLag, Window: o.Window, NoTrace: o.NoTrace}},
+			Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: o.Settings.Concurrency, ToQueue: o.Settings.ToQueue, ToPartition: o.Into.ToPartition,
+				Transform: o.Settings.Transform, MaxLag: o.Settings.MaxLag, Window: o.Settings.Window, NoTrace: o.Settings.NoTrace}},
 		file: &batch.File{Name: staged, Label: "replay of " + sel.String() + " from another broker", Open: func() (io.ReadCloser, error) { return os.Open(staged) }},
 	}
 }
@@ -202,7 +202,7 @@ func deleteHeld(ctx context.Context, f, g *cmdutil.Factory, o *ReplayOptions, se
 	rm.built = &del
 	// The deletes go at the import's --concurrency, unpaced: the copies
 	// are published already, and a delete reaches no consumer.
-	rm.base.Settings.Concurrency = o.Concurrency
+	rm.base.Settings.Concurrency = o.Settings.Concurrency
 	rm.doing = "delete"
 	rm.base.Words = "the messages of " + sel.String() + " that " + dst.Broker() + " holds"
 	rm.base.Also = "replayed into it first"
