@@ -55,30 +55,7 @@ func checkFleet(ctx context.Context, f *cmdutil.Factory, o *CheckOptions, names 
 	out := make([]ContextVerdict, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
-		wg.Go(func() {
-			sf := f.ForContext(name)
-			defer sf.Close()
-			cctx, cancel := context.WithTimeout(ctx, deadline)
-			defer cancel()
-			res, err := evaluate(cctx, sf, gate.Input{Queues: o.Queues, MaxAge: o.maxAge, TriageSLO: o.triageSLO, AllScopes: o.AllScopes})
-			v := ContextVerdict{Context: name, Result: res}
-			switch {
-			case err != nil && ctx.Err() != nil:
-				v.code, v.Error = cmdutil.ExitInterrupted, "interrupted"
-			case errors.Is(err, context.DeadlineExceeded):
-				v.code, v.Error = cmdutil.ExitBroker, fmt.Sprintf("no verdict within %s", deadline)
-			case err != nil:
-				v.code, v.Error = cmdutil.ExitCode(err), sf.Redact(oneLineErr(err))
-			case !res.OK:
-				v.code = cmdutil.ExitBreach
-			default:
-				v.OK = true
-			}
-			if err != nil {
-				v.Result = nil
-			}
-			out[i] = v
-		})
+		wg.Go(func() { out[i] = judgeContext(ctx, f.ForContext(name), name, o, deadline) })
 	}
 	wg.Wait()
 	fleet := &FleetResult{OK: true, Contexts: out}
@@ -87,6 +64,46 @@ func checkFleet(ctx context.Context, f *cmdutil.Factory, o *CheckOptions, names 
 		fleet.OK = fleet.OK && v.OK
 		worst = max(worst, v.code)
 	}
+	if err := writeFleet(f, fm, o, fleet); err != nil {
+		return err
+	}
+	if worst == cmdutil.ExitInterrupted {
+		return cmdutil.ErrInterrupted
+	}
+	if worst != cmdutil.ExitOK {
+		return &cmdutil.ExitError{Code: worst, Silent: true}
+	}
+	return nil
+}
+
+// judgeContext is one context's verdict, reached within deadline (sf is
+// the factory of that context, closed here).
+func judgeContext(ctx context.Context, sf *cmdutil.Factory, name string, o *CheckOptions, deadline time.Duration) ContextVerdict {
+	defer sf.Close()
+	cctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	res, err := evaluate(cctx, sf, gate.Input{Queues: o.Queues, MaxAge: o.maxAge, TriageSLO: o.triageSLO, AllScopes: o.AllScopes})
+	v := ContextVerdict{Context: name, Result: res}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		v.code, v.Error = cmdutil.ExitInterrupted, "interrupted"
+	case errors.Is(err, context.DeadlineExceeded):
+		v.code, v.Error = cmdutil.ExitBroker, fmt.Sprintf("no verdict within %s", deadline)
+	case err != nil:
+		v.code, v.Error = cmdutil.ExitCode(err), sf.Redact(oneLineErr(err))
+	case !res.OK:
+		v.code = cmdutil.ExitBreach
+	default:
+		v.OK = true
+	}
+	if err != nil {
+		v.Result = nil
+	}
+	return v
+}
+
+// writeFleet prints the fleet's verdicts in the format asked for.
+func writeFleet(f *cmdutil.Factory, fm render.Format, o *CheckOptions, fleet *FleetResult) error {
 	switch {
 	case o.Format == "github":
 		writeFleetGitHub(f.IO.Out, fleet)
@@ -105,12 +122,6 @@ func checkFleet(ctx context.Context, f *cmdutil.Factory, o *CheckOptions, names 
 		}
 	default:
 		writeFleetTable(f, fleet)
-	}
-	if worst == cmdutil.ExitInterrupted {
-		return cmdutil.ErrInterrupted
-	}
-	if worst != cmdutil.ExitOK {
-		return &cmdutil.ExitError{Code: worst, Silent: true}
 	}
 	return nil
 }

@@ -137,31 +137,36 @@ func lsRun(ctx context.Context, f *cmdutil.Factory, o *LsOptions) error {
 		return lsGroups(f, fm, o.GroupBy, rows, sel, now, inspect.HeldBy(dec, now))
 	}
 	if !fm.Human() {
-		// Every row read is garbage once written and little is held, so
-		// the default collection pace serves (BenchmarkLsMemory).
-		st := render.NewStream(f.IO.Out, fm)
-		if f.IO.IsStdoutTTY() {
-			st.FlushEach()
-		}
-		var row inspect.Row
-		for r, err := range rows {
-			if err != nil {
-				st.Abort()
-				return err
-			}
-			var decided *ledger.Decision
-			var slo time.Duration
-			if d, ok := dec(r.Address()); ok {
-				decided, slo = &d, inspect.TriageSLO(policies, r.Queue, r.ConsumerGroup)
-			}
-			row = inspect.ToRow(r, now, decided, slo)
-			if err := st.Write(&row); err != nil {
-				return err
-			}
-		}
-		return st.Close()
+		return lsStream(f, fm, rows, dec, policies, now)
 	}
 	return lsTable(f, fm, cl, rows, sel, dec, policies, now, listing.Limited, o.Sort)
+}
+
+// lsStream writes each row as it is read (json, ndjson, yaml). Every row
+// read is garbage once written and little is held, so the default
+// collection pace serves (BenchmarkLsMemory).
+func lsStream(f *cmdutil.Factory, fm render.Format, rows func(func(deadletter.Row, error) bool), dec inspect.DecisionLookup, policies policy.Set, now time.Time) error {
+	st := render.NewStream(f.IO.Out, fm)
+	if f.IO.IsStdoutTTY() {
+		st.FlushEach()
+	}
+	var row inspect.Row
+	for r, err := range rows {
+		if err != nil {
+			st.Abort()
+			return err
+		}
+		var decided *ledger.Decision
+		var slo time.Duration
+		if d, ok := dec(r.Address()); ok {
+			decided, slo = &d, inspect.TriageSLO(policies, r.Queue, r.ConsumerGroup)
+		}
+		row = inspect.ToRow(r, now, decided, slo)
+		if err := st.Write(&row); err != nil {
+			return err
+		}
+	}
+	return st.Close()
 }
 
 func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(func(deadletter.Row, error) bool), sel *deadletter.Selection,
@@ -216,18 +221,9 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 		}
 	}
 	if len(table) == 0 {
-		if sel.Class != "" && !deadletter.IsClassID(sel.Class) {
-			return cmdutil.FlagErrorf("--class %q is not a class id: class ids are the 8 hex digits `dlq ls --group-by error` prints", sel.Class)
-		}
-		if sel.Class != "" {
-			fmt.Fprintf(f.IO.ErrOut, "No dead letters match: no dead letter is in class %s now (see dlq ls --group-by error).\n", sel.Class)
-			return nil
-		}
-		fmt.Fprintln(f.IO.ErrOut, "No dead letters match.")
-		return nil
+		return noneMatch(f, sel)
 	}
-	tty := f.IO.IsStdoutTTY()
-	if tty {
+	if f.IO.IsStdoutTTY() {
 		truncateColumn(table, header, 5, f.IO.TerminalWidth())
 		for i := range table {
 			maxAge := time.Duration(0)
@@ -236,19 +232,39 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 			}
 			table[i][0] = pal.Age(table[i][0], ages[i], maxAge)
 		}
-		what := render.Plural(len(table), "dead letter", "dead letters")
-		of := ""
-		if limited() {
-			// The rows shown are the newest (or oldest): the summary is of them.
-			what = fmt.Sprintf("%d %s dead letters shown (--limit %d)", len(table), order, sel.Limit)
-			of = " shown"
-		}
-		oldest := tally.Oldest
-		fmt.Fprintf(f.IO.Out, "%s, oldest%s %s (%s in %s), %s, %s\n\n",
-			pal.Bold(what), of, render.AgeSince(now, oldest.FailedAt), render.Clean(oldest.Address().String()), render.Clean(oldest.Queue),
-			render.Plural(tally.Classes(), "failure class", "failure classes"), render.Plural(tally.Undecided, "undecided", "undecided"))
+		lsSummary(f, len(table), tally, now, sel, limited(), order)
 	}
 	return render.WriteTable(f.IO.Out, header, table)
+}
+
+// noneMatch says that no dead letter matches (a --class that is no class
+// id is refused).
+func noneMatch(f *cmdutil.Factory, sel *deadletter.Selection) error {
+	switch {
+	case sel.Class != "" && !deadletter.IsClassID(sel.Class):
+		return cmdutil.FlagErrorf("--class %q is not a class id: class ids are the 8 hex digits `dlq ls --group-by error` prints", sel.Class)
+	case sel.Class != "":
+		fmt.Fprintf(f.IO.ErrOut, "No dead letters match: no dead letter is in class %s now (see dlq ls --group-by error).\n", sel.Class)
+	default:
+		fmt.Fprintln(f.IO.ErrOut, "No dead letters match.")
+	}
+	return nil
+}
+
+// lsSummary is the line above a terminal's table: how many, the oldest,
+// the classes and the undecided (of the rows shown, when --limit cut them).
+func lsSummary(f *cmdutil.Factory, n int, tally inspect.Tally, now time.Time, sel *deadletter.Selection, limited bool, order string) {
+	pal := f.Palette()
+	what := render.Plural(n, "dead letter", "dead letters")
+	of := ""
+	if limited {
+		what = fmt.Sprintf("%d %s dead letters shown (--limit %d)", n, order, sel.Limit)
+		of = " shown"
+	}
+	oldest := tally.Oldest
+	fmt.Fprintf(f.IO.Out, "%s, oldest%s %s (%s in %s), %s, %s\n\n",
+		pal.Bold(what), of, render.AgeSince(now, oldest.FailedAt), render.Clean(oldest.Address().String()), render.Clean(oldest.Queue),
+		render.Plural(tally.Classes(), "failure class", "failure classes"), render.Plural(tally.Undecided, "undecided", "undecided"))
 }
 
 // truncateColumn shortens column col so the table fits width.
