@@ -36,6 +36,28 @@ func Show(w, warn io.Writer, pal *render.Palette, res inspect.ShowResult) {
 		enc = pal.Red("undecryptable envelope")
 	}
 	kv("Encrypted", enc)
+	showFailures(w, pal, res)
+	if res.Undecryptable {
+		fmt.Fprintln(warn, pal.Yellow("warning: the payload is an encryption envelope the broker could not decrypt (wrong or rotated key); it will not be replayed"))
+	}
+	showPayload(w, res.Data)
+	showLineage(w, pal, res)
+	fmt.Fprintln(w, "\nDecisions:")
+	if len(res.Decisions) == 0 {
+		fmt.Fprintln(w, "  none recorded")
+	}
+	for _, d := range res.Decisions {
+		fmt.Fprintf(w, "  %s\n", decisionLine(d))
+	}
+	if j := res.Journal; j != nil {
+		showJournal(w, res, j)
+	}
+}
+
+// showFailures writes the message's dead-letter rows, or, when it is no
+// longer dead-lettered, the ones the archive kept.
+func showFailures(w io.Writer, pal *render.Palette, res inspect.ShowResult) {
+	c := render.Clean
 	if len(res.Rows) > 0 {
 		fmt.Fprintf(w, "\nFailures (%d):\n", len(res.Rows))
 		for _, r := range res.Rows {
@@ -56,18 +78,27 @@ func Show(w, warn io.Writer, pal *render.Palette, res inspect.ShowResult) {
 			fmt.Fprintf(w, "     %s  [class %s]\n", orNone(c(a.Error)), deadletter.ClassID(a.Error))
 		}
 	}
-	if res.Undecryptable {
-		fmt.Fprintln(warn, pal.Yellow("warning: the payload is an encryption envelope the broker could not decrypt (wrong or rotated key); it will not be replayed"))
-	}
+}
+
+// showPayload writes the payload, indented when it is JSON.
+func showPayload(w io.Writer, data json.RawMessage) {
+	c := render.Clean
 	fmt.Fprintln(w, "\nPayload:")
 	var pretty bytes.Buffer
-	if len(res.Data) == 0 {
+	switch {
+	case len(data) == 0:
 		fmt.Fprintln(w, "  (none)")
-	} else if json.Indent(&pretty, res.Data, "  ", "  ") == nil {
+	case json.Indent(&pretty, data, "  ", "  ") == nil:
 		fmt.Fprintf(w, "  %s\n", render.CleanLines(pretty.String()))
-	} else {
-		fmt.Fprintf(w, "  %s\n", c(string(res.Data)))
+	default:
+		fmt.Fprintf(w, "  %s\n", c(string(data)))
 	}
+}
+
+// showLineage writes, for a copy a batch published, what it is a copy of
+// and what was decided of the original.
+func showLineage(w io.Writer, pal *render.Palette, res inspect.ShowResult) {
+	c := render.Clean
 	if l := res.CopyOf; l != nil {
 		fmt.Fprintln(w, "\nLineage:")
 		a := deadletter.ActionOf(l.Action)
@@ -84,44 +115,41 @@ func Show(w, warn io.Writer, pal *render.Palette, res inspect.ShowResult) {
 			fmt.Fprintf(w, "  the original: %s\n", decisionLine(d))
 		}
 	}
-	fmt.Fprintln(w, "\nDecisions:")
-	if len(res.Decisions) == 0 {
-		fmt.Fprintln(w, "  none recorded")
-	}
-	for _, d := range res.Decisions {
-		fmt.Fprintf(w, "  %s\n", decisionLine(d))
-	}
-	if j := res.Journal; j != nil {
-		fmt.Fprintln(w, "\nJournal:")
-		fmt.Fprintf(w, "  %s, generation %d, %d attempt(s), batch %s, updated %s\n", journalSentence(j), j.Generation, j.Attempts, j.BatchID, render.Timestamp(j.UpdatedAt))
-		if cp := res.ReplayedAs; cp != nil {
-			now := "its status now is unknown"
-			switch cp.Status {
-			case "":
-			case "not found":
-				now = "the broker no longer holds it"
-			default:
-				now = "now " + c(cp.Status)
-				if cp.Queue != "" {
-					now += " in queue " + c(cp.Queue)
-				}
-			}
-			via := j.Via
-			if j.Outcome == deadletter.OutcomeMovedElsewhere {
-				via = "another hand"
-			}
-			did := "replayed"
-			if act := deadletter.ActionOf(j.Action); act.Outside() {
-				did, via = act.Past, "a push from "+map[string]string{deadletter.FromArchive: "the archive", deadletter.FromFile: "an export file"}[act.From]
-			}
-			fmt.Fprintf(w, "  %s as transaction id %s (partition %s) via %s; %s\n", did, c(cp.TransactionID), c(cp.PartitionID), via, now)
-			if cp.Envelope {
-				fmt.Fprintln(w, "  warning: the copy is the encryption envelope of a row the broker could not decrypt, pushed as it was: no consumer can read it")
+}
+
+// showJournal writes what the journal says of the address, and of the
+// copy it published.
+func showJournal(w io.Writer, res inspect.ShowResult, j *ledger.Entry) {
+	c := render.Clean
+	fmt.Fprintln(w, "\nJournal:")
+	fmt.Fprintf(w, "  %s, generation %d, %d attempt(s), batch %s, updated %s\n", journalSentence(j), j.Generation, j.Attempts, j.BatchID, render.Timestamp(j.UpdatedAt))
+	if cp := res.ReplayedAs; cp != nil {
+		now := "its status now is unknown"
+		switch cp.Status {
+		case "":
+		case "not found":
+			now = "the broker no longer holds it"
+		default:
+			now = "now " + c(cp.Status)
+			if cp.Queue != "" {
+				now += " in queue " + c(cp.Queue)
 			}
 		}
-		if j.LastError != "" {
-			fmt.Fprintf(w, "  last error: %s\n", c(j.LastError))
+		via := j.Via
+		if j.Outcome == deadletter.OutcomeMovedElsewhere {
+			via = "another hand"
 		}
+		did := "replayed"
+		if act := deadletter.ActionOf(j.Action); act.Outside() {
+			did, via = act.Past, "a push from "+map[string]string{deadletter.FromArchive: "the archive", deadletter.FromFile: "an export file"}[act.From]
+		}
+		fmt.Fprintf(w, "  %s as transaction id %s (partition %s) via %s; %s\n", did, c(cp.TransactionID), c(cp.PartitionID), via, now)
+		if cp.Envelope {
+			fmt.Fprintln(w, "  warning: the copy is the encryption envelope of a row the broker could not decrypt, pushed as it was: no consumer can read it")
+		}
+	}
+	if j.LastError != "" {
+		fmt.Fprintf(w, "  last error: %s\n", c(j.LastError))
 	}
 }
 
