@@ -31,6 +31,12 @@ func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
 	if m.filtering {
 		return m.filterKey(k)
 	}
+	return m.screenKey(k)
+}
+
+// screenKey handles a key on a screen with no modal open and no filter
+// being typed.
+func (m *model) screenKey(k tea.KeyPressMsg) tea.Cmd {
 	switch {
 	case key.Matches(k, m.keys.Quit):
 		return tea.Quit
@@ -49,23 +55,10 @@ func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
 		m.input.CursorEnd()
 		return m.input.Focus()
 	case key.Matches(k, m.keys.Group) && m.screen == screenClasses:
-		next := inspect.GroupBys[0]
-		for i, b := range inspect.GroupBys {
-			if b == m.by {
-				next = inspect.GroupBys[(i+1)%len(inspect.GroupBys)]
-			}
-		}
-		m.classFilter = ""
-		m.regroup(next)
+		m.nextGrouping()
 	case key.Matches(k, m.keys.Hold):
 		if t, ok := m.target(); ok {
-			hm := &holdModal{t: t, until: m.newInput("until ", "24h"), why: m.newInput("why   ", ""), owner: m.newInput("owner ", "")}
-			hm.until.Placeholder = "24h, 2d or an RFC 3339 time"
-			hm.why.Placeholder = "recorded in the ledger"
-			hm.owner.Placeholder = "the team that owns the follow-up (optional)"
-			hm.form = form{fields: []*textinput.Model{&hm.until, &hm.why, &hm.owner}}
-			m.modal = hm
-			return hm.form.start(0)
+			return m.openHold(t)
 		}
 	case key.Matches(k, m.keys.Replay), key.Matches(k, m.keys.Discard):
 		if t, ok := m.target(); ok {
@@ -77,31 +70,65 @@ func (m *model) key(k tea.KeyPressMsg) tea.Cmd {
 			return m.plan(verb, t)
 		}
 	case key.Matches(k, m.keys.Open):
-		switch m.screen {
-		case screenClasses:
-			if g, ok := m.currentGroup(); ok {
-				m.screen, m.classKey, m.rowCur, m.rowFilter = screenRows, g.Key, cursor{}, ""
-				m.refilter()
-			}
-		case screenRows:
-			if r, ok := m.currentRow(); ok {
-				return m.openMessage(r.Address())
-			}
-		}
+		return m.open()
 	case key.Matches(k, m.keys.Back):
-		switch m.screen {
-		case screenMessage:
-			m.screen, m.msg = screenRows, nil
-		case screenRows:
-			m.screen = screenClasses
-		default:
-			m.classFilter = ""
-			m.refilter()
-		}
+		m.back()
 	default:
 		m.move(k)
 	}
 	return nil
+}
+
+// nextGrouping groups the classes screen by the next grouping.
+func (m *model) nextGrouping() {
+	next := inspect.GroupBys[0]
+	for i, b := range inspect.GroupBys {
+		if b == m.by {
+			next = inspect.GroupBys[(i+1)%len(inspect.GroupBys)]
+		}
+	}
+	m.classFilter = ""
+	m.regroup(next)
+}
+
+// openHold opens the hold form for a target.
+func (m *model) openHold(t target) tea.Cmd {
+	hm := &holdModal{t: t, until: m.newInput("until ", "24h"), why: m.newInput("why   ", ""), owner: m.newInput("owner ", "")}
+	hm.until.Placeholder = "24h, 2d or an RFC 3339 time"
+	hm.why.Placeholder = "recorded in the ledger"
+	hm.owner.Placeholder = "the team that owns the follow-up (optional)"
+	hm.form = form{fields: []*textinput.Model{&hm.until, &hm.why, &hm.owner}}
+	m.modal = hm
+	return hm.form.start(0)
+}
+
+// open drills down: from a class to its rows, from a row to its message.
+func (m *model) open() tea.Cmd {
+	switch m.screen {
+	case screenClasses:
+		if g, ok := m.currentGroup(); ok {
+			m.screen, m.classKey, m.rowCur, m.rowFilter = screenRows, g.Key, cursor{}, ""
+			m.refilter()
+		}
+	case screenRows:
+		if r, ok := m.currentRow(); ok {
+			return m.openMessage(r.Address())
+		}
+	}
+	return nil
+}
+
+// back goes up a screen, or, on the classes, clears the filter.
+func (m *model) back() {
+	switch m.screen {
+	case screenMessage:
+		m.screen, m.msg = screenRows, nil
+	case screenRows:
+		m.screen = screenClasses
+	default:
+		m.classFilter = ""
+		m.refilter()
+	}
 }
 
 // move moves the cursor, or scrolls the message.
