@@ -67,15 +67,16 @@ func TestReplayLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := p.MakePlan(ctx); err != nil {
+		pl, err := p.MakePlan(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-		plan := p.Plan()
+		plan := pl.Plan()
 		if plan.Messages != p.Messages() || !strings.HasPrefix(plan.Via, "manual") || plan.Order == nil {
 			t.Fatalf("plan %+v", plan)
 		}
 		var recorded string
-		res, err := p.Run(ctx, func(id string, fresh bool) { recorded = id }, nil)
+		res, err := pl.Run(ctx, batch.Go{}, batch.Hooks{Recorded: func(id string, fresh bool) { recorded = id }})
 		if err != nil || recorded != p.BatchID() || !res.Report.Clean() || res.Report.Replayed != p.Messages() || len(res.Next) != 0 {
 			t.Fatalf("run: %v, recorded %q, report %+v", err, recorded, res.Report.Outcome())
 		}
@@ -145,21 +146,22 @@ func TestHoldsInPlans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.MakePlan(ctx); err != nil {
+	pl, err := p.MakePlan(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Held() != n {
-		t.Fatalf("%d held in the plan, the hold has %d", p.Held(), n)
+	if pl.Held() != n {
+		t.Fatalf("%d held in the plan, the hold has %d", pl.Held(), n)
 	}
 	all := p.Messages()
 	req := request(deadletter.Replay, selection(t, deadletter.Selection{Queue: "orders"}))
 	req.SkipHeld = true
 	p, _ = prepare(t, env, req)
-	if err := p.MakePlan(ctx); err != nil {
+	if pl, err = p.MakePlan(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if p.Held() != 0 || p.SkippedHeld() != n || p.Messages() != all-n {
-		t.Fatalf("SkipHeld: %d held, %d skipped, %d of %d", p.Held(), p.SkippedHeld(), p.Messages(), all)
+	if pl.Held() != 0 || pl.SkippedHeld() != n || pl.Messages() != all-n {
+		t.Fatalf("SkipHeld: %d held, %d skipped, %d of %d", pl.Held(), pl.SkippedHeld(), pl.Messages(), all)
 	}
 }
 

@@ -39,8 +39,8 @@ func (p *Pending) paceBy(ctx context.Context, queues []string) error {
 		p.opts.Pausers = append(p.opts.Pausers, w)
 	}
 	p.opts.Paused = func(why string) {
-		if p.Paused != nil {
-			p.Paused(why)
+		if p.paused != nil {
+			p.paused(why)
 		}
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"strings"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/client"
@@ -114,10 +115,40 @@ type Pending struct {
 
 	// letGo gives back the collector settings the batch holds (holdHeap).
 	letGo func()
+	// paused is told why a run waits (Hooks.Paused).
+	paused func(why string)
+}
 
-	// Paused, when set, is told why the run waits (consumer lag, outside
-	// the window) as each pause starts or changes, and "" as it ends.
-	Paused func(why string)
+// Planned is a batch whose plan is made: what a person is shown before
+// they say go, and what Run takes. Preparing gives a Pending, planning
+// it a Planned; nothing is set between the calls but the rate, whose
+// estimate the plan shows.
+type Planned struct{ *Pending }
+
+// Go is what a person says once they have seen the plan, beside what the
+// request said: why (when the request gave no reason), and to act on the
+// messages under an active hold all the same.
+type Go struct {
+	Why          string
+	OverrideHold bool
+}
+
+// Hooks are what a front end is told as a run goes: the batch's id once
+// it is in the ledger (fresh: newly recorded), the number of addresses
+// done, and why the run waits (consumer lag, outside the window) as each
+// pause starts or changes, "" as it ends.
+type Hooks struct {
+	Recorded func(id string, fresh bool)
+	Progress func(done int)
+	Paused   func(why string)
+}
+
+// take settles what the person said on the batch.
+func (p *Pending) take(g Go) {
+	if strings.TrimSpace(g.Why) != "" {
+		p.why = g.Why
+	}
+	p.req.OverrideHold = p.req.OverrideHold || g.OverrideHold
 }
 
 // Prepare stages the selection (or the recorded batch) on disk and
@@ -211,7 +242,14 @@ func readyWhere(ctx context.Context, env Env, sel *deadletter.Selection) (*inspe
 // MakePlan settles what the list could not say (undecryptable
 // envelopes), finds the holds (leaving held messages out with SkipHeld),
 // settles the path and the pace (replays) and makes the plan.
-func (p *Pending) MakePlan(ctx context.Context) error {
+func (p *Pending) MakePlan(ctx context.Context) (*Planned, error) {
+	if err := p.makePlan(ctx); err != nil {
+		return nil, err
+	}
+	return &Planned{p}, nil
+}
+
+func (p *Pending) makePlan(ctx context.Context) error {
 	if err := p.startPlan(ctx); err != nil {
 		return err
 	}
@@ -364,7 +402,7 @@ func (p *Pending) release(ctx context.Context) error {
 
 // SetRate changes the rate of a planned batch, and its estimate; the
 // rate is checked as --rate is.
-func (p *Pending) SetRate(r float64) error {
+func (p *Planned) SetRate(r float64) error {
 	if err := ValidateRate(r); err != nil {
 		return err
 	}
@@ -385,13 +423,13 @@ func (p *Pending) BatchID() string {
 }
 
 // Plan is the plan MakePlan made.
-func (p *Pending) Plan() Plan { return p.plan }
+func (p *Planned) Plan() Plan { return p.plan }
 
 // Messages is how many messages the batch holds (0: nothing matches).
 func (p *Pending) Messages() int { return p.in.st.n - p.skippedHeld }
 
 // Held is how many of them are under an active hold.
-func (p *Pending) Held() int { return p.plan.Held }
+func (p *Planned) Held() int { return p.plan.Held }
 
 // SkippedHeld is how many SkipHeld left out.
 func (p *Pending) SkippedHeld() int { return p.skippedHeld }
@@ -421,13 +459,6 @@ func (p *Pending) By() string {
 
 // Why is the reason the batch is recorded with.
 func (p *Pending) Why() string { return p.why }
-
-// SetWhy gives the reason (the triage screen asks for it after the plan).
-func (p *Pending) SetWhy(why string) { p.why = why }
-
-// OverrideHold acts on messages under an active hold all the same (the
-// screen asks after the plan, where the command takes --override-hold).
-func (p *Pending) OverrideHold() { p.req.OverrideHold = true }
 
 // Unrestorable counts the archived messages a restore's selection
 // matched and cannot restore, by why.

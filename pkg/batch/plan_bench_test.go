@@ -58,7 +58,7 @@ func BenchmarkPlan(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := p.MakePlan(ctx); err != nil {
+				if _, err := p.MakePlan(ctx); err != nil {
 					b.Fatal(err)
 				}
 				p.Close()

@@ -64,10 +64,11 @@ func TestManyGroupsInOneQueue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := p.MakePlan(ctx); err != nil {
+		pl, err := p.MakePlan(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-		plans[i] = p.Plan()
+		plans[i] = pl.Plan()
 	}
 	if plans[0].Messages != 40 || plans[0].Rows != 300 || !reflect.DeepEqual(plans[0], plans[1]) {
 		t.Fatalf("plans differ or miss:\n%+v\n%+v", plans[0], plans[1])

@@ -15,8 +15,9 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
-// runBatch plans and runs a batch of req, and returns its report.
-func runBatch(t *testing.T, env batch.Env, req batch.Request) (*batch.Pending, *replay.Report) {
+// runBatch plans and runs a batch of req, and returns its report (none
+// for a batch of no message, whose plan is empty).
+func runBatch(t *testing.T, env batch.Env, req batch.Request) (*batch.Planned, *replay.Report) {
 	t.Helper()
 	ctx := context.Background()
 	p, err := prepare(t, env, req)
@@ -24,16 +25,17 @@ func runBatch(t *testing.T, env batch.Env, req batch.Request) (*batch.Pending, *
 		t.Fatal(err)
 	}
 	if p.Messages() == 0 {
-		return p, nil
+		return &batch.Planned{Pending: p}, nil
 	}
-	if err := p.MakePlan(ctx); err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Run(ctx, nil, nil)
+	pl, err := p.MakePlan(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p, res.Report
+	res, err := pl.Run(ctx, batch.Go{}, batch.Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl, res.Report
 }
 
 // A discard is undone on every Queen line: restore --batch of the discard

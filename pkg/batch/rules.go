@@ -102,18 +102,28 @@ func Record(ctx context.Context, env Env, req DecideRequest) (*Decided, error) {
 // messages under an active hold the request does not override. Run
 // refuses on it; a front end asks first, to say so before it asks for a
 // confirmation.
-func (p *Pending) Refusal() error {
+func (p *Planned) Refusal(g Go) error {
+	p.take(g)
+	if err := p.Unreasoned(); err != nil {
+		return err
+	}
+	return p.PlanRefusal()
+}
+
+// Unreasoned is ErrNoReason when the batch has no reason yet: a front
+// end that takes none after the plan refuses before planning.
+func (p *Pending) Unreasoned() error {
 	if strings.TrimSpace(p.why) == "" {
 		return ErrNoReason
 	}
-	return p.PlanRefusal()
+	return nil
 }
 
 // PlanRefusal is Refusal but for the reason: what a dry run, which needs
 // none, says the run would be refused for. A fresh batch whose every
 // message one batch of the same action already decides (dlq decide, then
 // the same selection again) is that batch's to run.
-func (p *Pending) PlanRefusal() error {
+func (p *Planned) PlanRefusal() error {
 	if err := p.approvalRefusal(); err != nil {
 		return err
 	}

@@ -35,15 +35,16 @@ type Result struct {
 }
 
 // Run records the batch (or takes up the recorded one), archives every
-// row its deletes may remove, and executes it. recorded, when set, is
-// told the batch's id once it is in the ledger (fresh: newly recorded);
-// progress the number of addresses done. A nil result is an error before
-// anything was published; a result with an error is a run the ledger
-// failed under.
-func (p *Pending) Run(ctx context.Context, recorded func(id string, fresh bool), progress func(done int)) (*Result, error) {
-	if err := p.Refusal(); err != nil {
+// row its deletes may remove, and executes it, once what the person said
+// (g) passes the rules (Refusal); h is told how it goes. A nil result is
+// an error before anything was published; a result with an error is a
+// run the ledger failed under.
+func (pl *Planned) Run(ctx context.Context, g Go, h Hooks) (*Result, error) {
+	if err := pl.Refusal(g); err != nil {
 		return nil, err
 	}
+	p, recorded, progress := pl.Pending, h.Recorded, h.Progress
+	p.paused = h.Paused
 	cl, ld, settings, opts := p.env.Client, p.env.Ledger, p.settings, p.opts
 	by := cmp.Or(p.req.By, p.env.User)
 	phases := &replay.Phases{Plan: p.planTook.Seconds()}

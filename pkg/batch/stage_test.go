@@ -112,10 +112,11 @@ func TestEveryBatchIsItsItems(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			if err := p.MakePlan(ctx); err != nil {
+			pl, err := p.MakePlan(ctx)
+			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			if got := figures(p.Plan()); !reflect.DeepEqual(got, plan) {
+			if got := figures(pl.Plan()); !reflect.DeepEqual(got, plan) {
 				t.Fatalf("%s: the plan's figures\n%+v\nthe items'\n%+v", name, got, plan)
 			}
 			if c.sel.OnlyAddresses() && (len(p.Missing()) != 1 || p.Missing()[0].TransactionID != "never-failed") {

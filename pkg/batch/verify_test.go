@@ -121,10 +121,11 @@ func run(t *testing.T, env batch.Env, action string, s deadletter.Selection) *ba
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.MakePlan(ctx); err != nil {
+	pl, err := p.MakePlan(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := p.Run(ctx, nil, nil)
+	res, err := pl.Run(ctx, batch.Go{}, batch.Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,7 @@ type execSpec struct {
 	// before runs once the batch is planned and confirmed, before it is
 	// recorded (dlq export --move writes its file there); planned is
 	// told the plan of a dry run (what it would write).
-	before, planned func(ctx context.Context, p *batch.Pending) error
+	before, planned func(ctx context.Context, p *batch.Planned) error
 	// doing is what "Nothing to …" says is not done (the verb's, unless
 	// another command runs the verb's batch).
 	doing string
@@ -154,26 +154,27 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		return err
 	}
 	defer p.Close()
-	if err := p.Refusal(); errors.Is(err, batch.ErrNoReason) && !flags.DryRun {
+	if err := p.Unreasoned(); err != nil && !flags.DryRun {
 		return refusal(err, sp.verb)
 	}
 	if p.Messages() == 0 {
 		return nothingToDo(f, sp, p)
 	}
-	if err := p.MakePlan(ctx); err != nil {
+	pl, err := p.MakePlan(ctx)
+	if err != nil {
 		return err
 	}
-	if p.Messages() == 0 {
+	if pl.Messages() == 0 {
 		fmt.Fprintf(f.IO.ErrOut, "Nothing to %s: every dead letter that matches is under an active hold (%d left out by --skip-held).\n", sp.verb, p.SkippedHeld())
 		return nil
 	}
-	if err := writePlan(f, fm, p, flags.DryRun); err != nil {
+	if err := writePlan(f, fm, pl, flags.DryRun); err != nil {
 		return err
 	}
 	if flags.DryRun {
-		return dryRunEnd(ctx, sp, p)
+		return dryRunEnd(ctx, sp, pl)
 	}
-	if err := p.Refusal(); err != nil {
+	if err := pl.Refusal(batch.Go{}); err != nil {
 		return refusal(err, sp.verb)
 	}
 	if !flags.Yes {
@@ -183,17 +184,16 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		}
 	}
 	if sp.before != nil {
-		if err := sp.before(ctx, p); err != nil {
+		if err := sp.before(ctx, pl); err != nil {
 			return err
 		}
 	}
-	tick, paused, finish := progress(f, p.Messages(), sp.verb)
-	p.Paused = paused
-	res, err := p.Run(ctx, func(id string, fresh bool) {
+	tick, paused, finish := progress(f, pl.Messages(), sp.verb)
+	res, err := pl.Run(ctx, batch.Go{}, batch.Hooks{Progress: tick, Paused: paused, Recorded: func(id string, fresh bool) {
 		fmt.Fprintf(f.IO.ErrOut, "%s batch %s.\n", map[bool]string{true: "Recorded", false: "Executing recorded"}[fresh], id)
-	}, tick)
+	}})
 	finish()
-	return ran(ctx, f, fm, sp, p, res, err)
+	return ran(ctx, f, fm, sp, pl, res, err)
 }
 
 // prepare stages the batch the command line asks for, once it knows
@@ -246,7 +246,7 @@ func nothingToDo(f *cmdutil.Factory, sp execSpec, p *batch.Pending) error {
 // of it (an export's would-write), and the exit the run would refuse with
 // (a script that tries the plan first learns what the run would do); only
 // the reason, which a plan needs none of, is left.
-func dryRunEnd(ctx context.Context, sp execSpec, p *batch.Pending) error {
+func dryRunEnd(ctx context.Context, sp execSpec, p *batch.Planned) error {
 	if sp.planned != nil {
 		if err := sp.planned(ctx, p); err != nil {
 			return err
@@ -260,7 +260,7 @@ func dryRunEnd(ctx context.Context, sp execSpec, p *batch.Pending) error {
 
 // ran says how a run ended: awaiting approval (exit 6), a journal that
 // could not be written (what was done, then the cause), or its report.
-func ran(ctx context.Context, f *cmdutil.Factory, fm render.Format, sp execSpec, p *batch.Pending, res *batch.Result, err error) error {
+func ran(ctx context.Context, f *cmdutil.Factory, fm render.Format, sp execSpec, p *batch.Planned, res *batch.Result, err error) error {
 	if res == nil {
 		return refusal(err, sp.verb)
 	}
@@ -286,7 +286,7 @@ func ran(ctx context.Context, f *cmdutil.Factory, fm render.Format, sp execSpec,
 // writePlan writes a batch's plan. A dry run's plan is its output
 // (stdout: replay --dry-run > plan.txt); before a real run, the plan is
 // said on stderr with the progress.
-func writePlan(f *cmdutil.Factory, fm render.Format, p *batch.Pending, dryRun bool) error {
+func writePlan(f *cmdutil.Factory, fm render.Format, p *batch.Planned, dryRun bool) error {
 	switch {
 	case dryRun && !fm.Human():
 		if err := render.Document(f.IO.Out, fm, p.Plan()); err != nil {

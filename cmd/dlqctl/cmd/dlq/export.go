@@ -250,7 +250,7 @@ func moveSpec(f *cmdutil.Factory, o *ExportOptions) execSpec {
 	sp.doing = "export"
 	sp.base.Also = "exported to " + o.File + " first"
 	sp.base.Went = "exported to " + o.File
-	write := func(ctx context.Context, p *batch.Pending) error {
+	write := func(ctx context.Context, p *batch.Planned) error {
 		cl, err := f.Client()
 		if err != nil {
 			return err

@@ -132,21 +132,24 @@ func (s *session) plan(ctx context.Context, verb string, t target) (*planned, er
 	if err != nil {
 		return nil, err
 	}
+	pl := &batch.Planned{Pending: p} // nothing matches: an empty plan
 	if p.Messages() > 0 {
-		if err := p.MakePlan(ctx); err != nil {
+		if pl, err = p.MakePlan(ctx); err != nil {
 			p.Close()
 			return nil, err
 		}
 	}
-	return &planned{s: s, verb: verb, p: p}, nil
+	return &planned{s: s, verb: verb, p: pl}, nil
 }
 
 // planned is a replay or discard planned and not yet run: nothing has
-// been written to the broker or the ledger.
+// been written to the broker or the ledger. override: the person said to
+// act on messages under a hold all the same.
 type planned struct {
-	s    *session
-	verb string
-	p    *batch.Pending
+	s        *session
+	verb     string
+	p        *batch.Planned
+	override bool
 }
 
 // Messages is how many messages the batch holds (0: nothing matches).
@@ -162,7 +165,7 @@ func (pl *planned) Rate() float64 { return pl.p.Rate() }
 func (pl *planned) SetRate(r float64) error { return pl.p.SetRate(r) }
 
 // OverrideHold acts on messages under an active hold all the same.
-func (pl *planned) OverrideHold() { pl.p.OverrideHold() }
+func (pl *planned) OverrideHold() { pl.override = true }
 
 // BatchID is the id the batch is (or will be) recorded under.
 func (pl *planned) BatchID() string { return pl.p.BatchID() }
@@ -173,8 +176,7 @@ func (pl *planned) WritePlan(w io.Writer, pal *render.Palette) { present.Plan(w,
 // Refusal is why the batch would not run with this reason (pkg/batch's
 // rules: a reason, holds overridden), or nil.
 func (pl *planned) Refusal(why string) error {
-	pl.p.SetWhy(why)
-	return pl.p.Refusal()
+	return pl.p.Refusal(batch.Go{Why: why, OverrideHold: pl.override})
 }
 
 // Close lets go of the plan (its staged rows) when it is not run.
@@ -190,8 +192,7 @@ func (pl *planned) Close() {
 // Cancelling ctx interrupts it like SIGINT.
 func (pl *planned) Run(ctx context.Context, why string, progress func(done int)) (*outcome, error) {
 	defer pl.p.Close()
-	pl.p.SetWhy(why)
-	res, err := pl.p.Run(ctx, nil, progress)
+	res, err := pl.p.Run(ctx, batch.Go{Why: why, OverrideHold: pl.override}, batch.Hooks{Progress: progress})
 	if res == nil {
 		return nil, fieldError(err)
 	}

@@ -422,15 +422,16 @@ func TestInterruptAndResume(t *testing.T) {
 	p, err := batch.Prepare(ctx, batch.Env{Client: w.session.Client, Ledger: w.session.Ledger, Now: time.Now, User: "oncall"}, batch.Request{
 		Action: deadletter.Replay, BatchID: resume, Settings: batch.DefaultSettings(deadletter.Replay),
 		Given: batch.GivenRate})
+	var pl *batch.Planned
 	if err == nil {
 		defer p.Close()
-		err = p.SetRate(0)
+		pl, err = p.MakePlan(ctx)
 	}
 	if err == nil {
-		err = p.MakePlan(ctx)
+		err = pl.SetRate(0)
 	}
 	if err == nil {
-		_, err = p.Run(ctx, nil, nil)
+		_, err = pl.Run(ctx, batch.Go{}, batch.Hooks{})
 	}
 	if err != nil {
 		t.Fatalf("resume: %v", err)
