@@ -107,6 +107,16 @@ func (s *SelectionFlags) Build(f *Factory, args []string) (*deadletter.Selection
 	return sel, nil
 }
 
+// BuildRequired is Build for a command that acts (command: "dlq rm"):
+// an empty selection is refused (RequireSelection).
+func (s *SelectionFlags) BuildRequired(f *Factory, args []string, command string) (*deadletter.Selection, error) {
+	sel, err := s.Build(f, args)
+	if err != nil {
+		return nil, err
+	}
+	return sel, RequireSelection(sel, command)
+}
+
 // RequireSelection refuses an empty selection for commands that act:
 // the whole DLQ must be asked for with --all.
 func RequireSelection(sel *deadletter.Selection, verb string) error {

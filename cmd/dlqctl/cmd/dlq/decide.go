@@ -71,14 +71,11 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 	if err != nil {
 		return err
 	}
-	sel, err := o.Selection.Build(f, o.Args)
+	sel, err := o.Selection.BuildRequired(f, o.Args, "dlq decide")
 	if err != nil {
 		return err
 	}
 	sel.Acting = "dlq decide"
-	if err := cmdutil.RequireSelection(sel, "dlq decide"); err != nil {
-		return err
-	}
 	req := o.request(sel)
 	if req.By, err = f.Who(o.By); err != nil {
 		return err

@@ -125,14 +125,11 @@ func (sp execSpec) request(f *cmdutil.Factory) (batch.Request, error) {
 		req.Selection = sp.built
 		return req, nil
 	}
-	sel, err := sp.selection.Build(f, sp.args)
+	sel, err := sp.selection.BuildRequired(f, sp.args, "dlq "+sp.verb)
 	if err != nil {
 		return req, err
 	}
 	sel.Acting = "dlq " + sp.verb
-	if err := cmdutil.RequireSelection(sel, "dlq "+sp.verb); err != nil {
-		return req, err
-	}
 	req.Selection = sel
 	return req, nil
 }

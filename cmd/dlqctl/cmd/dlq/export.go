@@ -89,11 +89,8 @@ func exportRun(ctx context.Context, f *cmdutil.Factory, o *ExportOptions) error 
 	if o.Move {
 		return execute(ctx, f, moveSpec(f, o))
 	}
-	sel, err := o.Selection.Build(f, o.Args)
+	sel, err := o.Selection.BuildRequired(f, o.Args, "dlq export")
 	if err != nil {
-		return err
-	}
-	if err := cmdutil.RequireSelection(sel, "dlq export"); err != nil {
 		return err
 	}
 	cl, err := f.Client()

@@ -87,14 +87,11 @@ func replayInto(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error
 		return err
 	}
 	defer g.Close()
-	sel, err := o.Selection.Build(f, o.Args)
+	sel, err := o.Selection.BuildRequired(f, o.Args, "dlq replay")
 	if err != nil {
 		return err
 	}
 	sel.Acting = "dlq replay"
-	if err := cmdutil.RequireSelection(sel, "dlq replay"); err != nil {
-		return err
-	}
 	dir, err := os.MkdirTemp("", "dlqctl-replay-into-")
 	if err != nil {
 		return fmt.Errorf("staging the dead letters: %w", err)

@@ -86,11 +86,8 @@ func (s *session) hold(ctx context.Context, t target, until, why, owner string) 
 	if err := batch.CheckDecision(req); err != nil {
 		return nil, 0, fieldError(err)
 	}
-	sel, err := t.sel.Build(s.f, t.addrs)
+	sel, err := t.sel.BuildRequired(s.f, t.addrs, "dlq decide")
 	if err != nil {
-		return nil, 0, err
-	}
-	if err := cmdutil.RequireSelection(sel, "dlq decide"); err != nil {
 		return nil, 0, err
 	}
 	req.Selection = sel
@@ -120,11 +117,8 @@ func fieldError(err error) error {
 // --dry-run does, with their default settings.
 func (s *session) plan(ctx context.Context, verb string, t target) (*planned, error) {
 	action := deadletter.ActionOf(verb).Name
-	sel, err := t.sel.Build(s.f, t.addrs)
+	sel, err := t.sel.BuildRequired(s.f, t.addrs, "dlq "+verb)
 	if err != nil {
-		return nil, err
-	}
-	if err := cmdutil.RequireSelection(sel, "dlq "+verb); err != nil {
 		return nil, err
 	}
 	req := batch.Request{Action: action, Selection: sel, Settings: batch.DefaultSettings(action)}
