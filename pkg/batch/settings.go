@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/duration"
 	"github.com/dlqctl/dlqctl/pkg/errs"
+	"github.com/dlqctl/dlqctl/pkg/jq"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
@@ -71,15 +73,25 @@ func (g Given) Has(s Given) bool { return g&s != 0 }
 
 // setting is one row of the settings' table: what it is called (its
 // command-line flag; its key in the recorded settings), the field it
-// fills, and the rules about it that are otherwise written in several
-// places. Resume, the approval digest, the names of refusals and the
-// flags a command line gave are read from it.
+// fills, which actions take it, what it does in words, its check, and
+// the rules about it that are otherwise written in several places. The
+// flags of every batch command, their refusals, resume, the approval
+// digest and the flags a command line gave are read from it.
 type setting struct {
 	given Given
 	// name is the setting's name and its flag's; key, its JSON key.
 	name, key string
 	// field is the field of Settings it fills.
 	field func(*Settings) any
+	// takes says which actions take it (nil: every one).
+	takes func(*deadletter.Action) bool
+	// words is what it does, as a flag's help says it to a person about
+	// to run act: no flag is named (a front end adds what its own flags
+	// have to do with it).
+	words func(act *deadletter.Action) string
+	// check refuses a value that is not one (nil: every value is); it
+	// sees all the settings, for a value that another one rules out.
+	check func(*Settings) error
 	// binds: it decides where the copies go or what they carry. Once a
 	// run started, a resume keeps it (kept words what the batch does,
 	// refusing another value), and an approval covers it.
@@ -89,33 +101,177 @@ type setting struct {
 	// records it whenever it has one); any other a run left out is the
 	// zero value.
 	stays bool
+	// decides: a decision (dlq decide) records it, as what its manifest
+	// was recorded by; every other is a run's to record.
+	decides bool
+}
+
+// Which actions take a setting.
+func publishing(a *deadletter.Action) bool   { return a.Publishes }
+func republishing(a *deadletter.Action) bool { return a.Republishes() }
+func inFlight(a *deadletter.Action) bool     { return !a.Discards() } // a discard deletes one at a time
+
+// said is words that are the same for every action.
+func said(w string) func(*deadletter.Action) string {
+	return func(*deadletter.Action) string { return w }
 }
 
 // settingsTable is every setting, in the order the approval digest
 // reads the binding ones (to-queue, transform, then to-partition, which
 // joins the digest only when set: approvals made before it bind the rest).
 var settingsTable = []setting{
-	{given: GivenRate, name: "rate", key: "rate", field: func(s *Settings) any { return &s.Rate }, stays: true},
-	{given: GivenBurst, name: "burst", key: "burst", field: func(s *Settings) any { return &s.Burst }, stays: true},
-	{given: GivenConcurrency, name: "concurrency", key: "concurrency", field: func(s *Settings) any { return &s.Concurrency }},
-	{given: GivenVia, name: "via", key: "via", field: func(s *Settings) any { return &s.Via }},
-	{given: GivenToQueue, name: "to-queue", key: "toQueue", field: func(s *Settings) any { return &s.ToQueue }, binds: true,
-		kept: func(q string) string { return "this batch publishes to " + destName(q) + "; a resume cannot change it" }},
-	{given: GivenTransform, name: "transform", key: "transform", field: func(s *Settings) any { return &s.Transform }, binds: true,
+	{given: GivenRate, name: "rate", key: "rate", field: func(s *Settings) any { return &s.Rate }, stays: true,
+		words: func(a *deadletter.Action) string {
+			return perSecond(a) + " per second, 0 for unlimited; a resumed batch keeps its recorded rate unless this is given"
+		},
+		check: func(s *Settings) error { return ValidateRate(s.Rate) }},
+	{given: GivenBurst, name: "burst", key: "burst", field: func(s *Settings) any { return &s.Burst }, stays: true,
+		words: func(a *deadletter.Action) string {
+			return "how many " + perSecond(a) + " may start at once before the rate applies"
+		},
+		check: func(s *Settings) error { return atLeast(GivenBurst, s.Burst, 1) }},
+	{given: GivenConcurrency, name: "concurrency", key: "concurrency", field: func(s *Settings) any { return &s.Concurrency }, takes: inFlight,
+		words: said("at most this many calls in flight"),
+		check: func(s *Settings) error { return ValidateConcurrency(s.Concurrency) }},
+	{given: GivenVia, name: "via", key: "via", field: func(s *Settings) any { return &s.Via }, takes: republishing,
+		words: said("path: auto (the broker's move on Queen 1.6+, else manual), move, manual (push, then delete: a repeat is a duplicate), or endpoint (/retry; before 1.6 the broker mints the copy's id and a lost answer leaves it unknown)"),
+		check: checkVia},
+	{given: GivenToQueue, name: "to-queue", key: "toQueue", field: func(s *Settings) any { return &s.ToQueue }, binds: true, takes: publishing,
+		words: said("publish to this queue instead of each message's own (a recovery queue, which only the failed group's consumer reads)"),
+		kept:  func(q string) string { return "this batch publishes to " + destName(q) + "; a resume cannot change it" }},
+	{given: GivenTransform, name: "transform", key: "transform", field: func(s *Settings) any { return &s.Transform }, binds: true, takes: publishing,
+		words: said("jq expression applied to each payload before publishing, tried on every payload while planning; " + jq.BudgetHelp()),
+		check: func(s *Settings) error { return ValidateTransform(s.Transform) },
 		kept: func(t string) string {
 			return fmt.Sprintf("this batch was started with %q; a resume cannot change it", t)
 		}},
-	{given: GivenToPartition, name: "to-partition", key: "toPartition", field: func(s *Settings) any { return &s.ToPartition }, binds: true,
+	{given: GivenToPartition, name: "to-partition", key: "toPartition", field: func(s *Settings) any { return &s.ToPartition }, binds: true, takes: publishing,
+		words: said("publish to this partition instead of each message's own"),
 		kept: func(p string) string {
 			return fmt.Sprintf("this batch publishes to partition %q; a resume cannot change it", p)
 		}},
-	{given: GivenMaxGeneration, name: "max-generation", key: "maxGeneration", field: func(s *Settings) any { return &s.MaxGeneration }},
-	{given: GivenMaxFailures, name: "max-failures", key: "maxFailures", field: func(s *Settings) any { return &s.MaxFailures }},
-	{given: GivenMaxRefailures, name: "max-refailures", key: "maxRefailures", field: func(s *Settings) any { return &s.MaxRefailures }},
-	{given: GivenOrder, name: "order", key: "order", field: func(s *Settings) any { return &s.Order }, stays: true},
-	{given: GivenMaxLag, name: "max-lag", key: "maxLag", field: func(s *Settings) any { return &s.MaxLag }},
-	{given: GivenWindow, name: "window", key: "window", field: func(s *Settings) any { return &s.Window }},
-	{given: GivenNoTrace, name: "no-trace", key: "noTrace", field: func(s *Settings) any { return &s.NoTrace }},
+	{given: GivenMaxGeneration, name: "max-generation", key: "maxGeneration", field: func(s *Settings) any { return &s.MaxGeneration }, takes: republishing,
+		words: said("refuse to replay a message that has already been replayed this many times"),
+		check: func(s *Settings) error { return atLeast(GivenMaxGeneration, s.MaxGeneration, 0) }},
+	{given: GivenMaxFailures, name: "max-failures", key: "maxFailures", field: func(s *Settings) any { return &s.MaxFailures }, takes: republishing,
+		words: said("stop scheduling after this many failed addresses (0 = never)"),
+		check: func(s *Settings) error { return atLeast(GivenMaxFailures, s.MaxFailures, 0) }},
+	{given: GivenMaxRefailures, name: "max-refailures", key: "maxRefailures", field: func(s *Settings) any { return &s.MaxRefailures }, takes: republishing,
+		words: said("pause the batch when this many replayed messages failed again (0 = never)"),
+		check: func(s *Settings) error { return atLeast(GivenMaxRefailures, s.MaxRefailures, 0) }},
+	{given: GivenOrder, name: "order", key: "order", field: func(s *Settings) any { return &s.Order }, stays: true, decides: true, takes: republishing,
+		words: said("partition (each partition in enqueue order, a message not replayed holds back the rest), skip-gaps, or none"),
+		check: checkOrder},
+	{given: GivenMaxLag, name: "max-lag", key: "maxLag", field: func(s *Settings) any { return &s.MaxLag }, takes: republishing,
+		words: said("wait while a consumer group of the destination lags more than this (such as 2m)"),
+		check: func(s *Settings) error {
+			if s.MaxLag == "" {
+				return nil
+			}
+			_, err := ParseMaxLag(s.MaxLag)
+			return err
+		}},
+	{given: GivenWindow, name: "window", key: "window", field: func(s *Settings) any { return &s.Window }, takes: republishing,
+		words: said("publish only in this time of day: HH:MM-HH:MM, local or followed by a zone (22:00-06:00 UTC)"),
+		check: func(s *Settings) error {
+			if s.Window == "" {
+				return nil
+			}
+			_, err := ParseWindow(s.Window)
+			return err
+		}},
+	{given: GivenNoTrace, name: "no-trace", key: "noTrace", field: func(s *Settings) any { return &s.NoTrace }, takes: publishing,
+		words: func(a *deadletter.Action) string {
+			original := map[string]string{deadletter.FromArchive: "the archived original", deadletter.FromFile: "the original"}[a.From]
+			return "write no trace event in the broker for the copies (on Queen 1.x and 2.x, each copy otherwise gets one naming the batch, its reason and " +
+				cmp.Or(original, "the original") + "; a failed one never fails the " + a.Name + ")"
+		}},
+}
+
+// perSecond is what an action's rate counts.
+func perSecond(a *deadletter.Action) string {
+	if a.Discards() {
+		return "deletes"
+	}
+	return "messages"
+}
+
+// atLeast refuses a setting's number under min.
+func atLeast(s Given, n, min int) error {
+	if n < min {
+		return refuse(errs.Flag, s, strconv.Itoa(n), fmt.Sprintf("want %d or more", min))
+	}
+	return nil
+}
+
+// checkVia refuses a path that is none of them, or one that cannot do
+// what the other settings ask.
+func checkVia(s *Settings) error {
+	switch s.Via {
+	case replay.ViaAuto, replay.ViaManual:
+	case replay.ViaMove:
+		if s.Transform != "" {
+			return refuse(errs.Flag, GivenVia, s.Via, "the broker's move publishes the stored payload, so it cannot take a transform (auto pushes a transformed one under the broker's copy id)")
+		}
+	case replay.ViaEndpoint:
+		if s.Transform != "" || s.ToQueue != "" {
+			return refuse(errs.Flag, GivenVia, s.Via, "the /retry endpoint republishes the stored payload to its own queue, so it cannot take a transform or another queue")
+		}
+	default:
+		return refuse(errs.Flag, GivenVia, strconv.Quote(s.Via), "valid values are auto, move, manual, endpoint")
+	}
+	return nil
+}
+
+// checkOrder refuses an order that is none of them.
+func checkOrder(s *Settings) error {
+	switch s.Order {
+	case replay.OrderPartition, replay.OrderSkipGaps, replay.OrderNone:
+		return nil
+	}
+	return refuse(errs.Flag, GivenOrder, strconv.Quote(s.Order), "valid values are partition, skip-gaps, none")
+}
+
+// takesFor reports whether the action takes the setting.
+func (st setting) takesFor(a *deadletter.Action) bool { return st.takes == nil || st.takes(a) }
+
+// Offered is one setting as a front end offers it for an action: its
+// name (a command line's flag is called so), what it does, and the field
+// of a Settings it fills: an *int, *string, *float64 or *bool, holding
+// the setting's default.
+type Offered struct {
+	Given Given
+	Name  string
+	Words string
+	Field any
+}
+
+// Offer is every setting the action takes, each filling its field of s,
+// which it sets to the action's defaults first.
+func Offer(action string, s *Settings) []Offered {
+	act := deadletter.ActionOf(action)
+	*s = DefaultSettings(action)
+	var out []Offered
+	for _, st := range settingsTable {
+		if st.takesFor(act) {
+			out = append(out, Offered{Given: st.given, Name: st.name, Words: st.words(act), Field: st.field(s)})
+		}
+	}
+	return out
+}
+
+// Check refuses the first setting the action takes whose value is not
+// one: each setting's own check, every batch command's and screen's.
+func (s Settings) Check(action string) error {
+	act := deadletter.ActionOf(action)
+	for _, st := range settingsTable {
+		if st.check != nil && st.takesFor(act) {
+			if err := st.check(&s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // String is the name of the one setting g names. The command lines give
@@ -258,6 +414,22 @@ func ResumeSettings(raw json.RawMessage, cur Settings, given Given) (Settings, e
 		}
 	}
 	return out, nil
+}
+
+// decided is what a decision of the action records of the settings
+// (nil: none): not a run's settings, which a resume would take as
+// started (ResumeSettings), only what the manifest was recorded by.
+func (s Settings) decided(act *deadletter.Action) json.RawMessage {
+	rec := map[string]any{}
+	for _, st := range settingsTable {
+		if st.decides && st.takesFor(act) {
+			rec[st.key] = st.field(&s)
+		}
+	}
+	if len(rec) == 0 {
+		return nil
+	}
+	return mustJSON(rec)
 }
 
 // mustJSON is v as JSON (a setting's field always encodes).

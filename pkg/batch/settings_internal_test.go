@@ -2,6 +2,7 @@ package batch
 
 import (
 	"crypto/sha256"
+	"errors"
 	"encoding/hex"
 	"strings"
 	"testing"
@@ -41,5 +42,67 @@ func TestEverySettingIsARow(t *testing.T) {
 	}
 	if all != GivenToPartition<<1-1 {
 		t.Errorf("the table names settings %#x; Given has %#x", all, GivenToPartition<<1-1)
+	}
+}
+
+// Each action is offered the settings it takes, with its own defaults,
+// every offered one has words, and Check refuses a bad value of each
+// checked one by that setting's name.
+func TestOfferAndCheckReadTheTable(t *testing.T) {
+	offered := func(action string) (names []string, s Settings) {
+		for _, o := range Offer(action, &s) {
+			if o.Words == "" {
+				t.Errorf("%s: %s has no words", action, o.Name)
+			}
+			names = append(names, o.Name)
+		}
+		return names, s
+	}
+	for action, want := range map[string]string{
+		"replay":  "rate burst concurrency via to-queue transform to-partition max-generation max-failures max-refailures order max-lag window no-trace",
+		"discard": "rate burst",
+		"restore": "rate burst concurrency to-queue transform to-partition no-trace",
+		"import":  "rate burst concurrency to-queue transform to-partition no-trace",
+	} {
+		names, s := offered(action)
+		if got := strings.Join(names, " "); got != want {
+			t.Errorf("%s is offered %q, want %q", action, got, want)
+		}
+		if s != DefaultSettings(action) {
+			t.Errorf("%s: offered defaults %+v, want %+v", action, s, DefaultSettings(action))
+		}
+		if err := s.Check(action); err != nil {
+			t.Errorf("%s: its defaults refused: %v", action, err)
+		}
+	}
+	for _, c := range []struct {
+		bad  func(*Settings)
+		name string
+	}{
+		{func(s *Settings) { s.Rate = -1 }, "rate"},
+		{func(s *Settings) { s.Burst = 0 }, "burst"},
+		{func(s *Settings) { s.Concurrency = 257 }, "concurrency"},
+		{func(s *Settings) { s.Via = "pigeon" }, "via"},
+		{func(s *Settings) { s.Via, s.Transform = "move", "." }, "via"},
+		{func(s *Settings) { s.Via, s.ToQueue = "endpoint", "q" }, "via"},
+		{func(s *Settings) { s.Transform = ".[" }, "transform"},
+		{func(s *Settings) { s.MaxGeneration = -1 }, "max-generation"},
+		{func(s *Settings) { s.MaxFailures = -1 }, "max-failures"},
+		{func(s *Settings) { s.MaxRefailures = -2 }, "max-refailures"},
+		{func(s *Settings) { s.Order = "random" }, "order"},
+		{func(s *Settings) { s.MaxLag = "soon" }, "max-lag"},
+		{func(s *Settings) { s.Window = "25:00-26:00" }, "window"},
+	} {
+		s := DefaultSettings("replay")
+		c.bad(&s)
+		var se *SettingError
+		if err := s.Check("replay"); !errors.As(err, &se) || se.Setting.String() != c.name {
+			t.Errorf("%+v: %v, want %s refused", s, err, c.name)
+		}
+	}
+	// A setting the action does not take is not checked: a discard runs
+	// one delete at a time, whatever a concurrency says.
+	if err := (Settings{Rate: 1, Burst: 1, Concurrency: 0}).Check("discard"); err != nil {
+		t.Errorf("a discard's concurrency checked: %v", err)
 	}
 }

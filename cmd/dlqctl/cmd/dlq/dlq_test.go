@@ -70,20 +70,20 @@ func TestReplayFlags(t *testing.T) {
 	}{
 		{[]string{"--queue", "orders", "--rate", "25", "--burst", "5", "--concurrency", "8", "--why", "fixed", "--yes"}, "",
 			func(o *dlq.ReplayOptions) bool {
-				return o.Selection.Queue == "orders" && o.Exec.Rate == 25 && o.Exec.Burst == 5 && o.Settings.Concurrency == 8 && o.Exec.Why == "fixed" && o.Exec.Yes
+				return o.Selection.Queue == "orders" && o.Exec.Settings.Rate == 25 && o.Exec.Settings.Burst == 5 && o.Exec.Settings.Concurrency == 8 && o.Exec.Why == "fixed" && o.Exec.Yes
 			}},
 		{[]string{"p/t", "--via", "manual", "--transform", ".version = 4", "--to-queue", "rq", "--max-generation", "2"}, "",
 			func(o *dlq.ReplayOptions) bool {
-				return o.Args[0] == "p/t" && o.Settings.Via == "manual" && o.Settings.Transform == ".version = 4" && o.Settings.ToQueue == "rq" && o.Settings.MaxGeneration == 2
+				return o.Args[0] == "p/t" && o.Exec.Settings.Via == "manual" && o.Exec.Settings.Transform == ".version = 4" && o.Exec.Settings.ToQueue == "rq" && o.Exec.Settings.MaxGeneration == 2
 			}},
 		{[]string{"--batch", "20261130T031502-9f3a", "--retry-unknown", "--canary", "5", "--canary-wait", "1m", "--max-refailures", "3"}, "",
 			func(o *dlq.ReplayOptions) bool {
-				return o.Exec.BatchID == "20261130T031502-9f3a" && o.RetryUnknown && o.Canary == 5 && o.CanaryWait == time.Minute && o.Settings.MaxRefailures == 3
+				return o.Exec.BatchID == "20261130T031502-9f3a" && o.RetryUnknown && o.Canary == 5 && o.CanaryWait == time.Minute && o.Exec.Settings.MaxRefailures == 3
 			}},
 		{[]string{"--all", "--rate", "0"}, "--rate 0 (unlimited) needs --yes", nil},
 		{[]string{"--all", "--rate", "-1"}, "invalid --rate", nil},
 		{[]string{"--all", "--via", "carrier-pigeon"}, "valid values are auto, move, manual, endpoint", nil},
-		{[]string{"--all", "--via", "endpoint", "--transform", "."}, "cannot --transform", nil},
+		{[]string{"--all", "--via", "endpoint", "--transform", "."}, "cannot take a transform", nil},
 		{[]string{"--all", "--transform", ".[["}, "invalid --transform", nil},
 		{[]string{"--all", "--concurrency", "0"}, "invalid --concurrency", nil},
 		{[]string{"--all", "--rate", "fast"}, "invalid argument", nil},

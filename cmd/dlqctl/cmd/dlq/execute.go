@@ -26,25 +26,28 @@ type ExecFlags struct {
 	By           string
 	Yes          bool
 	DryRun       bool
-	Rate         float64
-	Burst        int
 	BatchID      string
 	OverrideHold bool
 	SkipHeld     bool
 	// Broker is what the person says of a broker the ledger may know
 	// under another name (--same-broker-as, --other-broker).
 	Broker cmdutil.BrokerAnswer
+	// Settings are the batch settings the command's flags give (its
+	// action's defaults where none is given).
+	Settings batch.Settings
+
+	action string
 }
 
-func addExecFlags(cmd *cobra.Command, e *ExecFlags, verb string) {
+// addExecFlags registers the flags every batch command has, its
+// settings' among them (notes: as addSettingFlags).
+func addExecFlags(cmd *cobra.Command, e *ExecFlags, verb string, notes map[batch.Given]string) {
 	fl := cmd.Flags()
 	fl.StringVar(&e.Why, "why", "", "why this batch is "+deadletter.ActionOf(verb).Past+" (recorded in the ledger)")
 	fl.StringVar(&e.By, "by", "", "who decided (default: the OS user)")
 	fl.BoolVarP(&e.Yes, "yes", "y", false, "do not ask for confirmation")
 	fl.BoolVar(&e.DryRun, "dry-run", false, "print the plan; write nothing to the broker or the ledger")
-	def := batch.DefaultSettings(deadletter.Replay)
-	fl.Float64Var(&e.Rate, "rate", def.Rate, "messages per second (0 = unlimited, only with --yes); a resumed batch keeps its recorded rate unless this is given")
-	fl.IntVar(&e.Burst, "burst", def.Burst, "how many may start at once before --rate applies")
+	addSettingFlags(cmd, e, verb, notes)
 	fl.StringVar(&e.BatchID, "batch", "", "execute or resume this recorded batch instead of a selection (with the settings it was run with)")
 	if !deadletter.ActionOf(verb).Outside() { // an archived or exported message is out of a hold's reach
 		fl.BoolVar(&e.OverrideHold, "override-hold", false, "act on messages under an active hold (dlq decide --action hold) all the same")
@@ -54,8 +57,35 @@ func addExecFlags(cmd *cobra.Command, e *ExecFlags, verb string) {
 	fl.BoolVar(&e.Broker.Other, "other-broker", false, "this broker is not the one the ledger knows under another name that reaches the same address (recorded)")
 }
 
+// settingNotes are what a command line's own flags have to do with a
+// setting, added to its words.
+var settingNotes = map[batch.Given]string{batch.GivenRate: "; 0 only with --yes"}
+
+// addSettingFlags gives every setting the action takes a flag of its
+// name, from the settings' table (batch.Offer), filling e.Settings; notes
+// adds, for some, what the command's other flags have to do with them.
+func addSettingFlags(cmd *cobra.Command, e *ExecFlags, action string, notes map[batch.Given]string) {
+	fl := cmd.Flags()
+	e.action = action
+	for _, s := range batch.Offer(action, &e.Settings) {
+		words := s.Words + settingNotes[s.Given] + notes[s.Given]
+		switch v := s.Field.(type) {
+		case *int:
+			fl.IntVar(v, s.Name, *v, words)
+		case *string:
+			fl.StringVar(v, s.Name, *v, words)
+		case *float64:
+			fl.Float64Var(v, s.Name, *v, words)
+		case *bool:
+			fl.BoolVar(v, s.Name, *v, words)
+		default:
+			panic(fmt.Sprintf("setting %s fills a %T: no flag takes one", s.Name, v))
+		}
+	}
+}
+
 func validateExec(e *ExecFlags) error {
-	if err := batch.ValidateRate(e.Rate); err != nil {
+	if err := e.Settings.Check(e.action); err != nil {
 		return err
 	}
 	if e.SkipHeld && e.OverrideHold {
@@ -64,11 +94,8 @@ func validateExec(e *ExecFlags) error {
 	if e.SkipHeld && e.BatchID != "" {
 		return cmdutil.FlagErrorf("--skip-held selects a new batch; a recorded batch (--batch) keeps its messages")
 	}
-	if e.Rate == 0 && !e.Yes && !e.DryRun {
+	if e.Settings.Rate == 0 && !e.Yes && !e.DryRun {
 		return cmdutil.FlagErrorf("--rate 0 (unlimited) needs --yes")
-	}
-	if e.Burst < 1 {
-		return cmdutil.FlagErrorf("invalid --burst %d: want 1 or more", e.Burst)
 	}
 	if e.Broker.SameAs != "" && e.Broker.Other {
 		return cmdutil.FlagErrorf("--same-broker-as and --other-broker contradict each other")

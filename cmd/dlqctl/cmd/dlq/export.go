@@ -77,9 +77,7 @@ says what would be written (and, with --move, the discard's plan).`,
 	fl.BoolVar(&o.Exec.DryRun, "dry-run", false, "say what would be written (and, with --move, discarded); write nothing")
 	fl.StringVar(&o.Exec.Why, "why", "", "why the exported dead letters are discarded (--move; recorded in the ledger)")
 	fl.BoolVarP(&o.Exec.Yes, "yes", "y", false, "do not ask for confirmation (--move)")
-	def := batch.DefaultSettings(deadletter.Discard)
-	fl.Float64Var(&o.Exec.Rate, "rate", def.Rate, "deletes per second of --move (0 = unlimited, only with --yes)")
-	fl.IntVar(&o.Exec.Burst, "burst", def.Burst, "how many deletes may start at once before --rate applies (--move)")
+	addSettingFlags(cmd, &o.Exec, deadletter.Discard, map[batch.Given]string{batch.GivenRate: "; for --move", batch.GivenBurst: "; for --move"})
 	fl.BoolVar(&o.Exec.OverrideHold, "override-hold", false, "export and discard messages under an active hold all the same (--move)")
 	fl.BoolVar(&o.Exec.SkipHeld, "skip-held", false, "leave messages under an active hold out of the file and the discard (--move)")
 	return cmd

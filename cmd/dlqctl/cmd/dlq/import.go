@@ -12,9 +12,8 @@ import (
 
 // ImportOptions are `dlq import`'s flags.
 type ImportOptions struct {
-	Exec    ExecFlags
-	Publish PublishFlags
-	File    string
+	Exec ExecFlags
+	File string
 
 	given batch.Given
 }
@@ -58,14 +57,10 @@ follows the copies.`,
 			if err := validateExec(&o.Exec); err != nil {
 				return err
 			}
-			if err := o.Publish.validate(); err != nil {
-				return err
-			}
 			return execute(cmd.Context(), f, importSpec(f, o))
 		},
 	}
-	addExecFlags(cmd, &o.Exec, "import")
-	addPublishFlags(cmd, &o.Publish, deadletter.Import)
+	addExecFlags(cmd, &o.Exec, deadletter.Import, nil)
 	return cmd
 }
 
@@ -73,7 +68,7 @@ follows the copies.`,
 func importSpec(f *cmdutil.Factory, o *ImportOptions) execSpec {
 	sp := execSpec{verb: "import", flags: &o.Exec, base: batch.Request{
 		Action: deadletter.Import, Given: o.given,
-		Settings: o.Publish.settings(o.Exec),
+		Settings: o.Exec.Settings,
 	}}
 	if o.File != "" {
 		name := o.File

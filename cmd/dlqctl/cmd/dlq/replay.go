@@ -5,21 +5,17 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
-	"github.com/dlqctl/dlqctl/pkg/jq"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/pkg/batch"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/spf13/cobra"
 )
 
 // ReplayOptions are `dlq replay`'s flags.
 type ReplayOptions struct {
 	Selection cmdutil.SelectionFlags
-	Exec      ExecFlags
-	// Settings are the batch settings the flags give (the rate and burst
-	// are Exec's).
-	Settings     batch.Settings
+	// Exec holds the batch settings the flags give (Exec.Settings).
+	Exec         ExecFlags
 	RetryUnknown bool
 	Canary       int
 	CanaryWait   time.Duration
@@ -83,23 +79,11 @@ anywhere is taken up by running the same command again.`,
 		},
 	}
 	cmdutil.AddSelectionFlags(cmd, &o.Selection, true)
-	addExecFlags(cmd, &o.Exec, "replay")
+	addExecFlags(cmd, &o.Exec, deadletter.Replay, map[batch.Given]string{batch.GivenToPartition: "; only into another broker (--to-context, --to-server)"})
 	fl := cmd.Flags()
-	def, set := batch.DefaultSettings(deadletter.Replay), &o.Settings
-	fl.IntVar(&set.Concurrency, "concurrency", def.Concurrency, "at most this many calls in flight")
-	fl.StringVar(&set.ToQueue, "to-queue", "", "publish to this (recovery) queue instead of the original")
-	fl.StringVar(&set.Transform, "transform", "", "jq expression applied to each payload before publishing (manual path), tried on every payload while planning; "+jq.BudgetHelp())
-	fl.StringVar(&set.Via, "via", def.Via, "path: auto (the broker's move on Queen 1.6+, else manual), move, manual (push, then delete: a repeat is a duplicate), or endpoint (/retry; before 1.6 the broker mints the copy's id and a lost answer leaves it unknown)")
-	fl.IntVar(&set.MaxFailures, "max-failures", 0, "stop scheduling after this many failed addresses (0 = never)")
-	fl.IntVar(&set.MaxGeneration, "max-generation", def.MaxGeneration, "refuse to replay a message that has already been replayed this many times")
 	fl.BoolVar(&o.RetryUnknown, "retry-unknown", false, "re-attempt addresses left unknown (check the live queue first)")
 	fl.IntVar(&o.Canary, "canary", 0, "replay this many first, wait --canary-wait, stop if any came back to the DLQ")
 	fl.DurationVar(&o.CanaryWait, "canary-wait", 30*time.Second, "how long to wait after the canary")
-	fl.IntVar(&set.MaxRefailures, "max-refailures", 0, "pause the batch when this many replayed messages failed again (0 = never)")
-	fl.StringVar(&set.Order, "order", def.Order, "partition (each partition in enqueue order, a message not replayed holds back the rest), skip-gaps, or none")
-	fl.StringVar(&set.MaxLag, "max-lag", "", "wait while a consumer group of the destination lags more than this (such as 2m)")
-	fl.BoolVar(&set.NoTrace, "no-trace", false, "write no trace event in the broker for the copies (on Queen 1.x and 2.x, each copy otherwise gets one naming the batch, its reason and the original; a failed one never fails the replay)")
-	fl.StringVar(&set.Window, "window", "", "publish only in this time of day: HH:MM-HH:MM, local or followed by a zone (22:00-06:00 UTC)")
 	addIntoFlags(cmd, &o.Into)
 	return cmd
 }
@@ -108,71 +92,14 @@ func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
 	if err := validateExec(&o.Exec); err != nil {
 		return err
 	}
-	if err := validateInto(cmd, o.Into); err != nil {
+	if err := validateInto(cmd, o.Into, o.Exec.Settings); err != nil {
 		return err
 	}
-	if err := validateVia(o); err != nil {
-		return err
-	}
-	if err := batch.ValidateConcurrency(o.Settings.Concurrency); err != nil {
-		return err
-	}
-	if err := validateLimits(o); err != nil {
-		return err
-	}
-	if err := batch.ValidateTransform(o.Settings.Transform); err != nil {
-		return err
-	}
-	return validatePacing(o)
-}
-
-// validateVia refuses a --via that is none of the paths, or one that
-// cannot do what the other flags ask.
-func validateVia(o *ReplayOptions) error {
-	switch o.Settings.Via {
-	case replay.ViaAuto, replay.ViaManual:
-	case replay.ViaMove:
-		if o.Settings.Transform != "" {
-			return cmdutil.FlagErrorf("--via move cannot --transform: the broker's move publishes the stored payload (--via auto pushes a transformed one under the broker's copy id)")
-		}
-	case replay.ViaEndpoint:
-		if o.Settings.Transform != "" || o.Settings.ToQueue != "" {
-			return cmdutil.FlagErrorf("--via endpoint cannot --transform or --to-queue: the /retry endpoint republishes the stored payload to its own queue")
-		}
-	default:
-		return cmdutil.FlagErrorf("invalid --via %q: valid values are auto, move, manual, endpoint", o.Settings.Via)
-	}
-	return nil
-}
-
-// validateLimits refuses negative limits, an unknown --order and a
-// negative --canary-wait.
-func validateLimits(o *ReplayOptions) error {
-	if o.Settings.MaxFailures < 0 || o.Settings.MaxGeneration < 0 || o.Canary < 0 || o.Settings.MaxRefailures < 0 {
-		return cmdutil.FlagErrorf("--max-failures, --max-generation, --canary and --max-refailures take 0 or more")
-	}
-	switch o.Settings.Order {
-	case replay.OrderPartition, replay.OrderSkipGaps, replay.OrderNone:
-	default:
-		return cmdutil.FlagErrorf("invalid --order %q: valid values are partition, skip-gaps, none", o.Settings.Order)
+	if o.Canary < 0 {
+		return cmdutil.FlagErrorf("invalid --canary %d: want 0 or more", o.Canary)
 	}
 	if o.CanaryWait < 0 {
 		return cmdutil.FlagErrorf("invalid --canary-wait %s: want a duration of 0 or more", o.CanaryWait)
-	}
-	return nil
-}
-
-// validatePacing refuses a --max-lag or a --window that does not parse.
-func validatePacing(o *ReplayOptions) error {
-	if o.Settings.MaxLag != "" {
-		if _, err := batch.ParseMaxLag(o.Settings.MaxLag); err != nil {
-			return err
-		}
-	}
-	if o.Settings.Window != "" {
-		if _, err := batch.ParseWindow(o.Settings.Window); err != nil {
-			return err
-		}
 	}
 	return nil
 }
@@ -184,18 +111,11 @@ func replayRun(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error 
 	return execute(ctx, f, replaySpec(o))
 }
 
-// settings are the batch settings the flags give, with the rate.
-func (o *ReplayOptions) settings() batch.Settings {
-	s := o.Settings
-	s.Rate, s.Burst = o.Exec.Rate, o.Exec.Burst
-	return s
-}
-
 // replaySpec is what replay's flags ask of execute.
 func replaySpec(o *ReplayOptions) execSpec {
 	return execSpec{verb: "replay", flags: &o.Exec, selection: &o.Selection, args: o.Args, base: batch.Request{
 		Action: deadletter.Replay, Given: o.given,
-		Settings: o.settings(),
+		Settings: o.Exec.Settings,
 		Run:      batch.RunOptions{RetryUnknown: o.RetryUnknown, Canary: o.Canary, CanaryWait: o.CanaryWait},
 	}}
 }

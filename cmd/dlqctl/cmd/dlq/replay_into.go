@@ -26,11 +26,10 @@ import (
 
 // IntoFlags are replay's flags for a destination in another broker.
 type IntoFlags struct {
-	Context     string
-	Server      string
-	TokenFile   string
-	ToPartition string
-	Keep        bool
+	Context   string
+	Server    string
+	TokenFile string
+	Keep      bool
 }
 
 // Another broker is any of these.
@@ -41,7 +40,6 @@ func addIntoFlags(cmd *cobra.Command, i *IntoFlags) {
 	fl.StringVar(&i.Context, "to-context", "", "publish into the broker of this context of the config (its server, token and ledger), then delete from this one what it holds")
 	fl.StringVar(&i.Server, "to-server", "", "publish into the broker at this URL (with --to-token-file's token, or none), then delete from this one what it holds")
 	fl.StringVar(&i.TokenFile, "to-token-file", "", "file holding the bearer token of --to-server's broker (this broker's token is never sent there)")
-	fl.StringVar(&i.ToPartition, "to-partition", "", "with --to-context or --to-server: publish to this partition instead of each message's own")
 	fl.BoolVar(&i.Keep, "keep", false, "with --to-context or --to-server: copy, leaving the dead letters in this broker (staging)")
 }
 
@@ -51,14 +49,14 @@ func addIntoFlags(cmd *cobra.Command, i *IntoFlags) {
 // this broker's copies and the canary that watches them do not apply.
 var intoRefused = []string{"via", "max-failures", "max-generation", "retry-unknown", "canary", "canary-wait", "max-refailures", "order", "batch"}
 
-func validateInto(cmd *cobra.Command, i IntoFlags) error {
+func validateInto(cmd *cobra.Command, i IntoFlags, s batch.Settings) error {
 	fl := cmd.Flags()
 	switch {
 	case i.Context != "" && i.Server != "":
 		return cmdutil.FlagErrorf("--to-context and --to-server both name the destination: give one")
 	case i.TokenFile != "" && i.Server == "":
 		return cmdutil.FlagErrorf("--to-token-file goes with --to-server (a context has its own token)")
-	case !i.set() && (i.Keep || i.ToPartition != ""):
+	case !i.set() && (i.Keep || s.ToPartition != ""):
 		return cmdutil.FlagErrorf("--keep and --to-partition are for a replay into another broker (--to-context or --to-server)")
 	case !i.set():
 		return nil
@@ -106,7 +104,7 @@ func replayInto(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error
 		fmt.Fprintln(f.IO.ErrOut, "Nothing to replay: no dead letter matches.")
 		return nil
 	}
-	if err := destinationQueues(ctx, dst, st.queues, o.Settings.ToQueue); err != nil {
+	if err := destinationQueues(ctx, dst, st.queues, o.Exec.Settings.ToQueue); err != nil {
 		return err
 	}
 	importErr := execute(ctx, g, intoImport(o, sel, staged))
@@ -152,12 +150,18 @@ func intoBrokers(f *cmdutil.Factory, into IntoFlags) (*cmdutil.Factory, *client.
 // destination, with the replay's settings that apply there.
 func intoImport(o *ReplayOptions, sel *deadletter.Selection, staged string) execSpec {
 	return execSpec{verb: "import", doing: "replay",
-		flags: &ExecFlags{Why: o.Exec.Why, By: o.Exec.By, Yes: o.Exec.Yes, DryRun: o.Exec.DryRun, Rate: o.Exec.Rate, Burst: o.Exec.Burst},
-		base: batch.Request{Action: deadletter.Import, Given: o.given,
-			Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: o.Settings.Concurrency, ToQueue: o.Settings.ToQueue, ToPartition: o.Into.ToPartition,
-				Transform: o.Settings.Transform, MaxLag: o.Settings.MaxLag, Window: o.Settings.Window, NoTrace: o.Settings.NoTrace}},
-		file: &batch.File{Name: staged, Label: "replay of " + sel.String() + " from another broker", Open: func() (io.ReadCloser, error) { return os.Open(staged) }},
+		flags: &ExecFlags{Why: o.Exec.Why, By: o.Exec.By, Yes: o.Exec.Yes, DryRun: o.Exec.DryRun},
+		base:  batch.Request{Action: deadletter.Import, Given: o.given, Settings: intoSettings(o.Exec.Settings)},
+		file:  &batch.File{Name: staged, Label: "replay of " + sel.String() + " from another broker", Open: func() (io.ReadCloser, error) { return os.Open(staged) }},
 	}
+}
+
+// intoSettings are the replay's settings that apply to the import into
+// another broker (the path, the generations and the order are this
+// broker's: validateInto refused them).
+func intoSettings(s batch.Settings) batch.Settings {
+	return batch.Settings{Rate: s.Rate, Burst: s.Burst, Concurrency: s.Concurrency, ToQueue: s.ToQueue, ToPartition: s.ToPartition,
+		Transform: s.Transform, MaxLag: s.MaxLag, Window: s.Window, NoTrace: s.NoTrace}
 }
 
 // importedSome reports whether the import ended in a way that leaves
@@ -195,11 +199,11 @@ func deleteHeld(ctx context.Context, f, g *cmdutil.Factory, o *ReplayOptions, se
 	if err := del.Compile(); err != nil {
 		return err
 	}
-	rm := rmSpec(&RmOptions{Exec: ExecFlags{Why: o.Exec.Why, By: o.Exec.By, Yes: true, OverrideHold: o.Exec.OverrideHold, Burst: 1}})
+	rm := rmSpec(&RmOptions{Exec: ExecFlags{Why: o.Exec.Why, By: o.Exec.By, Yes: true, OverrideHold: o.Exec.OverrideHold, Settings: batch.Settings{Burst: 1}}})
 	rm.built = &del
 	// The deletes go at the import's --concurrency, unpaced: the copies
 	// are published already, and a delete reaches no consumer.
-	rm.base.Settings.Concurrency = o.Settings.Concurrency
+	rm.base.Settings.Concurrency = o.Exec.Settings.Concurrency
 	rm.doing = "delete"
 	rm.base.Words = "the messages of " + sel.String() + " that " + dst.Broker() + " holds"
 	rm.base.Also = "replayed into it first"

@@ -11,43 +11,9 @@ import (
 type RestoreOptions struct {
 	Selection cmdutil.SelectionFlags
 	Exec      ExecFlags
-	Publish   PublishFlags
 	Args      []string
 
 	given batch.Given
-}
-
-// PublishFlags are the flags of a batch that publishes messages from
-// outside the DLQ (a restore, an import): where to and how.
-type PublishFlags struct {
-	Concurrency int
-	ToQueue     string
-	ToPartition string
-	Transform   string
-	NoTrace     bool
-}
-
-func addPublishFlags(cmd *cobra.Command, p *PublishFlags, action string) {
-	fl := cmd.Flags()
-	act := deadletter.ActionOf(action)
-	fl.IntVar(&p.Concurrency, "concurrency", batch.DefaultSettings(action).Concurrency, "at most this many calls in flight")
-	fl.StringVar(&p.ToQueue, "to-queue", "", "publish to this queue instead of each message's own")
-	fl.StringVar(&p.ToPartition, "to-partition", "", "publish to this partition instead of each message's own")
-	fl.StringVar(&p.Transform, "transform", "", "jq expression applied to each payload before publishing, tried on every payload while planning")
-	original := map[string]string{deadletter.FromArchive: "the archived original", deadletter.FromFile: "the original"}[act.From]
-	fl.BoolVar(&p.NoTrace, "no-trace", false, "write no trace event in the broker for the copies (on Queen 1.x and 2.x, each copy otherwise gets one naming the batch, its reason and "+original+"; a failed one never fails the "+act.Name+")")
-}
-
-func (p PublishFlags) validate() error {
-	if err := batch.ValidateConcurrency(p.Concurrency); err != nil {
-		return err
-	}
-	return batch.ValidateTransform(p.Transform)
-}
-
-// settings are what the flags ask of the batch, with the run's rate.
-func (p PublishFlags) settings(e ExecFlags) batch.Settings {
-	return batch.Settings{Rate: e.Rate, Burst: e.Burst, Concurrency: p.Concurrency, ToQueue: p.ToQueue, ToPartition: p.ToPartition, Transform: p.Transform, NoTrace: p.NoTrace}
 }
 
 // NewCmdRestore re-publishes what dlq rm archived.
@@ -81,15 +47,11 @@ a destination queue that no longer exists. Resume with --batch ID.`,
 			if err := validateExec(&o.Exec); err != nil {
 				return err
 			}
-			if err := o.Publish.validate(); err != nil {
-				return err
-			}
 			return execute(cmd.Context(), f, restoreSpec(o))
 		},
 	}
 	cmdutil.AddSelectionFlags(cmd, &o.Selection, true)
-	addExecFlags(cmd, &o.Exec, "restore")
-	addPublishFlags(cmd, &o.Publish, deadletter.Restore)
+	addExecFlags(cmd, &o.Exec, deadletter.Restore, nil)
 	return cmd
 }
 
@@ -97,6 +59,6 @@ a destination queue that no longer exists. Resume with --batch ID.`,
 func restoreSpec(o *RestoreOptions) execSpec {
 	return execSpec{verb: "restore", flags: &o.Exec, selection: &o.Selection, args: o.Args, base: batch.Request{
 		Action: deadletter.Restore, Given: o.given,
-		Settings: o.Publish.settings(o.Exec),
+		Settings: o.Exec.Settings,
 	}}
 }

@@ -44,7 +44,7 @@ says when.`,
 		},
 	}
 	cmdutil.AddSelectionFlags(cmd, &o.Selection, true)
-	addExecFlags(cmd, &o.Exec, "rm")
+	addExecFlags(cmd, &o.Exec, deadletter.Discard, nil)
 	return cmd
 }
 
@@ -56,6 +56,6 @@ func rmRun(ctx context.Context, f *cmdutil.Factory, o *RmOptions) error {
 func rmSpec(o *RmOptions) execSpec {
 	return execSpec{verb: "rm", flags: &o.Exec, selection: &o.Selection, args: o.Args, base: batch.Request{
 		Action: deadletter.Discard, Given: o.given,
-		Settings: batch.Settings{Rate: o.Exec.Rate, Burst: o.Exec.Burst, Concurrency: 1},
+		Settings: o.Exec.Settings,
 	}}
 }
