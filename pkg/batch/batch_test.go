@@ -108,10 +108,11 @@ func TestRecordedBatches(t *testing.T) {
 	_, env := world(t, "sqlite://"+t.TempDir()+"/l.db")
 	ctx := context.Background()
 	b := &ledger.Batch{Action: ledger.ActionReplay, By: "ann", At: now, Why: "later"}
-	n, err := batch.Decide(ctx, env, selection(t, deadletter.Selection{Queue: "payments"}), b)
-	if err != nil || n == 0 {
-		t.Fatalf("decide: %d %v", n, err)
+	d, err := batch.Decide(ctx, env, selection(t, deadletter.Selection{Queue: "payments"}), b)
+	if err != nil || d.Messages == 0 {
+		t.Fatalf("decide: %+v %v", d, err)
 	}
+	n := d.Messages
 	req := request(deadletter.Replay, nil)
 	req.BatchID, req.Why = b.ID, ""
 	req.Settings.ToQueue = "elsewhere"
@@ -138,9 +139,9 @@ func TestHoldsInPlans(t *testing.T) {
 	_, env := world(t, "sqlite://"+t.TempDir()+"/l.db")
 	ctx := context.Background()
 	hold := &ledger.Batch{Action: ledger.ActionHold, By: "ann", At: now, Why: "INC", Until: now.Add(time.Hour)}
-	n, err := batch.Decide(ctx, env, selection(t, deadletter.Selection{Class: "f47c6181"}), hold)
-	if err != nil || n == 0 {
-		t.Fatalf("hold: %d %v", n, err)
+	d, err := batch.Decide(ctx, env, selection(t, deadletter.Selection{Class: "f47c6181"}), hold)
+	if err != nil || d.Messages == 0 {
+		t.Fatalf("hold: %+v %v", d, err)
 	}
 	p, err := prepare(t, env, request(deadletter.Replay, selection(t, deadletter.Selection{Queue: "orders"})))
 	if err != nil {
@@ -150,8 +151,8 @@ func TestHoldsInPlans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pl.Held() != n {
-		t.Fatalf("%d held in the plan, the hold has %d", pl.Held(), n)
+	if pl.Held() != d.Messages {
+		t.Fatalf("%d held in the plan, the hold has %d", pl.Held(), d.Messages)
 	}
 	all := p.Messages()
 	req := request(deadletter.Replay, selection(t, deadletter.Selection{Queue: "orders"}))
@@ -160,7 +161,7 @@ func TestHoldsInPlans(t *testing.T) {
 	if pl, err = p.MakePlan(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if pl.Held() != 0 || pl.SkippedHeld() != n || pl.Messages() != all-n {
+	if pl.Held() != 0 || pl.SkippedHeld() != d.Messages || pl.Messages() != all-d.Messages {
 		t.Fatalf("SkipHeld: %d held, %d skipped, %d of %d", pl.Held(), pl.SkippedHeld(), pl.Messages(), all)
 	}
 }

@@ -2,7 +2,6 @@ package batch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,7 +12,6 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/errs"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
-	"github.com/dlqctl/dlqctl/pkg/replay"
 )
 
 // ParseUntil reads --until: RFC 3339, or a duration from now.
@@ -34,51 +32,48 @@ func ParseUntil(s string, now time.Time) (time.Time, error) {
 	return now.Add(d).UTC(), nil
 }
 
-// Decide snapshots the selection into batch b (its action, who,
-// when, why and until set by the caller) and records it; it returns how
-// many messages the batch holds. An explicit address that is no longer
+// Decide snapshots the selection into batch b (its action, who, when,
+// why and until set by the caller) and records it, prepared as every
+// batch is (Prepare: the names checked, the predicate readied, the
+// selection staged). An explicit address that is no longer
 // dead-lettered but that the ledger's archive kept (a vanished row, one
 // that left the broker) is recorded from the archive: that is how the
 // alarm of a vanished row is settled. A batch of such addresses alone has
 // nothing left to carry out, and is done. A replay or discard of more
 // messages than env.ApprovalAbove awaits a second person's approval, as
 // one the run records does: its --batch runs it only once approved.
-func Decide(ctx context.Context, env Env, sel *deadletter.Selection, b *ledger.Batch) (int, error) {
-	cl, ld := env.Client, env.Ledger
-	defer holdHeap()()
-	in := &input{}
-	defer func() { in.st.close() }()
-	if err := fill(ctx, env, Request{Selection: sel}, in, false); err != nil {
-		return 0, err
-	}
-	gone, err := archivedOnly(ctx, ld, cl.Broker(), in.missing)
-	if err != nil {
-		return 0, err
-	}
-	live := in.st.n
+func Decide(ctx context.Context, env Env, sel *deadletter.Selection, b *ledger.Batch) (*Decided, error) {
 	act := deadletter.ActionOf(b.Action)
-	if err := decidable(sel, act, live, len(gone)); err != nil {
-		return 0, err
+	settings := DefaultSettings(b.Action)
+	p, err := Prepare(ctx, env, Request{Action: b.Action, Selection: sel, Settings: settings})
+	if err != nil {
+		return nil, err
 	}
-	b.Broker, b.Selection = cl.Broker(), sel.String()
+	defer p.Close()
+	cl, ld, st := env.Client, env.Ledger, p.in.st
+	gone, err := archivedOnly(ctx, ld, cl.Broker(), p.in.missing)
+	if err != nil {
+		return nil, err
+	}
+	live := st.n
+	if err := decidable(sel, act, live, len(gone)); err != nil {
+		return nil, err
+	}
+	b.Broker, b.Selection, b.Settings = cl.Broker(), sel.String(), settings.decided(act)
 	// Recorded in replay order, as replay records its own batches, so the
 	// manifest's order is the one every run of it keeps.
-	replaying := act.Republishes()
-	if replaying {
-		b.Settings, _ = json.Marshal(map[string]string{"order": replay.OrderPartition})
-	}
-	if err := in.st.arrange(ctx, replaying, ""); err != nil {
-		return 0, err
+	if err := st.arrange(ctx, act.Republishes(), ""); err != nil {
+		return nil, err
 	}
 	if live == 0 && act.Discards() {
 		b.Status, b.Outcome = ledger.StatusDone, map[string]int{"gone": len(gone)}
 	} else if !ledger.IsHold(b.Action) && env.ApprovalAbove > 0 && live+len(gone) > env.ApprovalAbove {
 		b.Status, b.NeedsApproval = ledger.StatusAwaiting, true
 	}
-	if err := recordFrom(ctx, ld, b, in.st, gone, nil); err != nil {
-		return 0, err
+	if err := recordFrom(ctx, ld, b, st, gone, nil); err != nil {
+		return nil, err
 	}
-	return live + len(gone), nil
+	return &Decided{Batch: b, Messages: live + len(gone), Notes: p.where.Notes()}, nil
 }
 
 // decidable refuses a decision on nothing (live messages in the DLQ and

@@ -121,16 +121,17 @@ type Pending struct {
 
 // Planned is a batch whose plan is made: what a person is shown before
 // they say go, and what Run takes. Preparing gives a Pending, planning
-// it a Planned; nothing is set between the calls but the rate, whose
-// estimate the plan shows.
+// it a Planned; nothing is set between the calls.
 type Planned struct{ *Pending }
 
 // Go is what a person says once they have seen the plan, beside what the
-// request said: why (when the request gave no reason), and to act on the
-// messages under an active hold all the same.
+// request said: why (when the request gave no reason), to act on the
+// messages under an active hold all the same, and the rate to run at
+// (nil: the planned one), checked as the rate setting is.
 type Go struct {
 	Why          string
 	OverrideHold bool
+	Rate         *float64
 }
 
 // Hooks are what a front end is told as a run goes: the batch's id once
@@ -143,12 +144,21 @@ type Hooks struct {
 	Paused   func(why string)
 }
 
-// take settles what the person said on the batch.
-func (p *Pending) take(g Go) {
+// take settles what the person said on the planned batch: a rate that
+// is none is refused, and the plan's estimate follows the one taken.
+func (p *Planned) take(g Go) error {
+	if g.Rate != nil {
+		if err := ValidateRate(*g.Rate); err != nil {
+			return err
+		}
+		p.settings.Rate = *g.Rate
+		p.plan = p.plan.WithRate(*g.Rate)
+	}
 	if strings.TrimSpace(g.Why) != "" {
 		p.why = g.Why
 	}
 	p.req.OverrideHold = p.req.OverrideHold || g.OverrideHold
+	return nil
 }
 
 // Prepare stages the selection (or the recorded batch) on disk and
@@ -400,17 +410,6 @@ func (p *Pending) release(ctx context.Context) error {
 	return nil
 }
 
-// SetRate changes the rate of a planned batch, and its estimate; the
-// rate is checked as --rate is.
-func (p *Planned) SetRate(r float64) error {
-	if err := ValidateRate(r); err != nil {
-		return err
-	}
-	p.settings.Rate = r
-	p.plan = p.plan.WithRate(r)
-	return nil
-}
-
 // BatchID is the recorded batch's id, or the one a fresh batch gets.
 func (p *Pending) BatchID() string {
 	if p.in.batch != nil {
@@ -471,9 +470,7 @@ func (p *Pending) Missing() []deadletter.Address { return p.in.missing }
 // held messages left out, the predicate's notes, and whether each copy
 // gets a trace event in the broker.
 func (p *Pending) finishPlan() {
-	if p.planTook == 0 { // SetRate plans again, after the user may have waited
-		p.planTook = time.Since(p.began)
-	}
+	p.planTook = time.Since(p.began)
 	p.plan.SkippedHeld = p.skippedHeld
 	p.plan.Where = p.where.Notes()
 	if f := p.in.file; f != nil {

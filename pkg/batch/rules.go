@@ -69,8 +69,8 @@ func CheckDecision(req DecideRequest) error {
 }
 
 // Record records a decision of a selection, as dlq decide and the triage
-// screen's hold do: the rules (CheckDecision), the until read, the
-// predicate's absent paths noted, the selection frozen into a batch.
+// screen's hold do: the rules (CheckDecision), the until read, then the
+// selection frozen into a batch (Decide).
 func Record(ctx context.Context, env Env, req DecideRequest) (*Decided, error) {
 	if err := CheckDecision(req); err != nil {
 		return nil, err
@@ -86,15 +86,7 @@ func Record(ctx context.Context, env Env, req DecideRequest) (*Decided, error) {
 			return nil, err
 		}
 	}
-	ws, err := readyWhere(ctx, env, req.Selection)
-	if err != nil {
-		return nil, err
-	}
-	n, err := Decide(ctx, env, req.Selection, b)
-	if err != nil {
-		return nil, err
-	}
-	return &Decided{Batch: b, Messages: n, Notes: ws.Notes()}, nil
+	return Decide(ctx, env, req.Selection, b)
 }
 
 // Refusal is why the batch cannot run as asked, or nil: no reason given,
@@ -103,7 +95,9 @@ func Record(ctx context.Context, env Env, req DecideRequest) (*Decided, error) {
 // refuses on it; a front end asks first, to say so before it asks for a
 // confirmation.
 func (p *Planned) Refusal(g Go) error {
-	p.take(g)
+	if err := p.take(g); err != nil {
+		return err
+	}
 	if err := p.Unreasoned(); err != nil {
 		return err
 	}

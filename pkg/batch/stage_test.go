@@ -58,8 +58,8 @@ func TestEveryBatchIsItsItems(t *testing.T) {
 		ctx := context.Background()
 		holds := testkit.OpenLedger(t, "sqlite://"+t.TempDir()+"/h.db")
 		hold := &ledger.Batch{Action: ledger.ActionHold, By: "ann", At: now, Why: "INC", Until: now.Add(time.Hour)}
-		if n, err := batch.Decide(ctx, batch.Env{Client: cl, Ledger: holds}, selection(t, deadletter.Selection{Class: "f47c6181"}), hold); err != nil || n == 0 {
-			t.Fatalf("hold: %d %v", n, err)
+		if d, err := batch.Decide(ctx, batch.Env{Client: cl, Ledger: holds, Now: time.Now}, selection(t, deadletter.Selection{Class: "f47c6181"}), hold); err != nil || d.Messages == 0 {
+			t.Fatalf("hold: %+v %v", d, err)
 		}
 		holdItems, err := holds.Manifest(ctx, hold.ID)
 		if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/dlqctl/dlqctl/internal/present"
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
-	"github.com/dlqctl/dlqctl/pkg/inspect"
+
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/spf13/cobra"
@@ -87,9 +87,6 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 	}
 	e, err := f.BatchEnv(ctx)
 	if err != nil {
-		return err
-	}
-	if err := inspect.CheckNames(ctx, e.Client, sel); err != nil {
 		return err
 	}
 	d, err := batch.Record(ctx, e, req)

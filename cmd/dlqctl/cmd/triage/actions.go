@@ -167,13 +167,13 @@ func (m *model) startRun(pm *planModal) tea.Cmd {
 		pm.err = "rate: want messages a second, such as 10 (0 for unlimited)"
 		return nil
 	}
-	if err := pm.planned.SetRate(rate); err != nil {
-		pm.err = render.Clean(oneLine(err.Error()))
-		return nil
-	}
 	why := strings.TrimSpace(pm.why.Value())
 	var held *batch.HeldError
-	switch err := pm.planned.Refusal(why); {
+	var bad *batch.SettingError
+	switch err := pm.planned.Refusal(why, rate); {
+	case errors.As(err, &bad):
+		pm.err = render.Clean(oneLine(bad.Words("rate")))
+		return nil
 	case errors.Is(err, batch.ErrNoReason):
 		pm.err = "why: say why; it is recorded in the ledger"
 		return nil
@@ -194,7 +194,7 @@ func (m *model) startRun(pm *planModal) tea.Cmd {
 	planned := pm.planned
 	go func() {
 		defer close(run.ended)
-		run.outcome, run.err = planned.Run(ctx, why, func(done int) {
+		run.outcome, run.err = planned.Run(ctx, why, rate, func(done int) {
 			run.done.Store(int64(done))
 			select {
 			case run.notify <- struct{}{}:

@@ -155,9 +155,6 @@ func (pl *planned) Held() int { return pl.p.Held() }
 // Rate is the batch's rate, messages a second (0 = unlimited).
 func (pl *planned) Rate() float64 { return pl.p.Rate() }
 
-// SetRate changes the rate, and the plan's estimate.
-func (pl *planned) SetRate(r float64) error { return pl.p.SetRate(r) }
-
 // OverrideHold acts on messages under an active hold all the same.
 func (pl *planned) OverrideHold() { pl.override = true }
 
@@ -167,10 +164,17 @@ func (pl *planned) BatchID() string { return pl.p.BatchID() }
 // WritePlan writes the plan as the command prints it before it asks.
 func (pl *planned) WritePlan(w io.Writer, pal *render.Palette) { present.Plan(w, pal, pl.p.Plan()) }
 
-// Refusal is why the batch would not run with this reason (pkg/batch's
-// rules: a reason, holds overridden), or nil.
-func (pl *planned) Refusal(why string) error {
-	return pl.p.Refusal(batch.Go{Why: why, OverrideHold: pl.override})
+// said is what the person said in the plan's form: why, the rate, and
+// whether holds are overridden.
+func (pl *planned) said(why string, rate float64) batch.Go {
+	return batch.Go{Why: why, OverrideHold: pl.override, Rate: &rate}
+}
+
+// Refusal is why the batch would not run with this reason and rate
+// (pkg/batch's rules: a reason, a rate that is one, holds overridden),
+// or nil.
+func (pl *planned) Refusal(why string, rate float64) error {
+	return pl.p.Refusal(pl.said(why, rate))
 }
 
 // Close lets go of the plan (its staged rows) when it is not run.
@@ -181,12 +185,12 @@ func (pl *planned) Close() {
 }
 
 // Run records and executes the batch as the command does once it is
-// confirmed, recording why; progress gets the number of addresses done.
+// confirmed, recording why, at rate; progress gets the number of addresses done.
 // Holds are refused as the command refuses them without --override-hold.
 // Cancelling ctx interrupts it like SIGINT.
-func (pl *planned) Run(ctx context.Context, why string, progress func(done int)) (*outcome, error) {
+func (pl *planned) Run(ctx context.Context, why string, rate float64, progress func(done int)) (*outcome, error) {
 	defer pl.p.Close()
-	res, err := pl.p.Run(ctx, batch.Go{Why: why, OverrideHold: pl.override}, batch.Hooks{Progress: progress})
+	res, err := pl.p.Run(ctx, pl.said(why, rate), batch.Hooks{Progress: progress})
 	if res == nil {
 		return nil, fieldError(err)
 	}

@@ -428,10 +428,8 @@ func TestInterruptAndResume(t *testing.T) {
 		pl, err = p.MakePlan(ctx)
 	}
 	if err == nil {
-		err = pl.SetRate(0)
-	}
-	if err == nil {
-		_, err = pl.Run(ctx, batch.Go{}, batch.Hooks{})
+		unlimited := 0.0
+		_, err = pl.Run(ctx, batch.Go{Rate: &unlimited}, batch.Hooks{})
 	}
 	if err != nil {
 		t.Fatalf("resume: %v", err)
@@ -756,6 +754,15 @@ func TestPrefilledFieldsAreReplacedByTyping(t *testing.T) {
 	w.typ("5")
 	if pm := w.m.modal.(*planModal); pm.rate.Value() != "5" {
 		t.Fatalf("typing into the pre-filled rate gave %q", pm.rate.Value())
+	}
+	// A rate that is none is refused as --rate is, and nothing runs.
+	w.keys("ctrl+u")
+	w.typ("-3")
+	w.keys("tab")
+	w.typ("a reason")
+	w.keys("enter")
+	if pm := w.m.modal.(*planModal); pm.phase != confirming || !strings.Contains(pm.err, "invalid rate -3") {
+		t.Fatalf("a negative rate went on: phase %v, err %q", pm.phase, pm.err)
 	}
 }
 
