@@ -185,7 +185,7 @@ func (s *Store) MarkGone(ctx context.Context, broker, queue string, syncStart, n
 	res, err := s.exec(ctx, tx, `UPDATE archive SET gone_at = ?, vanished = 1 WHERE`+scope+` AND NOT EXISTS (
 		SELECT 1 FROM batch_items bi JOIN batches b ON b.id = bi.batch_id
 		WHERE bi.broker = archive.broker AND bi.partition_id = archive.partition_id AND bi.transaction_id = archive.transaction_id
-		AND b.action IN ('replay', 'discard') AND b.status <> 'cancelled')`, append([]any{fmtTime(now)}, args...)...)
+		AND b.action IN (`+actionsThat(func(a *deadletter.Action) bool { return a.Deletes })+`) AND b.status <> 'cancelled')`, append([]any{fmtTime(now)}, args...)...)
 	if err != nil {
 		return r, s.wrap("marking vanished rows", err)
 	}

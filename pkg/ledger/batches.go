@@ -29,6 +29,22 @@ const (
 // a batch never executes, in force until its until.
 func IsHold(action string) bool { return action == ActionHold }
 
+// actionsThat lists, as SQL, the names of the batch actions that do
+// what does asks (deadletter.Actions): batches and the journal record an
+// action by its name, so a query about what actions do asks by name.
+func actionsThat(does func(*deadletter.Action) bool) string {
+	var names []string
+	for _, a := range deadletter.Actions() {
+		if does(a) {
+			names = append(names, sqlString(a.Name))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// sqlString is s as an SQL string literal.
+func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
 // DecisionActions are the actions dlq decide records.
 func DecisionActions() []string { return []string{ActionReplay, ActionDiscard, ActionHold} }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
@@ -51,7 +52,20 @@ type Copy struct {
 // queued or duplicate), those another hand replayed while the batch held
 // them, and those an attempt may have published under a recorded id
 // (inflight, failed, unknown: a run killed, or a push's answer lost).
-const copyWhere = `j.batch_id = ? AND j.action IN ('replay', 'restore', 'import') AND j.replay_txid <> '' AND (j.state IN ('published', 'inflight', 'failed', 'unknown') OR (j.state = 'removed' AND j.outcome IN ('replayed', 'duplicate', 'movedElsewhere', 'restored', 'imported')))`
+var copyWhere = `j.batch_id = ? AND j.action IN (` + actionsThat(func(a *deadletter.Action) bool { return a.Publishes }) + `) AND j.replay_txid <> '' AND (j.state IN ('published', 'inflight', 'failed', 'unknown') OR (j.state = 'removed' AND j.outcome IN (` + copiedOutcomes() + `)))`
+
+// copiedOutcomes lists, as SQL, the outcomes of an address whose copy
+// was published: what each publishing action says of it, a duplicate
+// the broker dropped, and a copy another hand published.
+func copiedOutcomes() string {
+	out := []string{sqlString(deadletter.OutcomeDuplicate), sqlString(deadletter.OutcomeMovedElsewhere)}
+	for _, a := range deadletter.Actions() {
+		if a.Publishes {
+			out = append(out, sqlString(a.Past))
+		}
+	}
+	return strings.Join(out, ", ")
+}
 
 // CountCopies counts the copies a batch published.
 func (s *Store) CountCopies(ctx context.Context, batchID string) (int, error) {
