@@ -13,38 +13,60 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 )
 
-// one executes one address. Only ledger errors (and errNotStarted) are
-// returned: broker errors are the address's outcome.
+// one executes one address: its action's step (stepFor). Only ledger
+// errors (and errNotStarted) are returned: broker errors are the
+// address's outcome.
 func (e *Engine) one(ctx context.Context, it Item, ent *ledger.Entry) error {
 	// Calls already begun run to completion: interrupting between a push
 	// and its journal entry is what the journal exists to survive, but
 	// there is no reason to cause it.
 	cctx := context.WithoutCancel(ctx)
 	defer e.holdRows(it)()
-	if e.act.Outside() {
-		return e.republish(ctx, cctx, it, ent)
+	return e.step(e, ctx, cctx, it, ent)
+}
+
+// A step is what one address's turn does for the batch's action, given
+// the run's context and one that is not cancelled (for calls begun).
+type step func(e *Engine, ctx, cctx context.Context, it Item, ent *ledger.Entry) error
+
+// stepFor is the step of an action, chosen once, when the engine is
+// made: the engine calls it and does not ask the action again. A new
+// action that does something else to an address is a new step here.
+func stepFor(act *deadletter.Action) step {
+	switch {
+	case act.Outside(): // a restore, an import: nothing of the DLQ is asked
+		return (*Engine).republish
+	case act.Publishes: // a replay
+		return inDLQ((*Engine).replay)
+	default: // a discard
+		return inDLQ((*Engine).discard)
 	}
-	if ent.State == ledger.Removed {
-		if done, err := e.revisit(cctx, it, ent); done {
-			return err
+}
+
+// inDLQ is the step of an action on a dead letter: an address the
+// journal says is done is looked at again, an absent or unreachable one
+// is settled without a call, and every other one is acted on by act.
+func inDLQ(act step) step {
+	return func(e *Engine, ctx, cctx context.Context, it Item, ent *ledger.Entry) error {
+		if ent.State == ledger.Removed {
+			if done, err := e.revisit(cctx, it, ent); done {
+				return err
+			}
 		}
+		ent.BatchID = e.o.BatchID
+		// Nothing is sent for an absent address; every other one is taken
+		// to be in the DLQ.
+		if it.Absent && unsettled(ent) {
+			return e.absent(cctx, it, ent)
+		}
+		if why := it.Address.Unreachable(); why != "" {
+			return e.settle(cctx, ent, ledger.Skipped, "unreachable", why, func(r *Report) {
+				r.Unreachable++
+				r.Listed = append(r.Listed, AddrResult{Address: it.Address, Reason: "unreachable: " + why + "; nothing was sent (the broker cannot be asked about this address)"})
+			})
+		}
+		return act(e, ctx, cctx, it, ent)
 	}
-	ent.BatchID = e.o.BatchID
-	// Nothing is sent for an absent address; every other one is taken to
-	// be in the DLQ.
-	if it.Absent && unsettled(ent) {
-		return e.absent(cctx, it, ent)
-	}
-	if why := it.Address.Unreachable(); why != "" {
-		return e.settle(cctx, ent, ledger.Skipped, "unreachable", why, func(r *Report) {
-			r.Unreachable++
-			r.Listed = append(r.Listed, AddrResult{Address: it.Address, Reason: "unreachable: " + why + "; nothing was sent (the broker cannot be asked about this address)"})
-		})
-	}
-	if e.act.Publishes {
-		return e.replay(ctx, cctx, it, ent)
-	}
-	return e.discard(ctx, cctx, it, ent)
 }
 
 // holdRows keeps, while an address is worked on (settle counts them),

@@ -105,8 +105,10 @@ type Engine struct {
 	j   Journal
 	o   Options
 	lim *rate.Limiter
-	// act is what Options.Action does: the engine asks it, never its name.
-	act *deadletter.Action
+	// act is what Options.Action does: the engine asks it, never its name;
+	// step is what it does to one address (stepFor).
+	act  *deadletter.Action
+	step step
 
 	src       Source
 	pushes    *pusher
@@ -151,7 +153,8 @@ func NewEngine(b Broker, j Journal, o Options) *Engine {
 	if o.Rate > 0 {
 		lim = rate.NewLimiter(rate.Limit(o.Rate), o.Burst)
 	}
-	return &Engine{b: b, j: j, o: o, lim: lim, act: deadletter.ActionOf(o.Action), rows: map[deadletter.Address]int{}, archived: map[deadletter.Address][]string{}, copies: newCopySet(), blocked: map[Chain]bool{}}
+	act := deadletter.ActionOf(o.Action)
+	return &Engine{b: b, j: j, o: o, lim: lim, act: act, step: stepFor(act), rows: map[deadletter.Address]int{}, archived: map[deadletter.Address][]string{}, copies: newCopySet(), blocked: map[Chain]bool{}}
 }
 
 // withDefaults are the options with what was left unsaid filled in.
