@@ -950,3 +950,80 @@ func waitHealthy(b *testing.B, url string) {
 		}
 	}
 }
+
+// BenchmarkPlanBesideLs times the plan a person waits for beside the
+// read it is built on: `dlq replay SEL --dry-run` and `dlq ls -o ndjson
+// SEL` of the same selection, taken in turns against one broker in its
+// own process (dlqctl sandbox --seed, GenerateSeed's mix of queues,
+// groups, classes and encrypted envelopes), for --all, a failure class,
+// --error with a time filter, 2,000 addresses from a file, and the resume
+// of a batch dlq decide recorded (beside ls of the whole DLQ it covers).
+// It reports the medians of wall time and of CPU (the child's user and
+// system time) and their ratios, dry run over ls (goal: 1.3× at most).
+// Rows: 3k and 200k; DLQCTL_BENCH_PLAN_ROWS sets one size (1M).
+func BenchmarkPlanBesideLs(b *testing.B) {
+	bin := binary(b)
+	sizes := []int{3_000, 200_000}
+	if v, err := strconv.Atoi(os.Getenv("DLQCTL_BENCH_PLAN_ROWS")); err == nil && v > 0 {
+		sizes = []int{v}
+	}
+	class := deadletter.ClassID("timeout calling inventory-service after 5000ms")
+	for _, n := range sizes {
+		url, stop := startPaced(b, bin, writeSeed(b, sandbox.GenerateSeed(n, 1)), 0, 0)
+		dir := b.TempDir()
+		// The resume's batch in a ledger of its own: in the other, a fresh
+		// selection of what it decides would be refused as its to run.
+		dsn, decided := "sqlite://"+filepath.Join(dir, "l.db"), "sqlite://"+filepath.Join(dir, "decided.db")
+		cases := []struct {
+			name    string
+			sel, ls []string // the selection; ls's, when it is another
+			dsn     string
+		}{
+			{name: "all", sel: []string{"--all"}, ls: []string{}, dsn: dsn},
+			{name: "class", sel: []string{"--class", class}, dsn: dsn},
+			{name: "error-since", sel: []string{"--error", "timeout|declined|refused", "--failed-after", "4d"}, dsn: dsn},
+			{name: "addresses", sel: []string{"--from-file", addressFile(b, dir, url, min(2_000, n/2))}, dsn: dsn},
+			{name: "resume", sel: []string{"--batch", decideAll(b, bin, url, decided)}, ls: []string{}, dsn: decided},
+		}
+		for _, c := range cases {
+			b.Run(fmt.Sprintf("%s/rows=%d", c.name, n), func(b *testing.B) {
+				ls := []string{"dlq", "ls", "-o", "ndjson"}
+				if c.ls == nil {
+					c.ls = c.sel
+				}
+				ls = append(ls, c.ls...)
+				dry := append(append([]string{"dlq", "replay"}, c.sel...), "--dry-run")
+				var wall, cpu [2][]float64
+				for b.Loop() {
+					for i, args := range [][]string{ls, dry} {
+						w, u := timeDlq(b, bin, url, c.dsn, args...)
+						wall[i], cpu[i] = append(wall[i], w), append(cpu[i], u)
+					}
+				}
+				mid := func(xs []float64) float64 { s := slices.Clone(xs); slices.Sort(s); return s[len(s)/2] }
+				b.ReportMetric(mid(wall[0]), "ls-s")
+				b.ReportMetric(mid(wall[1]), "dry-run-s")
+				b.ReportMetric(mid(cpu[0]), "ls-cpu-s")
+				b.ReportMetric(mid(cpu[1]), "dry-run-cpu-s")
+				b.ReportMetric(mid(wall[1])/mid(wall[0]), "dry/ls-wall")
+				b.ReportMetric(mid(cpu[1])/mid(cpu[0]), "dry/ls-cpu")
+			})
+		}
+		stop()
+	}
+}
+
+// timeDlq runs the binary against server and ledgerDSN, and returns its
+// wall time and CPU time (user and system), in seconds.
+func timeDlq(b *testing.B, bin, server, ledgerDSN string, args ...string) (wall, cpu float64) {
+	start := time.Now()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "DLQCTL_SERVER="+server, "DLQCTL_LEDGER="+ledgerDSN, "DLQCTL_CONFIG="+filepath.Join(b.TempDir(), "c.yaml"))
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("%v: %v\n%s", args, err, stderr.String())
+	}
+	st := cmd.ProcessState
+	return time.Since(start).Seconds(), (st.UserTime() + st.SystemTime()).Seconds()
+}
