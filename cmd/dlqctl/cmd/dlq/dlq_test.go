@@ -619,6 +619,12 @@ func TestRecordedBatchOutcomeAcrossResume(t *testing.T) {
 		t.Fatalf("first run: %d %s", code, stderr)
 	}
 	b.SetFaults(sandbox.Faults{})
+	// Run once, the batch keeps where its copies go: a resume that gives
+	// another --to-queue is refused by that flag.
+	if _, stderr, code = cli.Exec("dlq", "replay", "--batch", id, "--yes", "--rate", "0", "--to-queue", "elsewhere"); code != 2 ||
+		!strings.Contains(stderr, "--to-queue: this batch publishes to each message's own queue; a resume cannot change it") {
+		t.Fatalf("a resume to another queue: %d %s", code, stderr)
+	}
 	if _, stderr, code = cli.Exec("dlq", "replay", "--batch", id, "--yes", "--rate", "0"); code != 0 {
 		t.Fatalf("resume: %d %s", code, stderr)
 	}

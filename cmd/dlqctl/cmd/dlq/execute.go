@@ -36,7 +36,10 @@ type ExecFlags struct {
 	// action's defaults where none is given).
 	Settings batch.Settings
 
+	// action is the batch action the flags are for; given, the settings
+	// the command line gave (newBatchCmd).
 	action string
+	given  batch.Given
 }
 
 // addExecFlags registers the flags every batch command has, its
@@ -130,6 +133,7 @@ type execSpec struct {
 // from the flags, or the recorded batch; --batch takes no selection.
 func (sp execSpec) request(f *cmdutil.Factory) (batch.Request, error) {
 	req := sp.base
+	req.Given = sp.flags.given
 	req.BatchID, req.Why, req.SkipHeld, req.OverrideHold, req.PlanOnly = sp.flags.BatchID, sp.flags.Why, sp.flags.SkipHeld, sp.flags.OverrideHold, sp.flags.DryRun
 	if sp.flags.By != "" {
 		by, err := f.Who(sp.flags.By)

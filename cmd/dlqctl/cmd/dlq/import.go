@@ -1,6 +1,7 @@
 package dlq
 
 import (
+	"context"
 	"io"
 	"os"
 
@@ -14,14 +15,12 @@ import (
 type ImportOptions struct {
 	Exec ExecFlags
 	File string
-
-	given batch.Given
 }
 
 // NewCmdImport publishes the dead letters of an export file.
 func NewCmdImport(f *cmdutil.Factory) *cobra.Command {
 	o := &ImportOptions{}
-	cmd := &cobra.Command{
+	return newBatchCmd(batchCommand{action: deadletter.Import, exec: &o.Exec, cmd: &cobra.Command{
 		Use:   "import FILE",
 		Short: "Publish the dead letters of an export file into this broker, each once",
 		Long: `Import publishes the messages an export file holds (dlq export wrote it, from
@@ -44,30 +43,26 @@ follows the copies.`,
   $ dlqctl --context queen-2 dlq import orders.ndjson.gz --why "migrated from the 0.x cluster" --yes
   $ dlqctl --context staging dlq import prod-dlq.ndjson.gz --to-queue orders-repro --why "reproduce INC-231" --yes`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.given = cmdutil.GivenIn(cmd.Flags())
-			switch {
-			case len(args) == 0 && o.Exec.BatchID == "":
-				return cmdutil.FlagErrorf("dlq import needs the export file to read (or --batch ID to resume one)")
-			case len(args) == 1 && o.Exec.BatchID != "":
-				return cmdutil.FlagErrorf("--batch resumes a recorded import, which holds its messages; it takes no file")
-			case len(args) == 1:
-				o.File = args[0]
-			}
-			if err := validateExec(&o.Exec); err != nil {
-				return err
-			}
-			return execute(cmd.Context(), f, importSpec(f, o))
-		},
-	}
-	addExecFlags(cmd, &o.Exec, deadletter.Import, nil)
-	return cmd
+	}, check: func(_ *cobra.Command, args []string) error {
+		switch {
+		case len(args) == 0 && o.Exec.BatchID == "":
+			return cmdutil.FlagErrorf("dlq import needs the export file to read (or --batch ID to resume one)")
+		case len(args) == 1 && o.Exec.BatchID != "":
+			return cmdutil.FlagErrorf("--batch resumes a recorded import, which holds its messages; it takes no file")
+		}
+		return nil
+	}, run: func(ctx context.Context, args []string) error {
+		if len(args) == 1 {
+			o.File = args[0]
+		}
+		return execute(ctx, f, importSpec(f, o))
+	}})
 }
 
 // importSpec is what import's flags ask of execute.
 func importSpec(f *cmdutil.Factory, o *ImportOptions) execSpec {
 	sp := execSpec{verb: "import", flags: &o.Exec, base: batch.Request{
-		Action: deadletter.Import, Given: o.given,
+		Action:   deadletter.Import,
 		Settings: o.Exec.Settings,
 	}}
 	if o.File != "" {

@@ -9,6 +9,7 @@ import (
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // ReplayOptions are `dlq replay`'s flags.
@@ -22,14 +23,12 @@ type ReplayOptions struct {
 	// Into is a destination in another broker (--to-context, --to-server).
 	Into IntoFlags
 	Args []string
-
-	given batch.Given
 }
 
 // NewCmdReplay re-publishes dead letters.
 func NewCmdReplay(f *cmdutil.Factory, runF func(*ReplayOptions) error) *cobra.Command {
 	o := &ReplayOptions{}
-	cmd := &cobra.Command{
+	return newBatchCmd(batchCommand{action: deadletter.Replay, exec: &o.Exec, selection: &o.Selection, cmd: &cobra.Command{
 		Use:   "replay [ADDRESS...] [selection flags]",
 		Short: "Re-publish a frozen batch of dead letters, rate-limited and idempotent",
 		Long: `Replay snapshots the selection into a batch recorded in the ledger, prints the
@@ -66,32 +65,26 @@ anywhere is taken up by running the same command again.`,
   $ dlqctl dlq replay --queue orders --transform '.version = 4' --why "fix version" --yes
   $ dlqctl --context queen-0 dlq replay --queue orders --to-context queen-2 --why "migrated to 2.2" --yes
   $ dlqctl --context prod dlq replay --class 1a2b3c4d --to-context staging --keep --why "reproduce INC-231" --yes`,
-		RunE: func(cmd *cobra.Command, args []string) error {
+	}, notes: map[batch.Given]string{batch.GivenToPartition: "; only into another broker (--to-context, --to-server)"},
+		flags: func(fl *pflag.FlagSet) {
+			fl.BoolVar(&o.RetryUnknown, "retry-unknown", false, "re-attempt addresses left unknown (check the live queue first)")
+			fl.IntVar(&o.Canary, "canary", 0, "replay this many first, wait --canary-wait, stop if any came back to the DLQ")
+			fl.DurationVar(&o.CanaryWait, "canary-wait", 30*time.Second, "how long to wait after the canary")
+			addIntoFlags(fl, &o.Into)
+		},
+		check: func(cmd *cobra.Command, _ []string) error { return validateReplay(cmd, o) },
+		run: func(ctx context.Context, args []string) error {
 			o.Args = args
-			o.given = cmdutil.GivenIn(cmd.Flags())
-			if err := validateReplay(cmd, o); err != nil {
-				return err
-			}
 			if runF != nil {
 				return runF(o)
 			}
-			return replayRun(cmd.Context(), f, o)
-		},
-	}
-	cmdutil.AddSelectionFlags(cmd, &o.Selection, true)
-	addExecFlags(cmd, &o.Exec, deadletter.Replay, map[batch.Given]string{batch.GivenToPartition: "; only into another broker (--to-context, --to-server)"})
-	fl := cmd.Flags()
-	fl.BoolVar(&o.RetryUnknown, "retry-unknown", false, "re-attempt addresses left unknown (check the live queue first)")
-	fl.IntVar(&o.Canary, "canary", 0, "replay this many first, wait --canary-wait, stop if any came back to the DLQ")
-	fl.DurationVar(&o.CanaryWait, "canary-wait", 30*time.Second, "how long to wait after the canary")
-	addIntoFlags(cmd, &o.Into)
-	return cmd
+			return replayRun(ctx, f, o)
+		}})
 }
 
+// validateReplay is replay's own rules: a destination in another broker,
+// and the canary.
 func validateReplay(cmd *cobra.Command, o *ReplayOptions) error {
-	if err := validateExec(&o.Exec); err != nil {
-		return err
-	}
 	if err := validateInto(cmd, o.Into, o.Exec.Settings); err != nil {
 		return err
 	}
@@ -114,7 +107,7 @@ func replayRun(ctx context.Context, f *cmdutil.Factory, o *ReplayOptions) error 
 // replaySpec is what replay's flags ask of execute.
 func replaySpec(o *ReplayOptions) execSpec {
 	return execSpec{verb: "replay", flags: &o.Exec, selection: &o.Selection, args: o.Args, base: batch.Request{
-		Action: deadletter.Replay, Given: o.given,
+		Action:   deadletter.Replay,
 		Settings: o.Exec.Settings,
 		Run:      batch.RunOptions{RetryUnknown: o.RetryUnknown, Canary: o.Canary, CanaryWait: o.CanaryWait},
 	}}

@@ -22,6 +22,7 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/render"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // IntoFlags are replay's flags for a destination in another broker.
@@ -35,8 +36,7 @@ type IntoFlags struct {
 // Another broker is any of these.
 func (i IntoFlags) set() bool { return i.Context != "" || i.Server != "" }
 
-func addIntoFlags(cmd *cobra.Command, i *IntoFlags) {
-	fl := cmd.Flags()
+func addIntoFlags(fl *pflag.FlagSet, i *IntoFlags) {
 	fl.StringVar(&i.Context, "to-context", "", "publish into the broker of this context of the config (its server, token and ledger), then delete from this one what it holds")
 	fl.StringVar(&i.Server, "to-server", "", "publish into the broker at this URL (with --to-token-file's token, or none), then delete from this one what it holds")
 	fl.StringVar(&i.TokenFile, "to-token-file", "", "file holding the bearer token of --to-server's broker (this broker's token is never sent there)")
@@ -150,8 +150,8 @@ func intoBrokers(f *cmdutil.Factory, into IntoFlags) (*cmdutil.Factory, *client.
 // destination, with the replay's settings that apply there.
 func intoImport(o *ReplayOptions, sel *deadletter.Selection, staged string) execSpec {
 	return execSpec{verb: "import", doing: "replay",
-		flags: &ExecFlags{Why: o.Exec.Why, By: o.Exec.By, Yes: o.Exec.Yes, DryRun: o.Exec.DryRun},
-		base:  batch.Request{Action: deadletter.Import, Given: o.given, Settings: intoSettings(o.Exec.Settings)},
+		flags: &ExecFlags{Why: o.Exec.Why, By: o.Exec.By, Yes: o.Exec.Yes, DryRun: o.Exec.DryRun, given: o.Exec.given},
+		base:  batch.Request{Action: deadletter.Import, Settings: intoSettings(o.Exec.Settings)},
 		file:  &batch.File{Name: staged, Label: "replay of " + sel.String() + " from another broker", Open: func() (io.ReadCloser, error) { return os.Open(staged) }},
 	}
 }

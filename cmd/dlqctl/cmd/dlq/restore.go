@@ -1,6 +1,8 @@
 package dlq
 
 import (
+	"context"
+
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/pkg/batch"
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
@@ -12,14 +14,12 @@ type RestoreOptions struct {
 	Selection cmdutil.SelectionFlags
 	Exec      ExecFlags
 	Args      []string
-
-	given batch.Given
 }
 
 // NewCmdRestore re-publishes what dlq rm archived.
 func NewCmdRestore(f *cmdutil.Factory) *cobra.Command {
 	o := &RestoreOptions{}
-	cmd := &cobra.Command{
+	return newBatchCmd(batchCommand{action: deadletter.Restore, exec: &o.Exec, selection: &o.Selection, cmd: &cobra.Command{
 		Use:   "restore [ADDRESS...] [selection flags]",
 		Short: "Undo a discard: re-publish dead letters dlq rm archived, each once",
 		Long: `Restore re-publishes archived dead letters that a discard deleted, from the
@@ -41,24 +41,16 @@ a destination queue that no longer exists. Resume with --batch ID.`,
 		Example: `  $ dlqctl dlq restore --batch 20261130T031502-9f3a --dry-run       # what that discard archived
   $ dlqctl dlq restore --queue orders --class 1a2b3c4d --why "the customer was real" --yes
   $ dlqctl dlq restore 6f1c0a4e-…/order:8812:v3 --to-queue orders-recovery --why "check first" --yes`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Args = args
-			o.given = cmdutil.GivenIn(cmd.Flags())
-			if err := validateExec(&o.Exec); err != nil {
-				return err
-			}
-			return execute(cmd.Context(), f, restoreSpec(o))
-		},
-	}
-	cmdutil.AddSelectionFlags(cmd, &o.Selection, true)
-	addExecFlags(cmd, &o.Exec, deadletter.Restore, nil)
-	return cmd
+	}, run: func(ctx context.Context, args []string) error {
+		o.Args = args
+		return execute(ctx, f, restoreSpec(o))
+	}})
 }
 
 // restoreSpec is what restore's flags ask of execute.
 func restoreSpec(o *RestoreOptions) execSpec {
 	return execSpec{verb: "restore", flags: &o.Exec, selection: &o.Selection, args: o.Args, base: batch.Request{
-		Action: deadletter.Restore, Given: o.given,
+		Action:   deadletter.Restore,
 		Settings: o.Exec.Settings,
 	}}
 }

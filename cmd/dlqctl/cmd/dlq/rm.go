@@ -14,14 +14,12 @@ type RmOptions struct {
 	Selection cmdutil.SelectionFlags
 	Exec      ExecFlags
 	Args      []string
-
-	given batch.Given
 }
 
 // NewCmdRm discards dead letters, archiving each row first.
 func NewCmdRm(f *cmdutil.Factory) *cobra.Command {
 	o := &RmOptions{}
-	cmd := &cobra.Command{
+	return newBatchCmd(batchCommand{action: deadletter.Discard, exec: &o.Exec, selection: &o.Selection, cmd: &cobra.Command{
 		Use:   "rm [ADDRESS...] [selection flags]",
 		Short: "Discard dead letters: archive each row in the ledger, then delete it",
 		Long: `Discard snapshots the selection, records the batch, archives every row in the
@@ -34,18 +32,10 @@ says when.`,
 		Example: `  $ dlqctl dlq rm --class 9c1d2e3f --dry-run
   $ dlqctl dlq rm 6f1c0a4e-…/order:8812:v3 --why "test order, never valid" --yes
   $ dlqctl dlq rm --queue notifications --failed-before 7d --why "expired receipts" --rate 50 --yes`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Args = args
-			o.given = cmdutil.GivenIn(cmd.Flags())
-			if err := validateExec(&o.Exec); err != nil {
-				return err
-			}
-			return rmRun(cmd.Context(), f, o)
-		},
-	}
-	cmdutil.AddSelectionFlags(cmd, &o.Selection, true)
-	addExecFlags(cmd, &o.Exec, deadletter.Discard, nil)
-	return cmd
+	}, run: func(ctx context.Context, args []string) error {
+		o.Args = args
+		return rmRun(ctx, f, o)
+	}})
 }
 
 func rmRun(ctx context.Context, f *cmdutil.Factory, o *RmOptions) error {
@@ -55,7 +45,7 @@ func rmRun(ctx context.Context, f *cmdutil.Factory, o *RmOptions) error {
 // rmSpec is what rm's flags ask of execute.
 func rmSpec(o *RmOptions) execSpec {
 	return execSpec{verb: "rm", flags: &o.Exec, selection: &o.Selection, args: o.Args, base: batch.Request{
-		Action: deadletter.Discard, Given: o.given,
+		Action:   deadletter.Discard,
 		Settings: o.Exec.Settings,
 	}}
 }
