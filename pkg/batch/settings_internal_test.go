@@ -2,8 +2,8 @@ package batch
 
 import (
 	"crypto/sha256"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"testing"
 )
