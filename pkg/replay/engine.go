@@ -194,11 +194,6 @@ func (o Options) withDefaults() Options {
 // interrupt while it waited for the rate limiter); it is released.
 var errNotStarted = errors.New("not started")
 
-// Run executes items held in memory (see RunSource).
-func (e *Engine) Run(ctx context.Context, items []Item) (*Report, error) {
-	return e.RunSource(ctx, Items(items))
-}
-
 // RunSource executes a batch's items, read from src a claim at a time.
 // ctx stops scheduling (SIGINT): calls already sent finish under their
 // own timeout and are journaled, then RunSource returns with Interrupted
