@@ -115,7 +115,15 @@ func (p *Pending) approvalRefusal() error {
 // awaits reports whether a fresh batch is to be recorded awaiting
 // approval rather than run.
 func (p *Pending) awaits() bool {
-	return p.in.batch == nil && p.env.ApprovalAbove > 0 && p.Messages() > p.env.ApprovalAbove
+	return p.in.batch == nil && p.env.needsApproval(p.req.Action, p.Messages())
+}
+
+// needsApproval reports whether a fresh batch of the action over that
+// many messages waits for a second person's approval: the one rule, for
+// a batch a run records and one dlq decide does (a hold acts on nothing,
+// and never waits).
+func (env Env) needsApproval(action string, messages int) bool {
+	return !ledger.IsHold(action) && env.ApprovalAbove > 0 && messages > env.ApprovalAbove
 }
 
 // Approve is decisions approve: someone other than the batch's author

@@ -67,7 +67,7 @@ func Decide(ctx context.Context, env Env, sel *deadletter.Selection, b *ledger.B
 	}
 	if live == 0 && act.Discards() {
 		b.Status, b.Outcome = ledger.StatusDone, map[string]int{"gone": len(gone)}
-	} else if !ledger.IsHold(b.Action) && env.ApprovalAbove > 0 && live+len(gone) > env.ApprovalAbove {
+	} else if env.needsApproval(b.Action, live+len(gone)) {
 		b.Status, b.NeedsApproval = ledger.StatusAwaiting, true
 	}
 	if err := recordFrom(ctx, ld, b, st, gone, nil); err != nil {
