@@ -21,7 +21,8 @@ func GivenIn(fs *pflag.FlagSet) batch.Given {
 func settingFlag(s batch.Given) string { return "--" + s.String() }
 
 // Message is err's text, with a batch setting it refuses named by the
-// flag that gives it (batch.SettingError, batch.ChangedError).
+// flag that gives it (batch.SettingError, batch.ChangedError), and a
+// hold's end by --until (batch.UntilError).
 func Message(err error) string {
 	msg := err.Error()
 	var se *batch.SettingError
@@ -31,6 +32,10 @@ func Message(err error) string {
 	var ce *batch.ChangedError
 	if errors.As(err, &ce) {
 		msg = strings.Replace(msg, ce.Error(), ce.Words(settingFlag(ce.What)), 1)
+	}
+	var ue *batch.UntilError
+	if errors.As(err, &ue) {
+		msg = strings.Replace(msg, ue.Error(), ue.Words("--until"), 1)
 	}
 	return msg
 }

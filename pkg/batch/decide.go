@@ -14,22 +14,38 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/render"
 )
 
-// ParseUntil reads --until: RFC 3339, or a duration from now.
+// ParseUntil reads the end of a hold: RFC 3339, or a duration from now.
+// A value that is neither, or is past, is an UntilError.
 func ParseUntil(s string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		if !t.After(now) {
-			return time.Time{}, fmt.Errorf("--until %s is in the past", s)
+			return time.Time{}, &UntilError{Value: s, Why: "it is in the past"}
 		}
 		return t.UTC(), nil
 	}
 	d, err := duration.Parse(s)
 	if errors.Is(err, duration.ErrTooLong) {
-		return time.Time{}, fmt.Errorf("--until: %v", err)
+		return time.Time{}, &UntilError{Why: err.Error()} // it names the value
 	}
 	if err != nil || d <= 0 {
-		return time.Time{}, fmt.Errorf("invalid --until %q: want RFC 3339 or a duration from now (4h, 2d)", s)
+		return time.Time{}, &UntilError{Value: s, Why: "want RFC 3339 or a duration from now (4h, 2d)"}
 	}
 	return now.Add(d).UTC(), nil
+}
+
+// UntilError refuses the end of a hold. A front end words it with the
+// name of the field it was given in (Words): a command line, --until.
+// Value is the value refused, when Why does not name it.
+type UntilError struct{ Value, Why string }
+
+func (e *UntilError) Error() string { return e.Words("until") }
+
+// Words is the refusal with the end of the hold called name.
+func (e *UntilError) Words(name string) string {
+	if e.Value == "" {
+		return name + ": " + e.Why
+	}
+	return fmt.Sprintf("invalid %s %q: %s", name, e.Value, e.Why)
 }
 
 // Decide snapshots the selection into batch b (its action, who, when,

@@ -49,6 +49,8 @@ func TestBadInputAndSecrets(t *testing.T) {
 		{"--by blank", []string{"dlq", "decide", "--queue", "orders", "--action", "hold", "--until", "1h", "--why", "x", "--by", "  "}, 2, "--by is blank", ""},
 		{"replay --by with a line break", []string{"dlq", "replay", "--queue", "orders", "--why", "x", "--dry-run", "--by", "ann\nRecorded discard by root"}, 2, `ann\nRecorded`, "\n" + "Recorded"},
 		{"--until past the longest", []string{"dlq", "decide", "--queue", "orders", "--action", "hold", "--until", "106752d", "--why", "x"}, 2, "longer than the longest dlqctl counts", ""},
+		{"--until not a time", []string{"dlq", "decide", "--queue", "orders", "--action", "hold", "--until", "4x", "--why", "x"}, 2, `invalid --until "4x": want RFC 3339 or a duration`, ""},
+		{"--until in the past", []string{"dlq", "decide", "--queue", "orders", "--action", "hold", "--until", "2001-01-01T00:00:00Z", "--why", "x"}, 2, `invalid --until "2001-01-01T00:00:00Z": it is in the past`, ""},
 		{"--until past the longest, in hours", []string{"dlq", "decide", "--queue", "orders", "--action", "hold", "--until", "2562048h", "--why", "x"}, 2, "longer than the longest dlqctl counts", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

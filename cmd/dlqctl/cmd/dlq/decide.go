@@ -82,7 +82,7 @@ func decideRun(ctx context.Context, f *cmdutil.Factory, o *DecideOptions) error 
 	}
 	if o.Until != "" {
 		if _, err := batch.ParseUntil(o.Until, f.Now()); err != nil {
-			return cmdutil.FlagErrorf("%v", err)
+			return &cmdutil.FlagError{Err: err}
 		}
 	}
 	e, err := f.BatchEnv(ctx)

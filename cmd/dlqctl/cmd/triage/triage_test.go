@@ -748,6 +748,17 @@ func TestPrefilledFieldsAreReplacedByTyping(t *testing.T) {
 	if got := hm.until.Value(); got != "240h" && got != "204h" {
 		t.Fatalf("an arrow, then typing, gave %q: the value should be kept and edited", got)
 	}
+	// An until that is no time is refused in the screen's words, and
+	// nothing is recorded.
+	w.keys("ctrl+u")
+	w.typ("4x")
+	w.keys("enter")
+	w.typ("a reason")
+	w.keys("enter")
+	w.until(func() bool { return !hm.busy })
+	if !strings.HasPrefix(hm.err, `invalid until "4x`) || !strings.Contains(hm.err, "want RFC 3339") || w.m.modal != hm {
+		t.Fatalf("an until of 4x: err %q, modal %T", hm.err, w.m.modal)
+	}
 	w.keys("esc")
 	w.moveTo(w.classOf("timeout calling inventory-service").Key)
 	w.keys("r")
