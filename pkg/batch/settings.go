@@ -164,22 +164,10 @@ var settingsTable = []setting{
 		check: checkOrder},
 	{given: GivenMaxLag, name: "max-lag", key: "maxLag", field: func(s *Settings) any { return &s.MaxLag }, takes: republishing,
 		words: said("wait while a consumer group of the destination lags more than this (such as 2m)"),
-		check: func(s *Settings) error {
-			if s.MaxLag == "" {
-				return nil
-			}
-			_, err := ParseMaxLag(s.MaxLag)
-			return err
-		}},
+		check: func(s *Settings) error { return parsed(s.MaxLag, ParseMaxLag) }},
 	{given: GivenWindow, name: "window", key: "window", field: func(s *Settings) any { return &s.Window }, takes: republishing,
 		words: said("publish only in this time of day: HH:MM-HH:MM, local or followed by a zone (22:00-06:00 UTC)"),
-		check: func(s *Settings) error {
-			if s.Window == "" {
-				return nil
-			}
-			_, err := ParseWindow(s.Window)
-			return err
-		}},
+		check: func(s *Settings) error { return parsed(s.Window, ParseWindow) }},
 	{given: GivenNoTrace, name: "no-trace", key: "noTrace", field: func(s *Settings) any { return &s.NoTrace }, takes: publishing,
 		words: func(a *deadletter.Action) string {
 			original := map[string]string{deadletter.FromArchive: "the archived original", deadletter.FromFile: "the original"}[a.From]
@@ -202,6 +190,16 @@ func atLeast(s Given, n, min int) error {
 		return refuse(errs.Flag, s, strconv.Itoa(n), fmt.Sprintf("want %d or more", min))
 	}
 	return nil
+}
+
+// parsed refuses a setting written as text that parse refuses ("": none
+// given).
+func parsed[T any](v string, parse func(string) (T, error)) error {
+	if v == "" {
+		return nil
+	}
+	_, err := parse(v)
+	return err
 }
 
 // checkVia refuses a path that is none of them, or one that cannot do

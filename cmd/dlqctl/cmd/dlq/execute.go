@@ -60,33 +60,6 @@ func addExecFlags(cmd *cobra.Command, e *ExecFlags, verb string, notes map[batch
 	fl.BoolVar(&e.Broker.Other, "other-broker", false, "this broker is not the one the ledger knows under another name that reaches the same address (recorded)")
 }
 
-// settingNotes are what a command line's own flags have to do with a
-// setting, added to its words.
-var settingNotes = map[batch.Given]string{batch.GivenRate: "; 0 only with --yes"}
-
-// addSettingFlags gives every setting the action takes a flag of its
-// name, from the settings' table (batch.Offer), filling e.Settings; notes
-// adds, for some, what the command's other flags have to do with them.
-func addSettingFlags(cmd *cobra.Command, e *ExecFlags, action string, notes map[batch.Given]string) {
-	fl := cmd.Flags()
-	e.action = action
-	for _, s := range batch.Offer(action, &e.Settings) {
-		words := s.Words + settingNotes[s.Given] + notes[s.Given]
-		switch v := s.Field.(type) {
-		case *int:
-			fl.IntVar(v, s.Name, *v, words)
-		case *string:
-			fl.StringVar(v, s.Name, *v, words)
-		case *float64:
-			fl.Float64Var(v, s.Name, *v, words)
-		case *bool:
-			fl.BoolVar(v, s.Name, *v, words)
-		default:
-			panic(fmt.Sprintf("setting %s fills a %T: no flag takes one", s.Name, v))
-		}
-	}
-}
-
 func validateExec(e *ExecFlags) error {
 	if err := e.Settings.Check(e.action); err != nil {
 		return err

@@ -407,7 +407,9 @@ func heldByDestination(ctx context.Context, g *cmdutil.Factory, dst *client.Clie
 			return nil, nil, err
 		}
 		for fa, e := range ents {
-			if e.Action == deadletter.Import && e.State == ledger.Removed {
+			// Held: published there from a file (the import this
+			// command made), and done.
+			if deadletter.ActionOf(e.Action).From == deadletter.FromFile && e.State == ledger.Removed {
 				out = append(out, of[fa])
 				by[e.BatchID] = true
 			}
