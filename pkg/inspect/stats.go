@@ -23,7 +23,12 @@ type Stats struct {
 	DecisionP90Secs  *float64       `json:"timeToDecisionP90Seconds"`
 	Decided          int            `json:"decided"`
 	UndecidedPastSLO int            `json:"undecidedPastSlo"`
-	ReplayOutcomes   map[string]int `json:"replayOutcomes"`
+	// Scopes counts the queue/consumer-group scopes the gate checked;
+	// SLOScopes those a triage SLO applies to (UndecidedPastSLO counts in
+	// them only: 0 of them is "not measured", not "none undecided").
+	Scopes         int            `json:"scopes"`
+	SLOScopes      int            `json:"triageSloScopes"`
+	ReplayOutcomes map[string]int `json:"replayOutcomes"`
 }
 
 // QueueStat is one DLQ's depth and oldest age.
@@ -76,7 +81,14 @@ func ComputeStats(ctx context.Context, cl *client.Client, ld *ledger.Store, in S
 	if err != nil {
 		return nil, err
 	}
-	st.Queues, st.UndecidedPastSLO = perQueue(res.Scopes)
+	st.Queues = perQueue(res.Scopes)
+	st.Scopes = len(res.Scopes)
+	for _, s := range res.Scopes {
+		st.UndecidedPastSLO += s.UndecidedPastSLO
+		if s.TriageSLOSeconds != nil {
+			st.SLOScopes++
+		}
+	}
 	if !res.ReadWhole {
 		// A broker that pages was probed, not read: read the window only
 		// (newest first, so stop at its start).
@@ -108,10 +120,9 @@ func ComputeStats(ctx context.Context, cl *client.Client, ld *ledger.Store, in S
 	return st, nil
 }
 
-// perQueue adds the scopes up per queue.
-func perQueue(scopes []gate.Scope) ([]QueueStat, int) {
+// perQueue adds the scopes' depths and oldest ages up per queue.
+func perQueue(scopes []gate.Scope) []QueueStat {
 	by := map[string]*QueueStat{}
-	undecided := 0
 	for _, s := range scopes {
 		q := by[s.Queue]
 		if q == nil {
@@ -120,14 +131,13 @@ func perQueue(scopes []gate.Scope) ([]QueueStat, int) {
 		}
 		q.Depth += s.Depth
 		q.OldestAgeSeconds = max(q.OldestAgeSeconds, s.OldestAgeSeconds)
-		undecided += s.UndecidedPastSLO
 	}
 	out := make([]QueueStat, 0, len(by))
 	for _, q := range by {
 		out = append(out, *q)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Queue < out[j].Queue })
-	return out, undecided
+	return out
 }
 
 // arrivals counts the window's arrivals per failure class and hour, and

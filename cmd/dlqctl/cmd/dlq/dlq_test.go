@@ -488,6 +488,32 @@ func TestStats(t *testing.T) {
 	}
 }
 
+// TestStatsUndecidedOnlyWhereMeasured: with no triage SLO set, stats says
+// the undecided count is not measured rather than 0 (every dead letter
+// undecided, none "past" an SLO nobody set); with one queue's policy, it
+// counts in that queue's scopes and says how many of them there are. A
+// window with no replay says so, not "0 failed again".
+func TestStatsUndecidedOnlyWhereMeasured(t *testing.T) {
+	_, cli := seeded(t)
+	out, _, code := cli.Exec("dlq", "stats")
+	if code != 0 || !strings.Contains(out, "Undecided past SLO: not measured (no policy sets a triage-slo)") || !strings.Contains(out, "Replay outcomes: none in the window") {
+		t.Fatalf("no policy: %d\n%s", code, out)
+	}
+	cli.WriteConfig("policies:\n  - queue: orders\n    triage-slo: 1h\n")
+	out, _, _ = cli.Exec("dlq", "stats", "-o", "json")
+	var st inspect.Stats
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.SLOScopes == 0 || st.SLOScopes >= st.Scopes || st.UndecidedPastSLO == 0 {
+		t.Fatalf("orders' policy: %d of %d scopes, %d undecided", st.SLOScopes, st.Scopes, st.UndecidedPastSLO)
+	}
+	out, _, _ = cli.Exec("dlq", "stats")
+	if want := fmt.Sprintf("Undecided past SLO: %d (in the %d of %d queue/group scopes with a triage-slo)", st.UndecidedPastSLO, st.SLOScopes, st.Scopes); !strings.Contains(out, want) {
+		t.Fatalf("want %q in\n%s", want, out)
+	}
+}
+
 func TestBrokerFaultsAndAuth(t *testing.T) {
 	b, cli := seeded(t)
 	b.SetFaults(sandbox.Faults{Token: "tok-very-secret"})

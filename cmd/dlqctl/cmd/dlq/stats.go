@@ -3,7 +3,6 @@ package dlq
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
@@ -96,12 +95,27 @@ func statsRun(ctx context.Context, f *cmdutil.Factory, o *StatsOptions) error {
 	} else {
 		fmt.Fprintln(w, "Time to decision: no decisions in the window")
 	}
-	fmt.Fprintf(w, "Undecided past SLO: %d\n", st.UndecidedPastSLO)
-	keys := make([]string, 0, len(st.ReplayOutcomes))
-	for k := range st.ReplayOutcomes {
-		keys = append(keys, k)
+	fmt.Fprintln(w, undecidedWords(st))
+	outcomes := "none in the window"
+	for _, n := range st.ReplayOutcomes {
+		if n > 0 {
+			outcomes = render.Counts(st.ReplayOutcomes)
+			break
+		}
 	}
-	sort.Strings(keys)
-	fmt.Fprintf(w, "Replay outcomes: %s\n", render.Counts(st.ReplayOutcomes))
+	fmt.Fprintf(w, "Replay outcomes: %s\n", outcomes)
 	return nil
+}
+
+// undecidedWords is stats' undecided-past-SLO line: a count only where a
+// policy sets a triage SLO (a scope without one is not measured, and 0
+// there would read as "all decided").
+func undecidedWords(st *inspect.Stats) string {
+	switch {
+	case st.SLOScopes == 0:
+		return "Undecided past SLO: not measured (no policy sets a triage-slo)"
+	case st.SLOScopes < st.Scopes:
+		return fmt.Sprintf("Undecided past SLO: %d (in the %d of %d queue/group scopes with a triage-slo)", st.UndecidedPastSLO, st.SLOScopes, st.Scopes)
+	}
+	return fmt.Sprintf("Undecided past SLO: %d", st.UndecidedPastSLO)
 }
