@@ -22,7 +22,8 @@ func settingFlag(s batch.Given) string { return "--" + s.String() }
 
 // Message is err's text, with a batch setting it refuses named by the
 // flag that gives it (batch.SettingError, batch.ChangedError), and a
-// hold's end by --until (batch.UntilError).
+// hold's end by --until (batch.UntilError), and another broker's batch
+// with the flags that reach it (batch.OtherBrokerError).
 func Message(err error) string {
 	msg := err.Error()
 	var se *batch.SettingError
@@ -36,6 +37,10 @@ func Message(err error) string {
 	var ue *batch.UntilError
 	if errors.As(err, &ue) {
 		msg = strings.Replace(msg, ue.Error(), ue.Words("--until"), 1)
+	}
+	var ob *batch.OtherBrokerError
+	if errors.As(err, &ob) {
+		msg = strings.Replace(msg, ob.Error(), ob.Words("use --server or --context"), 1)
 	}
 	return msg
 }

@@ -101,7 +101,7 @@ func decidable(sel *deadletter.Selection, act *deadletter.Action, live, gone int
 	case live == 0 && gone == 0:
 		return errs.Usagef("no dead letter matches the selection; nothing recorded")
 	case gone > 0 && act.Republishes():
-		return errs.Usagef("%s no longer in the DLQ (the archive keeps it): it cannot be replayed from the broker; record --action discard (nothing to redo) or hold", render.Plural(gone, "message is", "messages are"))
+		return errs.Usagef("%s no longer in the DLQ (the archive keeps it): it cannot be replayed from the broker; decide a discard (nothing to redo) or a hold instead", render.Plural(gone, "message is", "messages are"))
 	}
 	return nil
 }

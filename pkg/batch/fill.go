@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -80,6 +81,26 @@ func fill(ctx context.Context, env Env, req Request, in *input, lean bool) error
 	}
 }
 
+// OtherBrokerError refuses a batch recorded against another broker than
+// the one the command talks to. A front end says how to reach that one
+// (Words).
+type OtherBrokerError struct {
+	Batch, Broker, Here string
+	// Doing is what was asked of the batch ("verify"), when not running
+	// it.
+	Doing string
+}
+
+func (e *OtherBrokerError) Error() string { return e.Words("point dlqctl at it") }
+
+// Words is the refusal with how to reach the batch's broker.
+func (e *OtherBrokerError) Words(reach string) string {
+	if e.Doing != "" {
+		return fmt.Sprintf("batch %s was run against %s, not %s: to %s it, %s", e.Batch, e.Broker, e.Here, e.Doing, reach)
+	}
+	return fmt.Sprintf("batch %s belongs to broker %s, not %s (%s)", e.Batch, e.Broker, e.Here, reach)
+}
+
 // loadBatch reads the recorded batch a request executes, refusing one
 // that is another broker's, cancelled, or another action's.
 func loadBatch(ctx context.Context, env Env, id, action string) (*ledger.Batch, error) {
@@ -89,7 +110,7 @@ func loadBatch(ctx context.Context, env Env, id, action string) (*ledger.Batch, 
 		return nil, err
 	}
 	if b.Broker != cl.Broker() {
-		return nil, errs.Usagef("batch %s belongs to broker %s, not %s (use --server or --context)", b.ID, b.Broker, cl.Broker())
+		return nil, &errs.Error{Kind: errs.Usage, Err: &OtherBrokerError{Batch: b.ID, Broker: b.Broker, Here: cl.Broker()}}
 	}
 	if b.Status == ledger.StatusCancelled {
 		return nil, errs.Usagef("batch %s was cancelled (see dlqctl decisions show %s): it is no longer a decision; select the dead letters again for a new batch", b.ID, b.ID)

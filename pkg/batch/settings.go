@@ -139,7 +139,7 @@ var settingsTable = []setting{
 	{given: GivenToQueue, name: "to-queue", key: "toQueue", field: func(s *Settings) any { return &s.ToQueue }, binds: true, takes: publishing,
 		words: said("publish to this queue instead of each message's own (a recovery queue, which only the failed group's consumer reads)"),
 		kept:  func(q string) string { return "this batch publishes to " + destName(q) + "; a resume cannot change it" }},
-	{given: GivenTransform, name: "transform", key: "transform", field: func(s *Settings) any { return &s.Transform }, binds: true, takes: publishing,
+	{given: GivenTransform, name: transformName, key: "transform", field: func(s *Settings) any { return &s.Transform }, binds: true, takes: publishing,
 		words: said("jq expression applied to each payload before publishing, tried on every payload while planning; " + jq.BudgetHelp()),
 		check: func(s *Settings) error { return ValidateTransform(s.Transform) },
 		kept: func(t string) string {
@@ -345,15 +345,19 @@ func ValidateConcurrency(n int) error {
 	return nil
 }
 
-// ValidateTransform refuses a --transform that is not a jq program (""
+// transformName is the transform setting's name (its row's), which jq's
+// errors say.
+const transformName = "transform"
+
+// ValidateTransform refuses a transform that is not a jq program (""
 // is none).
 func ValidateTransform(expr string) error {
 	if expr == "" {
 		return nil
 	}
 	if _, err := CompileTransform(expr); err != nil {
-		// jq's error names the expression's flag already.
-		return refuse(errs.Flag, GivenTransform, strconv.Quote(expr), strings.TrimPrefix(err.Error(), "invalid --transform: "))
+		// jq's error names the setting already: the refusal does.
+		return refuse(errs.Flag, GivenTransform, strconv.Quote(expr), strings.TrimPrefix(err.Error(), "invalid "+transformName+": "))
 	}
 	return nil
 }
@@ -449,17 +453,17 @@ func viaWords(s Settings, resolved string) string {
 	case resolved == replay.ViaRestore:
 		return "a push of the archived payload under an id derived from its address (dlqa-…): restoring it again is a duplicate the broker drops"
 	case resolved == replay.ViaMove && s.Transform != "":
-		return "push under the broker's copy id (dlq:<row id>), then delete (--transform: the move cannot change a payload)"
+		return "push under the broker's copy id (dlq:<row id>), then delete (the move cannot change a payload, and a transform does)"
 	case resolved == replay.ViaMove && s.ToQueue != "":
-		return "the broker's move to --to-queue, one call a message (a message of several rows: a push under the broker's copy id, then a delete)"
+		return "the broker's move to " + destName(s.ToQueue) + ", one call a message (a message of several rows: a push under the broker's copy id, then a delete)"
 	case resolved == replay.ViaMove:
 		return "the broker's move, one call a message (copy dlq:<row id>; a message of several rows: a push under that id, then a delete)"
 	case resolved == replay.ViaEndpoint:
 		return "endpoint (/retry; a lost answer leaves the address unknown)"
 	case s.Transform != "":
-		return "manual (--transform, push with a derived id, delete)"
+		return "manual (transform, push with a derived id, delete)"
 	case s.ToQueue != "":
-		return "manual (push to --to-queue with a derived id, delete)"
+		return "manual (push to " + destName(s.ToQueue) + " with a derived id, delete)"
 	}
 	return "manual (push with a derived id, then delete)"
 }

@@ -8,11 +8,11 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/jq"
 )
 
-// CompileTransform turns a --transform jq expression into a payload
+// CompileTransform turns a transform's jq expression into a payload
 // function that must yield exactly one value, under jq's budget and the
 // caller's context.
 func CompileTransform(expr string) (func(context.Context, json.RawMessage) (json.RawMessage, error), error) {
-	p, err := jq.Compile("--transform", expr, jq.Transform)
+	p, err := jq.Compile(transformName, expr, jq.Transform)
 	if err != nil {
 		return nil, err
 	}

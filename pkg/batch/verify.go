@@ -183,7 +183,7 @@ func verifiable(ctx context.Context, cl *client.Client, ld *ledger.Store, batchI
 		return nil, errs.Usagef("batch %s is a %s: only a replay or a restore publishes copies to verify", b.ID, b.Action)
 	}
 	if b.Broker != cl.Broker() {
-		return nil, errs.Usagef("batch %s was run against %s, not %s: verify it with --server pointing there", b.ID, b.Broker, cl.Broker())
+		return nil, &errs.Error{Kind: errs.Usage, Err: &OtherBrokerError{Batch: b.ID, Broker: b.Broker, Here: cl.Broker(), Doing: "verify"}}
 	}
 	return b, nil
 }

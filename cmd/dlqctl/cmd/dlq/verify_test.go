@@ -105,3 +105,37 @@ func TestAnEnvelopeCopyIsSaid(t *testing.T) {
 		t.Fatalf("show:\n%s", out)
 	}
 }
+
+// A batch belongs to the broker it was recorded against: resumed or
+// verified against another, it is refused (exit 2), the refusal naming
+// both brokers and the flags that reach the batch's own.
+func TestAnotherBrokersBatchIsRefused(t *testing.T) {
+	_, url := testkit.Seeded(t, testutil.Now)
+	_, other := testkit.Seeded(t, testutil.Now)
+	cli := testutil.NewCLI(t, url, root.Run)
+	out, stderr, code := cli.Exec("dlq", "replay", "--queue", "orders", "--why", "fixed", "--yes", "--rate", "0", "-o", "json")
+	var rep struct{ BatchID string }
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("replay: exit %d\n%s", code, stderr)
+	}
+	cli.Env["DLQCTL_SERVER"] = other
+	// The brokers are named as the ledger keys them (localhost for
+	// 127.0.0.1): by their ports here.
+	port := func(u string) string { return u[strings.LastIndex(u, ":"):] }
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"dlq", "replay", "--batch", rep.BatchID, "--yes"}, []string{"belongs to broker http://", port(url) + ", not http://", port(other) + " (use --server or --context)"}},
+		{[]string{"decisions", "verify", rep.BatchID}, []string{"was run against http://", port(url) + ", not http://", port(other) + ": to verify it, use --server or --context"}},
+	} {
+		_, stderr, code := cli.Exec(c.args...)
+		ok := code == 2 && strings.Count(strings.TrimSpace(stderr), "\n") == 0
+		for _, w := range c.want {
+			ok = ok && strings.Contains(stderr, w)
+		}
+		if !ok {
+			t.Errorf("%v: exit %d, want 2 and %q:\n%s", c.args, code, c.want, stderr)
+		}
+	}
+}
