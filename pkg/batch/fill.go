@@ -351,7 +351,7 @@ func askAll(ctx context.Context, cl *client.Client, st *stage, addrs []deadlette
 		m     *client.Message
 	}
 	var first error
-	err = askDetails(ctx, cl, len(addrs), func(i int) deadletter.Address { return addrs[i] }, func(i int, m *client.Message, err error) error {
+	err = askDetails(ctx, cl, nil, len(addrs), func(i int) deadletter.Address { return addrs[i] }, func(i int, m *client.Message, err error) error {
 		a := answer{i: i, state: askedFound, m: m}
 		switch {
 		case !addrs[i].PathSafe(), errors.Is(err, client.ErrRouteMissing):
@@ -387,13 +387,20 @@ func askAll(ctx context.Context, cl *client.Client, st *stage, addrs []deadlette
 	return stageErr(ctx, "staging the snapshot", tx.Commit())
 }
 
-// askDetails asks the detail route about n addresses, 8 at a time (an
-// address that cannot be put in a path is not asked: got has it with
-// ErrRouteMissing), and gives each answer to got, one at a time. got's
-// error ends the asking and is returned.
-func askDetails(ctx context.Context, cl *client.Client, n int, addr func(i int) deadletter.Address, got func(i int, m *client.Message, err error) error) error {
+// detailAsks is how many detail-route calls a command has in flight at
+// most.
+const detailAsks = 8
+
+// askDetails asks the detail route about n addresses, at most cap(sem)
+// at a time with the other callers that share sem (nil: detailAsks, its
+// own), and gives each answer to got, one at a time (an address that
+// cannot be put in a path is not asked: got has it with ErrRouteMissing).
+// got's error ends the asking and is returned.
+func askDetails(ctx context.Context, cl *client.Client, sem chan struct{}, n int, addr func(i int) deadletter.Address, got func(i int, m *client.Message, err error) error) error {
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
+	if sem == nil {
+		sem = make(chan struct{}, detailAsks)
+	}
 	var mu sync.Mutex
 	var first error
 	for i := range n {

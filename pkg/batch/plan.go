@@ -61,7 +61,9 @@ func (p *Pending) passItems(ctx context.Context, add func(replay.Item, ItemFacts
 			return nil
 		})
 	}
-	ahead := func(chunk []placed) error { return p.checkEnvelopes(ctx, chunk) }
+	// The chunks ahead ask together, detailAsks calls at a time.
+	sem := make(chan struct{}, detailAsks)
+	ahead := func(chunk []placed) error { return p.checkEnvelopes(ctx, sem, chunk) }
 	// A broker the ledger knows nothing of (its first batch) has no
 	// decision, entry or copy to look up, chunk after chunk.
 	history, err := ld.HasHistory(ctx, cl.Broker())
@@ -77,6 +79,9 @@ func (p *Pending) passItems(ctx context.Context, add func(replay.Item, ItemFacts
 		}
 		var marks chunkMarks
 		for _, c := range chunk {
+			if c.answered {
+				marks.answered = append(marks.answered, c)
+			}
 			f, keep := p.factsOf(c, known, &marks)
 			if !keep {
 				continue
@@ -121,14 +126,21 @@ func (p *Pending) historyOf(ctx context.Context, chunk []placed) (chunkHistory, 
 	return h, err
 }
 
-// chunkMarks are what a chunk's pass writes beside its items: the items
-// --skip-held left out, those pinned to the manual path, and the holds.
+// chunkMarks are what a chunk's pass writes beside its items: the detail
+// route's answers, the items --skip-held left out, those pinned to the
+// manual path, and the holds.
 type chunkMarks struct {
+	answered      []placed
 	skipped, pins []int
 	held          map[string][]int
 }
 
 func (m *chunkMarks) write(ctx context.Context, st *stage) error {
+	for _, c := range m.answered {
+		if err := st.checked(ctx, c.at, c.it.Payload); err != nil {
+			return err
+		}
+	}
 	if err := st.mark(ctx, "skipped", 1, m.skipped); err != nil {
 		return err
 	}
@@ -186,28 +198,31 @@ func (p *Pending) decidedBefore(d ledger.Decision, it replay.Item) bool {
 }
 
 // checkEnvelopes asks the detail route about each item of a chunk whose
-// payload the list showed as an encryption envelope, 8 at a time: the
+// payload the list showed as an encryption envelope (sem bounds the calls
+// in flight, with the other chunks' asks): the
 // released server's list never decrypts, so only the detail route tells
 // an encrypted payload (it decrypts) from an undecryptable one. The
-// answer is what the batch publishes, and is staged. An address gone
+// answer is what the batch publishes: the chunk's pass stages it
+// (chunkMarks), not the asks, which would each wait for the stage's one
+// connection while the next chunks are read. An address gone
 // from the DLQ, or a broker without the route, leaves it unanswered (a
 // run settles it).
-func (p *Pending) checkEnvelopes(ctx context.Context, chunk []placed) error {
+func (p *Pending) checkEnvelopes(ctx context.Context, sem chan struct{}, chunk []placed) error {
 	var ask []*placed
 	for i := range chunk {
 		if c := &chunk[i]; !c.it.Checked && c.it.Envelope() {
 			ask = append(ask, c)
 		}
 	}
-	return askDetails(ctx, p.env.Client, len(ask), func(i int) deadletter.Address { return ask[i].it.Address }, func(i int, m *client.Message, err error) error {
+	return askDetails(ctx, p.env.Client, sem, len(ask), func(i int) deadletter.Address { return ask[i].it.Address }, func(i int, m *client.Message, err error) error {
 		switch {
 		case errors.Is(err, client.ErrNoDeadLetterRow), errors.Is(err, client.ErrRouteMissing):
 			return nil
 		case err != nil:
 			return err
 		}
-		ask[i].it.Payload, ask[i].it.Checked = m.Payload, true
-		return p.in.st.checked(ctx, ask[i].at, m.Payload)
+		ask[i].it.Payload, ask[i].it.Checked, ask[i].answered = m.Payload, true, true
+		return nil
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"math"
@@ -26,9 +27,9 @@ import (
 // the same way (fill.go); the plan is made in one pass over the stage
 // (plan.go); the manifest and the archive are written from it in replay
 // order, and the run reads it a claim at a time. The process holds a
-// chunk of items and the plan's figures, never the batch: memory is the
-// same for a hundred messages and a million. The stage takes about 300
-// bytes a row beside the payloads.
+// few chunks of items (chunks) and the plan's figures, never the batch:
+// memory is the same for a hundred messages and a million. The stage
+// takes about 300 bytes a row beside the payloads.
 //
 // Tables:
 //
@@ -472,6 +473,9 @@ const itemCols = `i.item, i.payload, i.checked, i.absent, r.pid, r.tid, r.mid, r
 type placed struct {
 	at int
 	it replay.Item
+	// answered: the plan's pass asked the detail route about it, and
+	// its payload (it.Payload, Checked) is to be written beside it.
+	answered bool
 }
 
 // load reads the items the query picks (itemCols, ordered by place then
@@ -589,46 +593,80 @@ func settleItem(it *replay.Item) {
 	}
 }
 
+// aheadChunks is how many chunks a pass holds beside the one f works
+// on: read from the stage, or waiting on ahead.
+const aheadChunks = 2
+
 // chunks calls f with the items a chunk at a time, in their numbered
-// order, each chunk first given to ahead. The next chunk is read, and
-// given to ahead, on another goroutine while f works on this one (ahead
-// waits on the broker, f on the ledger). Both may write to the stage: f
-// does little of it (the stage has one connection, which the read holds).
+// order, each chunk first given to ahead. While f works on one chunk, the
+// next ones are read from the stage, one at a time, and each is given to
+// ahead as soon as it is read, on a goroutine of its own: the read waits
+// on SQLite, ahead on the broker (its calls for several chunks overlap,
+// their round trips hidden behind the reads), f on the ledger. At most
+// aheadChunks chunks are in hand beside f's. Each may write to the stage:
+// the writes are few (the stage has one connection, which a read holds
+// while it scans).
 func (st *stage) chunks(ctx context.Context, size int, ahead, f func([]placed) error) error {
-	type chunk struct {
-		got []placed
-		err error
-	}
-	read := func(from int) <-chan chunk {
-		c := make(chan chunk, 1)
-		go func() {
-			got, err := st.between(ctx, from, min(from+size-1, st.n))
-			if err == nil {
-				err = ahead(got)
-			}
-			c <- chunk{got, err}
-		}()
-		return c
-	}
 	if st.n == 0 {
 		return nil
 	}
-	next := read(1)
-	for from := 1; from <= st.n; from += size {
-		c := <-next
+	type chunk struct {
+		got  []placed
+		err  error      // the read's
+		done chan error // ahead's, once it returned
+	}
+	outer := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	// The reader blocks on a full queue, holding one chunk more.
+	queue := make(chan chunk, aheadChunks-1)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(queue)
+		for from := 1; from <= st.n; from += size {
+			c := chunk{done: make(chan error, 1)}
+			c.got, c.err = st.between(ctx, from, min(from+size-1, st.n))
+			if c.err == nil {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c.done <- ahead(c.got)
+				}()
+			}
+			select {
+			case queue <- c:
+			case <-ctx.Done():
+				return
+			}
+			if c.err != nil {
+				return
+			}
+		}
+	}()
+	chunks := 0
+	for c := range queue {
 		if c.err != nil {
 			return c.err
 		}
-		more := from+size <= st.n
-		if more {
-			next = read(from + size)
-		}
-		if err := f(c.got); err != nil {
-			if more {
-				<-next
-			}
+		if err := <-c.done; err != nil {
 			return err
 		}
+		if err := f(c.got); err != nil {
+			return err
+		}
+		chunks++
+	}
+	if chunks < (st.n+size-1)/size {
+		// The reads stopped early: the command was interrupted.
+		if err := outer.Err(); err != nil {
+			return err
+		}
+		return errors.New("reading the staged snapshot: the reads stopped early")
 	}
 	return nil
 }
