@@ -53,6 +53,10 @@ func (s *SelectionFlags) Any(args []string) bool {
 func (s *SelectionFlags) Build(f *Factory, args []string) (*deadletter.Selection, error) {
 	sel := &deadletter.Selection{Queue: s.Queue, ConsumerGroup: deadletter.GroupName(s.ConsumerGroup), Partition: s.Partition,
 		Error: s.Error, Class: strings.ToLower(s.Class), Limit: s.Limit, All: s.All, Where: s.Where, WhereDecrypt: s.WhereDecrypt}
+	if sel.Class != "" && !deadletter.IsClassID(sel.Class) {
+		// It can match nothing: a typo would be "nothing matches", exit 0.
+		return nil, FlagErrorf("--class %q is not a class id: class ids are the 8 hex digits `dlq ls --group-by error` prints", s.Class)
+	}
 	if s.Where != "" {
 		// Its own error, with where the expression went wrong: no --help hint.
 		if _, err := deadletter.CompileWhere(s.Where); err != nil {

@@ -98,6 +98,8 @@ func decidable(sel *deadletter.Selection, act *deadletter.Action, live, gone int
 	switch {
 	case live == 0 && gone == 0 && len(sel.Addresses) > 0:
 		return errs.NotFoundf("none of the given addresses is dead-lettered or known to the ledger's archive; nothing recorded")
+	case live == 0 && gone == 0 && sel.Class != "":
+		return errs.Usagef("no dead letter is in class %s now; nothing recorded", sel.Class)
 	case live == 0 && gone == 0:
 		return errs.Usagef("no dead letter matches the selection; nothing recorded")
 	case gone > 0 && act.Republishes():

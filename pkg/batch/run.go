@@ -243,6 +243,10 @@ func (p *Pending) record(ctx context.Context, by string) (b *ledger.Batch, archi
 	return b, arch != nil, recordFrom(ctx, p.env.Ledger, b, st, nil, arch)
 }
 
+// Selection is the selection the batch was asked for (nil for an
+// import's file or a recorded batch).
+func (p *Pending) Selection() *deadletter.Selection { return p.req.Selection }
+
 // Chosen is the selection in words, as the person gave it ("" for an
 // import's file or a recorded batch).
 func (p *Pending) Chosen() string {

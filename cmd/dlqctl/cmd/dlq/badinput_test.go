@@ -45,6 +45,9 @@ func TestBadInputAndSecrets(t *testing.T) {
 		{"ledger keyword DSN", []string{"--ledger", "host=db password=hunter2", "dlq", "decide", "--all", "--action", "hold", "--until", "1h", "--why", "x"}, 2, "libpq keyword DSN", "hunter2"},
 		{"relative ledger", []string{"--ledger", "sqlite:rel.db", "dlq", "sync"}, 2, "not an absolute path", ""},
 		{"unknown class", []string{"dlq", "ls", "--class", "nope"}, 2, "is not a class id", ""},
+		{"unknown class, replay", []string{"dlq", "replay", "--class", "nope", "--dry-run"}, 2, `--class "nope" is not a class id`, ""},
+		{"unknown class, decide", []string{"dlq", "decide", "--class", "3ce87dd", "--action", "hold", "--until", "1h", "--why", "x"}, 2, `--class "3ce87dd" is not a class id`, ""},
+		{"a class with no dead letter, decide", []string{"dlq", "decide", "--class", "00000000", "--action", "hold", "--until", "1h", "--why", "x"}, 2, "no dead letter is in class 00000000 now; nothing recorded", ""},
 		{"--by with escapes", []string{"dlq", "decide", "--queue", "orders", "--action", "hold", "--until", "1h", "--why", "x", "--by", "ann\x1b[2J\u202egro"}, 2, `--by ann\x1b[2J\u202egro holds a control`, "\x1b"},
 		{"--by blank", []string{"dlq", "decide", "--queue", "orders", "--action", "hold", "--until", "1h", "--why", "x", "--by", "  "}, 2, "--by is blank", ""},
 		{"replay --by with a line break", []string{"dlq", "replay", "--queue", "orders", "--why", "x", "--dry-run", "--by", "ann\nRecorded discard by root"}, 2, `ann\nRecorded`, "\n" + "Recorded"},
@@ -62,6 +65,12 @@ func TestBadInputAndSecrets(t *testing.T) {
 				t.Fatalf("printed the secret: %s", stderr)
 			}
 		})
+	}
+	// A class id no dead letter has is no error: nothing to do, said so.
+	for _, verb := range []string{"replay", "rm"} {
+		if _, stderr, code := cli.Exec("dlq", verb, "--class", "00000000", "--dry-run"); code != 0 || !strings.Contains(stderr, "Nothing to "+verb+": no dead letter is in class 00000000 now (see dlq ls --group-by error).") {
+			t.Fatalf("%s of an absent class: exit %d\n%s", verb, code, stderr)
+		}
 	}
 	// The longest --until is the same however it is written.
 	for _, until := range []string{"106751d", "2562047h"} {

@@ -239,6 +239,10 @@ func nothingToDo(f *cmdutil.Factory, sp execSpec, p *batch.Pending) error {
 	if sp.doing != "" {
 		doing = sp.doing
 	}
+	if why := inNoClass(p.Selection()); why != "" {
+		fmt.Fprintln(f.IO.ErrOut, "Nothing to "+doing+why+".")
+		return nil
+	}
 	fmt.Fprintln(f.IO.ErrOut, "Nothing to "+doing+": no dead letter matches.")
 	return nil
 }

@@ -237,18 +237,19 @@ func lsTable(f *cmdutil.Factory, fm render.Format, cl *client.Client, rows func(
 	return render.WriteTable(f.IO.Out, header, table)
 }
 
-// noneMatch says that no dead letter matches (a --class that is no class
-// id is refused).
+// noneMatch says that no dead letter matches.
 func noneMatch(f *cmdutil.Factory, sel *deadletter.Selection) error {
-	switch {
-	case sel.Class != "" && !deadletter.IsClassID(sel.Class):
-		return cmdutil.FlagErrorf("--class %q is not a class id: class ids are the 8 hex digits `dlq ls --group-by error` prints", sel.Class)
-	case sel.Class != "":
-		fmt.Fprintf(f.IO.ErrOut, "No dead letters match: no dead letter is in class %s now (see dlq ls --group-by error).\n", sel.Class)
-	default:
-		fmt.Fprintln(f.IO.ErrOut, "No dead letters match.")
-	}
+	fmt.Fprintln(f.IO.ErrOut, "No dead letters match"+inNoClass(sel)+".")
 	return nil
+}
+
+// inNoClass says why a selection of a failure class matched nothing: the
+// class is a class id (SelectionFlags.Build), just none of the DLQ's now.
+func inNoClass(sel *deadletter.Selection) string {
+	if sel == nil || sel.Class == "" {
+		return ""
+	}
+	return fmt.Sprintf(": no dead letter is in class %s now (see dlq ls --group-by error)", sel.Class)
 }
 
 // lsSummary is the line above a terminal's table: how many, the oldest,
