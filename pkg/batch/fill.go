@@ -115,14 +115,11 @@ func loadBatch(ctx context.Context, env Env, id, action string) (*ledger.Batch, 
 	if b.Status == ledger.StatusCancelled {
 		return nil, errs.Usagef("batch %s was cancelled (see dlqctl decisions show %s): it is no longer a decision; select the dead letters again for a new batch", b.ID, b.ID)
 	}
-	if deadletter.ActionOf(action).From == deadletter.FromArchive && deadletter.ActionOf(b.Action).Discards() {
-		return b, nil // what it archived is the selection
-	}
-	if b.Action != action {
+	if !deadletter.ActionOf(action).Runs(b.Action) {
 		with := "nothing (a hold is not executed)"
 		if a := deadletter.ActionNamed(b.Action); a != nil {
 			with = "dlq " + a.Verb
-			if a.Deletes && !a.Publishes {
+			if a.Discards() {
 				with += " (dlq restore --batch re-publishes what it archived)"
 			}
 		}

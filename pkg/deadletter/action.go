@@ -51,6 +51,26 @@ func (a *Action) Outside() bool { return a.From != FromDLQ }
 // archived back.
 func (a *Action) Discards() bool { return a.Deletes && !a.Publishes }
 
+// Runs reports whether a command of this action runs (executes or
+// resumes) a recorded batch of the named action: one of its own, and for
+// a restore a discard's, whose archived messages it publishes again.
+func (a *Action) Runs(batchAction string) bool {
+	b := ActionNamed(batchAction)
+	return b == a || a.From == FromArchive && b != nil && b.Discards()
+}
+
+// BatchesRun are the names of the actions whose batches a command of
+// this action runs (Runs).
+func (a *Action) BatchesRun() []string {
+	var names []string
+	for _, b := range Actions() {
+		if a.Runs(b.Name) {
+			names = append(names, b.Name)
+		}
+	}
+	return names
+}
+
 // Republishes reports whether the action publishes the DLQ's own
 // messages again (a replay): its rows are ones another hand (a broker's
 // console) may move while it works, and it may run a canary first.

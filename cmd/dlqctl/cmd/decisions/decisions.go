@@ -4,9 +4,7 @@ package decisions
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/dlqctl/dlqctl/internal/cmdutil"
 	"github.com/dlqctl/dlqctl/internal/present"
@@ -173,7 +171,7 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 	if err != nil {
 		return err
 	}
-	if o.BatchID, err = resolveBatch(ctx, f, ld, o.BatchID); err != nil {
+	if o.BatchID, err = f.ResolveBatch(ctx, ld, o.BatchID); err != nil {
 		return err
 	}
 	if o.Watch {
@@ -190,38 +188,4 @@ func showRun(ctx context.Context, f *cmdutil.Factory, o *ShowOptions) error {
 		return render.Document(f.IO.Out, fm, d)
 	}
 	return present.Batch(f.IO.Out, d, f.Now(), f.Again)
-}
-
-// resolveBatch is the batch a command names: its id, or "last", this
-// broker's newest batch of one of actions (any action when none given).
-func resolveBatch(ctx context.Context, f *cmdutil.Factory, ld *ledger.Store, id string, actions ...string) (string, error) {
-	if id != "last" {
-		return id, nil
-	}
-	broker, err := f.BrokerKey(ctx, ld)
-	if err != nil {
-		return "", err
-	}
-	if len(actions) == 0 {
-		actions = []string{""}
-	}
-	var newest *ledger.Batch
-	for _, a := range actions {
-		bs, err := ld.Batches(ctx, ledger.BatchFilter{Broker: broker, Action: a, Limit: 1})
-		if err != nil {
-			return "", err
-		}
-		if len(bs) == 1 && (newest == nil || bs[0].At.After(newest.At)) {
-			newest = &bs[0]
-		}
-	}
-	if newest != nil {
-		return newest.ID, nil
-	}
-	actions = slices.DeleteFunc(actions, func(a string) bool { return a == "" })
-	what := "batch"
-	if len(actions) > 0 {
-		what = strings.Join(actions, " or ") + " batch"
-	}
-	return "", cmdutil.UsageError(fmt.Errorf("no %s of this broker in the ledger (decisions ls lists them)", what))
 }

@@ -84,7 +84,7 @@ func verifyRun(ctx context.Context, f *cmdutil.Factory, o *VerifyOptions) error 
 	if err != nil {
 		return err
 	}
-	if o.BatchID, err = resolveBatch(ctx, f, ld, o.BatchID, ledger.ActionReplay, ledger.ActionRestore, ledger.ActionImport); err != nil {
+	if o.BatchID, err = f.ResolveBatch(ctx, ld, o.BatchID, ledger.ActionReplay, ledger.ActionRestore, ledger.ActionImport); err != nil {
 		return err
 	}
 	until := time.Now().Add(o.Wait)

@@ -51,7 +51,7 @@ func addExecFlags(cmd *cobra.Command, e *ExecFlags, verb string, notes map[batch
 	fl.BoolVarP(&e.Yes, "yes", "y", false, "do not ask for confirmation")
 	fl.BoolVar(&e.DryRun, "dry-run", false, "print the plan; write nothing to the broker or the ledger")
 	addSettingFlags(cmd, e, verb, notes)
-	fl.StringVar(&e.BatchID, "batch", "", "execute or resume this recorded batch instead of a selection (with the settings it was run with)")
+	fl.StringVar(&e.BatchID, "batch", "", "execute or resume this recorded batch instead of a selection (with the settings it was run with; last: this broker's newest the command runs)")
 	if !deadletter.ActionOf(verb).Outside() { // an archived or exported message is out of a hold's reach
 		fl.BoolVar(&e.OverrideHold, "override-hold", false, "act on messages under an active hold (dlq decide --action hold) all the same")
 		fl.BoolVar(&e.SkipHeld, "skip-held", false, "leave messages under an active hold out of the batch and act on the rest")
@@ -215,6 +215,11 @@ func prepare(ctx context.Context, f *cmdutil.Factory, sp execSpec) (*batch.Pendi
 	e, err := f.BatchEnv(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if req.BatchID != "" {
+		if req.BatchID, err = f.ResolveBatch(ctx, e.Ledger, req.BatchID, deadletter.ActionOf(req.Action).BatchesRun()...); err != nil {
+			return nil, err
+		}
 	}
 	return batch.Prepare(ctx, e, req)
 }

@@ -186,3 +186,24 @@ func TestRestoreToAnotherQueueUnderFaultsThenResumed(t *testing.T) {
 		}
 	}
 }
+
+// --batch last is this broker's newest batch the command runs: for a
+// restore, the discard just made (the 3am undo of a wrong rm); for a
+// replay with no replay batch, a usage error that says which batch it
+// looked for.
+func TestBatchLastIsTheNewestTheCommandRuns(t *testing.T) {
+	b, cli := seeded(t)
+	_, stderr, code := cli.Exec("dlq", "replay", "--batch", "last", "--yes")
+	if code != 2 || !strings.Contains(stderr, "no replay batch of this broker in the ledger") {
+		t.Fatalf("replay --batch last with no replay: exit %d\n%s", code, stderr)
+	}
+	// A hold recorded after the discard is not what restore takes.
+	_, rows := discarded(t, b, cli)
+	if _, stderr, code := cli.Exec("dlq", "decide", "--queue", "orders", "--action", "hold", "--until", "1h", "--why", "looking"); code != 0 {
+		t.Fatalf("hold: exit %d\n%s", code, stderr)
+	}
+	if _, stderr, code := cli.Exec("dlq", "restore", "--batch", "last", "--why", "the rm was a mistake", "--yes", "--rate", "0"); code != 0 {
+		t.Fatalf("restore --batch last: exit %d\n%s", code, stderr)
+	}
+	onceEach(t, b, rows)
+}
