@@ -70,10 +70,24 @@ func (p *Pending) passItems(ctx context.Context, add func(replay.Item, ItemFacts
 	if err != nil {
 		return err
 	}
+	// Of the decisions, the pass asks only whether a hold in force covers
+	// an address, or (a fresh selection) a batch of this action recorded
+	// and not run: only the addresses of the queues where one may are
+	// looked up.
+	var pending map[string]bool
+	if history {
+		action := p.req.Action
+		if p.in.batch != nil {
+			action = "" // a resume is the batch decided
+		}
+		if pending, err = ld.QueuesPending(ctx, cl.Broker(), action, p.now); err != nil {
+			return err
+		}
+	}
 	return st.chunks(ctx, planChunk, ahead, func(chunk []placed) error {
 		var known chunkHistory
 		if history {
-			if known, err = p.historyOf(ctx, chunk); err != nil {
+			if known, err = p.historyOf(ctx, chunk, pending); err != nil {
 				return err
 			}
 		}
@@ -103,18 +117,29 @@ type chunkHistory struct {
 	ents map[deadletter.Address]*ledger.Entry
 }
 
-// historyOf reads what the ledger knows of a chunk's addresses (and notes
-// the generations of the copies among them).
-func (p *Pending) historyOf(ctx context.Context, chunk []placed) (chunkHistory, error) {
+// historyOf reads what the ledger knows of a chunk's addresses: the
+// latest decisions of those in the pending queues (QueuesPending), and (a
+// replay's) journal entries; it notes the generations of the copies among
+// them.
+func (p *Pending) historyOf(ctx context.Context, chunk []placed, pending map[string]bool) (chunkHistory, error) {
 	cl, ld := p.env.Client, p.env.Ledger
 	addrs := make([]deadletter.Address, len(chunk))
+	var decided []deadletter.Address
 	for i, c := range chunk {
 		addrs[i] = c.it.Address
+		if pending[c.it.Queue] {
+			decided = append(decided, c.it.Address)
+		}
 	}
 	var h chunkHistory
 	var err error
-	if h.dec, err = ld.LatestDecisionsFor(ctx, cl.Broker(), addrs); err != nil || !p.act().Generations {
-		return h, err
+	if len(decided) > 0 {
+		if h.dec, err = ld.LatestDecisionsFor(ctx, cl.Broker(), decided); err != nil {
+			return h, err
+		}
+	}
+	if !p.act().Generations {
+		return h, nil
 	}
 	if h.ents, err = ld.Entries(ctx, cl.Broker(), addrs); err != nil {
 		return h, err

@@ -131,6 +131,20 @@ func (s *Store) DecidedQueues(ctx context.Context, broker string, now time.Time)
 	return holds, decided, s.wrap("reading decisions", err)
 }
 
+// QueuesPending names the queues where an address may be under a hold
+// in force at now, or (action given) covered by a batch of that action
+// recorded and not run (recorded, or awaiting approval): a superset,
+// read from the batches, not their items. A plan need not look up the
+// decision of an address in any other queue: none of its addresses is
+// held, nor already decided to be done.
+func (s *Store) QueuesPending(ctx context.Context, broker, action string, now time.Time) (map[string]bool, error) {
+	// A second's slack, as HoldsInForce reads holds.
+	at := fmtTime(now.Add(-time.Second))
+	return s.textSet(ctx, "reading decisions", `SELECT DISTINCT bq.queue FROM batch_queues bq JOIN batches h ON h.id = bq.batch_id
+		WHERE (`+holdsInCondition+`) OR (h.broker = ? AND h.action = ? AND h.status IN (?, ?))`,
+		broker, at, broker, action, StatusRecorded, StatusAwaiting)
+}
+
 // QueuesWithDecisions names the queues any batch not cancelled covers
 // (holds past their end included): a reader need not look up the
 // decisions of a row in any other queue. It reads batch_queues, a few rows

@@ -653,3 +653,64 @@ func TestConcurrentClaims(t *testing.T) {
 		}
 	})
 }
+
+// QueuesPending names the queues of holds in force and, for an action,
+// of its batches recorded and not run; never those of a hold past its
+// end, a cancelled batch, a batch that ran, another action's or another
+// broker's.
+func TestQueuesPending(t *testing.T) {
+	testkit.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
+		ctx := context.Background()
+		in := func(q string, n int) []ledger.ManifestItem {
+			its := items(n)
+			for i := range its {
+				its[i].Queue = q
+				its[i].Address.TransactionID = q + its[i].Address.TransactionID
+			}
+			return its
+		}
+		record := func(b *ledger.Batch, q string) *ledger.Batch {
+			t.Helper()
+			b.Broker, b.By, b.Why = "http://prod", "ann", "x"
+			if err := s.CreateBatch(ctx, b, in(q, 2)); err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		record(&ledger.Batch{Action: ledger.ActionHold, At: t0, Until: t0.Add(2 * time.Hour)}, "held")
+		record(&ledger.Batch{Action: ledger.ActionHold, At: t0, Until: t0.Add(time.Minute)}, "hold-ended")
+		cancelled := record(&ledger.Batch{Action: ledger.ActionHold, At: t0, Until: t0.Add(2 * time.Hour)}, "hold-cancelled")
+		if _, err := s.CancelBatch(ctx, cancelled.ID, "bob", "wrong", t0.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		record(&ledger.Batch{Action: ledger.ActionReplay, At: t0}, "replay-recorded")
+		ran := record(&ledger.Batch{Action: ledger.ActionReplay, At: t0}, "replay-done")
+		if err := s.SetBatchStatus(ctx, ran.ID, ledger.StatusDone, t0, t0, nil); err != nil {
+			t.Fatal(err)
+		}
+		record(&ledger.Batch{Action: ledger.ActionDiscard, At: t0}, "discard-recorded")
+		other := &ledger.Batch{Broker: "http://staging", Action: ledger.ActionHold, By: "cy", Why: "x", At: t0, Until: t0.Add(2 * time.Hour)}
+		if err := s.CreateBatch(ctx, other, in("staging-held", 2)); err != nil {
+			t.Fatal(err)
+		}
+		now := t0.Add(time.Hour)
+		for action, want := range map[string][]string{
+			ledger.ActionReplay:  {"held", "replay-recorded"},
+			ledger.ActionDiscard: {"discard-recorded", "held"},
+			"":                   {"held"},
+		} {
+			got, err := s.QueuesPending(ctx, "http://prod", action, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) {
+				t.Errorf("%q: %v, want %v", action, got, want)
+			}
+			for _, q := range want {
+				if !got[q] {
+					t.Errorf("%q: %v, want %v", action, got, want)
+				}
+			}
+		}
+	})
+}
