@@ -579,39 +579,68 @@ func unrestorableWhy(a inspect.ArchivedRow) string {
 	return "left the DLQ with no discard"
 }
 
+// manifestRange is how many manifest items foldManifest reads at a time.
+const manifestRange = 1000
+
 // foldManifest stages a recorded batch's manifest, a thousand items at a
-// time, each numbered as recorded.
+// time, each numbered as recorded. The next thousand are read from the
+// ledger, on another goroutine, while the stage takes these: two
+// databases, each on a connection of its own.
 func foldManifest(ctx context.Context, ld *ledger.Store, in *input, lean bool) error {
 	b, st := in.batch, in.st
 	w, err := st.write(ctx, "rows")
 	if err != nil {
 		return err
 	}
-	err = w.end(ctx, func() error {
-		for from := 0; ; from += 1000 {
-			man, err := ld.ManifestRange(ctx, b.ID, from, from+1000)
-			if err != nil {
-				return err
+	type read struct {
+		from int
+		man  []ledger.ManifestItem
+		err  error
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	reads := make(chan read, 1)
+	done := make(chan struct{})
+	defer func() {
+		cancel()
+		<-done
+	}()
+	go func() {
+		defer close(done)
+		defer close(reads)
+		for from := 0; ; from += manifestRange {
+			man, err := ld.ManifestRange(rctx, b.ID, from, from+manifestRange)
+			select {
+			case reads <- read{from, man, err}:
+			case <-rctx.Done():
+				return
 			}
-			for i, it := range ManifestItems(man) {
-				item := from + i + 1 // numbered as recorded
-				for k, r := range it.Rows {
-					if err := w.add(ctx, item, r, payload(it.Data(), lean), k == 0 && it.Checked, true); err != nil {
-						return err
-					}
-				}
-				for _, r := range it.Others {
-					if err := w.add(ctx, item, r, nil, false, false); err != nil {
-						return err
-					}
-				}
-			}
-			if len(man) < 1000 {
-				return nil
+			if err != nil || len(man) < manifestRange {
+				return
 			}
 		}
+	}()
+	return w.end(ctx, func() error {
+		for r := range reads {
+			if r.err != nil {
+				return r.err
+			}
+			for i, it := range ManifestItems(r.man) {
+				item := r.from + i + 1 // numbered as recorded
+				for k, row := range it.Rows {
+					if err := w.add(ctx, item, row, payload(it.Data(), lean), k == 0 && it.Checked, true); err != nil {
+						return err
+					}
+				}
+				for _, row := range it.Others {
+					if err := w.add(ctx, item, row, nil, false, false); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		// The reads end at the manifest's last range, or when ctx ends.
+		return ctx.Err()
 	}())
-	return err
 }
 
 // ManifestItems turns a recorded manifest back into items to execute.
