@@ -175,23 +175,63 @@ func (st *stage) countArranged(ctx context.Context) error {
 }
 
 // inOrder are the arranged items, in replay order, a chunk at a time;
-// an error reading the stage ends them.
+// an error reading the stage ends them. The next chunk is read on another
+// goroutine while the caller takes this one's items (it writes them to
+// the ledger: another database, another connection).
 func (st *stage) inOrder(ctx context.Context) iter.Seq2[replay.Item, error] {
 	return func(yield func(replay.Item, error) bool) {
-		for from := 0; from < st.arranged; from += 500 {
-			got, err := st.at(ctx, from, min(from+500, st.arranged)-1)
-			if err != nil {
-				yield(replay.Item{}, err)
+		type chunk struct {
+			got []placed
+			err error
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		chunks := make(chan chunk, 1)
+		done := make(chan struct{})
+		defer func() {
+			cancel()
+			<-done
+		}()
+		go func() {
+			defer close(done)
+			defer close(chunks)
+			for from := 0; from < st.arranged; from += inOrderChunk {
+				got, err := st.at(ctx, from, min(from+inOrderChunk, st.arranged)-1)
+				select {
+				case chunks <- chunk{got, err}:
+				case <-ctx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		n := 0
+		for c := range chunks {
+			if c.err != nil {
+				yield(replay.Item{}, c.err)
 				return
 			}
-			for _, p := range got {
+			for _, p := range c.got {
 				if !yield(p.it, nil) {
 					return
 				}
 			}
+			n += len(c.got)
+		}
+		if n < st.arranged {
+			// The reads stopped early: the command was interrupted.
+			err := ctx.Err()
+			if err == nil {
+				err = fmt.Errorf("reading the staged snapshot: %d of %d arranged items", n, st.arranged)
+			}
+			yield(replay.Item{}, err)
 		}
 	}
 }
+
+// inOrderChunk is how many items inOrder reads at a time.
+const inOrderChunk = 500
 
 // at reads the arranged items at positions from to to (inclusive).
 func (st *stage) at(ctx context.Context, from, to int) ([]placed, error) {
