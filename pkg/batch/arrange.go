@@ -175,57 +175,38 @@ func (st *stage) countArranged(ctx context.Context) error {
 }
 
 // inOrder are the arranged items, in replay order, a chunk at a time;
-// an error reading the stage ends them. The next chunk is read on another
-// goroutine while the caller takes this one's items (it writes them to
-// the ledger: another database, another connection).
+// an error reading the stage ends them. The next chunk is read ahead
+// while the caller takes this one's items (it writes them to the ledger:
+// another database, another connection).
 func (st *stage) inOrder(ctx context.Context) iter.Seq2[replay.Item, error] {
 	return func(yield func(replay.Item, error) bool) {
-		type chunk struct {
-			got []placed
-			err error
+		if st.arranged <= 0 {
+			return
 		}
-		ctx, cancel := context.WithCancel(ctx)
-		chunks := make(chan chunk, 1)
-		done := make(chan struct{})
-		defer func() {
-			cancel()
-			<-done
-		}()
-		go func() {
-			defer close(done)
-			defer close(chunks)
-			for from := 0; from < st.arranged; from += inOrderChunk {
-				got, err := st.at(ctx, from, min(from+inOrderChunk, st.arranged)-1)
-				select {
-				case chunks <- chunk{got, err}:
-				case <-ctx.Done():
-					return
-				}
-				if err != nil {
-					return
-				}
+		next, stop := readAhead(ctx, func(ctx context.Context, n int) ([]placed, bool, error) {
+			from := n * inOrderChunk
+			to := min(from+inOrderChunk, st.arranged)
+			got, err := st.at(ctx, from, to-1)
+			if err == nil && len(got) != to-from {
+				err = fmt.Errorf("reading the staged snapshot: %d of the %d items arranged at %d", len(got), to-from, from)
 			}
-		}()
-		n := 0
-		for c := range chunks {
-			if c.err != nil {
-				yield(replay.Item{}, c.err)
+			return got, to == st.arranged, err
+		})
+		defer stop()
+		for {
+			got, ok, err := next()
+			if err != nil {
+				yield(replay.Item{}, err)
 				return
 			}
-			for _, p := range c.got {
+			if !ok {
+				return
+			}
+			for _, p := range got {
 				if !yield(p.it, nil) {
 					return
 				}
 			}
-			n += len(c.got)
-		}
-		if n < st.arranged {
-			// The reads stopped early: the command was interrupted.
-			err := ctx.Err()
-			if err == nil {
-				err = fmt.Errorf("reading the staged snapshot: %d of %d arranged items", n, st.arranged)
-			}
-			yield(replay.Item{}, err)
 		}
 	}
 }

@@ -592,40 +592,19 @@ func foldManifest(ctx context.Context, ld *ledger.Store, in *input, lean bool) e
 	if err != nil {
 		return err
 	}
-	type read struct {
-		from int
-		man  []ledger.ManifestItem
-		err  error
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	reads := make(chan read, 1)
-	done := make(chan struct{})
-	defer func() {
-		cancel()
-		<-done
-	}()
-	go func() {
-		defer close(done)
-		defer close(reads)
-		for from := 0; ; from += manifestRange {
-			man, err := ld.ManifestRange(rctx, b.ID, from, from+manifestRange)
-			select {
-			case reads <- read{from, man, err}:
-			case <-rctx.Done():
-				return
-			}
-			if err != nil || len(man) < manifestRange {
-				return
-			}
-		}
-	}()
+	next, stop := readAhead(ctx, func(ctx context.Context, n int) ([]ledger.ManifestItem, bool, error) {
+		man, err := ld.ManifestRange(ctx, b.ID, n*manifestRange, (n+1)*manifestRange)
+		return man, len(man) < manifestRange, err
+	})
+	defer stop()
 	return w.end(ctx, func() error {
-		for r := range reads {
-			if r.err != nil {
-				return r.err
+		for from := 0; ; from += manifestRange {
+			man, ok, err := next()
+			if err != nil || !ok {
+				return err
 			}
-			for i, it := range ManifestItems(r.man) {
-				item := r.from + i + 1 // numbered as recorded
+			for i, it := range ManifestItems(man) {
+				item := from + i + 1 // numbered as recorded
 				for k, row := range it.Rows {
 					if err := w.add(ctx, item, row, payload(it.Data(), lean), k == 0 && it.Checked, true); err != nil {
 						return err
@@ -638,8 +617,6 @@ func foldManifest(ctx context.Context, ld *ledger.Store, in *input, lean bool) e
 				}
 			}
 		}
-		// The reads end at the manifest's last range, or when ctx ends.
-		return ctx.Err()
 	}())
 }
 

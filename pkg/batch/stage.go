@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"math"
@@ -593,65 +592,40 @@ func settleItem(it *replay.Item) {
 	}
 }
 
-// aheadChunks is how many chunks a pass holds beside the one f works
-// on: read from the stage, or waiting on ahead.
-const aheadChunks = 2
-
 // chunks calls f with the items a chunk at a time, in their numbered
 // order, each chunk first given to ahead. While f works on one chunk, the
-// next ones are read from the stage, one at a time, and each is given to
+// next is read from the stage (readAhead), and each chunk is given to
 // ahead as soon as it is read, on a goroutine of its own: the read waits
-// on SQLite, ahead on the broker (its calls for several chunks overlap,
-// their round trips hidden behind the reads), f on the ledger. At most
-// aheadChunks chunks are in hand beside f's. Each may write to the stage:
-// the writes are few (the stage has one connection, which a read holds
-// while it scans).
+// on SQLite, ahead on the broker (its calls for two chunks overlap, their
+// round trips hidden behind the reads), f on the ledger. Three chunks are
+// in hand at most: f's, the one read ahead, and the one being read. Each
+// may write to the stage: the writes are few (the stage has one
+// connection, which a read holds while it scans).
 func (st *stage) chunks(ctx context.Context, size int, ahead, f func([]placed) error) error {
 	if st.n == 0 {
 		return nil
 	}
 	type chunk struct {
 		got  []placed
-		err  error      // the read's
 		done chan error // ahead's, once it returned
 	}
-	outer := ctx
-	ctx, cancel := context.WithCancel(ctx)
-	// The reader blocks on a full queue, holding one chunk more.
-	queue := make(chan chunk, aheadChunks-1)
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(queue)
-		for from := 1; from <= st.n; from += size {
-			c := chunk{done: make(chan error, 1)}
-			c.got, c.err = st.between(ctx, from, min(from+size-1, st.n))
-			if c.err == nil {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					c.done <- ahead(c.got)
-				}()
-			}
-			select {
-			case queue <- c:
-			case <-ctx.Done():
-				return
-			}
-			if c.err != nil {
-				return
-			}
+	var asking sync.WaitGroup
+	defer asking.Wait()
+	next, stop := readAhead(ctx, func(ctx context.Context, n int) (chunk, bool, error) {
+		from := 1 + n*size
+		to := min(from+size-1, st.n)
+		got, err := st.between(ctx, from, to)
+		c := chunk{got: got, done: make(chan error, 1)}
+		if err == nil {
+			asking.Go(func() { c.done <- ahead(got) })
 		}
-	}()
-	chunks := 0
-	for c := range queue {
-		if c.err != nil {
-			return c.err
+		return c, to == st.n, err
+	})
+	defer stop()
+	for {
+		c, ok, err := next()
+		if err != nil || !ok {
+			return err
 		}
 		if err := <-c.done; err != nil {
 			return err
@@ -659,16 +633,7 @@ func (st *stage) chunks(ctx context.Context, size int, ahead, f func([]placed) e
 		if err := f(c.got); err != nil {
 			return err
 		}
-		chunks++
 	}
-	if chunks < (st.n+size-1)/size {
-		// The reads stopped early: the command was interrupted.
-		if err := outer.Err(); err != nil {
-			return err
-		}
-		return errors.New("reading the staged snapshot: the reads stopped early")
-	}
-	return nil
 }
 
 // mark sets a column of the items numbered in places to v: the plan's
