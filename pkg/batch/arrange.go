@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/dlqctl/dlqctl/pkg/stream"
 )
 
 // The order a run takes a staged batch in, and the run's reads of it.
@@ -176,39 +177,29 @@ func (st *stage) countArranged(ctx context.Context) error {
 
 // inOrder are the arranged items, in replay order, a chunk at a time;
 // an error reading the stage ends them. The next chunk is read ahead
-// while the caller takes this one's items (it writes them to the ledger:
-// another database, another connection).
+// (stream.Ahead) while the caller takes this one's items: it writes them
+// to the ledger, another database on another connection.
 func (st *stage) inOrder(ctx context.Context) iter.Seq2[replay.Item, error] {
-	return func(yield func(replay.Item, error) bool) {
-		if st.arranged <= 0 {
-			return
-		}
-		next, stop := readAhead(ctx, func(ctx context.Context, n int) ([]placed, bool, error) {
-			from := n * inOrderChunk
+	return stream.Ahead(ctx, 1, func(ctx context.Context, emit func([]replay.Item) ([]replay.Item, bool)) error {
+		for from := 0; from < st.arranged; from += inOrderChunk {
 			to := min(from+inOrderChunk, st.arranged)
 			got, err := st.at(ctx, from, to-1)
 			if err == nil && len(got) != to-from {
 				err = fmt.Errorf("reading the staged snapshot: %d of the %d items arranged at %d", len(got), to-from, from)
 			}
-			return got, to == st.arranged, err
-		})
-		defer stop()
-		for {
-			got, ok, err := next()
 			if err != nil {
-				yield(replay.Item{}, err)
-				return
+				return err
 			}
-			if !ok {
-				return
+			items := make([]replay.Item, len(got))
+			for i, p := range got {
+				items[i] = p.it
 			}
-			for _, p := range got {
-				if !yield(p.it, nil) {
-					return
-				}
+			if _, ok := emit(items); !ok {
+				return nil
 			}
 		}
-	}
+		return nil
+	})
 }
 
 // inOrderChunk is how many items inOrder reads at a time.

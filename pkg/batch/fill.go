@@ -17,6 +17,7 @@ import (
 	"github.com/dlqctl/dlqctl/pkg/inspect"
 	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/dlqctl/dlqctl/pkg/stream"
 )
 
 // input is what a batch acts on: its stage, and what filling it found.
@@ -584,39 +585,44 @@ const manifestRange = 1000
 
 // foldManifest stages a recorded batch's manifest, a thousand items at a
 // time, each numbered as recorded. The next thousand are read from the
-// ledger, on another goroutine, while the stage takes these: two
-// databases, each on a connection of its own.
+// ledger ahead (stream.Ahead) while the stage takes these: two databases,
+// each on a connection of its own.
 func foldManifest(ctx context.Context, ld *ledger.Store, in *input, lean bool) error {
 	b, st := in.batch, in.st
 	w, err := st.write(ctx, "rows")
 	if err != nil {
 		return err
 	}
-	next, stop := readAhead(ctx, func(ctx context.Context, n int) ([]ledger.ManifestItem, bool, error) {
-		man, err := ld.ManifestRange(ctx, b.ID, n*manifestRange, (n+1)*manifestRange)
-		return man, len(man) < manifestRange, err
-	})
-	defer stop()
-	return w.end(ctx, func() error {
+	items := stream.Ahead(ctx, 1, func(ctx context.Context, emit func([]replay.Item) ([]replay.Item, bool)) error {
 		for from := 0; ; from += manifestRange {
-			man, ok, err := next()
-			if err != nil || !ok {
+			man, err := ld.ManifestRange(ctx, b.ID, from, from+manifestRange)
+			if err != nil {
 				return err
 			}
-			for i, it := range ManifestItems(man) {
-				item := from + i + 1 // numbered as recorded
-				for k, row := range it.Rows {
-					if err := w.add(ctx, item, row, payload(it.Data(), lean), k == 0 && it.Checked, true); err != nil {
-						return err
-					}
+			if _, ok := emit(ManifestItems(man)); !ok || len(man) < manifestRange {
+				return nil
+			}
+		}
+	})
+	return w.end(ctx, func() error {
+		item := 0
+		for it, err := range items {
+			if err != nil {
+				return err
+			}
+			item++ // numbered as recorded
+			for k, row := range it.Rows {
+				if err := w.add(ctx, item, row, payload(it.Data(), lean), k == 0 && it.Checked, true); err != nil {
+					return err
 				}
-				for _, row := range it.Others {
-					if err := w.add(ctx, item, row, nil, false, false); err != nil {
-						return err
-					}
+			}
+			for _, row := range it.Others {
+				if err := w.add(ctx, item, row, nil, false, false); err != nil {
+					return err
 				}
 			}
 		}
+		return nil
 	}())
 }
 

@@ -223,15 +223,14 @@ func (p *Pending) decidedBefore(d ledger.Decision, it replay.Item) bool {
 }
 
 // checkEnvelopes asks the detail route about each item of a chunk whose
-// payload the list showed as an encryption envelope (sem bounds the calls
-// in flight, with the other chunks' asks): the
-// released server's list never decrypts, so only the detail route tells
-// an encrypted payload (it decrypts) from an undecryptable one. The
-// answer is what the batch publishes: the chunk's pass stages it
-// (chunkMarks), not the asks, which would each wait for the stage's one
-// connection while the next chunks are read. An address gone
-// from the DLQ, or a broker without the route, leaves it unanswered (a
-// run settles it).
+// payload the list showed as an encryption envelope, sem bounding the
+// calls in flight with the other chunks' asks: the released server's list
+// never decrypts, so only the detail route tells an encrypted payload (it
+// decrypts) from an undecryptable one. The answer is what the batch
+// publishes: the chunk's pass stages it (chunkMarks), not the asks, which
+// would each wait for the stage's one connection while the next chunk is
+// read. An address gone from the DLQ, or a broker without the route,
+// leaves it unanswered (a run settles it).
 func (p *Pending) checkEnvelopes(ctx context.Context, sem chan struct{}, chunk []placed) error {
 	var ask []*placed
 	for i := range chunk {

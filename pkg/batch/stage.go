@@ -17,6 +17,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/pkg/deadletter"
 	"github.com/dlqctl/dlqctl/pkg/replay"
+	"github.com/dlqctl/dlqctl/pkg/stream"
 )
 
 // Every batch goes through one snapshot on disk, its stage: a SQLite file
@@ -594,7 +595,7 @@ func settleItem(it *replay.Item) {
 
 // chunks calls f with the items a chunk at a time, in their numbered
 // order, each chunk first given to ahead. While f works on one chunk, the
-// next is read from the stage (readAhead), and each chunk is given to
+// next is read from the stage (stream.Ahead), and each chunk is given to
 // ahead as soon as it is read, on a goroutine of its own: the read waits
 // on SQLite, ahead on the broker (its calls for two chunks overlap, their
 // round trips hidden behind the reads), f on the ledger. Three chunks are
@@ -602,29 +603,28 @@ func settleItem(it *replay.Item) {
 // may write to the stage: the writes are few (the stage has one
 // connection, which a read holds while it scans).
 func (st *stage) chunks(ctx context.Context, size int, ahead, f func([]placed) error) error {
-	if st.n == 0 {
-		return nil
-	}
 	type chunk struct {
 		got  []placed
 		done chan error // ahead's, once it returned
 	}
 	var asking sync.WaitGroup
 	defer asking.Wait()
-	next, stop := readAhead(ctx, func(ctx context.Context, n int) (chunk, bool, error) {
-		from := 1 + n*size
-		to := min(from+size-1, st.n)
-		got, err := st.between(ctx, from, to)
-		c := chunk{got: got, done: make(chan error, 1)}
-		if err == nil {
+	read := stream.Ahead(ctx, 1, func(ctx context.Context, emit func([]chunk) ([]chunk, bool)) error {
+		for from := 1; from <= st.n; from += size {
+			got, err := st.between(ctx, from, min(from+size-1, st.n))
+			if err != nil {
+				return err
+			}
+			c := chunk{got: got, done: make(chan error, 1)}
 			asking.Go(func() { c.done <- ahead(got) })
+			if _, ok := emit([]chunk{c}); !ok {
+				return nil
+			}
 		}
-		return c, to == st.n, err
+		return nil
 	})
-	defer stop()
-	for {
-		c, ok, err := next()
-		if err != nil || !ok {
+	for c, err := range read {
+		if err != nil {
 			return err
 		}
 		if err := <-c.done; err != nil {
@@ -634,6 +634,7 @@ func (st *stage) chunks(ctx context.Context, size int, ahead, f func([]placed) e
 			return err
 		}
 	}
+	return nil
 }
 
 // mark sets a column of the items numbered in places to v: the plan's
