@@ -188,6 +188,9 @@ func planWarnings(w io.Writer, pal *render.Palette, p batch.Plan) {
 		fmt.Fprintf(w, "  %s a re-push reaches every consumer group of %s (%s): %s failed in only some of them and will be delivered again to the others. Use --to-queue for a recovery queue only the failed group reads.\n",
 			warn, c(fo.Queue), c(strings.Join(groupLabels(fo.AlsoReaches), ", ")), render.Plural(fo.Messages, "message", "messages"))
 	}
+	if p.NewQueue != "" {
+		fmt.Fprintf(w, "  %s queue %s is not on the broker: the first copy creates it, and no consumer reads it yet (a misspelled --to-queue sends every copy there, out of the DLQ)\n", warn, c(p.NewQueue))
+	}
 	for _, q := range sortedKeys(p.QueueGone) {
 		act := deadletter.ActionOf(p.Action)
 		fmt.Fprintf(w, "  %s queue %s does not exist: %s not %s (%s them --to-queue another)\n", warn, c(q), render.Plural(p.QueueGone[q], "message is", "messages are"), act.Past, act.Verb)

@@ -297,6 +297,9 @@ func (p *Pending) makePlan(ctx context.Context) error {
 		pl.SetOrder(info)
 	}
 	p.plan = pl.Plan().WithRate(p.settings.Rate)
+	if q := p.settings.ToQueue; replaying && q != "" && p.missingQueues(ctx, []string{q})[q] {
+		p.plan.NewQueue = q
+	}
 	if len(p.in.unrestorable) > 0 {
 		p.plan.Unrestorable = p.in.unrestorable
 	}
@@ -305,25 +308,31 @@ func (p *Pending) makePlan(ctx context.Context) error {
 }
 
 // goneQueues finds the destination queues of a restore that no longer
-// exist (the broker lists its queues): nothing is published to them, and
-// the plan and the report say how many messages that leaves out. A broker
-// that cannot list its queues is taken to have them all.
+// exist: nothing is published to them, and the plan and the report say
+// how many messages that leaves out.
 func (p *Pending) goneQueues(ctx context.Context, queues []string) {
+	gone := p.missingQueues(ctx, destinations(queues, p.settings.ToQueue))
+	p.po.GoneQueues, p.opts.GoneQueues = gone, gone
+}
+
+// missingQueues are those of queues the broker does not list. A broker
+// that cannot list its queues is taken to have them all.
+func (p *Pending) missingQueues(ctx context.Context, queues []string) map[string]bool {
 	qs, err := p.env.Client.Queues(ctx)
 	if err != nil {
-		return
+		return nil
 	}
 	have := map[string]bool{}
 	for _, q := range qs {
 		have[q.Name] = true
 	}
-	gone := map[string]bool{}
-	for _, q := range destinations(queues, p.settings.ToQueue) {
+	missing := map[string]bool{}
+	for _, q := range queues {
 		if !have[q] {
-			gone[q] = true
+			missing[q] = true
 		}
 	}
-	p.po.GoneQueues, p.opts.GoneQueues = gone, gone
+	return missing
 }
 
 // recordedOrder reports whether the batch is a recorded one whose

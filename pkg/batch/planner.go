@@ -74,6 +74,10 @@ type Plan struct {
 	// messages its selection matched that it cannot restore, by why.
 	QueueGone    map[string]int `json:"queueGone,omitempty"`
 	Unrestorable map[string]int `json:"unrestorable,omitempty"`
+	// NewQueue is a replay's destination queue the broker does not have:
+	// its first copy creates it (every Queen line makes a queue on its
+	// first push), and no consumer reads it yet.
+	NewQueue string `json:"newQueue,omitempty"`
 }
 
 // LagPlan is the lag of the consumer groups a replay publishes to.

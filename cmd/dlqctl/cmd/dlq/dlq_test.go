@@ -817,3 +817,23 @@ func TestEverySettingHasItsFlag(t *testing.T) {
 		}
 	}
 }
+
+// A --to-queue the broker does not have is created by the first copy
+// (every Queen line makes a queue on its first push) and read by no
+// consumer: the plan warns, in words and in JSON, so a misspelled
+// recovery queue is seen before the DLQ empties into it. An existing one
+// is not warned about.
+func TestReplayToAQueueTheBrokerDoesNotHave(t *testing.T) {
+	_, cli := seeded(t)
+	out, stderr, code := cli.Exec("dlq", "replay", "--queue", "payments", "--to-queue", "payments-recvoery", "--dry-run")
+	if code != 0 || !strings.Contains(out, "queue payments-recvoery is not on the broker: the first copy creates it, and no consumer reads it yet") {
+		t.Fatalf("a new queue: exit %d\n%s%s", code, out, stderr)
+	}
+	out, _, _ = cli.Exec("dlq", "replay", "--queue", "payments", "--to-queue", "payments-recvoery", "--dry-run", "-o", "json")
+	if !strings.Contains(out, `"newQueue": "payments-recvoery"`) && !strings.Contains(out, `"newQueue":"payments-recvoery"`) {
+		t.Fatalf("the plan's JSON names no new queue:\n%s", out)
+	}
+	if out, _, _ := cli.Exec("dlq", "replay", "--queue", "payments", "--to-queue", "orders", "--dry-run"); !strings.Contains(out, "Replay plan") || strings.Contains(out, "not on the broker") {
+		t.Fatalf("an existing queue warned about:\n%s", out)
+	}
+}
