@@ -107,7 +107,9 @@ func (st *stage) rankChains(ctx context.Context, toQueue string) error {
 		return err
 	}
 	if err := st.exec(ctx, "arranging the snapshot",
-		`UPDATE items SET first = f.f FROM (SELECT item, min(failed) AS f FROM rows GROUP BY item) f WHERE items.item = f.item`,
+		`UPDATE items SET first = failed WHERE failed IS NOT NULL`,
+		`UPDATE items SET first = CASE WHEN items.failed IS NULL OR f.f < items.failed THEN f.f ELSE items.failed END
+			FROM (SELECT item, min(failed) AS f FROM rows GROUP BY item) f WHERE items.item = f.item`,
 		`CREATE TABLE chains (chain INTEGER PRIMARY KEY, q TEXT NOT NULL, part TEXT NOT NULL, byid INTEGER NOT NULL, rank INTEGER NOT NULL DEFAULT 0)`); err != nil {
 		return err
 	}
@@ -207,8 +209,9 @@ const inOrderChunk = 500
 
 // at reads the arranged items at positions from to to (inclusive).
 func (st *stage) at(ctx context.Context, from, to int) ([]placed, error) {
-	return st.load(ctx, `SELECT a.pos, i.payload, i.checked, i.absent, r.pid, r.tid, r.mid, r.queue, r.part, r.grp, r.err, r.retries, r.failed, r.payload, r.sel
-		FROM arranged a JOIN items i ON i.item = a.item JOIN rows r ON r.item = i.item
+	return st.load(ctx, `SELECT a.pos, `+itemCols+` FROM arranged a JOIN items i ON i.item = a.item
+		WHERE a.pos BETWEEN ? AND ? ORDER BY a.pos`,
+		`SELECT a.pos, `+rowCols+` FROM arranged a JOIN rows r ON r.item = a.item
 		WHERE a.pos BETWEEN ? AND ? ORDER BY a.pos, r.sel DESC, r.k`, from, to)
 }
 

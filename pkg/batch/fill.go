@@ -214,7 +214,11 @@ func fillNow(ctx context.Context, cl *client.Client, st *stage, queues []string,
 				if q != "" && r.Queue != q {
 					continue
 				}
-				if err := w.add(ctx, 0, r, r.Data, false, maybe != nil && maybe(r.TransactionID)); err != nil {
+				data := r.Data
+				if noData {
+					data = nil // one the broker gives anyway is not kept: now is read for addresses, groups and times
+				}
+				if err := w.add(ctx, 0, r, data, false, maybe != nil && maybe(r.TransactionID)); err != nil {
 					return err
 				}
 			}
@@ -294,8 +298,8 @@ func fillAddresses(ctx context.Context, cl *client.Client, st *stage, addrs []de
 	if err := st.exec(ctx, "staging the snapshot",
 		`CREATE INDEX asked_addr ON asked (pid, tid)`,
 		// Numbered in the order the list gives them.
-		`INSERT INTO rows (k, `+rowCols+`, sel, item)
-			SELECT n.k, n.pid, n.tid, n.mid, n.queue, n.part, n.grp, n.err, n.retries, n.failed, n.payload, 0, n.v7, n.env, 1, a.item
+		`INSERT INTO rows (item, sel, k, grp, failed, body)
+			SELECT a.item, 1, n.k, n.grp, n.failed, n.body
 			FROM now n JOIN (SELECT m.pid, m.tid, row_number() OVER (ORDER BY min(m.k)) AS item FROM now m
 				WHERE EXISTS (SELECT 1 FROM asked q WHERE q.pid = m.pid AND q.tid = m.tid AND q.state <> `+strconv.Itoa(askedMissing)+`)
 				GROUP BY m.pid, m.tid) a ON a.pid = n.pid AND a.tid = n.tid

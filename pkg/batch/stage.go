@@ -3,7 +3,9 @@ package batch
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"math"
@@ -29,17 +31,25 @@ import (
 // order, and the run reads it a claim at a time. The process holds a
 // few chunks of items (chunks) and the plan's figures, never the batch:
 // memory is the same for a hundred messages and a million. The stage
-// takes about 300 bytes a row beside the payloads.
+// takes about 250 bytes a row beside the payloads.
 //
 // Tables:
 //
-//	rows     the batch's dead-letter rows, each once: sel=1 the rows the
-//	         selection (or manifest) chose, sel=0 the other rows of their
-//	         addresses, which a delete removes too
 //	items    the addresses, numbered from 1 in the order they were first
-//	         staged (the list's, newest failure first; the manifest's)
+//	         staged (the list's, newest failure first; the manifest's),
+//	         each with the first row the selection chose of it
+//	rows     the batch's other dead-letter rows, each once: sel=1 the
+//	         rows the selection (or manifest) chose, sel=0 the other rows
+//	         of their addresses, which a delete removes too
 //	now      the DLQ's rows now, without payloads, read to widen a
 //	         selection to whole messages and to resume a recorded batch
+//
+// A row has as columns only what a statement of the stage looks at (its
+// address in now, its group, its failure time); the rest is its body,
+// one value (rowBody). SQLite's cost of a row grows with its columns
+// more than with its bytes (a row of fourteen columns took about four
+// times as long to write as one of a single value), and with the rows: a
+// message failed in one group, most of a DLQ, is one row, its item.
 //	asked    the detail route's answers for explicit addresses
 //	arranged the items a run acts on, in replay order (pos from 0)
 
@@ -78,9 +88,6 @@ const staleStage = time.Hour
 // the zero time.Time does.
 const zeroTime = math.MinInt64
 
-// rowCols are a staged row's columns, as rows and now both have them.
-const rowCols = `pid, tid, mid, queue, part, grp, err, retries, failed, payload, checked, v7, env`
-
 func openStage(ctx context.Context) (st *stage, err error) {
 	sweepStages(time.Now().Add(-staleStage))
 	f, err := os.CreateTemp("", stagePattern)
@@ -108,19 +115,15 @@ func openStage(ctx context.Context) (st *stage, err error) {
 	// One connection: the file is opened once, then unlinked.
 	db.SetMaxOpenConns(1)
 	st = &stage{db: db, path: path, arranged: -1, stmts: map[string]*sql.Stmt{}, pairs: map[[2]string]struct{}{}}
-	row := `k INTEGER NOT NULL, pid TEXT NOT NULL, tid TEXT NOT NULL, mid TEXT NOT NULL, queue TEXT NOT NULL,
-		part TEXT NOT NULL, grp TEXT NOT NULL, err TEXT NOT NULL, retries INTEGER NOT NULL,
-		failed INTEGER NOT NULL, -- Unix nanoseconds (zeroTime: none)
-		payload TEXT,            -- the list's (NULL: none, or not read)
-		checked INTEGER NOT NULL, -- payload is the detail route's answer
-		v7 INTEGER NOT NULL,      -- mid is a UUIDv7
-		env INTEGER NOT NULL      -- payload is an encryption envelope
-		`
 	for _, q := range []string{
 		// Kept in the order a plan and a run read them: an item's rows
 		// together, the selected ones first, each as it was staged.
-		`CREATE TABLE rows (` + row + `, sel INTEGER NOT NULL, item INTEGER NOT NULL, PRIMARY KEY (item, sel DESC, k)) WITHOUT ROWID`,
-		`CREATE TABLE now (` + row + `, maybe INTEGER NOT NULL, item INTEGER NOT NULL, PRIMARY KEY (k))`,
+		`CREATE TABLE rows (item INTEGER NOT NULL, sel INTEGER NOT NULL, k INTEGER NOT NULL, grp TEXT NOT NULL,
+			failed INTEGER NOT NULL, -- Unix nanoseconds (zeroTime: none)
+			body BLOB NOT NULL,
+			PRIMARY KEY (item, sel DESC, k)) WITHOUT ROWID`,
+		`CREATE TABLE now (k INTEGER PRIMARY KEY, pid TEXT NOT NULL, tid TEXT NOT NULL, grp TEXT NOT NULL,
+			failed INTEGER NOT NULL, maybe INTEGER NOT NULL, body BLOB NOT NULL)`,
 		`CREATE TABLE asked (n INTEGER PRIMARY KEY, pid TEXT NOT NULL, tid TEXT NOT NULL, state INTEGER NOT NULL, queue TEXT NOT NULL, payload TEXT)`,
 		`CREATE TABLE items (
 			item    INTEGER PRIMARY KEY,
@@ -128,9 +131,12 @@ func openStage(ctx context.Context) (st *stage, err error) {
 			tid     TEXT NOT NULL,
 			queue   TEXT NOT NULL,
 			part    TEXT NOT NULL,
-			mid     TEXT NOT NULL,    -- its newest selected row's message id
+			mid     TEXT NOT NULL,    -- its first selected row's message id
 			v7      INTEGER NOT NULL,
-			env     INTEGER NOT NULL, -- the list showed its payload as an envelope
+			k       INTEGER,          -- its first selected row (NULL: it is in rows, see sealRows)
+			grp     TEXT,
+			failed  INTEGER,
+			body    BLOB,
 			first   INTEGER NOT NULL DEFAULT 0, -- its earliest failure, every row's (once arranged)
 			payload TEXT,             -- the message: the list's, or the detail route's when checked
 			checked INTEGER NOT NULL,
@@ -259,7 +265,6 @@ func (in *inserts) close() {
 // write begins staging rows into table: rows (sel: selected) or now
 // (sel: may be a copy, see fillNow).
 func (st *stage) write(ctx context.Context, table string) (w *writer, err error) {
-	extra := map[string]string{"rows": "sel", "now": "maybe"}[table]
 	tx, err := st.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, stageErr(ctx, "staging the snapshot", err)
@@ -273,12 +278,14 @@ func (st *stage) write(ctx context.Context, table string) (w *writer, err error)
 			err = stageErr(ctx, "staging the snapshot", err)
 		}
 	}()
-	if w.rows, err = newInserts(ctx, tx, `INSERT INTO `+table+` (k, `+rowCols+`, `+extra+`, item) VALUES `, 16); err != nil {
+	if table == "now" {
+		w.rows, err = newInserts(ctx, tx, `INSERT INTO now (k, pid, tid, grp, failed, maybe, body) VALUES `, 7)
+		return w, err
+	}
+	if w.rows, err = newInserts(ctx, tx, `INSERT INTO rows (item, sel, k, grp, failed, body) VALUES `, 6); err != nil {
 		return nil, err
 	}
-	if table == "rows" {
-		w.items, err = newInserts(ctx, tx, `INSERT INTO items (item, pid, tid, queue, part, mid, v7, env, payload, checked) VALUES `, 10)
-	}
+	w.items, err = newInserts(ctx, tx, `INSERT INTO items (item, pid, tid, queue, part, mid, v7, payload, checked, k, grp, failed, body) VALUES `, 13)
 	return w, err
 }
 
@@ -286,34 +293,101 @@ func (st *stage) write(ctx context.Context, table string) (w *writer, err error)
 // message as the row carries it (checked: as the detail route returned
 // it), flag the table's own column.
 func (w *writer) add(ctx context.Context, item int, r deadletter.Row, payload json.RawMessage, checked, flag bool) error {
-	var p any
-	if len(payload) > 0 {
-		p = string(payload)
-	}
 	failed := int64(zeroTime)
 	if !r.FailedAt.IsZero() {
 		failed = r.FailedAt.UnixNano()
 	}
 	w.st.k++
 	v7, env := replay.IsUUIDv7(r.ID), deadletter.IsEnvelope(payload)
+	body := rowBody(r, payload, v7, env)
 	w.st.pairs[[2]string{r.Queue, r.ConsumerGroup}] = struct{}{}
-	if w.items != nil && flag {
-		switch {
-		case item == w.st.n+1:
-			w.st.n++
-			var kept any
-			if checked {
-				kept = p
-			}
-			if err := w.items.add(ctx, w.tx, item, r.PartitionID, r.TransactionID, r.Queue, r.Partition, r.ID, v7, env, kept, checked); err != nil {
-				return err
-			}
-		case item > w.st.n:
-			return fmt.Errorf("staging the snapshot: item %d staged before item %d", item, w.st.n+1)
-		}
+	if w.items == nil {
+		return w.rows.add(ctx, w.tx, w.st.k, r.PartitionID, r.TransactionID, r.ConsumerGroup, failed, flag, body)
 	}
-	return w.rows.add(ctx, w.tx, w.st.k, r.PartitionID, r.TransactionID, r.ID, r.Queue, r.Partition, r.ConsumerGroup,
-		r.ErrorMessage, r.RetryCount, failed, p, checked, v7, env, flag, item)
+	switch {
+	case flag && item == w.st.n+1:
+		w.st.n++
+		var kept any
+		if checked && len(payload) > 0 {
+			kept = string(payload)
+		}
+		return w.items.add(ctx, w.tx, item, r.PartitionID, r.TransactionID, r.Queue, r.Partition, r.ID, v7, kept, checked, w.st.k, r.ConsumerGroup, failed, body)
+	case flag && item > w.st.n:
+		return fmt.Errorf("staging the snapshot: item %d staged before item %d", item, w.st.n+1)
+	}
+	return w.rows.add(ctx, w.tx, item, flag, w.st.k, r.ConsumerGroup, failed, body)
+}
+
+// A row's body holds what the stage's statements never look at: a byte
+// of flags (bodyV7, bodyEnv, bodyPayload), the retry count (a varint),
+// the message id, queue, partition and error (each its length, a
+// uvarint, then its bytes), then the payload, to the end.
+const (
+	bodyV7      = 1 << iota // the message id is a UUIDv7
+	bodyEnv                 // the payload is an encryption envelope
+	bodyPayload             // a payload follows (none: NULL, as the list gave none or it was not kept)
+)
+
+// rowBody is r's body, with payload as the row's message.
+func rowBody(r deadletter.Row, payload json.RawMessage, v7, env bool) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+4*binary.MaxVarintLen32+len(r.ID)+len(r.Queue)+len(r.Partition)+len(r.ErrorMessage)+len(payload))
+	var flags byte
+	if v7 {
+		flags |= bodyV7
+	}
+	if env {
+		flags |= bodyEnv
+	}
+	if len(payload) > 0 {
+		flags |= bodyPayload
+	}
+	b = append(b, flags)
+	b = binary.AppendVarint(b, int64(r.RetryCount))
+	for _, f := range []string{r.ID, r.Queue, r.Partition, r.ErrorMessage} {
+		b = binary.AppendUvarint(b, uint64(len(f)))
+		b = append(b, f...)
+	}
+	if len(payload) > 0 {
+		b = append(b, payload...)
+	}
+	return b
+}
+
+// body is a row's body read back (its bytes are SQLite's until the next
+// row: the payload is a copy).
+type body struct {
+	id, queue, part, err string
+	retries              int
+	v7, env              bool
+	payload              json.RawMessage
+}
+
+// readBody reads a row's body.
+func readBody(b []byte) (body, error) {
+	var out body
+	if len(b) == 0 {
+		return out, errors.New("a staged row without its body")
+	}
+	flags := b[0]
+	b = b[1:]
+	retries, n := binary.Varint(b)
+	if n <= 0 {
+		return out, errors.New("a staged row's body is cut short")
+	}
+	b = b[n:]
+	out.retries, out.v7, out.env = int(retries), flags&bodyV7 != 0, flags&bodyEnv != 0
+	for _, f := range []*string{&out.id, &out.queue, &out.part, &out.err} {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || uint64(len(b)-n) < l {
+			return out, errors.New("a staged row's body is cut short")
+		}
+		*f = string(b[n : n+int(l)])
+		b = b[n+int(l):]
+	}
+	if flags&bodyPayload != 0 {
+		out.payload = json.RawMessage(slices.Clone(b))
+	}
+	return out, nil
 }
 
 // end commits what was written (or, on err, rolls it back and returns err).
@@ -336,22 +410,60 @@ func (w *writer) end(ctx context.Context, err error) error {
 	return nil
 }
 
-// sealRows makes the items of selected rows staged by a statement rather
-// than a writer (which makes them as it goes), by the numbers they were
-// staged under: each from its first selected row, as a writer makes them.
+// sealRows makes the items of selected rows staged by a statement from
+// now rather than by a writer (which makes them as it goes), by the
+// numbers they were staged under: each from its first selected row, as a
+// writer makes them, a chunk of items at a time. Their rows stay in
+// rows.
 func (st *stage) sealRows(ctx context.Context) error {
-	if err := st.exec(ctx, "staging the snapshot",
-		// Each item's first selected row (SQLite takes the bare columns
-		// from the row min picks).
-		`INSERT INTO items (item, pid, tid, queue, part, mid, v7, env, payload, checked)
-			SELECT item, pid, tid, queue, part, mid, v7, env, CASE WHEN checked THEN payload END, checked
-			FROM (SELECT item, min(k), pid, tid, queue, part, mid, v7, env, payload, checked FROM rows WHERE sel = 1 GROUP BY item)
-			ORDER BY item`,
-	); err != nil {
-		return err
+	var last int
+	if err := st.db.QueryRowContext(ctx, `SELECT coalesce(max(item), 0) FROM rows`).Scan(&last); err != nil {
+		return stageErr(ctx, "staging the snapshot", err)
+	}
+	type first struct {
+		item     int
+		pid, tid string
+		b        body
+	}
+	for from := 1; from <= last; from += sealChunk {
+		var got []first
+		var raw sql.RawBytes
+		err := st.each(ctx, "staging the snapshot", `SELECT r.item, n.pid, n.tid, r.body FROM rows r JOIN now n ON n.k = r.k
+			WHERE r.item BETWEEN ? AND ? AND r.sel = 1 ORDER BY r.item, r.k`, []any{from, from + sealChunk - 1}, func(rows *sql.Rows) error {
+			var f first
+			if err := rows.Scan(&f.item, &f.pid, &f.tid, &raw); err != nil {
+				return err
+			}
+			if len(got) > 0 && got[len(got)-1].item == f.item {
+				return nil
+			}
+			var err error
+			f.b, err = readBody(raw)
+			f.b.payload = nil
+			got = append(got, f)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		w, err := st.write(ctx, "rows")
+		if err != nil {
+			return err
+		}
+		for _, f := range got {
+			if err = w.items.add(ctx, w.tx, f.item, f.pid, f.tid, f.b.queue, f.b.part, f.b.id, f.b.v7, nil, false, nil, nil, nil, nil); err != nil {
+				break
+			}
+		}
+		if err := w.end(ctx, err); err != nil {
+			return err
+		}
 	}
 	return st.db.QueryRowContext(ctx, `SELECT count(*) FROM items`).Scan(&st.n)
 }
+
+// sealChunk is how many items sealRows makes at a time.
+const sealChunk = 1000
 
 // numbering numbers addresses in the order they are first met, from 1,
 // holding 16 bytes of hash and 4 of number an address (about 28 in a
@@ -406,10 +518,11 @@ func (st *stage) takeNow(ctx context.Context) error {
 		return err
 	}
 	return st.exec(ctx, "widening the snapshot",
-		`INSERT INTO rows (k, `+rowCols+`, sel, item)
-			SELECT n.k, n.pid, n.tid, n.mid, n.queue, n.part, n.grp, n.err, n.retries, n.failed, NULL, 0, n.v7, 0, 0, i.item
+		`INSERT INTO rows (item, sel, k, grp, failed, body)
+			SELECT i.item, 0, n.k, n.grp, n.failed, n.body
 			FROM now n JOIN items i ON i.pid = n.pid AND i.tid = n.tid
 			WHERE n.k IN (SELECT min(k) FROM now GROUP BY pid, tid, grp, failed)
+			AND NOT (i.grp IS n.grp AND i.failed IS n.failed)
 			AND NOT EXISTS (SELECT 1 FROM rows r WHERE r.item = i.item AND r.grp = n.grp AND r.failed = n.failed)
 			ORDER BY n.k`,
 	)
@@ -464,10 +577,6 @@ func (st *stage) each(ctx context.Context, doing, q string, args []any, f func(*
 	return stageErr(ctx, doing, rows.Err())
 }
 
-// itemCols read a staged item with one of its rows, rows first by
-// selected then by the order they were staged.
-const itemCols = `i.item, i.payload, i.checked, i.absent, r.pid, r.tid, r.mid, r.queue, r.part, r.grp, r.err, r.retries, r.failed, r.payload, r.sel`
-
 // placed is a staged item and its place: its number (items.item), or its
 // position in replay order.
 type placed struct {
@@ -478,32 +587,49 @@ type placed struct {
 	answered bool
 }
 
-// load reads the items the query picks (itemCols, ordered by place then
-// row) with every row of each, each with its place. What is the same in
-// every row of an item (its address, queue, partition and payload) is
-// made once, from its first row.
-func (st *stage) load(ctx context.Context, q string, args ...any) ([]placed, error) {
+// load reads the items that items picks (itemCols, ordered by place),
+// then the rows of theirs in rows that more picks (rowCols, ordered by
+// place, selected first, then as staged), each in one ordered scan: a
+// join would repeat an item's columns for each of its rows. args are
+// both queries'.
+func (st *stage) load(ctx context.Context, items, more string, args ...any) ([]placed, error) {
 	var out []placed
-	var r deadletter.Row
-	var pid, tid, queue, part, payload, rowPayload sql.RawBytes
-	var at int
-	var checked, absent, sel bool
-	var failed int64
-	err := st.each(ctx, "reading the staged snapshot", q, args, func(rows *sql.Rows) error {
-		if err := rows.Scan(&at, &payload, &checked, &absent, &pid, &tid, &r.ID, &queue, &part,
-			&r.ConsumerGroup, &r.ErrorMessage, &r.RetryCount, &failed, &rowPayload, &sel); err != nil {
+	var payload, raw sql.RawBytes
+	var grp sql.NullString
+	var failed sql.NullInt64
+	err := st.each(ctx, "reading the staged snapshot", items, args, func(rows *sql.Rows) error {
+		var p placed
+		it := &p.it
+		if err := rows.Scan(&p.at, &it.Address.PartitionID, &it.Address.TransactionID, &it.Queue, &it.Partition, &payload, &it.Checked, &it.Absent, &grp, &failed, &raw); err != nil {
 			return err
 		}
-		if n := len(out); n == 0 || out[n-1].at != at {
-			it := replay.Item{Address: deadletter.Address{PartitionID: string(pid), TransactionID: string(tid)},
-				Queue: string(queue), Partition: string(part), Checked: checked, Absent: absent}
-			if payload != nil {
-				it.Payload = json.RawMessage(slices.Clone(payload))
-			}
-			out = append(out, placed{at: at, it: it})
+		if payload != nil {
+			it.Payload = json.RawMessage(slices.Clone(payload))
 		}
-		addRow(&out[len(out)-1].it, r, failed, rowPayload, sel)
-		return nil
+		if out = append(out, p); raw == nil {
+			return nil // its rows are all in rows
+		}
+		return addRow(&out[len(out)-1].it, grp.String, failed.Int64, raw, true)
+	})
+	if err != nil || len(out) == 0 {
+		return out, err
+	}
+	k := 0
+	var at int
+	var sel bool
+	var g string
+	var f int64
+	err = st.each(ctx, "reading the staged snapshot", more, args, func(rows *sql.Rows) error {
+		if err := rows.Scan(&at, &g, &f, &raw, &sel); err != nil {
+			return err
+		}
+		for k < len(out) && out[k].at < at {
+			k++
+		}
+		if k == len(out) || out[k].at != at {
+			return fmt.Errorf("a staged row of item %d, which the stage does not have", at)
+		}
+		return addRow(&out[k].it, g, f, raw, sel)
 	})
 	for i := range out {
 		settleItem(&out[i].it)
@@ -511,78 +637,43 @@ func (st *stage) load(ctx context.Context, q string, args ...any) ([]placed, err
 	return out, err
 }
 
-// between reads the items numbered from to to (inclusive): the items,
-// then their rows, each in one ordered scan.
+// itemCols are what load reads of an item, after its place.
+const itemCols = `i.pid, i.tid, i.queue, i.part, i.payload, i.checked, i.absent, i.grp, i.failed, i.body`
+
+// rowCols are what load reads of a row, after its item's place.
+const rowCols = `r.grp, r.failed, r.body, r.sel`
+
+// between reads the items numbered from to to (inclusive).
 func (st *stage) between(ctx context.Context, from, to int) ([]placed, error) {
-	var out []placed
-	var payload sql.RawBytes
-	err := st.each(ctx, "reading the staged snapshot", `SELECT item, pid, tid, queue, part, payload, checked, absent FROM items WHERE item BETWEEN ? AND ? ORDER BY item`,
-		[]any{from, to}, func(rows *sql.Rows) error {
-			var p placed
-			it := &p.it
-			if err := rows.Scan(&p.at, &it.Address.PartitionID, &it.Address.TransactionID, &it.Queue, &it.Partition, &payload, &it.Checked, &it.Absent); err != nil {
-				return err
-			}
-			if payload != nil {
-				it.Payload = json.RawMessage(slices.Clone(payload))
-			}
-			out = append(out, p)
-			return nil
-		})
-	if err != nil || len(out) == 0 {
-		return out, err
-	}
-	k := 0
-	var r deadletter.Row
-	var item int
-	var sel bool
-	var failed int64
-	var rowPayload sql.RawBytes
-	err = st.each(ctx, "reading the staged snapshot", `SELECT item, mid, grp, err, retries, failed, payload, sel FROM rows WHERE item BETWEEN ? AND ? ORDER BY item, sel DESC, k`,
-		[]any{from, to}, func(rows *sql.Rows) error {
-			if err := rows.Scan(&item, &r.ID, &r.ConsumerGroup, &r.ErrorMessage, &r.RetryCount, &failed, &rowPayload, &sel); err != nil {
-				return err
-			}
-			for k < len(out) && out[k].at < item {
-				k++
-			}
-			if k == len(out) || out[k].at != item {
-				return fmt.Errorf("a staged row of item %d, which the stage does not have", item)
-			}
-			addRow(&out[k].it, r, failed, rowPayload, sel)
-			return nil
-		})
-	for i := range out {
-		settleItem(&out[i].it)
-	}
-	return out, err
+	return st.load(ctx, `SELECT i.item, `+itemCols+` FROM items i WHERE i.item BETWEEN ? AND ? ORDER BY i.item`,
+		`SELECT r.item, `+rowCols+` FROM rows r WHERE r.item BETWEEN ? AND ? ORDER BY r.item, r.sel DESC, r.k`, from, to)
 }
 
 // addRow adds a staged row to its item (whose address, queue and
-// partition it has): payload is the row's own (the list's, for the first
-// selected row; nil for the rows a selection widened to).
-func addRow(it *replay.Item, r deadletter.Row, failed int64, payload []byte, sel bool) {
-	r.PartitionID, r.TransactionID, r.Queue, r.Partition = it.Address.PartitionID, it.Address.TransactionID, it.Queue, it.Partition
-	r.FailedAt, r.Data = time.Time{}, nil
+// partition it has), from its group, failure time and body: the body's
+// payload is the list's (for the first selected row; none for the rows a
+// selection widened to).
+func addRow(it *replay.Item, grp string, failed int64, raw []byte, sel bool) error {
+	b, err := readBody(raw)
+	if err != nil {
+		return err
+	}
+	r := deadletter.Row{ID: b.id, PartitionID: it.Address.PartitionID, TransactionID: it.Address.TransactionID, Queue: it.Queue,
+		Partition: it.Partition, ConsumerGroup: grp, ErrorMessage: b.err, RetryCount: b.retries, Data: b.payload}
 	if failed != zeroTime {
 		r.FailedAt = time.Unix(0, failed).UTC()
 	}
 	switch {
 	case !sel:
-		if payload != nil {
-			r.Data = json.RawMessage(slices.Clone(payload))
-		}
 		it.Others = append(it.Others, r)
 	case len(it.Rows) > 0:
 		// Every selected row carries the message as the list gave it.
 		r.Data = it.Rows[0].Data
 		it.Rows = append(it.Rows, r)
 	default:
-		if payload != nil {
-			r.Data = json.RawMessage(slices.Clone(payload))
-		}
 		it.Rows = append(it.Rows, r)
 	}
+	return nil
 }
 
 // settleItem keeps an item's payload only when the detail route gave it

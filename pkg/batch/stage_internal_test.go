@@ -186,11 +186,44 @@ func TestAnotherSweepLeavesAStageInUse(t *testing.T) {
 		t.Fatalf("a stage in use is a file another sweep can see: %v", left)
 	}
 	sweepStages(time.Now().Add(24 * time.Hour)) // takes whatever it can see
-	if err := st.exec(ctx, "testing", `INSERT INTO items (item, pid, tid, queue, part, mid, v7, env, checked) VALUES (1, 'p', 't', 'q', '0', 'm', 0, 0, 0)`); err != nil {
+	if err := st.exec(ctx, "testing", `INSERT INTO items (item, pid, tid, queue, part, mid, v7, checked) VALUES (1, 'p', 't', 'q', '0', 'm', 0, 0)`); err != nil {
 		t.Fatalf("the stage after another sweep: %v", err)
 	}
 	var n int
 	if err := st.db.QueryRowContext(ctx, `SELECT count(*) FROM items`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("the stage after another sweep holds %d items: %v", n, err)
+	}
+}
+
+// A row's body reads back as it was written: empty and long fields,
+// bytes of every value, negative and large retry counts, a payload and
+// none; a body cut anywhere is refused, never read as a shorter row.
+func TestRowBodyReadsBackAsWritten(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	field := func() string {
+		b := make([]byte, rng.IntN(3)*rng.IntN(300))
+		for i := range b {
+			b[i] = byte(rng.IntN(256))
+		}
+		return string(b)
+	}
+	for range 500 {
+		r := deadletter.Row{ID: field(), Queue: field(), Partition: field(), ErrorMessage: field(), RetryCount: rng.IntN(1<<20) - 1<<19}
+		var payload []byte
+		if rng.IntN(2) == 0 {
+			payload = []byte(`{"x":"` + strings.Repeat("y", rng.IntN(200)) + `"}`)
+		}
+		v7, env := rng.IntN(2) == 0, rng.IntN(2) == 0
+		raw := rowBody(r, payload, v7, env)
+		got, err := readBody(raw)
+		want := body{id: r.ID, queue: r.Queue, part: r.Partition, err: r.ErrorMessage, retries: r.RetryCount, v7: v7, env: env, payload: payload}
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("read back %+v, %v; wrote %+v", got, err, want)
+		}
+		for cut := range len(raw) - len(payload) {
+			if _, err := readBody(raw[:cut]); err == nil {
+				t.Fatalf("a body cut at %d of %d bytes was read", cut, len(raw))
+			}
+		}
 	}
 }
