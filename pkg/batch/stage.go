@@ -512,7 +512,7 @@ func (st *stage) byAddress(ctx context.Context) error {
 
 // takeNow adds to the staged addresses the rows of theirs that now has
 // and the stage does not (other groups', other failures'), as rows the
-// selection did not choose, and settles each address's earliest failure.
+// selection did not choose, each once as first listed.
 func (st *stage) takeNow(ctx context.Context) error {
 	if err := st.byAddress(ctx); err != nil {
 		return err

@@ -227,3 +227,66 @@ func TestRowBodyReadsBackAsWritten(t *testing.T) {
 		}
 	}
 }
+
+// Widening to the DLQ's rows now adds each row of a staged address the
+// stage does not have once, as first listed, after the selected ones: a
+// row listed twice is not doubled, and the selected row is not taken
+// again.
+func TestTakeNowAddsEachOtherRowOnce(t *testing.T) {
+	ctx := context.Background()
+	st, err := openStage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	row := func(g string, s int, err string) deadletter.Row {
+		return deadletter.Row{ID: "m", PartitionID: "p", TransactionID: "t", Queue: "q", Partition: "0", ConsumerGroup: g, ErrorMessage: err, FailedAt: at.Add(time.Duration(s) * time.Second)}
+	}
+	w, err := st.write(ctx, "rows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.add(ctx, 1, row("g0", 0, "selected"), nil, false, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.end(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	w, err = st.write(ctx, "now")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := deadletter.Row{ID: "o", PartitionID: "p", TransactionID: "other", Queue: "q", Partition: "0", ConsumerGroup: "g1", FailedAt: at}
+	for _, r := range []deadletter.Row{row("g2", 2, "first g2"), row("g0", 0, "selected, listed"), other, row("g1", 1, "first g1"), row("g2", 2, "g2 again"), row("g1", 1, "g1 again"), row("g1", 3, "g1 later")} {
+		if err := w.add(ctx, 0, r, nil, false, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.end(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.exec(ctx, "testing", `CREATE INDEX now_addr ON now (pid, tid, grp, failed)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.takeNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.between(ctx, 1, 1)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("between: %v, %v", got, err)
+	}
+	var rows, others []string
+	for _, r := range got[0].it.Rows {
+		rows = append(rows, r.ErrorMessage)
+	}
+	for _, r := range got[0].it.Others {
+		others = append(others, r.ErrorMessage)
+	}
+	if want := []string{"selected"}; !reflect.DeepEqual(rows, want) {
+		t.Errorf("selected rows %q, want %q", rows, want)
+	}
+	if want := []string{"first g2", "first g1", "g1 later"}; !reflect.DeepEqual(others, want) {
+		t.Errorf("other rows %q, want %q", others, want)
+	}
+}
