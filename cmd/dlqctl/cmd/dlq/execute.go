@@ -156,7 +156,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 	}
 	defer p.Close()
 	if err := p.Unreasoned(); err != nil && !flags.DryRun {
-		return refusal(err, sp.verb)
+		return refusal(err, sp)
 	}
 	if p.Messages() == 0 {
 		return nothingToDo(f, sp, p)
@@ -176,7 +176,7 @@ func execute(ctx context.Context, f *cmdutil.Factory, sp execSpec) error {
 		return dryRunEnd(ctx, sp, pl)
 	}
 	if err := pl.Refusal(batch.Go{}); err != nil {
-		return refusal(err, sp.verb)
+		return refusal(err, sp)
 	}
 	if !flags.Yes {
 		question := deadletter.ActionOf(sp.base.Action).Title
@@ -263,7 +263,7 @@ func dryRunEnd(ctx context.Context, sp execSpec, p *batch.Planned) error {
 		}
 	}
 	if err := p.PlanRefusal(); err != nil {
-		return refusal(err, sp.verb)
+		return refusal(err, sp)
 	}
 	return nil
 }
@@ -272,7 +272,7 @@ func dryRunEnd(ctx context.Context, sp execSpec, p *batch.Planned) error {
 // could not be written (what was done, then the cause), or its report.
 func ran(ctx context.Context, f *cmdutil.Factory, fm render.Format, sp execSpec, p *batch.Planned, res *batch.Result, err error) error {
 	if res == nil {
-		return refusal(err, sp.verb)
+		return refusal(err, sp)
 	}
 	if res.Awaiting {
 		ld, _ := f.Ledger(ctx)
@@ -314,7 +314,8 @@ func writePlan(f *cmdutil.Factory, fm render.Format, p *batch.Planned, dryRun bo
 }
 
 // refusal words a batch's refusal (batch.Refusal) in the command's flags.
-func refusal(err error, verb string) error {
+func refusal(err error, sp execSpec) error {
+	verb := sp.verb
 	var held *batch.HeldError
 	var awaiting *batch.AwaitingError
 	var changed *batch.ChangedError
@@ -330,7 +331,11 @@ func refusal(err error, verb string) error {
 	case errors.Is(err, batch.ErrNoReason):
 		return cmdutil.FlagErrorf("--why is required: say why this batch is %s (it is recorded in the ledger)", deadletter.ActionOf(verb).Past)
 	case errors.As(err, &held):
-		return cmdutil.UsageError(fmt.Errorf("%s under an active hold (see the plan); pass --override-hold to %s them anyway", render.Plural(held.Messages, "message is", "messages are"), verb))
+		how := "pass --override-hold to " + verb + " them anyway"
+		if sp.flags.BatchID == "" { // a recorded batch keeps its messages
+			how += ", or --skip-held to " + verb + " the rest"
+		}
+		return cmdutil.UsageError(fmt.Errorf("%s under an active hold (see the plan); %s", render.Plural(held.Messages, "message is", "messages are"), how))
 	}
 	return err
 }

@@ -7,6 +7,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/internal/testutil"
 )
 
 // show of an original a batch replayed says what became of it: replayed
@@ -26,16 +29,26 @@ func TestShowSaysWhatBecameOfAReplayedOriginal(t *testing.T) {
 }
 
 // A script that tries the plan first learns what the run would do: a dry
-// run that the run would refuse (a held class) exits 2 after the plan;
-// with --override-hold it exits 0.
+// run that the run would refuse (a held class) exits 2 after the plan,
+// naming both ways on (--skip-held only for a new selection: a recorded
+// batch keeps its messages); with --override-hold it exits 0.
 func TestADryRunExitsAsTheRunWould(t *testing.T) {
 	b, cli := seeded(t)
+	decided, stderr, code := cli.Exec("dlq", "decide", "--class", orderNotFound, "--action", "replay", "--why", "INC-1 fixed")
+	if code != 0 {
+		t.Fatalf("decide: exit %d\n%s", code, stderr)
+	}
+	cli.Clock = testutil.Now.Add(time.Minute) // the hold comes after
 	if _, stderr, code := cli.Exec("dlq", "decide", "--class", orderNotFound, "--action", "hold", "--until", "4h", "--why", "INC-1"); code != 0 {
 		t.Fatalf("hold: exit %d\n%s", code, stderr)
 	}
 	out, stderr, code := cli.Exec("dlq", "replay", "--class", orderNotFound, "--dry-run")
-	if code != 2 || !strings.Contains(out, "Replay plan:") || !strings.Contains(stderr, "--override-hold") {
+	if code != 2 || !strings.Contains(out, "Replay plan:") || !strings.Contains(stderr, "pass --override-hold to replay them anyway, or --skip-held to replay the rest") {
 		t.Fatalf("dry run of a held class: exit %d\n%s%s", code, out, stderr)
+	}
+	_, stderr, code = cli.Exec("dlq", "replay", "--batch", strings.TrimSpace(decided), "--dry-run")
+	if code != 2 || !strings.Contains(stderr, "pass --override-hold to replay them anyway\n") {
+		t.Fatalf("dry run of a recorded batch now held: exit %d\n%s", code, stderr)
 	}
 	if _, stderr, code := cli.Exec("dlq", "replay", "--class", orderNotFound, "--dry-run", "--override-hold"); code != 0 {
 		t.Fatalf("dry run with --override-hold: exit %d\n%s", code, stderr)
