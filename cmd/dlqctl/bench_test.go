@@ -736,8 +736,8 @@ func BenchmarkReplayEndToEnd(b *testing.B) {
 	b.ReportMetric(mid(tNoTrace)/mid(tBare), "no-trace/bare")
 	b.ReportMetric(run/mid(tBare), "run/bare")
 	b.ReportMetric(pick(func(p replay.Phases) float64 { return p.Plan }), "plan-s")
-	b.ReportMetric(pick(func(p replay.Phases) float64 { return p.Record + p.Archive }), "record+archive-s")
-	b.ReportMetric(pick(func(p replay.Phases) float64 { return (p.Record + p.Archive) / p.Run }), "record/run")
+	b.ReportMetric(pick(func(p replay.Phases) float64 { return p.Record + p.Start }), "record+start-s")
+	b.ReportMetric(pick(func(p replay.Phases) float64 { return (p.Record + p.Start) / p.Run }), "record/run")
 	b.ReportMetric(pick(func(p replay.Phases) float64 { return p.Settle }), "settle-s")
 }
 
@@ -821,7 +821,7 @@ func BenchmarkWholeCommandPace(b *testing.B) {
 					return mid(xs)
 				}
 				b.ReportMetric(pick(func(p replay.Phases) float64 { return p.Plan }), "plan-s")
-				b.ReportMetric(pick(func(p replay.Phases) float64 { return p.Record + p.Archive }), "record-s")
+				b.ReportMetric(pick(func(p replay.Phases) float64 { return p.Record + p.Start }), "record-s")
 				b.ReportMetric(pick(func(p replay.Phases) float64 { return p.Run }), "run-s")
 				b.ReportMetric(pick(func(p replay.Phases) float64 { return p.Settle }), "settle-s")
 			})

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"iter"
 	"sort"
+	"sync"
 
+	"github.com/dlqctl/dlqctl/pkg/ledger"
 	"github.com/dlqctl/dlqctl/pkg/replay"
 	"github.com/dlqctl/dlqctl/pkg/stream"
 )
@@ -217,7 +219,39 @@ func (st *stage) at(ctx context.Context, from, to int) ([]placed, error) {
 
 // source is the arranged stage as a run reads it: a claim's items at a
 // time.
-type source struct{ st *stage }
+type source struct {
+	st *stage
+	// arch, when set, archives every row of the items a claim reads that
+	// are in the DLQ (not Absent) before the claim is the run's: no row
+	// leaves the broker unrecorded, other groups' rows included, and a
+	// discard is recoverable. Archived as the run reads them, the rows
+	// cost the ledger's time while the run waits on the broker, not
+	// before the first write; a claim read again (a resume) archives its
+	// rows again, as seen again.
+	arch *archiving
+}
+
+// archiving is a run's archiver, which its claims, read at once on their
+// partitions' goroutines, take in turn.
+type archiving struct {
+	mu sync.Mutex
+	a  *ledger.Archiver
+}
+
+// add archives the rows of items in the DLQ, in one transaction.
+func (a *archiving) add(ctx context.Context, items []replay.Item) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, it := range items {
+		if it.Absent {
+			continue
+		}
+		if err := archiveItem(ctx, a.a, it); err != nil {
+			return err
+		}
+	}
+	return a.a.Flush(ctx)
+}
 
 func (s source) Len() int { return s.st.arranged }
 
@@ -258,6 +292,11 @@ func (s source) Load(ctx context.Context, pos []int32) ([]replay.Item, error) {
 			return nil, fmt.Errorf("reading the staged snapshot: %d of %d items found", len(out), len(pos))
 		}
 		start = end
+	}
+	if s.arch != nil {
+		if err := s.arch.add(ctx, out); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

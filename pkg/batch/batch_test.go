@@ -90,8 +90,8 @@ func TestReplayLifecycle(t *testing.T) {
 			t.Fatalf("batch %+v %v", bt, err)
 		}
 		// Each phase is timed (replay -o json: phases), on the wall clock.
-		if ph := res.Report.Phases; ph == nil || ph.Plan <= 0 || ph.Record <= 0 || ph.Archive <= 0 || ph.Run <= 0 || ph.Settle <= 0 ||
-			ph.Plan+ph.Record+ph.Archive+ph.Run+ph.Settle > 60 {
+		if ph := res.Report.Phases; ph == nil || ph.Plan <= 0 || ph.Record <= 0 || ph.Start <= 0 || ph.Run <= 0 || ph.Settle <= 0 ||
+			ph.Plan+ph.Record+ph.Start+ph.Run+ph.Settle > 60 {
 			t.Fatalf("phases %+v", res.Report.Phases)
 		}
 		again, err := prepare(t, env, request(deadletter.Replay, sel))

@@ -86,7 +86,7 @@ func Decide(ctx context.Context, env Env, sel *deadletter.Selection, b *ledger.B
 	} else if env.needsApproval(b.Action, live+len(gone)) {
 		b.Status, b.NeedsApproval = ledger.StatusAwaiting, true
 	}
-	if err := recordFrom(ctx, ld, b, st, gone, nil); err != nil {
+	if err := recordFrom(ctx, ld, b, st, gone); err != nil {
 		return nil, err
 	}
 	return &Decided{Batch: b, Messages: live + len(gone), Notes: p.where.Notes()}, nil

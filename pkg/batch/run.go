@@ -49,7 +49,7 @@ func (pl *Planned) Run(ctx context.Context, g Go, h Hooks) (*Result, error) {
 	by := cmp.Or(p.req.By, p.env.User)
 	phases := &replay.Phases{Plan: p.planTook.Seconds()}
 	took := phaseClock()
-	batch, archived, err := p.record(ctx, by)
+	batch, err := p.record(ctx, by)
 	if err != nil {
 		return nil, err
 	}
@@ -58,11 +58,11 @@ func (pl *Planned) Run(ctx context.Context, g Go, h Hooks) (*Result, error) {
 		return p.awaiting(ctx, batch, by, recorded), nil
 	}
 	jctx := context.WithoutCancel(ctx)
-	owner, err := p.begin(jctx, batch, archived, by)
+	owner, err := p.begin(jctx, batch, by)
 	if err != nil {
 		return nil, err
 	}
-	phases.Archive = took()
+	phases.Start = took()
 	// The run can be stopped from anywhere (decisions stop): its beat
 	// learns of it and ends the run as SIGINT would, nothing in flight
 	// lost; done is what the beat says the run got to.
@@ -87,8 +87,8 @@ func (pl *Planned) Run(ctx context.Context, g Go, h Hooks) (*Result, error) {
 			opts.Replayed = tr.replayed
 		}
 	}
-	phases.Archive += took() // the run's start in the ledger, with the archive
-	rep, runErr := replay.NewEngine(cl, ld, opts).RunSource(rctx, source{p.in.st})
+	phases.Start += took() // the tracer's start
+	rep, runErr := replay.NewEngine(cl, ld, opts).RunSource(rctx, p.source())
 	tr.finish(rep)
 	var stopped *StoppedError
 	if errors.As(context.Cause(rctx), &stopped) && ctx.Err() == nil {
@@ -119,19 +119,20 @@ func (p *Pending) awaiting(ctx context.Context, batch *ledger.Batch, by string, 
 	return &Result{Report: &replay.Report{BatchID: batch.ID}, Awaiting: true, Author: batch.Author}
 }
 
-// begin readies a recorded batch to run: every row its deletes may
-// remove archived before the first one (a discard is recoverable, and no
-// row leaves the broker unrecorded, other groups' rows included; a fresh
-// batch archived them with its record; a restore deletes nothing), the
-// batch running, and the run started under a new owner (returned) and
-// audited.
-func (p *Pending) begin(ctx context.Context, batch *ledger.Batch, archived bool, by string) (owner string, err error) {
-	ld, now := p.env.Ledger, p.now
-	if !archived && p.act().Deletes {
-		if err := p.archive(ctx); err != nil {
-			return "", err
-		}
+// source is the stage as the run reads it, archiving the rows of what it
+// reads when the batch deletes.
+func (p *Pending) source() source {
+	src := source{st: p.in.st}
+	if p.act().Deletes {
+		src.arch = &archiving{a: p.env.Ledger.NewArchiver(p.env.Client.Broker(), p.now)}
 	}
+	return src
+}
+
+// begin readies a recorded batch to run: the batch running, and the run
+// started under a new owner (returned) and audited.
+func (p *Pending) begin(ctx context.Context, batch *ledger.Batch, by string) (owner string, err error) {
+	ld, now := p.env.Ledger, p.now
 	if err := ld.SetBatchStatus(ctx, batch.ID, ledger.StatusRunning, now, now, batch.Outcome); err != nil {
 		return "", err
 	}
@@ -216,31 +217,26 @@ func (e *StoppedError) Error() string { return "stopped by " + e.By + ": " + e.W
 
 // record writes a fresh batch (the decision and its frozen manifest, in
 // the order the run takes) before anything is published, or records the
-// settings a recorded batch now runs with. A fresh batch that runs now
-// archives its rows in the same transaction and pass (archived says so);
-// one that awaits approval archives them when it runs.
-func (p *Pending) record(ctx context.Context, by string) (b *ledger.Batch, archived bool, err error) {
+// settings a recorded batch now runs with. Its rows are archived as the
+// run reads them (source).
+func (p *Pending) record(ctx context.Context, by string) (b *ledger.Batch, err error) {
 	settings, _ := json.Marshal(p.settings)
 	st := p.in.st
 	// A replay in its order; a restore partition by partition, oldest
 	// first (it keeps no order as it runs, but starts from it).
 	ordered := (p.act().Ordered && replay.Ordered(p.settings.Order) || p.act().Outside()) && !p.recordedOrder()
 	if err := st.arrange(ctx, ordered, p.settings.ToQueue); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if b := p.in.batch; b != nil {
-		return b, false, p.env.Ledger.SetBatchSettings(ctx, b.ID, settings)
+		return b, p.env.Ledger.SetBatchSettings(ctx, b.ID, settings)
 	}
 	b = &ledger.Batch{ID: p.BatchID(), Broker: p.env.Client.Broker(), Action: p.req.Action,
 		By: by, At: p.now, Why: p.why, Selection: p.selectionWords(), Destination: p.destination(), Status: ledger.StatusRunning, Settings: settings}
-	var arch *ledger.Archiver
-	switch {
-	case p.awaits():
+	if p.awaits() {
 		b.Status, b.NeedsApproval = ledger.StatusAwaiting, true
-	case p.act().Deletes:
-		arch = p.env.Ledger.NewArchiver(p.env.Client.Broker(), p.now)
 	}
-	return b, arch != nil, recordFrom(ctx, p.env.Ledger, b, st, nil, arch)
+	return b, recordFrom(ctx, p.env.Ledger, b, st, nil)
 }
 
 // Selection is the selection the batch was asked for (nil for an
@@ -284,9 +280,8 @@ func (p *Pending) selectionWords() string {
 }
 
 // recordFrom writes batch b with the stage's arranged items as its
-// manifest, then more (items the stage does not have), and queues each
-// staged item's rows on arch (when set) on the way.
-func recordFrom(ctx context.Context, ld *ledger.Store, b *ledger.Batch, st *stage, more []ledger.ManifestItem, arch *ledger.Archiver) error {
+// manifest, then more (items the stage does not have).
+func recordFrom(ctx context.Context, ld *ledger.Store, b *ledger.Batch, st *stage, more []ledger.ManifestItem) error {
 	next, stop := iter.Pull2(st.inOrder(ctx))
 	defer stop()
 	return ld.CreateBatchFrom(ctx, b, st.arranged+len(more), func() (ledger.ManifestItem, error) {
@@ -301,31 +296,8 @@ func recordFrom(ctx context.Context, ld *ledger.Store, b *ledger.Batch, st *stag
 		case !ok:
 			return ledger.ManifestItem{}, errors.New("recording the manifest: the staged snapshot ended early")
 		}
-		if arch != nil {
-			if err := archiveItem(ctx, arch, it); err != nil {
-				return ledger.ManifestItem{}, err
-			}
-		}
 		return ManifestItemOf(it), nil
-	}, arch)
-}
-
-// archive writes every row the batch's deletes may remove to the
-// archive (the rows of the addresses still dead-lettered).
-func (p *Pending) archive(ctx context.Context) error {
-	a := p.env.Ledger.NewArchiver(p.env.Client.Broker(), p.now)
-	for it, err := range p.in.st.inOrder(ctx) {
-		if err != nil {
-			return err
-		}
-		if it.Absent {
-			continue
-		}
-		if err := archiveItem(ctx, a, it); err != nil {
-			return err
-		}
-	}
-	return a.Flush(ctx)
+	})
 }
 
 // settle records what the run did: the batch's outcome from its journal

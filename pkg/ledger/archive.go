@@ -28,8 +28,8 @@ type Archived struct {
 	Vanished      bool               `json:"vanished"`
 }
 
-// Archiver writes rows to the archive in chunks inside one transaction per
-// chunk; Close flushes.
+// Archiver writes rows to the archive in chunks, one transaction a chunk;
+// Flush writes what is left.
 type Archiver struct {
 	s      *Store
 	broker string
@@ -37,9 +37,6 @@ type Archiver struct {
 	buf    []deadletter.Row
 	at     map[archiveKey]int // where each buffered row is in buf
 	n      int
-	// tx, while set, is the transaction chunks are written in (a batch's
-	// record: CreateBatchFrom); otherwise each chunk commits its own.
-	tx *sql.Tx
 	// millis: the broker's archive still has rows keyed by a failure time
 	// kept to the millisecond (before migration 22), asked once.
 	millis *bool
@@ -87,23 +84,19 @@ func (a *Archiver) Flush(ctx context.Context) error {
 		return nil
 	}
 	s := a.s
-	tx := a.tx
-	if tx == nil {
-		if err := s.checkFile(ctx); err != nil {
-			return err
-		}
-		own, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
-			return s.wrap("archiving", err)
-		}
-		defer own.Rollback()
-		tx = own
+	if err := s.checkFile(ctx); err != nil {
+		return err
 	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap("archiving", err)
+	}
+	defer tx.Rollback()
 	if err := a.rekey(ctx, tx); err != nil {
 		return s.wrap("archiving", err)
 	}
 	seen := fmtTime(a.now)
-	err := s.insertRows(ctx, tx, `INSERT INTO archive (broker, partition_id, transaction_id, consumer_group, failed_at, message_id, queue, partition_name, error, retry_count, payload, first_seen, last_seen) VALUES `,
+	err = s.insertRows(ctx, tx, `INSERT INTO archive (broker, partition_id, transaction_id, consumer_group, failed_at, message_id, queue, partition_name, error, retry_count, payload, first_seen, last_seen) VALUES `,
 		` ON CONFLICT (broker, partition_id, transaction_id, consumer_group, failed_at)
 		DO UPDATE SET last_seen = excluded.last_seen, gone_at = NULL, vanished = 0,
 			payload = CASE WHEN excluded.payload IS NULL THEN archive.payload ELSE excluded.payload END`,
@@ -119,10 +112,8 @@ func (a *Archiver) Flush(ctx context.Context) error {
 	if err != nil {
 		return s.wrap("archiving", err)
 	}
-	if a.tx == nil {
-		if err := tx.Commit(); err != nil {
-			return s.wrap("archiving", err)
-		}
+	if err := tx.Commit(); err != nil {
+		return s.wrap("archiving", err)
 	}
 	a.n += len(a.buf)
 	a.buf = a.buf[:0]

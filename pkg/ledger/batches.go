@@ -146,20 +146,13 @@ func (s *Store) CreateBatch(ctx context.Context, b *Batch, items []ManifestItem)
 	return s.CreateBatchFrom(ctx, b, len(items), func() (ManifestItem, error) {
 		i++
 		return items[i-1], nil
-	}, nil)
+	})
 }
 
 // CreateBatchFrom is CreateBatch with the manifest's n items read from
 // next, in order, as they are written (a staged snapshot): an error from
 // next records nothing.
-//
-// arch, when not nil, archives in the batch's own transaction: the rows
-// next queues on it as it goes are written with the manifest, committed
-// or rolled back with it, in the one pass over the items (a batch that
-// runs at once archives every row its deletes may remove before the
-// first; written apart, the archive read the snapshot a second time and
-// committed every thousand rows).
-func (s *Store) CreateBatchFrom(ctx context.Context, b *Batch, n int, next func() (ManifestItem, error), arch *Archiver) error {
+func (s *Store) CreateBatchFrom(ctx context.Context, b *Batch, n int, next func() (ManifestItem, error)) error {
 	if b.ID == "" {
 		b.ID = NewBatchID(b.At)
 	}
@@ -175,10 +168,6 @@ func (s *Store) CreateBatchFrom(ctx context.Context, b *Batch, n int, next func(
 		return s.wrap("recording the batch", err)
 	}
 	defer tx.Rollback()
-	if arch != nil {
-		arch.tx = tx
-		defer func() { arch.tx = nil }()
-	}
 	settings := "{}"
 	if len(b.Settings) > 0 {
 		settings = string(b.Settings)
@@ -232,11 +221,6 @@ func (s *Store) CreateBatchFrom(ctx context.Context, b *Batch, n int, next func(
 	}
 	if err != nil {
 		return s.wrap("recording the manifest", err)
-	}
-	if arch != nil {
-		if err := arch.Flush(ctx); err != nil {
-			return err
-		}
 	}
 	if err := s.insertRows(ctx, tx, `INSERT INTO batch_queues (batch_id, queue) VALUES `, "", 2, len(queues), func(i int) []any {
 		return []any{b.ID, queues[i]}

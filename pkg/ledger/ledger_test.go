@@ -183,64 +183,12 @@ func TestManifestByPosition(t *testing.T) {
 				return ledger.ManifestItem{}, broken
 			}
 			return its[n-1], nil
-		}, nil)
+		})
 		if !errors.Is(err, broken) {
 			t.Fatalf("err = %v, want the reader's", err)
 		}
 		if _, err := s.Batch(ctx, failing.ID); err == nil {
 			t.Fatal("a batch whose manifest could not be read was recorded")
-		}
-	})
-}
-
-// A batch recorded with an archiver archives in its own transaction:
-// every row queued on the way is written with the manifest (more than
-// one of the archiver's chunks), and a manifest that cannot be read
-// leaves neither the batch nor any archived row.
-func TestCreateBatchArchives(t *testing.T) {
-	testkit.ForEachLedger(t, func(t *testing.T, s *ledger.Store, _ string) {
-		ctx := context.Background()
-		const broker = "http://b"
-		its := items(2500)
-		record := func(failAt int) (*ledger.Batch, error) {
-			b := &ledger.Batch{Broker: broker, Action: ledger.ActionReplay, By: "x", At: t0, Why: "w"}
-			a := s.NewArchiver(broker, t0)
-			n := 0
-			err := s.CreateBatchFrom(ctx, b, len(its), func() (ledger.ManifestItem, error) {
-				if n == failAt {
-					return ledger.ManifestItem{}, errors.New("the stage cannot be read")
-				}
-				it := its[n]
-				n++
-				err := a.Add(ctx, deadletter.Row{ID: "m", PartitionID: it.Address.PartitionID, TransactionID: it.Address.TransactionID,
-					ConsumerGroup: "g", Queue: "q", ErrorMessage: "boom", FailedAt: t0, Data: it.Payload})
-				return it, err
-			}, a)
-			return b, err
-		}
-		archived := func() int {
-			t.Helper()
-			rows, err := s.ArchivedRows(ctx, broker, ledger.ArchiveFilter{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return len(rows)
-		}
-		if _, err := record(2100); err == nil {
-			t.Fatal("a manifest that could not be read was recorded")
-		}
-		if n := archived(); n != 0 {
-			t.Fatalf("%d rows archived by a batch that was not recorded", n)
-		}
-		b, err := record(-1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Batch(ctx, b.ID); err != nil {
-			t.Fatal(err)
-		}
-		if n := archived(); n != len(its) {
-			t.Fatalf("%d rows archived, want %d", n, len(its))
 		}
 	})
 }

@@ -256,13 +256,12 @@ func (r *Report) Clean() bool {
 
 // Phases is how long, in seconds, each phase of a batch took: planning
 // (reading the DLQ and the ledger, staging), recording the decision and
-// its manifest (a fresh batch archives its rows with it), archiving the
-// rows of a batch recorded earlier (and starting the run), the run, and
-// settling its outcome in the ledger.
+// its manifest, starting the run in the ledger, the run (which archives
+// the rows it reads as it goes), and settling its outcome in the ledger.
 type Phases struct {
-	Plan    float64 `json:"plan"`
-	Record  float64 `json:"record"`
-	Archive float64 `json:"archive"`
-	Run     float64 `json:"run"`
-	Settle  float64 `json:"settle"`
+	Plan   float64 `json:"plan"`
+	Record float64 `json:"record"`
+	Start  float64 `json:"start"`
+	Run    float64 `json:"run"`
+	Settle float64 `json:"settle"`
 }

@@ -467,7 +467,7 @@ func printReport(f *cmdutil.Factory, fm render.Format, rep *replay.Report, next 
 		present.Report(f.IO.ErrOut, f.ErrPalette(), rep)
 	}
 	if ph := rep.Phases; ph != nil && f.Globals.Debug {
-		fmt.Fprintf(f.IO.ErrOut, "phases: plan %.3fs, record %.3fs, archive %.3fs, run %.3fs, settle %.3fs\n", ph.Plan, ph.Record, ph.Archive, ph.Run, ph.Settle)
+		fmt.Fprintf(f.IO.ErrOut, "phases: plan %.3fs, record %.3fs, start %.3fs, run %.3fs, settle %.3fs\n", ph.Plan, ph.Record, ph.Start, ph.Run, ph.Settle)
 	}
 	for _, l := range next {
 		fmt.Fprintln(f.IO.ErrOut, l)
