@@ -20,6 +20,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/pkg/secret"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib" // also registers "pgx"
 	_ "modernc.org/sqlite"           // registers "sqlite"
 )
@@ -328,6 +329,12 @@ func (s *Store) wrap(op string, err error) error {
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	if s.quiet != nil && errors.Is(err, pgconn.ErrConnClosed) && s.quiet.gaveUp() != nil {
+		// A statement whose connection was closed under it as the ledger
+		// went silent (another statement's wait ran out): the silence is
+		// what happened.
+		err = s.quiet.silent()
 	}
 	if r := refused(err); r != nil {
 		return fmt.Errorf("%s: %w", op, r)
