@@ -298,8 +298,8 @@ func (w *writer) add(ctx context.Context, item int, r deadletter.Row, payload js
 		failed = r.FailedAt.UnixNano()
 	}
 	w.st.k++
-	v7, env := replay.IsUUIDv7(r.ID), deadletter.IsEnvelope(payload)
-	body := rowBody(r, payload, v7, env)
+	v7 := replay.IsUUIDv7(r.ID)
+	body := rowBody(r, payload, v7)
 	w.st.pairs[[2]string{r.Queue, r.ConsumerGroup}] = struct{}{}
 	if w.items == nil {
 		return w.rows.add(ctx, w.tx, w.st.k, r.PartitionID, r.TransactionID, r.ConsumerGroup, failed, flag, body)
@@ -319,24 +319,20 @@ func (w *writer) add(ctx context.Context, item int, r deadletter.Row, payload js
 }
 
 // A row's body holds what the stage's statements never look at: a byte
-// of flags (bodyV7, bodyEnv, bodyPayload), the retry count (a varint),
+// of flags (bodyV7, bodyPayload), the retry count (a varint),
 // the message id, queue, partition and error (each its length, a
 // uvarint, then its bytes), then the payload, to the end.
 const (
 	bodyV7      = 1 << iota // the message id is a UUIDv7
-	bodyEnv                 // the payload is an encryption envelope
 	bodyPayload             // a payload follows (none: NULL, as the list gave none or it was not kept)
 )
 
 // rowBody is r's body, with payload as the row's message.
-func rowBody(r deadletter.Row, payload json.RawMessage, v7, env bool) []byte {
+func rowBody(r deadletter.Row, payload json.RawMessage, v7 bool) []byte {
 	b := make([]byte, 0, 1+binary.MaxVarintLen64+4*binary.MaxVarintLen32+len(r.ID)+len(r.Queue)+len(r.Partition)+len(r.ErrorMessage)+len(payload))
 	var flags byte
 	if v7 {
 		flags |= bodyV7
-	}
-	if env {
-		flags |= bodyEnv
 	}
 	if len(payload) > 0 {
 		flags |= bodyPayload
@@ -358,7 +354,7 @@ func rowBody(r deadletter.Row, payload json.RawMessage, v7, env bool) []byte {
 type body struct {
 	id, queue, part, err string
 	retries              int
-	v7, env              bool
+	v7                   bool
 	payload              json.RawMessage
 }
 
@@ -375,7 +371,7 @@ func readBody(b []byte) (body, error) {
 		return out, errors.New("a staged row's body is cut short")
 	}
 	b = b[n:]
-	out.retries, out.v7, out.env = int(retries), flags&bodyV7 != 0, flags&bodyEnv != 0
+	out.retries, out.v7 = int(retries), flags&bodyV7 != 0
 	for _, f := range []*string{&out.id, &out.queue, &out.part, &out.err} {
 		l, n := binary.Uvarint(b)
 		if n <= 0 || uint64(len(b)-n) < l {

@@ -213,10 +213,10 @@ func TestRowBodyReadsBackAsWritten(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			payload = []byte(`{"x":"` + strings.Repeat("y", rng.IntN(200)) + `"}`)
 		}
-		v7, env := rng.IntN(2) == 0, rng.IntN(2) == 0
-		raw := rowBody(r, payload, v7, env)
+		v7 := rng.IntN(2) == 0
+		raw := rowBody(r, payload, v7)
 		got, err := readBody(raw)
-		want := body{id: r.ID, queue: r.Queue, part: r.Partition, err: r.ErrorMessage, retries: r.RetryCount, v7: v7, env: env, payload: payload}
+		want := body{id: r.ID, queue: r.Queue, part: r.Partition, err: r.ErrorMessage, retries: r.RetryCount, v7: v7, payload: payload}
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Fatalf("read back %+v, %v; wrote %+v", got, err, want)
 		}
